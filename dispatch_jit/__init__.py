@@ -1,0 +1,50 @@
+"""dispatch_jit: an operator dispatch engine in the model of PyTorch's dispatcher,
+with Numba kernels compiled lazily per dtype.
+
+>>> import dispatch_jit as dj
+>>> x = dj.tensor([1.0, 2.0], dtype=dj.float32)
+>>> w = dj.tensor([3.0, 4.0], dtype=dj.float32)
+>>> dj.add(x, w)
+tensor([4., 6.])
+>>> with dj.show_dispatch_trace():
+...     _ = dj.add(x, w)
+[call] op=[aten::add.Tensor], key=[CPU]
+"""
+
+from __future__ import annotations
+
+from . import errors, library
+from .creation import (Generator, arange, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+                       manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from .dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard, show_dispatch_trace
+from .dtypes import (DType, can_cast, complex64, complex128, float16, float32, float64, get_default_dtype, int8,
+                     int16, int32, int64, promote_types, result_type, uint8, uint16, uint32, uint64)
+from .dtypes import bool_ as bool  # noqa: A001  (dj.bool, as torch.bool)
+from .introspect import cache_info, dump, dump_table, has_kernel, list_operators
+from .keys import DispatchKey, DispatchKeySet
+from .library import Library
+from .modes import DispatchMode
+from .ops import OpOverload, OpOverloadPacket, ops
+from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
+
+from . import kernels as _kernels  # noqa: E402  defines "aten" and registers its kernels
+from ._install import install as _install  # noqa: E402
+
+_FUNCTIONS = _install(globals())
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # tensors and dtypes
+    "Tensor", "tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
+    "device", "strided", "is_tensor", "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "promote_types",
+    "result_type", "can_cast", "get_default_dtype",
+    # dispatch
+    "DispatchKey", "DispatchKeySet", "dispatch_keys", "Library", "library", "ops", "OpOverload",
+    "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
+    # introspection
+    "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
+    "errors",
+] + sorted(_FUNCTIONS)

@@ -1,0 +1,90 @@
+"""Install the op library's public surface: ``dj.<op>`` functions, Tensor
+methods and Python operators, all straight from the tables in kernels/aten.py."""
+
+from __future__ import annotations
+
+from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
+from .errors import CudaUnavailableError
+from .registry import lookup
+from .tensor import Tensor
+
+__all__ = ["install"]
+
+
+def _reflected(entry):
+    def op(self, other):
+        return entry(other, self)
+    op.__name__ = f"r{entry.__name__}"
+    return op
+
+
+def _binary(entry):
+    def op(self, other):
+        return entry(self, other)
+    op.__name__ = entry.__name__
+    return op
+
+
+def _to(self, *args, dtype=None, device=None, copy: bool = False):
+    """``x.to(dtype)``, ``x.to("cpu")``, ``x.to(other_tensor)``, ``x.to(device, dtype)``."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = dtype or a.dtype
+        elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
+            device = a
+        else:
+            dtype = a
+    if device is not None and _device_type(device) != "cpu":
+        raise CudaUnavailableError(f"cannot move a tensor to {device}: no CUDA backend for tensors in this "
+                                   f"build yet; keep it on 'cpu'")
+    if dtype is None:
+        return self.clone() if copy else self
+    return lookup("aten::to.dtype").entry(self, as_dtype(dtype), copy)
+
+
+def _device_type(d) -> str:
+    return str(d).split(":")[0]
+
+
+def _contiguous(self):
+    return self if self._data.flags.c_contiguous else self.clone()
+
+
+def _T(self):
+    return self.permute(tuple(range(self.ndim - 1, -1, -1)))
+
+
+def _cast(dt):
+    def method(self):
+        return self.to(dt)
+    method.__name__ = dt.name
+    return method
+
+
+def install(namespace: dict) -> list[str]:
+    from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS
+    names = []
+    for public, opname in FUNCTIONS.items():
+        entry = lookup(f"aten::{opname}").entry
+        namespace[public] = entry
+        names.append(public)
+    for alias, real in ARRAY_API_ALIASES.items():
+        namespace[alias] = namespace[real]
+        names.append(alias)
+    for meth, opname in METHODS.items():
+        setattr(Tensor, meth, lookup(f"aten::{opname}").entry)
+    for dunder, (opname, reflected) in OPERATORS.items():
+        entry = lookup(f"aten::{opname}").entry
+        unary = len(entry._op.schema.positional) == 1
+        setattr(Tensor, dunder, entry if unary else _reflected(entry) if reflected else _binary(entry))
+    Tensor.__pos__ = lambda self: self
+    Tensor.to = _to
+    Tensor.contiguous = _contiguous
+    Tensor.T = property(_T)
+    Tensor.cpu = lambda self: self
+    for meth, dt in (("float", float32), ("double", float64), ("half", float16), ("int", int32),
+                     ("long", int64), ("bool", bool_)):
+        setattr(Tensor, meth, _cast(dt))
+    return names
+
+

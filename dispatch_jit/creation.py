@@ -1,0 +1,233 @@
+"""Tensor creation: ``tensor``, ``asarray``, ``zeros``, ..., and random numbers.
+
+Creation functions take the array API's keywords (``dtype=``, ``device=``)
+plus PyTorch's ``requires_grad=``.  Random numbers come from a
+``Generator`` (NumPy's PCG64 underneath); ``manual_seed`` reseeds the
+default one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import DType, as_dtype, float32, get_default_dtype, int64
+from .errors import DTypeError, ShapeError
+from .tensor import Tensor, _check_cpu, infer_dtype, wrap
+
+__all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
+           "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
+           "from_numpy"]
+
+
+def _finish(a: np.ndarray, device, requires_grad: bool) -> Tensor:
+    _check_cpu(device)
+    return wrap(a, requires_grad=requires_grad)
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    try:
+        shape = tuple(int(s) for s in size)
+    except (TypeError, ValueError):
+        raise ShapeError(f"a shape must be a sequence of ints, got {size!r}") from None
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"negative dimensions are not allowed, got shape {shape}")
+    return shape
+
+
+def _to_numpy(data, dt: DType | None):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
+        data = [_to_numpy(v, dt) for v in data]
+    return data
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor that copies ``data`` (nested lists, scalars, arrays, tensors).
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([[1, 2], [3, 4]]).dtype, dj.tensor(2.5).shape
+    (dispatch_jit.int64, ())
+    """
+    dt = as_dtype(dtype) if dtype is not None else (data.dtype if isinstance(data, Tensor) else infer_dtype(data))
+    try:
+        a = np.array(_to_numpy(data, dt), dtype=dt.np, copy=True)
+    except (ValueError, TypeError) as e:
+        raise ShapeError(f"tensor(): cannot build a {dt.name} tensor from {type(data).__name__}: {e}") from None
+    if a.dtype == object:
+        raise DTypeError(f"tensor(): data of type {type(data).__name__} has no numeric dtype")
+    return _finish(a, device, requires_grad)
+
+
+def asarray(obj, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
+    """Like ``tensor`` but shares memory with NumPy arrays and tensors when it can (array API).
+
+    >>> import numpy as np, dispatch_jit as dj
+    >>> a = np.zeros(3, np.float32); t = dj.asarray(a); a[0] = 5; t[0].item()
+    5.0
+    """
+    if isinstance(obj, Tensor) and dtype is None and not copy:
+        return obj
+    if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__array_interface__"):
+        a = np.asarray(obj)
+        dt = as_dtype(dtype) if dtype is not None else None
+        if dt is not None and a.dtype != dt.np:
+            if copy is False:
+                raise ValueError("asarray(copy=False) would need a copy to change the dtype")
+            a = a.astype(dt.np)
+        elif copy:
+            a = a.copy()
+        return _finish(a, device, False)
+    return tensor(obj, dtype=dtype, device=device)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a NumPy array."""
+    return asarray(a)
+
+
+def _dt(dtype, default: DType | None = None) -> DType:
+    return as_dtype(dtype) if dtype is not None else (default or get_default_dtype())
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """>>> import dispatch_jit as dj; dj.zeros(2, 3).shape
+    (2, 3)
+    """
+    return _finish(np.zeros(_shape(size), _dt(dtype).np), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.ones(_shape(size), _dt(dtype).np), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.empty(_shape(size), _dt(dtype).np), device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value``; its dtype follows the value (2 -> int64, 2.0 -> float32)."""
+    dt = as_dtype(dtype) if dtype is not None else infer_dtype(fill_value)
+    return _finish(np.full(_shape((size,) if isinstance(size, int) else (tuple(size),)), fill_value, dt.np),
+                   device, requires_grad)
+
+
+def _like(t: Tensor, dtype):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"expected a Tensor, got {type(t).__name__}")
+    return t.shape, (as_dtype(dtype) if dtype is not None else t.dtype)
+
+
+def zeros_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, dt = _like(t, dtype)
+    return _finish(np.zeros(shape, dt.np), device, requires_grad)
+
+
+def ones_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, dt = _like(t, dtype)
+    return _finish(np.ones(shape, dt.np), device, requires_grad)
+
+
+def empty_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, dt = _like(t, dtype)
+    return _finish(np.empty(shape, dt.np), device, requires_grad)
+
+
+def full_like(t, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, dt = _like(t, dtype)
+    return _finish(np.full(shape, fill_value, dt.np), device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive); ints give int64, floats float32.
+
+    >>> import dispatch_jit as dj; dj.arange(4)
+    tensor([0, 1, 2, 3])
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    is_float = any(isinstance(v, float) for v in (start, end, step))
+    dt = as_dtype(dtype) if dtype is not None else (get_default_dtype() if is_float else int64)
+    return _finish(np.arange(start, end, step).astype(dt.np, copy=False), device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    return _finish(np.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype).np), device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.eye(n, m, dtype=_dt(dtype).np), device, requires_grad)
+
+
+class Generator:
+    """A source of random numbers; ``dj.manual_seed`` reseeds the default one.
+
+    >>> import dispatch_jit as dj
+    >>> g = dj.Generator(0); a = dj.rand(3, generator=g); g.manual_seed(0)
+    <dispatch_jit.Generator seed=0>
+    >>> bool((dj.rand(3, generator=g) == a).all())
+    True
+    """
+
+    def __init__(self, seed: int | None = None):
+        self.manual_seed(seed if seed is not None else np.random.SeedSequence().entropy % (2**63))
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self.seed = int(seed)
+        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        return self
+
+    def initial_seed(self) -> int:
+        return self.seed
+
+    def __repr__(self) -> str:
+        return f"<dispatch_jit.Generator seed={self.seed}>"
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Reseed the default generator (``rand``, ``randn``, ``randint``)."""
+    return default_generator.manual_seed(seed)
+
+
+def _floating(dtype) -> DType:
+    dt = _dt(dtype)
+    if not dt.is_floating_point:
+        raise DTypeError(f"random floats need a floating dtype, got {dt.name}")
+    return dt
+
+
+def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1)."""
+    dt = _floating(dtype)
+    rng = (generator or default_generator).rng
+    a = rng.random(_shape(size), dtype=np.float32 if dt is float32 else np.float64)
+    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
+
+
+def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    dt = _floating(dtype)
+    rng = (generator or default_generator).rng
+    a = rng.standard_normal(_shape(size), dtype=np.float32 if dt is float32 else np.float64)
+    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
+
+
+def randint(low: int, high: int | None = None, size=(), *, generator: Generator | None = None, dtype=None,
+            device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    dt = as_dtype(dtype) if dtype is not None else int64
+    rng = (generator or default_generator).rng
+    return _finish(rng.integers(low, high, _shape((tuple(size),)) if not isinstance(size, int) else (size,))
+                   .astype(dt.np), device, False)
+
+

@@ -1,0 +1,440 @@
+"""The dispatcher: thread-local key state, the memoized hot path, and the miss path.
+
+The hot path of every operator is a function generated from its schema::
+
+    def add(self, other, *, alpha=1, out=None):
+        f = memo_get((tls.k, <sig of self>, <sig of other>, <sig of out>))
+        if f is None:
+            f = miss(op, (self, other, alpha, out))
+        return f(self, other, alpha, out)
+
+``tls.k`` is one small int standing for all thread-local state that changes
+which kernel runs (include/exclude sets, trace printing); the signatures fix
+the dispatch keys, dtypes, ndim, contiguity and device of the tensors.  The
+memo value is the final callable: for Numba kernels, a closure over the
+compiled overload's entry point for exactly those types.  Schema checks,
+promotion, the table walk and compilation happen once per signature, in
+``resolve``:
+
+1. bind the call to the schema (SchemaError on mismatch);
+2. decode each argument's signature (ArgMeta);
+3. check that tensors share a device;
+4. call key set = (OR of the tensors' key sets | TLS include) - TLS exclude
+   - the op's fallthrough keys;
+5. take the highest key and its entry in the op's computed table
+   (NoKernelError if missing);
+6. let the kernel specialize itself on the ArgMetas (lazy compile);
+7. wrap it to print when dispatch tracing is on; memoize.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Callable
+
+from .errors import DeviceMismatchError, NoKernelError, SchemaError
+from .keys import DispatchKey, DispatchKeySet
+from .registry import OperatorEntry, fallthrough_kernel
+from .schema import NO_DEFAULT
+from .signature import ArgMeta, decode, scalar_sig
+
+__all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
+           "make_entry", "resolve", "redispatch", "tls", "set_tensor_type", "cache_info",
+           "is_tracing_dispatch"]
+
+
+class _MissingArg:
+    """Default of a required parameter in a generated entry: its signature is
+    never in a memo, so a call that omits it reaches the miss path, where the
+    schema binder reports it by name."""
+
+    _sig = None
+
+    def __repr__(self):
+        return "<missing>"
+
+
+MISSING = _MissingArg()
+
+_TRACE_DEFAULT = os.environ.get("DISPATCH_JIT_SHOW_DISPATCH_TRACE", "") not in ("", "0")
+
+# (include, exclude, trace) -> small int, shared by all threads
+_STATE_IDS: dict[tuple, int] = {}
+_state_lock = threading.Lock()
+
+
+def _state_id(state: tuple) -> int:
+    sid = _STATE_IDS.get(state)
+    if sid is None:
+        with _state_lock:
+            sid = _STATE_IDS.setdefault(state, len(_STATE_IDS))
+    return sid
+
+
+class _TLS(threading.local):
+    """Per-thread dispatch state; ``k`` summarises it for the memo key."""
+
+    def __init__(self):
+        self.include = 0
+        self.exclude = 0
+        self.trace = _TRACE_DEFAULT
+        self.depth = 0
+        self.modes: list = []
+        self.k = _state_id((0, 0, self.trace))
+
+    def update(self) -> None:
+        self.k = _state_id((self.include, self.exclude, self.trace))
+
+
+tls = _TLS()
+
+
+def _bits(keys) -> int:
+    if isinstance(keys, (DispatchKey, str)):
+        keys = [keys]
+    return DispatchKeySet(keys).bits if not isinstance(keys, DispatchKeySet) else keys.bits
+
+
+class IncludeDispatchKeyGuard:
+    """Add keys to this thread's include set for the duration of a ``with``.
+
+    >>> import dispatch_jit as dj
+    >>> with dj.IncludeDispatchKeyGuard(dj.DispatchKey.AutocastCPU):
+    ...     pass
+    """
+
+    def __init__(self, keys):
+        self.bits = _bits(keys)
+
+    def __enter__(self):
+        self.prev = tls.include
+        tls.include = self.prev | self.bits
+        tls.update()
+        return self
+
+    def __exit__(self, *exc):
+        tls.include = self.prev
+        tls.update()
+
+
+class ExcludeDispatchKeyGuard:
+    """Remove keys from every call's key set in this thread for the duration
+    of a ``with`` (exclusion wins over inclusion).
+
+    >>> import dispatch_jit as dj
+    >>> with dj.ExcludeDispatchKeyGuard(dj.DispatchKey.AutogradCPU):
+    ...     pass
+    """
+
+    def __init__(self, keys):
+        self.bits = _bits(keys)
+
+    def __enter__(self):
+        self.prev = tls.exclude
+        tls.exclude = self.prev | self.bits
+        tls.update()
+        return self
+
+    def __exit__(self, *exc):
+        tls.exclude = self.prev
+        tls.update()
+
+
+class show_dispatch_trace:
+    """Print every dispatch decision while active (also
+    ``DISPATCH_JIT_SHOW_DISPATCH_TRACE=1``)::
+
+        [call] op=[aten::add.Tensor], key=[AutogradCPU]
+         [redispatch] op=[aten::add.Tensor], key=[CPU]
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = tls.trace
+        tls.trace = self.enabled
+        tls.update()
+        return self
+
+    def __exit__(self, *exc):
+        tls.trace = self.prev
+        tls.update()
+
+
+def is_tracing_dispatch() -> bool:
+    return tls.trace
+
+
+# -- generated entries -------------------------------------------------------
+_GENERATED_GLOBALS: list[dict] = []
+_TENSOR_TYPE: list = [None]
+
+
+def set_tensor_type(cls) -> None:
+    """Called once by tensor.py: the generated entries test ``x.__class__ is _T``."""
+    _TENSOR_TYPE[0] = cls
+    for g in _GENERATED_GLOBALS:
+        g["_T"] = cls
+
+
+def _sig_expr(name: str, arg) -> str:
+    base = arg.type.base
+    if base == "Tensor" and not arg.type.is_list:
+        return f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
+    return f"_ssig({name})"
+
+
+def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
+    """Generate the fast entry function for ``op`` from its schema."""
+    schema = op.schema
+    params, names, sigs = [], [], []
+    kw_started = False
+    for a in schema.arguments:
+        pname = a.name if a.name not in _RESERVED else a.name + "_"
+        if a.kwarg_only and not kw_started:
+            params.append("*")
+            kw_started = True
+        default = "_MISSING" if not a.has_default else f"_D_{pname}"
+        params.append(f"{pname}={default}")
+        names.append(pname)
+        if a.type.is_tensor_like:
+            sigs.append(_sig_expr(pname, a))
+        elif a.type.base == "Scalar":
+            # a Scalar's type changes the kernel (int alpha on int tensors, float on floats)
+            sigs.append(f"{pname}.__class__")
+    # PyTorch spellings accepted as aliases of the array API names (dim= for axis=)
+    aliases = [(alias, real) for real, alias in KEYWORD_ALIASES.items() if real in names]
+    for alias, real in aliases:
+        if not kw_started:
+            params.append("*")
+            kw_started = True
+        params.append(f"{alias}=_NOALIAS")
+    arglist = ", ".join(names)
+    key = "(_tls.k, " + ", ".join(sigs) + ("," if len(sigs) == 1 else "") + ")" if sigs else "(_tls.k,)"
+    fname = (public_name or schema.name).replace(".", "_")
+    prologue = "".join(f"    if {alias} is not _NOALIAS:\n        {real} = {alias}\n" for alias, real in aliases)
+    src = (f"def {fname}({', '.join(params)}):\n" + prologue +
+           f"    _f = _memo_get({key})\n"
+           f"    if _f is None:\n"
+           f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
+           f"    return _f({arglist})\n")
+    g = {"_memo_get": op.memo.get, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
+         "_miss": resolve_call, "_MISSING": MISSING,
+         "_NOALIAS": _NOALIAS}
+    for a, pname in zip(schema.arguments, names):
+        if a.has_default:
+            d = a.default
+            g[f"_D_{pname}"] = tuple(d) if isinstance(d, list) else d
+    exec(compile(src, f"<dispatch_jit entry {schema.full_name}>", "exec"), g)
+    _GENERATED_GLOBALS.append(g)
+    fn = g[fname]
+    fn.__qualname__ = fn.__name__ = public_name or schema.name
+    fn.__source__ = src
+    fn._op = op
+    op.entry = fn
+    return fn
+
+
+KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+_NOALIAS = _MissingArg()
+
+_RESERVED = {"from", "in", "is", "lambda", "def", "class", "return", "global", "import", "and", "or",
+             "not", "if", "else", "while", "for", "with", "as", "pass", "None", "True", "False"}
+
+
+# -- the miss path ---------------------------------------------------------------
+class Call:
+    """What a kernel may specialize on: the op, the key it resolved to, the
+    full call key set, and one ArgMeta per schema argument."""
+
+    __slots__ = ("op", "key", "keyset", "metas", "trace")
+
+    def __init__(self, op: OperatorEntry, key: DispatchKey, keyset: int, metas: tuple, trace: bool):
+        self.op, self.key, self.keyset, self.metas, self.trace = op, key, keyset, metas, trace
+
+    @property
+    def tensor_metas(self) -> list[ArgMeta]:
+        return [m for m in self.metas if m is not None and m.kind == "tensor"]
+
+    def redispatch(self) -> Callable:
+        """The callable that runs below this call's key (PyTorch's
+        ``redispatch(keyset.remove(key))``), resolved now, once."""
+        below = self.keyset & ((1 << self.key.value) - 1)
+        return _resolve_keyset(self.op, below, self.metas, "redispatch", self.trace)
+
+
+def _bind_check(op: OperatorEntry, args: tuple) -> None:
+    schema = op.schema
+    pos, kw = [], {}
+    for a, v in zip(schema.arguments, args):
+        if v is MISSING:
+            continue
+        if a.kwarg_only:
+            kw[a.name] = v
+        else:
+            pos.append(v)
+    # bind() reports missing, wrong-typed and malformed arguments by name
+    from .schema import bind
+    bind(schema, tuple(pos), kw, is_tensor=lambda v: v.__class__ is _TENSOR_TYPE[0]
+         or isinstance(v, _TENSOR_TYPE[0]))
+    for a, v in zip(schema.arguments, args):
+        if v is MISSING and not a.has_default:
+            raise SchemaError(f"{schema}: missing required argument '{a.name}'")
+
+
+def _metas(op: OperatorEntry, args: tuple) -> tuple:
+    out = []
+    T = _TENSOR_TYPE[0]
+    for a, v in zip(op.schema.arguments, args):
+        if not a.type.is_tensor_like:
+            out.append(None)
+            continue
+        s = v._sig if isinstance(v, T) else scalar_sig(v)
+        if s is None:
+            raise SchemaError(f"{op.schema}: argument '{a.name}' must be a tensor or a number, "
+                              f"not {type(v).__name__} ({v!r:.60})")
+        m = decode(s)
+        if a.type.is_list and m.kind == "list":
+            pass
+        elif m.kind == "list":
+            raise SchemaError(f"{op.schema}: argument '{a.name}' must be a Tensor, not a "
+                              f"{type(v).__name__}; build one with dj.tensor(...)")
+        out.append(m)
+    return tuple(out)
+
+
+def _call_keyset(metas: tuple) -> int:
+    ks = 0
+    for m in metas:
+        if m is None:
+            continue
+        if m.kind == "tensor":
+            ks |= m.keyset
+        elif m.kind == "list":
+            for item in m.items:
+                ks |= item.keyset
+    return ks
+
+
+def check_devices(op: OperatorEntry, metas: tuple) -> None:
+    seen = []
+    for m in metas:
+        if m is None:
+            continue
+        for t in (m.items if m.kind == "list" else (m,)):
+            if t.kind == "tensor" and t.device not in [d for d, _ in seen]:
+                seen.append((t.device, t.ndim))
+    if len(seen) > 1:
+        # A zero-dim CPU tensor may join a CUDA computation as a scalar (PyTorch's rule).
+        real = [d for d, nd in seen if not (d == "cpu" and nd == 0)]
+        if len(set(real)) > 1 or (len(real) == 1 and len(seen) > 1 and real[0] == "cpu"):
+            a, b = seen[0][0], seen[1][0]
+            raise DeviceMismatchError(
+                f"Expected all tensors to be on the same device, but found {a} and {b} "
+                f"(in {op.name}); move them with .to({a!r}) or .to({b!r})")
+
+
+def resolve_call(op: OperatorEntry, args: tuple) -> Callable:
+    """The miss path of a generated entry: steps 1-7 of the module docstring."""
+    _bind_check(op, args)
+    metas = _metas(op, args)
+    check_devices(op, metas)
+    state = tls
+    ks = (_call_keyset(metas) | state.include) & ~state.exclude
+    fn = _resolve_keyset(op, ks, metas, "call", state.trace)
+    key = [state.k]
+    T = _TENSOR_TYPE[0]
+    for a, v in zip(op.schema.arguments, args):
+        if a.type.is_tensor_like:
+            key.append(v._sig if v.__class__ is T else scalar_sig(v))
+        elif a.type.base == "Scalar":
+            key.append(v.__class__)
+    op.misses += 1
+    op.memo[tuple(key)] = fn
+    return fn
+
+
+def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace: bool) -> Callable:
+    ks &= ~op.fallthrough_bits
+    key = DispatchKeySet.from_bits(ks).highest()
+    fn, source = op.table[key.value] if ks else (None, "missing")
+    if fn is None:
+        raise no_kernel_error(op, key, ks)
+    call = Call(op, key, ks, metas, trace)
+    if source.startswith("backend fallback"):
+        kern = _boxed(op, fn, ks)
+    elif hasattr(fn, "specialize"):
+        kern = fn.specialize(call)
+    else:
+        kern = _unboxed(op, fn)
+    if trace:
+        kern = _traced(kern, op, key, label)
+    return kern
+
+
+def _unboxed(op: OperatorEntry, fn: Callable) -> Callable:
+    """User kernels take positional args; keyword-only schema args as keywords."""
+    kwnames = [a.name for a in op.schema.arguments if a.kwarg_only]
+    if not kwnames:
+        return fn
+    npos = len(op.schema.arguments) - len(kwnames)
+
+    def call(*args):
+        return fn(*args[:npos], **dict(zip(kwnames, args[npos:])))
+    call.__wrapped__ = fn
+    return call
+
+
+def _boxed(op: OperatorEntry, fn: Callable, ks: int) -> Callable:
+    from .ops import overload_of
+    public = overload_of(op)
+    keyset = DispatchKeySet.from_bits(ks)
+    kwnames = [a.name for a in op.schema.arguments if a.kwarg_only]
+    npos = len(op.schema.arguments) - len(kwnames)
+
+    def call(*args):
+        return fn(public, keyset, args[:npos], dict(zip(kwnames, args[npos:])))
+    return call
+
+
+def _traced(kern: Callable, op: OperatorEntry, key: DispatchKey, label: str) -> Callable:
+    def traced(*args):
+        print(f"{' ' * tls.depth}[{label}] op=[{op.name}], key=[{key.name}]", file=sys.stdout)
+        tls.depth += 1
+        try:
+            return kern(*args)
+        finally:
+            tls.depth -= 1
+    return traced
+
+
+def no_kernel_error(op: OperatorEntry, key: DispatchKey, ks: int) -> NoKernelError:
+    from .introspect import dump_table
+    have = [k.name for k in op.kernels] or ["none"]
+    return NoKernelError(
+        f"Could not run '{op.name}' with arguments from the '{key.name}' backend "
+        f"(call keys: {DispatchKeySet.from_bits(ks)}). '{op.name}' has kernels registered only for: "
+        f"{', '.join(have)}. Register one with Library('{op.schema.namespace}', 'IMPL').impl(...) "
+        f"or move the inputs to a backend that has one.\n{dump_table(op)}")
+
+
+def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
+    """Run ``op`` on positional ``args`` (schema order) with an explicit key set."""
+    bits = keyset.bits if isinstance(keyset, DispatchKeySet) else int(keyset)
+    metas = _metas(op, args)
+    sigs = tuple(getattr(v, "_sig", None) if m is not None and m.kind == "tensor" else
+                 (scalar_sig(v) if m is not None else None) for v, m in zip(args, metas))
+    memo_key = ("redispatch", tls.k, bits, sigs)
+    fn = op.memo.get(memo_key)
+    if fn is None:
+        fn = _resolve_keyset(op, bits, metas, "redispatch", tls.trace)
+        op.memo[memo_key] = fn
+    return fn(*args)
+
+
+def cache_info(op: OperatorEntry) -> dict:
+    """Resolution-cache state of one overload (see ``dj.cache_info``)."""
+    return {"misses": op.misses, "resolved_signatures": len(op.memo), "compiled": dict(op.compiled)}

@@ -1,0 +1,77 @@
+"""Every exception dispatch_jit raises on purpose.
+
+Each class subclasses the builtin a Python user would catch for the same
+mistake (``LookupError`` for a missing kernel, ``TypeError`` for a call that
+does not fit a schema, ...), so ``except TypeError`` keeps working, while the
+message says what failed, the values seen, and what to do instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DispatchJitError",
+    "SchemaParseError",
+    "SchemaError",
+    "RegistrationError",
+    "NoKernelError",
+    "DeviceMismatchError",
+    "DTypeError",
+    "CastingError",
+    "BroadcastError",
+    "ShapeError",
+    "AutogradError",
+    "CudaUnavailableError",
+]
+
+
+class DispatchJitError(Exception):
+    """Base class of every error raised by dispatch_jit on purpose."""
+
+
+class SchemaParseError(DispatchJitError, ValueError):
+    """A schema string is malformed; the message points at the position."""
+
+    def __init__(self, schema: str, pos: int, what: str):
+        self.schema, self.pos = schema, pos
+        caret = " " * pos + "^"
+        super().__init__(f"invalid schema at position {pos}: {what}\n  {schema}\n  {caret}")
+
+
+class SchemaError(DispatchJitError, TypeError):
+    """A call does not fit the operator's schema; the message quotes it."""
+
+
+class RegistrationError(DispatchJitError, RuntimeError):
+    """A definition or registration conflicts with an existing one."""
+
+
+class NoKernelError(DispatchJitError, LookupError):
+    """No kernel is registered for the dispatch key a call resolved to."""
+
+
+class DeviceMismatchError(DispatchJitError, RuntimeError):
+    """Tensors of one call live on different devices."""
+
+
+class DTypeError(DispatchJitError, TypeError):
+    """An operator does not support the dtype(s) it was called with."""
+
+
+class CastingError(DispatchJitError, TypeError):
+    """A result cannot be stored in the requested dtype (in-place or out=)."""
+
+
+class BroadcastError(DispatchJitError, ValueError):
+    """Shapes cannot be broadcast together."""
+
+
+class ShapeError(DispatchJitError, ValueError):
+    """A shape, axis or size argument is invalid for the tensor it applies to."""
+
+
+class AutogradError(DispatchJitError, RuntimeError):
+    """Gradient computation cannot proceed."""
+
+
+class CudaUnavailableError(DispatchJitError, RuntimeError):
+    """A CUDA tensor or kernel was requested where no CUDA device exists."""

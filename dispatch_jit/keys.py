@@ -1,0 +1,174 @@
+"""Dispatch keys and key sets.
+
+A ``DispatchKey`` names one reason a kernel may need to run: a backend (CPU,
+CUDA), a layout (SparseCsr), a quantization scheme, or a cross-cutting concern
+that wraps the backends (Autograd, Autocast, Tracer, Python modes).  A
+``DispatchKeySet`` is a bitmask of runtime keys; the dispatcher ORs the key
+sets of a call's tensors, adjusts them with thread-local state, and runs the
+kernel of the highest key.  This module is the bottom of the import graph.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Iterable
+
+__all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS"]
+
+
+class DispatchKey(enum.IntEnum):
+    """Dispatch keys.
+
+    THE DECLARATION ORDER IS THE PRIORITY: a key declared later wins over a
+    key declared earlier.  For runtime keys the value is also the bit position
+    in a ``DispatchKeySet``, so "highest priority" is "highest set bit".
+    This is a subset of PyTorch's order (c10/core/DispatchKey.h).
+
+    >>> DispatchKey.AutogradCPU > DispatchKey.CPU
+    True
+    """
+
+    # -- runtime keys, lowest priority first ---------------------------------
+    Undefined = 0
+    Meta = 1            # shapes and dtypes only, no data
+    CPU = 2             # dense CPU kernels (Numba njit)
+    CUDA = 3            # dense CUDA kernels (numba.cuda.jit)
+    QuantizedCPU = 4
+    QuantizedCUDA = 5
+    SparseCsrCPU = 6
+    SparseCsrCUDA = 7
+    ADInplaceOrView = 8
+    AutogradOther = 9   # autograd for backends without a key of their own
+    AutogradCPU = 10
+    AutogradCUDA = 11
+    AutocastCPU = 12
+    AutocastCUDA = 13
+    Tracer = 14         # compiled mode: records ops instead of running them
+    Python = 15         # dispatch modes (DispatchMode.__dispatch__)
+    # -- alias keys: registration targets only, never in a runtime key set ---
+    CompositeExplicitAutograd = 32
+    CompositeImplicitAutograd = 33
+    Autograd = 34
+
+    @property
+    def is_alias(self) -> bool:
+        return self.value >= 32
+
+    @classmethod
+    def parse(cls, key: "DispatchKey | str") -> "DispatchKey":
+        """Accept a key or its name ("CPU", "AutogradCUDA", ...)."""
+        if isinstance(key, DispatchKey):
+            return key
+        if isinstance(key, str) and key in cls.__members__:
+            return cls[key]
+        names = ", ".join(cls.__members__)
+        raise ValueError(f"unknown dispatch key {key!r}; expected one of: {names}")
+
+
+RUNTIME_KEYS: tuple[DispatchKey, ...] = tuple(k for k in DispatchKey if not k.is_alias and k is not DispatchKey.Undefined)
+ALIAS_KEYS: tuple[DispatchKey, ...] = tuple(k for k in DispatchKey if k.is_alias)
+
+_K = DispatchKey
+
+# Backend keys: where data lives and how it is laid out.  Every other runtime
+# key is a "functionality" key that wraps a backend.
+BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCsrCPU, _K.SparseCsrCUDA)
+
+# Which autograd key a tensor of a given backend carries when it requires grad.
+AUTOGRAD_KEY_FOR_BACKEND = {
+    _K.CPU: _K.AutogradCPU,
+    _K.CUDA: _K.AutogradCUDA,
+}
+AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
+
+# What each alias key stands for, as in PyTorch's getRuntimeDispatchKeySet.
+ALIAS_EXPANSION: dict[DispatchKey, tuple[DispatchKey, ...]] = {
+    _K.Autograd: (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA),
+    _K.CompositeExplicitAutograd: BACKEND_KEYS,
+    _K.CompositeImplicitAutograd: BACKEND_KEYS + (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA),
+}
+
+
+class DispatchKeySet:
+    """An immutable set of runtime dispatch keys, stored as an int bitmask.
+
+    >>> ks = DispatchKeySet(DispatchKey.CPU) | DispatchKey.AutogradCPU
+    >>> ks.highest()
+    <DispatchKey.AutogradCPU: 10>
+    >>> DispatchKey.CPU in ks, (ks - DispatchKey.AutogradCPU).highest().name
+    (True, 'CPU')
+    """
+
+    __slots__ = ("bits",)
+
+    def __init__(self, keys: "DispatchKey | Iterable[DispatchKey] | int | DispatchKeySet" = 0):
+        self.bits = _to_bits(keys)
+
+    @classmethod
+    def from_bits(cls, bits: int) -> "DispatchKeySet":
+        ks = cls.__new__(cls)
+        ks.bits = bits
+        return ks
+
+    def __or__(self, other) -> "DispatchKeySet":
+        return DispatchKeySet.from_bits(self.bits | _to_bits(other))
+
+    __ror__ = __or__
+
+    def __and__(self, other) -> "DispatchKeySet":
+        return DispatchKeySet.from_bits(self.bits & _to_bits(other))
+
+    def __sub__(self, other) -> "DispatchKeySet":
+        return DispatchKeySet.from_bits(self.bits & ~_to_bits(other))
+
+    def __contains__(self, key: DispatchKey) -> bool:
+        return bool(self.bits >> DispatchKey.parse(key) & 1)
+
+    def __iter__(self):
+        """Keys from highest to lowest priority."""
+        bits = self.bits
+        while bits:
+            top = bits.bit_length() - 1
+            yield DispatchKey(top)
+            bits &= ~(1 << top)
+
+    def __len__(self) -> int:
+        return self.bits.bit_count()
+
+    def __bool__(self) -> bool:
+        return self.bits != 0
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DispatchKeySet) and other.bits == self.bits
+
+    def __hash__(self) -> int:
+        return hash(self.bits)
+
+    def highest(self) -> DispatchKey:
+        """The key whose kernel runs: the highest-priority key in the set."""
+        return DispatchKey(self.bits.bit_length() - 1) if self.bits else DispatchKey.Undefined
+
+    def __repr__(self) -> str:
+        return "DispatchKeySet(" + ", ".join(k.name for k in self) + ")"
+
+
+def _to_bits(keys) -> int:
+    if isinstance(keys, DispatchKeySet):
+        return keys.bits
+    if isinstance(keys, DispatchKey):
+        return _key_bit(keys)
+    if isinstance(keys, int):
+        return keys
+    if isinstance(keys, str):
+        return _key_bit(DispatchKey.parse(keys))
+    bits = 0
+    for k in keys:
+        bits |= _key_bit(DispatchKey.parse(k))
+    return bits
+
+
+def _key_bit(key: DispatchKey) -> int:
+    if key.is_alias:
+        raise ValueError(f"{key.name} is an alias key: it names a group of runtime keys for registration "
+                         f"and cannot be put in a DispatchKeySet; use one of {[k.name for k in ALIAS_EXPANSION[key]]}")
+    return 0 if key is DispatchKey.Undefined else 1 << key.value

@@ -1,0 +1,130 @@
+"""``dj.ops``: operators as objects, PyTorch's ``torch.ops`` in miniature.
+
+``dj.ops.aten.add`` is an ``OpOverloadPacket`` (all overloads of a name);
+``dj.ops.aten.add.Tensor`` and ``.default`` are ``OpOverload``s.  Calling
+either goes straight to the generated dispatcher entry.
+"""
+
+from __future__ import annotations
+
+from . import registry
+from .dispatcher import redispatch as _redispatch
+from .registry import OperatorEntry
+from .schema import bind
+
+__all__ = ["ops", "OpOverload", "OpOverloadPacket", "overload_of"]
+
+
+class OpOverload:
+    """One overload of an operator.
+
+    >>> import dispatch_jit as dj
+    >>> op = dj.ops.aten.add.Tensor
+    >>> str(op.schema)
+    'aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!)? out=None) -> Tensor'
+    """
+
+    def __init__(self, entry: OperatorEntry):
+        self._entry = entry
+        self.schema = entry.schema
+        self.__name__ = entry.name
+
+    def __call__(self, *args, **kwargs):
+        return self._entry.entry(*args, **kwargs)
+
+    def name(self) -> str:
+        return self._entry.name
+
+    @property
+    def overloadpacket(self) -> "OpOverloadPacket":
+        return OpOverloadPacket(self._entry.packet_name)
+
+    def redispatch(self, keyset, *args, **kwargs):
+        """Run the kernel selected by an explicit key set (PyTorch's ``redispatch``)."""
+        b = bind(self.schema, args, kwargs, is_tensor=_is_tensor)
+        return _redispatch(self._entry, keyset, tuple(b.values()))
+
+    def __repr__(self) -> str:
+        return f"<OpOverload {self._entry.name}>"
+
+    def __eq__(self, other):
+        return isinstance(other, OpOverload) and other._entry is self._entry
+
+    def __hash__(self):
+        return hash(self._entry.name)
+
+
+def _is_tensor(v) -> bool:
+    from .tensor import Tensor
+    return isinstance(v, Tensor)
+
+
+_OVERLOADS: dict[int, OpOverload] = {}
+
+
+def overload_of(entry: OperatorEntry) -> OpOverload:
+    ov = _OVERLOADS.get(id(entry))
+    if ov is None or ov._entry is not entry:
+        ov = _OVERLOADS[id(entry)] = OpOverload(entry)
+    return ov
+
+
+class OpOverloadPacket:
+    """All overloads of one operator name; calling it uses the first overload."""
+
+    def __init__(self, qualname: str):
+        self._qualname = qualname
+
+    def _overloads(self) -> list[OperatorEntry]:
+        found = registry.overloads(self._qualname)
+        if not found:
+            raise AttributeError(f"no operator named '{self._qualname}'")
+        return found
+
+    def __getattr__(self, name: str) -> OpOverload:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        want = "" if name == "default" else name
+        for e in self._overloads():
+            if e.schema.overload_name == want:
+                return overload_of(e)
+        names = [e.schema.overload_name or "default" for e in self._overloads()]
+        raise AttributeError(f"'{self._qualname}' has no overload '{name}'; overloads: {', '.join(names)}")
+
+    def __call__(self, *args, **kwargs):
+        return self._overloads()[0].entry(*args, **kwargs)
+
+    def overloads(self) -> list[str]:
+        return [e.schema.overload_name or "default" for e in self._overloads()]
+
+    def __repr__(self) -> str:
+        return f"<OpOverloadPacket {self._qualname}>"
+
+
+class _Namespace:
+    def __init__(self, ns: str):
+        self._ns = ns
+
+    def __getattr__(self, name: str) -> OpOverloadPacket:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        qual = f"{self._ns}::{name}"
+        if not registry.overloads(qual):
+            import difflib
+            have = [e.schema.name for e in registry.all_operators() if e.schema.namespace == self._ns]
+            close = difflib.get_close_matches(name, have, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise AttributeError(f"no operator '{qual}'{hint}")
+        return OpOverloadPacket(qual)
+
+
+class _Ops:
+    """``dj.ops.<namespace>.<name>``"""
+
+    def __getattr__(self, ns: str) -> _Namespace:
+        if ns.startswith("__"):
+            raise AttributeError(ns)
+        return _Namespace(ns)
+
+
+ops = _Ops()

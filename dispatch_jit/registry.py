@@ -1,0 +1,245 @@
+"""Operators, their kernels per dispatch key, and the computed dispatch table.
+
+An ``OperatorEntry`` is the source of truth for one overload: the kernels
+registered per key (runtime or alias).  From it we compute a flat table with
+one entry per runtime key, using PyTorch's precedence (see
+``compute_table_entry``).  Every registration recomputes the table and clears
+the operator's memo, and returns a ``RegistrationHandle`` whose ``remove()``
+undoes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import RegistrationError
+from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey
+from .schema import FunctionSchema, parse_schema
+
+__all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
+           "compute_table_entry", "backend_fallbacks", "registry_lock"]
+
+_K = DispatchKey
+
+
+def fallthrough_kernel(*args, **kwargs):
+    """Register this at a key to make the key invisible for an op.
+
+    A fallthrough costs nothing at call time: the key is masked out of the
+    call's key set before the highest key is chosen.
+    """
+    raise AssertionError("fallthrough_kernel is a marker and is never called")
+
+
+# Registration is rare and takes this lock; lookups on the hot path never do.
+registry_lock = threading.RLock()
+
+# qualified overload name ("aten::add.Tensor", "aten::add" for the default) -> entry
+_OPERATORS: dict[str, "OperatorEntry"] = {}
+# overloads per packet name ("aten::add") in definition order
+_PACKETS: dict[str, list["OperatorEntry"]] = {}
+# key -> boxed kernel fn(op, keyset, args, kwargs), applied to every operator
+_BACKEND_FALLBACKS: dict[DispatchKey, Callable] = {}
+
+
+@dataclass
+class Kernel:
+    fn: Callable
+    key: DispatchKey
+    debug: str  # where it was registered, for dump()
+
+
+class RegistrationHandle:
+    """Undoes one registration when ``remove()`` is called (idempotent)."""
+
+    __slots__ = ("_undo", "description")
+
+    def __init__(self, undo: Callable[[], None], description: str):
+        self._undo, self.description = undo, description
+
+    def remove(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            with registry_lock:
+                undo()
+
+    def __repr__(self) -> str:
+        state = "active" if self._undo else "removed"
+        return f"<RegistrationHandle {self.description} ({state})>"
+
+
+class OperatorEntry:
+    """One operator overload: schema, kernels per key, computed table, memo.
+
+    The memo maps a call signature (thread-local state + each argument's
+    signature) to the final callable; the dispatcher owns its hot path.
+    """
+
+    def __init__(self, schema: FunctionSchema):
+        self.schema = schema
+        self.name = schema.full_name          # "aten::add.Tensor"
+        self.packet_name = schema.qualname    # "aten::add"
+        self.kernels: dict[DispatchKey, Kernel] = {}
+        # one (callable or None, source) per runtime key value
+        self.table: list[tuple[Callable | None, str]] = [(None, "missing")] * 16
+        self.fallthrough_bits = 0
+        self.memo: dict = {}
+        self.misses = 0
+        self.hits_base = 0          # hits are derived; see dispatcher.cache_info
+        self.compiled: dict[str, list[str]] = {}   # kernel name -> compiled dtype signatures
+        self.meta_fn: Callable | None = None       # shape/dtype function (tracing, register_fake)
+        self.entry: Callable | None = None         # the generated fast entry (dispatcher)
+        self.tags: set[str] = set()
+
+    # -- registration --------------------------------------------------------
+    def register(self, key: DispatchKey, fn: Callable, debug: str) -> RegistrationHandle:
+        with registry_lock:
+            if key in self.kernels:
+                raise RegistrationError(
+                    f"{self.name} already has a kernel registered at {key.name} ({self.kernels[key].debug}); "
+                    f"call .remove() on the earlier registration's handle first")
+            self.kernels[key] = Kernel(fn, key, debug)
+            self.refresh()
+
+        def undo():
+            if self.kernels.get(key) is not None and self.kernels[key].fn is fn:
+                del self.kernels[key]
+                self.refresh()
+        return RegistrationHandle(undo, f"{self.name} @ {key.name}")
+
+    def refresh(self) -> None:
+        """Recompute the dispatch table and drop every memoized resolution."""
+        table = [(None, "missing")] * 16
+        ft = 0
+        for rk in RUNTIME_KEYS:
+            fn, source = compute_table_entry(self, rk)
+            table[rk.value] = (fn, source)
+            if fn is fallthrough_kernel:
+                ft |= 1 << rk.value
+        self.table = table
+        self.fallthrough_bits = ft
+        self.memo.clear()
+
+    def has_kernel_for(self, key: DispatchKey) -> bool:
+        """Whether a call landing on runtime ``key`` (or alias ``key``) finds a real kernel."""
+        if key.is_alias:
+            return key in self.kernels
+        fn, _ = self.table[key.value]
+        return fn is not None and fn is not fallthrough_kernel
+
+    def __repr__(self) -> str:
+        return f"<OperatorEntry {self.name}>"
+
+
+def compute_table_entry(op: OperatorEntry, k: DispatchKey) -> tuple[Callable | None, str]:
+    """The kernel a call landing on runtime key ``k`` runs, and where it came from.
+
+    PyTorch's precedence (computeDispatchTableEntryWithDebug), step by step:
+
+    1. a kernel registered directly at ``k``;
+    2. a CompositeExplicitAutograd kernel, if ``k`` is a backend key;
+    3. a CompositeImplicitAutograd kernel, if ``k`` is a backend key, or an
+       autograd key whose backend has no direct or CompositeExplicit kernel;
+    4. an Autograd (alias) kernel, if ``k`` is an autograd key;
+    5. the backend fallback registered for ``k`` (applies to every op);
+    6. missing.
+    """
+    kernels = op.kernels
+    direct = kernels.get(k)
+    if direct is not None:
+        return direct.fn, "fallthrough" if direct.fn is fallthrough_kernel else "kernel"
+    cea = kernels.get(_K.CompositeExplicitAutograd)
+    if cea is not None and k in ALIAS_EXPANSION[_K.CompositeExplicitAutograd]:
+        return cea.fn, "CompositeExplicitAutograd"
+    cia = kernels.get(_K.CompositeImplicitAutograd)
+    if cia is not None and k in ALIAS_EXPANSION[_K.CompositeImplicitAutograd]:
+        backend = _AUTOGRAD_TO_BACKEND.get(k)
+        if backend is None or not (backend in kernels or cea is not None):
+            return cia.fn, "CompositeImplicitAutograd"
+    ag = kernels.get(_K.Autograd)
+    if ag is not None and k in ALIAS_EXPANSION[_K.Autograd]:
+        return ag.fn, "fallthrough" if ag.fn is fallthrough_kernel else "Autograd"
+    fb = _BACKEND_FALLBACKS.get(k)
+    if fb is not None:
+        return fb, "fallthrough (backend fallback)" if fb is fallthrough_kernel else "backend fallback"
+    return None, "missing"
+
+
+_AUTOGRAD_TO_BACKEND = {_K.AutogradCPU: _K.CPU, _K.AutogradCUDA: _K.CUDA}
+
+
+# -- the global operator registry ------------------------------------------------
+def define(schema: FunctionSchema | str, debug: str = "") -> OperatorEntry:
+    if isinstance(schema, str):
+        schema = parse_schema(schema)
+    with registry_lock:
+        if schema.full_name in _OPERATORS:
+            raise RegistrationError(f"operator {schema.full_name} is already defined "
+                                    f"(schema: {_OPERATORS[schema.full_name].schema}); "
+                                    f"use a new overload name or Library(ns, 'IMPL') to add kernels")
+        op = OperatorEntry(schema)
+        op.refresh()
+        _OPERATORS[op.name] = op
+        _PACKETS.setdefault(op.packet_name, []).append(op)
+    return op
+
+
+def undefine(op: OperatorEntry) -> None:
+    with registry_lock:
+        _OPERATORS.pop(op.name, None)
+        overloads = _PACKETS.get(op.packet_name, [])
+        if op in overloads:
+            overloads.remove(op)
+        if not overloads:
+            _PACKETS.pop(op.packet_name, None)
+
+
+def lookup(name: str, namespace: str | None = None) -> OperatorEntry:
+    """Find an overload by "ns::name[.overload]" (or a bare name within ``namespace``)."""
+    if "::" not in name and namespace is not None:
+        name = f"{namespace}::{name}"
+    if "::" not in name:
+        name = f"aten::{name}"
+    op = _OPERATORS.get(name)
+    if op is None and name in _PACKETS:
+        op = _PACKETS[name][0]
+    if op is None:
+        import difflib
+        close = difflib.get_close_matches(name, list(_OPERATORS), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise LookupError(f"no operator named {name!r}{hint}")
+    return op
+
+
+def overloads(packet_name: str) -> list[OperatorEntry]:
+    return list(_PACKETS.get(packet_name, ()))
+
+
+def all_operators() -> list[OperatorEntry]:
+    return list(_OPERATORS.values())
+
+
+def register_fallback(key: DispatchKey, fn: Callable) -> RegistrationHandle:
+    with registry_lock:
+        if key in _BACKEND_FALLBACKS:
+            raise RegistrationError(f"a backend fallback is already registered at {key.name}; "
+                                    f"remove its handle first")
+        _BACKEND_FALLBACKS[key] = fn
+        _refresh_all()
+
+    def undo():
+        if _BACKEND_FALLBACKS.get(key) is fn:
+            del _BACKEND_FALLBACKS[key]
+            _refresh_all()
+    return RegistrationHandle(undo, f"fallback @ {key.name}")
+
+
+def backend_fallbacks() -> dict[DispatchKey, Callable]:
+    return dict(_BACKEND_FALLBACKS)
+
+
+def _refresh_all() -> None:
+    for op in _OPERATORS.values():
+        op.refresh()

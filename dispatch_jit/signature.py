@@ -1,0 +1,117 @@
+"""Argument signatures: the small ints that make up a dispatch memo key.
+
+Every tensor computes one int at creation (``Tensor._sig``) that fixes
+everything a kernel is specialized on: its dispatch key set, dtype, ndim,
+contiguity and device index.  A Python scalar's signature is a negative int
+naming its type.  The dispatcher's memo key is the tuple of these ints plus
+the thread-local state, so a cache hit needs no decoding at all; the miss
+path decodes them into ``ArgMeta`` records.
+
+Bit layout of a tensor signature::
+
+    bit 0        C-contiguous
+    bits 1-5     ndim (0..31)
+    bits 6-9     dtype index (dtypes.ALL_DTYPES)
+    bits 10-14   device index (cuda:N)
+    bits 16-31   dispatch key set bits
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
+from .keys import DispatchKey, DispatchKeySet
+
+__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS"]
+
+MAX_NDIM = 31
+KS_SHIFT = 16
+_K = DispatchKey
+CUDA_KEY_BITS = sum(1 << k.value for k in (_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA,
+                                           _K.AutocastCUDA))
+
+
+def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
+    return (ks_bits << KS_SHIFT) | (device_index << 10) | (dtype.index << 6) | (ndim << 1) | int(contiguous)
+
+
+# Python scalars: one negative signature per type, so `x * 2` and `x * 2.0`
+# resolve (and compile) separately, as their promotion differs.
+SIG_NONE = -1
+_PY_SCALAR_SIGS = {bool: -2, int: -3, float: -4, complex: -5}
+_NP_SCALAR_BASE = -100   # numpy scalars: -100 - dtype index
+
+
+def scalar_sig(x):
+    """Signature of a non-tensor argument in a tensor position, or None if it has none."""
+    t = type(x)
+    s = _PY_SCALAR_SIGS.get(t)
+    if s is not None:
+        return s
+    if x is None:
+        return SIG_NONE
+    if isinstance(x, np.generic):
+        try:
+            return _NP_SCALAR_BASE - from_numpy_dtype(x.dtype).index
+        except TypeError:
+            return None
+    if t is list or t is tuple:
+        sigs = tuple(getattr(v, "_sig", None) for v in x)
+        return None if None in sigs else sigs
+    for base in (bool, int, float, complex):   # subclasses (e.g. IntEnum)
+        if isinstance(x, base):
+            return _PY_SCALAR_SIGS[base]
+    return None
+
+
+@dataclass(frozen=True)
+class ArgMeta:
+    """What the miss path knows about one argument from its signature alone."""
+
+    kind: str                      # "tensor", "scalar", "none", "list"
+    dtype: DType | None = None     # tensors; also the promotion dtype of scalars
+    ndim: int = 0
+    contiguous: bool = True
+    keyset: int = 0
+    device: str = "cpu"
+    pytype: type | None = None     # scalars: bool/int/float/complex or the NumPy scalar type
+    items: tuple = ()              # lists: ArgMeta per element
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
+
+    @property
+    def keys(self) -> DispatchKeySet:
+        return DispatchKeySet.from_bits(self.keyset)
+
+
+_DECODED: dict = {}
+_PY_BY_SIG = {v: k for k, v in _PY_SCALAR_SIGS.items()}
+
+
+def decode(sig) -> ArgMeta:
+    m = _DECODED.get(sig)
+    if m is not None:
+        return m
+    if type(sig) is tuple:
+        m = ArgMeta("list", items=tuple(decode(s) for s in sig))
+    elif sig == SIG_NONE:
+        m = ArgMeta("none")
+    elif sig in _PY_BY_SIG:
+        py = _PY_BY_SIG[sig]
+        m = ArgMeta("scalar", dtype=scalar_dtype(py(0)), pytype=py)
+    elif sig <= _NP_SCALAR_BASE:
+        d = ALL_DTYPES[_NP_SCALAR_BASE - sig]
+        m = ArgMeta("scalar", dtype=d, pytype=d.np.type)
+    else:
+        ks = sig >> KS_SHIFT
+        dev_index = (sig >> 10) & 31
+        device = f"cuda:{dev_index}" if ks & CUDA_KEY_BITS else "cpu"
+        m = ArgMeta("tensor", dtype=ALL_DTYPES[(sig >> 6) & 15], ndim=(sig >> 1) & 31,
+                    contiguous=bool(sig & 1), keyset=ks, device=device)
+    _DECODED[sig] = m
+    return m

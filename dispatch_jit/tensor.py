@@ -1,0 +1,333 @@
+"""The Tensor: a NumPy array (CPU storage) plus the signature that dispatch keys on.
+
+A tensor's data is a NumPy array; views are NumPy views of the same buffer,
+so storage is shared exactly as NumPy shares it.  ``_sig`` (see
+signature.py) is computed once at creation and again only when something it
+encodes changes (``requires_grad_``).  Operators and methods are installed
+from the op library's tables (kernels/aten.py), not written out here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dispatcher
+from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
+from .errors import CudaUnavailableError, DTypeError, ShapeError
+from .keys import AUTOGRAD_KEY_FOR_BACKEND, DispatchKey, DispatchKeySet
+from .signature import MAX_NDIM, make_sig
+
+__all__ = ["Tensor", "device", "wrap", "wrap_like_sig", "dispatch_keys", "is_tensor", "strided"]
+
+_K = DispatchKey
+CPU_BITS = 1 << _K.CPU.value
+AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
+strided = "strided"
+
+
+class device:
+    """A device: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.device("cpu"), dj.device("cuda:1").index
+    (device(type='cpu'), 1)
+    """
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, spec="cpu", index: int | None = None):
+        if isinstance(spec, device):
+            spec, index = spec.type, spec.index
+        if not isinstance(spec, str):
+            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+        typ, _, idx = spec.partition(":")
+        if typ not in ("cpu", "cuda", "meta"):
+            raise ValueError(f"unknown device type {typ!r}: expected 'cpu', 'cuda', 'cuda:N' or 'meta'")
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"bad device index in {spec!r}: expected a non-negative integer after ':'")
+            index = int(idx)
+        self.type, self.index = typ, index
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index or 0) == (other.type, other.index or 0)
+
+    def __hash__(self):
+        return hash((self.type, self.index or 0))
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        return f"device(type='{self.type}')" if self.index is None else \
+            f"device(type='{self.type}', index={self.index})"
+
+
+CPU_DEVICE = device("cpu")
+
+
+def _check_cpu(dev) -> None:
+    if dev is None:
+        return
+    d = device(dev) if not isinstance(dev, device) else dev
+    if d.type == "cuda":
+        raise CudaUnavailableError(
+            f"cannot place a tensor on {d}: this build has no CUDA backend for tensors yet "
+            f"(see dj.cuda.is_available()); use device='cpu'")
+    if d.type != "cpu":
+        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu'")
+
+
+class Tensor:
+    """An n-dimensional array whose operations run through the dispatcher.
+
+    >>> import dispatch_jit as dj
+    >>> x = dj.tensor([1.0, 2.0])
+    >>> x * 2 + 1
+    tensor([3., 5.])
+    >>> x.shape, x.dtype, x.device
+    ((2,), dispatch_jit.float32, device(type='cpu'))
+    """
+
+    # _data and _sig are read on every dispatch: slots.  The rest are rare and
+    # default at class level, so creating a tensor costs two attribute stores.
+    __slots__ = ("_data", "_sig", "__dict__", "__weakref__")
+    requires_grad = False
+    grad = None
+    grad_fn = None
+    __array_priority__ = 1000    # NumPy defers `ndarray * Tensor` to us
+
+    def __init__(self, data=None, *, dtype=None):
+        raise TypeError("construct tensors with dj.tensor(data), dj.asarray(data), dj.zeros(...) and friends")
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    def size(self, dim: int | None = None):
+        return self._data.shape if dim is None else self._data.shape[_norm_dim(dim, self._data.ndim)]
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    @property
+    def dtype(self) -> DType:
+        return from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> device:
+        return CPU_DEVICE
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def layout(self) -> str:
+        return strided
+
+    @property
+    def strides(self) -> tuple:
+        """Strides in elements (PyTorch's convention), not bytes."""
+        isz = self._data.itemsize
+        return tuple(s // isz for s in self._data.strides)
+
+    def stride(self, dim: int | None = None):
+        s = self.strides
+        return s if dim is None else s[_norm_dim(dim, self.ndim)]
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    def is_contiguous(self) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    # -- conversion ------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array sharing memory with this tensor."""
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._data
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(f"item(): a tensor with {self._data.size} elements cannot be converted to a "
+                             f"Python scalar; index it first")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
+                               f"use .any() or .all()")
+        return bool(self._data.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __index__(self):
+        if self.dtype.category > 1 or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __repr__(self) -> str:
+        from .printing import tensor_repr
+        return tensor_repr(self)
+
+    # -- indexing (NumPy's basic indexing gives views; advanced gives copies) ---
+    def __getitem__(self, index):
+        return wrap(self._data[_unwrap_index(index)], requires_grad=False)
+
+    def __setitem__(self, index, value):
+        # Assignment is a copy into a view: check the cast as an in-place op would.
+        from .dtypes import can_cast, result_type
+        src = value._data if isinstance(value, Tensor) else value
+        vt = result_type(value) if isinstance(value, (Tensor, bool, int, float, complex)) else \
+            from_numpy_dtype(np.asarray(value).dtype)
+        if not can_cast(vt, self.dtype):
+            from .errors import CastingError
+            raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
+                               f"losing information; convert them first with .to(dj.{self.dtype.name})")
+        self._data[_unwrap_index(index)] = src
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self.dtype.category < 2:
+            raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        self._sig = _sig_for(self._data, self.requires_grad)
+        return self
+
+
+def _unwrap_index(index):
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, tuple):
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
+    return index
+
+
+def _norm_dim(dim: int, ndim: int) -> int:
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise ShapeError(f"dimension {dim} is out of range for a tensor of {ndim} dimensions "
+                         f"(expected in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])")
+    return dim % max(ndim, 1)
+
+
+_new = object.__new__
+
+
+def _sig_for(a: np.ndarray, requires_grad: bool = False) -> int:
+    if a.ndim > MAX_NDIM:
+        raise ShapeError(f"tensors have at most {MAX_NDIM} dimensions, got {a.ndim}")
+    ks = CPU_BITS | (AUTOGRAD_CPU_BITS if requires_grad else 0)
+    return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous)
+
+
+def wrap(a: np.ndarray, requires_grad: bool = False) -> Tensor:
+    """Make a CPU tensor that owns or views ``a`` (no copy)."""
+    t = _new(Tensor)
+    t._data = a
+    t._sig = _sig_for(a, requires_grad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def wrap_like_sig(a: np.ndarray, sig: int) -> Tensor:
+    """Kernel fast path: the caller knows ``a``'s signature already."""
+    t = _new(Tensor)
+    t._data = a
+    t._sig = sig
+    return t
+
+
+def dispatch_keys(t: Tensor) -> DispatchKeySet:
+    """The dispatch key set a tensor contributes to every call.
+
+    >>> import dispatch_jit as dj
+    >>> dj.dispatch_keys(dj.tensor([1.0]))
+    DispatchKeySet(CPU)
+    """
+    if not isinstance(t, Tensor):
+        raise TypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
+    return DispatchKeySet.from_bits(t._sig >> 16)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def infer_dtype(data) -> DType:
+    """The dtype dj.tensor(data) picks: NumPy arrays keep theirs; Python values
+    follow PyTorch (float -> float32, int -> int64, bool -> bool, complex -> complex64)."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return from_numpy_dtype(data.dtype)
+    flat = _flatten(data)
+    if not flat:
+        return float32
+    kinds = {type(v) for v in flat}
+    if any(issubclass(k, complex) for k in kinds):
+        return complex64
+    if any(issubclass(k, float) or (issubclass(k, np.floating)) for k in kinds):
+        return float32
+    if kinds <= {bool, np.bool_}:
+        return bool_
+    return int64
+
+
+def _flatten(data) -> list:
+    out, stack = [], [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            out.append(x.item() if x.numel() == 1 else 0.0)
+        else:
+            out.append(x)
+    return out
+
+
+dispatcher.set_tensor_type(Tensor)

@@ -1,0 +1,7 @@
+"""dispatch_jit's operator library (installed as ``dispatch_jit.kernels``).
+
+Importing it defines the "aten" namespace and registers its kernels; the
+engine imports it once, from ``dispatch_jit/__init__.py``.
+"""
+
+from . import aten  # noqa: F401  (registers everything)

@@ -1,0 +1,143 @@
+"""The "aten" operator library: definitions, then per-key implementation blocks.
+
+Like TORCH_LIBRARY / TORCH_LIBRARY_IMPL: one ``Library("aten", "DEF")``
+defines every schema, then one block per dispatch key registers kernels.
+The schemas of the elementwise ops are generated from scalar_ops.py; the
+public functions (``dj.add``), Tensor methods (``x.add``) and Python
+operators (``x + y``) are the generated dispatcher entries, installed from
+the tables at the bottom.
+"""
+
+from __future__ import annotations
+
+from dispatch_jit.library import Library, fallthrough_kernel
+from dispatch_jit.registry import lookup
+
+from . import composite, linalg_ops, reduction_ops
+from .cpu_elementwise import ElementwiseCPU
+from .scalar_ops import SCALAR_OPS
+from .shape import SHAPE_KERNELS
+
+__all__ = ["aten", "FUNCTIONS", "METHODS", "OPERATORS"]
+
+aten = Library("aten", "DEF")
+
+# -- definitions ---------------------------------------------------------------------------------
+_OUT = "Tensor(a!)? out=None"
+ELEMENTWISE_SCHEMAS: dict[str, tuple[str, str | None]] = {}   # op -> (functional, inplace)
+
+
+def _elementwise_schemas(op) -> tuple[str, str | None]:
+    statics = [s for s in op.statics]
+    if op.arity == 1:
+        f = f"{op.name}(Tensor self, *, {_OUT}) -> Tensor"
+        i = f"{op.name}_(Tensor(a!) self) -> Tensor(a!)"
+    elif op.arity == 2:
+        kw = ", ".join(statics + [_OUT])
+        f = f"{op.name}.Tensor(Tensor self, Tensor other, *, {kw}) -> Tensor"
+        kwi = (", *, " + ", ".join(statics)) if statics else ""
+        i = f"{op.name}_.Tensor(Tensor(a!) self, Tensor other{kwi}) -> Tensor(a!)"
+    elif op.name == "where":
+        f, i = "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", None
+    else:  # clamp
+        f = f"clamp(Tensor self, Tensor? min=None, Tensor? max=None, *, {_OUT}) -> Tensor"
+        i = "clamp_(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"
+    return f, (i if op.inplace else None)
+
+
+for _op in SCALAR_OPS.values():
+    f, i = _elementwise_schemas(_op)
+    ELEMENTWISE_SCHEMAS[_op.name] = (f, i)
+    aten.define(f)
+    if i:
+        aten.define(i)
+
+for _schema in SHAPE_KERNELS:
+    aten.define(_schema)
+for _schema in reduction_ops.SCHEMAS:
+    aten.define(_schema)
+for _schema in linalg_ops.SCHEMAS:
+    aten.define(_schema)
+for _schema in composite.SCHEMAS:
+    aten.define(_schema)
+
+# -- CPU ------------------------------------------------------------------------------------------
+aten_cpu = Library("aten", "IMPL", "CPU")
+for _op in SCALAR_OPS.values():
+    f, i = ELEMENTWISE_SCHEMAS[_op.name]
+    aten_cpu.impl(f.split("(")[0], ElementwiseCPU(_op, "functional"))
+    if i:
+        aten_cpu.impl(i.split("(")[0], ElementwiseCPU(_op, "inplace"))
+for _schema, _kernel in SHAPE_KERNELS.items():
+    aten_cpu.impl(_schema.split("(")[0], _kernel)
+for _name, _kernel in reduction_ops.CPU_KERNELS.items():
+    aten_cpu.impl(_name, _kernel)
+for _name, _kernel in linalg_ops.CPU_KERNELS.items():
+    aten_cpu.impl(_name, _kernel)
+
+# -- CompositeImplicitAutograd: decompositions into other ops -------------------------------------
+aten_composite = Library("aten", "IMPL", "CompositeImplicitAutograd")
+for _name, _kernel in composite.KERNELS.items():
+    aten_composite.impl(_name, _kernel)
+
+# -- keys whose kernels arrive with later work fall through for every op until then ---------------
+# (autograd, autocast and tracing wrap the backends; without a kernel of their
+# own an op must simply run its backend kernel, at no cost).
+fallbacks = Library("_", "IMPL")
+for _key in ("ADInplaceOrView", "AutogradCPU", "AutogradCUDA", "AutogradOther", "AutocastCPU", "AutocastCUDA",
+             "Tracer"):
+    fallbacks.fallback(fallthrough_kernel, _key)
+
+
+# -- public surface --------------------------------------------------------------------------------
+def _entry(qualified: str):
+    return lookup(qualified).entry
+
+
+# dj.<name> -> operator overload name
+FUNCTIONS: dict[str, str] = {}
+for _op in SCALAR_OPS.values():
+    FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
+for _schema in list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS:
+    _full = _schema.split("(")[0]
+    FUNCTIONS.setdefault(_full.split(".")[0], _full)
+FUNCTIONS.pop("to", None)
+FUNCTIONS.pop("view", None)
+
+# Python array API spellings of the same ops
+ARRAY_API_ALIASES = {
+    "subtract": "sub", "multiply": "mul", "divide": "div", "negative": "neg", "equal": "eq",
+    "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+    "bitwise_invert": "bitwise_not", "concat": "cat", "permute_dims": "permute", "expand_dims": "unsqueeze",
+    "true_divide": "div", "clip": "clamp", "absolute": "abs", "power": "pow", "arctan2": "atan2",
+}
+
+# Tensor.<name> -> operator overload name
+METHODS: dict[str, str] = {}
+for _op in SCALAR_OPS.values():
+    f, i = ELEMENTWISE_SCHEMAS[_op.name]
+    if _op.method:
+        METHODS[_op.name] = f.split("(")[0]
+    if i:
+        METHODS[_op.name + "_"] = i.split("(")[0]
+for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone",
+              *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS):
+    METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
+METHODS["view"] = "view"
+for _alias, _real in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"), ("clip", "clamp"),
+                      ("clip_", "clamp_"), ("negative", "neg"), ("absolute", "abs")):
+    METHODS[_alias] = METHODS[_real]
+
+# Python operators: dunder -> (operator overload, reflected?)
+OPERATORS: dict[str, tuple[str, bool]] = {}
+for _op in SCALAR_OPS.values():
+    f, i = ELEMENTWISE_SCHEMAS[_op.name]
+    for dunder in _op.operator:
+        if dunder.startswith("__i"):
+            OPERATORS[dunder] = (i.split("(")[0], False)
+        elif dunder.startswith("__r") and dunder not in ("__rshift__",):
+            OPERATORS[dunder] = (f.split("(")[0], True)
+        else:
+            OPERATORS[dunder] = (f.split("(")[0], False)
+OPERATORS["__matmul__"] = ("matmul", False)
+OPERATORS["__rmatmul__"] = ("matmul", True)

@@ -1,0 +1,176 @@
+"""Elementwise operators as data: one scalar definition per op.
+
+Each ``ScalarOp`` holds the per-element expression over ``x, y, z`` (the
+op's tensor inputs, already cast to the compute dtype), its type rule, the
+dtype categories it accepts, and its static (non-tensor) parameters.  The
+eager CPU kernels (cpu_elementwise.py) are generated from this table; the
+CUDA kernels and the fused code of compiled mode are meant to come from the
+same entries, so nothing here may be CPU-specific: expressions use operators,
+``math``/``cmath`` functions, a few ``np`` scalar functions, and the helpers
+of scalar_helpers.py.
+
+Type rules (``TYPE_RULES``) map the inputs' promotion dtype to
+(compute dtype, result dtype, how each input is cast).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32, float64, get_default_dtype
+
+__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule"]
+
+ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
+NUM = frozenset({INT, FLOAT, COMPLEX})
+REAL = frozenset({INT, FLOAT})
+REAL_B = frozenset({BOOL, INT, FLOAT})
+FLT = frozenset({FLOAT})
+FLT_C = frozenset({FLOAT, COMPLEX})
+INTEGRAL = frozenset({BOOL, INT})
+
+
+@dataclass(frozen=True)
+class ScalarOp:
+    name: str
+    arity: int
+    expr: str | Callable[[tuple[str, ...]], str]   # callable: given the present inputs' names
+    rule: str = "promote"
+    cats: frozenset = NUM
+    by_cat: dict = field(default_factory=dict)     # category -> expression override
+    statics: tuple = ()                            # schema fragments of static parameters
+    doc: str = ""
+    inplace: bool = True
+    method: bool = True
+    operator: tuple = ()                           # Python operators that map to it
+
+    def expression(self, category: int, present: tuple[str, ...]) -> str:
+        e = self.by_cat.get(category, self.expr)
+        return e(present) if callable(e) else e
+
+
+def _clamp_expr(present: tuple[str, ...]) -> str:
+    e = "x"
+    if "y" in present:
+        e = f"_maximum({e}, y)"
+    if "z" in present:
+        e = f"_minimum({e}, z)"
+    return e
+
+
+_U, _B = 1, 2
+_OPS = [
+    # -- unary --------------------------------------------------------------------------------
+    ScalarOp("abs", 1, "abs(x)", rule="abs", cats=NUM, operator=("__abs__",)),
+    ScalarOp("neg", 1, "-x", cats=NUM, operator=("__neg__",)),
+    ScalarOp("sign", 1, "_sign(x)", cats=REAL_B),
+    ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.exp(x)"}),
+    ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT),
+    ScalarOp("log", 1, "math.log(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log(x)"}),
+    ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT),
+    ScalarOp("log2", 1, "math.log2(x)", rule="float", cats=FLT),
+    ScalarOp("log10", 1, "math.log10(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log10(x)"}),
+    ScalarOp("sqrt", 1, "math.sqrt(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sqrt(x)"}),
+    ScalarOp("rsqrt", 1, "_one / math.sqrt(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "_one / cmath.sqrt(x)"}),
+    ScalarOp("square", 1, "x * x", cats=NUM),
+    ScalarOp("reciprocal", 1, "_one / x", rule="float", cats=FLT_C),
+    ScalarOp("sin", 1, "math.sin(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sin(x)"}),
+    ScalarOp("cos", 1, "math.cos(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.cos(x)"}),
+    ScalarOp("tan", 1, "math.tan(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.tan(x)"}),
+    ScalarOp("asin", 1, "math.asin(x)", rule="float", cats=FLT),
+    ScalarOp("acos", 1, "math.acos(x)", rule="float", cats=FLT),
+    ScalarOp("atan", 1, "math.atan(x)", rule="float", cats=FLT),
+    ScalarOp("sinh", 1, "math.sinh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sinh(x)"}),
+    ScalarOp("cosh", 1, "math.cosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.cosh(x)"}),
+    ScalarOp("tanh", 1, "math.tanh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.tanh(x)"}),
+    ScalarOp("erf", 1, "math.erf(x)", rule="float", cats=FLT),
+    ScalarOp("sigmoid", 1, "_one / (_one + math.exp(-x))", rule="float", cats=FLT),
+    ScalarOp("relu", 1, "x if not (x <= _zero) else _zero", cats=REAL),
+    ScalarOp("floor", 1, "np.floor(x)", cats=REAL, by_cat={INT: "x"}),
+    ScalarOp("ceil", 1, "np.ceil(x)", cats=REAL, by_cat={INT: "x"}),
+    ScalarOp("round", 1, "np.rint(x)", cats=REAL, by_cat={INT: "x"}),
+    ScalarOp("trunc", 1, "np.trunc(x)", cats=REAL, by_cat={INT: "x"}),
+    ScalarOp("isnan", 1, "x != x", rule="predicate", cats=ALL, by_cat={INT: "False", BOOL: "False"},
+             inplace=False),
+    ScalarOp("isinf", 1, "math.isinf(x)", rule="predicate", cats=ALL,
+             by_cat={INT: "False", BOOL: "False", COMPLEX: "cmath.isinf(x)"}, inplace=False),
+    ScalarOp("isfinite", 1, "math.isfinite(x)", rule="predicate", cats=ALL,
+             by_cat={INT: "True", BOOL: "True", COMPLEX: "cmath.isfinite(x)"}, inplace=False),
+    ScalarOp("logical_not", 1, "not x", rule="logical", cats=ALL),
+    ScalarOp("bitwise_not", 1, "~x", cats=INTEGRAL, by_cat={BOOL: "not x"}, operator=("__invert__",)),
+    # -- binary -------------------------------------------------------------------------------
+    ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)"},
+             statics=("Scalar alpha=1",), operator=("__add__", "__radd__", "__iadd__")),
+    ScalarOp("sub", 2, "x - alpha * y", cats=NUM, statics=("Scalar alpha=1",),
+             operator=("__sub__", "__rsub__", "__isub__")),
+    ScalarOp("mul", 2, "x * y", cats=ALL, by_cat={BOOL: "x and y"}, operator=("__mul__", "__rmul__", "__imul__")),
+    ScalarOp("div", 2, "x / y", rule="float", cats=FLT_C, operator=("__truediv__", "__rtruediv__", "__itruediv__")),
+    ScalarOp("floor_divide", 2, "x // y", cats=REAL, by_cat={INT: "_ifloordiv(x, y)"},
+             operator=("__floordiv__", "__rfloordiv__", "__ifloordiv__")),
+    ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"},
+             operator=("__mod__", "__rmod__", "__imod__")),
+    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)"},
+             operator=("__pow__", "__rpow__", "__ipow__")),
+    ScalarOp("maximum", 2, "_maximum(x, y)", cats=REAL_B),
+    ScalarOp("minimum", 2, "_minimum(x, y)", cats=REAL_B),
+    ScalarOp("atan2", 2, "math.atan2(x, y)", rule="float", cats=FLT),
+    ScalarOp("eq", 2, "x == y", rule="compare", cats=ALL, operator=("__eq__",)),
+    ScalarOp("ne", 2, "x != y", rule="compare", cats=ALL, operator=("__ne__",)),
+    ScalarOp("lt", 2, "x < y", rule="compare", cats=REAL_B, operator=("__lt__",)),
+    ScalarOp("le", 2, "x <= y", rule="compare", cats=REAL_B, operator=("__le__",)),
+    ScalarOp("gt", 2, "x > y", rule="compare", cats=REAL_B, operator=("__gt__",)),
+    ScalarOp("ge", 2, "x >= y", rule="compare", cats=REAL_B, operator=("__ge__",)),
+    ScalarOp("logical_and", 2, "x and y", rule="logical", cats=ALL),
+    ScalarOp("logical_or", 2, "x or y", rule="logical", cats=ALL),
+    ScalarOp("logical_xor", 2, "x != y", rule="logical", cats=ALL),
+    ScalarOp("bitwise_and", 2, "x & y", cats=INTEGRAL, operator=("__and__", "__rand__", "__iand__")),
+    ScalarOp("bitwise_or", 2, "x | y", cats=INTEGRAL, operator=("__or__", "__ror__", "__ior__")),
+    ScalarOp("bitwise_xor", 2, "x ^ y", cats=INTEGRAL, operator=("__xor__", "__rxor__", "__ixor__")),
+    # -- ternary ------------------------------------------------------------------------------
+    ScalarOp("where", 3, "y if x else z", rule="where", cats=ALL, inplace=False, method=False),
+    ScalarOp("clamp", 3, _clamp_expr, rule="clamp", cats=REAL_B),
+]
+SCALAR_OPS: dict[str, ScalarOp] = {op.name: op for op in _OPS}
+
+
+# -- type rules ------------------------------------------------------------------------------
+# Each rule: (promoted dtype of the inputs, input metas) -> (compute, result, casts)
+# casts[i] is "compute" (cast element to the compute dtype), "bool" (x != 0) or "none".
+def _promote(d: DType, n: int):
+    return d, d, ("compute",) * n
+
+
+def _float(d: DType, n: int):
+    c = get_default_dtype() if d.category < FLOAT else d
+    return c, c, ("compute",) * n
+
+
+def _compare(d: DType, n: int):
+    return d, bool_, ("compute",) * n
+
+
+def _logical(d: DType, n: int):
+    return bool_, bool_, ("bool",) * n
+
+
+def _abs(d: DType, n: int):
+    return d, (float64 if d.name == "complex128" else float32) if d.category == COMPLEX else d, ("compute",)
+
+
+def _predicate(d: DType, n: int):
+    return d, bool_, ("compute",) * n
+
+
+TYPE_RULES: dict[str, Callable] = {
+    "promote": _promote, "float": _float, "compare": _compare, "logical": _logical, "abs": _abs,
+    "predicate": _predicate, "clamp": _promote,
+}
+
+
+def type_rule(op: ScalarOp, promoted: DType, n: int):
+    if op.rule == "where":
+        # the condition is read as bool; the branches promote among themselves
+        return promoted, promoted, ("bool", "compute", "compute")
+    return TYPE_RULES[op.rule](promoted, n)

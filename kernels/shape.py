@@ -1,0 +1,188 @@
+"""CPU kernels for views, shape ops, casts and copies.
+
+Views are NumPy views of the input's buffer (shared storage, new strides);
+nothing here computes, so these kernels are plain NumPy rather than Numba:
+moving or re-describing memory is what NumPy's C code already does at
+memory speed.  Each takes and returns Tensors, in schema order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.dtypes import as_dtype, result_type
+from dispatch_jit.errors import ShapeError, SchemaError
+from dispatch_jit.tensor import Tensor, wrap
+
+__all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes"]
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    n = max(ndim, 1)
+    if not -n <= axis < n:
+        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dimensions "
+                         f"(expected in [{-n}, {n - 1}])")
+    return axis % n
+
+
+def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(normalize_axis(a, ndim, op) for a in axes)
+    if ndim == 0:
+        return ()      # a 0-d tensor accepts axis 0 / -1 and has nothing to reduce
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axis {tuple(axes)} repeats a dimension")
+    return out
+
+
+def _view(t: Tensor, a: np.ndarray) -> Tensor:
+    return wrap(a)
+
+
+def reshape(self, shape):
+    shape = tuple(shape)
+    try:
+        return wrap(self._data.reshape(shape))
+    except ValueError:
+        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of size {self._data.size} "
+                         f"(shape {tuple(self.shape)})") from None
+
+
+def view(self, shape):
+    shape = tuple(shape)
+    a = self._data
+    try:
+        v = a.view()
+        v.shape = shape            # raises instead of copying when strides do not allow a view
+    except (ValueError, AttributeError):
+        raise ShapeError(f"view: shape {list(shape)} is not compatible with input of shape "
+                         f"{tuple(a.shape)} and strides {self.strides}; use .reshape(...) "
+                         f"(which copies when it must)") from None
+    return wrap(v)
+
+
+def permute(self, dims):
+    dims = tuple(dims)
+    nd = self._data.ndim
+    if sorted(normalize_axis(d, nd, "permute") for d in dims) != list(range(nd)):
+        raise ShapeError(f"permute: dims {list(dims)} is not a permutation of the {nd} dimensions")
+    return wrap(self._data.transpose(tuple(d % max(nd, 1) for d in dims)))
+
+
+def transpose(self, dim0, dim1):
+    nd = self._data.ndim
+    if nd == 0:
+        return wrap(self._data)
+    return wrap(np.swapaxes(self._data, normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")))
+
+
+def expand(self, size):
+    size = tuple(size)
+    a = self._data
+    if len(size) < a.ndim:
+        raise ShapeError(f"expand: the number of sizes ({len(size)}) must be at least the tensor's "
+                         f"dimensions ({a.ndim})")
+    lead = len(size) - a.ndim
+    target = tuple(s if s != -1 else (a.shape[i - lead] if i >= lead else -1) for i, s in enumerate(size))
+    if any(s < 0 for s in target):
+        raise ShapeError(f"expand: -1 is only allowed for existing dimensions, got {list(size)}")
+    try:
+        return wrap(np.broadcast_to(a, target))
+    except ValueError:
+        raise ShapeError(f"expand: shape {tuple(a.shape)} cannot be expanded to {list(size)} "
+                         f"(only size-1 dimensions can grow)") from None
+
+
+def squeeze(self, axis=None):
+    a = self._data
+    if axis is None:
+        return wrap(a.reshape(tuple(s for s in a.shape if s != 1)))
+    axes = normalize_axes(axis, a.ndim, "squeeze")
+    keep = tuple(s for i, s in enumerate(a.shape) if not (i in axes and s == 1))
+    return wrap(a.reshape(keep))
+
+
+def unsqueeze(self, axis):
+    a = self._data
+    ax = normalize_axis(axis, a.ndim + 1, "unsqueeze")
+    return wrap(np.expand_dims(a, ax))
+
+
+def flatten(self, start_dim=0, end_dim=-1):
+    a = self._data
+    if a.ndim == 0:
+        return wrap(a.reshape(1))
+    s, e = normalize_axis(start_dim, a.ndim, "flatten"), normalize_axis(end_dim, a.ndim, "flatten")
+    if s > e:
+        raise ShapeError(f"flatten: start_dim ({start_dim}) must not come after end_dim ({end_dim})")
+    shape = a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
+    return wrap(a.reshape(shape))
+
+
+def _same_dtype_arrays(tensors, op):
+    if not tensors:
+        raise SchemaError(f"{op}: expected a non-empty list of tensors")
+    dt = result_type(*tensors)
+    return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
+
+
+def cat(tensors, axis=0):
+    arrays, dt = _same_dtype_arrays(tensors, "cat")
+    # PyTorch skips 1-D empty tensors in cat for backwards compatibility
+    arrays = [a for a in arrays if not (a.ndim == 1 and a.size == 0)] or arrays[:1]
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    ax = normalize_axis(axis, nd, "cat")
+    for a in arrays[1:]:
+        if a.ndim != nd or a.shape[:ax] + a.shape[ax + 1:] != arrays[0].shape[:ax] + arrays[0].shape[ax + 1:]:
+            raise ShapeError(f"cat: sizes of tensors must match except in dimension {ax}; got shapes "
+                             f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
+    shape = list(arrays[0].shape)
+    shape[ax] = sum(a.shape[ax] for a in arrays)
+    out = np.empty(tuple(shape), dt.np)
+    np.concatenate(arrays, axis=ax, out=out)
+    return wrap(out)
+
+
+def stack(tensors, axis=0):
+    arrays, dt = _same_dtype_arrays(tensors, "stack")
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
+                         f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
+    ax = normalize_axis(axis, arrays[0].ndim + 1, "stack")
+    return wrap(np.stack(arrays, axis=ax))
+
+
+def to_dtype(self, dtype, copy=False):
+    d = as_dtype(dtype)
+    if d is self.dtype and not copy:
+        return self
+    out = np.empty(self._data.shape, d.np)
+    np.copyto(out, self._data, casting="unsafe")
+    return wrap(out)
+
+
+def clone(self):
+    out = np.empty(self._data.shape, self._data.dtype)
+    np.copyto(out, self._data)
+    return wrap(out)
+
+
+# schema -> kernel; registered at the CPU key by aten.py
+SHAPE_KERNELS = {
+    "reshape(Tensor(a) self, int[] shape) -> Tensor(a)": reshape,
+    "view(Tensor(a) self, int[] shape) -> Tensor(a)": view,
+    "permute(Tensor(a) self, int[] dims) -> Tensor(a)": permute,
+    "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)": transpose,
+    "expand(Tensor(a) self, int[] size) -> Tensor(a)": expand,
+    "squeeze(Tensor(a) self, int[]? axis=None) -> Tensor(a)": squeeze,
+    "unsqueeze(Tensor(a) self, int axis) -> Tensor(a)": unsqueeze,
+    "flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)": flatten,
+    "cat(Tensor[] tensors, int axis=0) -> Tensor": cat,
+    "stack(Tensor[] tensors, int axis=0) -> Tensor": stack,
+    "to.dtype(Tensor self, ScalarType dtype, bool copy=False) -> Tensor": to_dtype,
+    "clone(Tensor self) -> Tensor": clone,
+}
