@@ -183,7 +183,10 @@ def set_tensor_type(cls) -> None:
 def _sig_expr(name: str, arg) -> str:
     base = arg.type.base
     if base == "Tensor" and not arg.type.is_list:
-        return f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
+        expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
+        if arg.type.optional:   # out=None is the common case: no call for it
+            expr = f"(-1 if {name} is None else {expr})"
+        return expr
     return f"_ssig({name})"
 
 

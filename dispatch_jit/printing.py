@@ -44,6 +44,12 @@ def format_data(a: np.ndarray) -> str:
         fmt = {"bool": lambda v: "True" if v else "False"}
     else:
         fmt = None
+    if fmt is not None:
+        # pad every element to the widest, as PyTorch does, so columns line up
+        (kind_key, f), = fmt.items()
+        sample = a.ravel() if a.size <= 1000 else np.concatenate([a.ravel()[:500], a.ravel()[-500:]])
+        width = max((len(f(v)) for v in sample), default=0)
+        fmt = {kind_key: lambda v, f=f: f(v).rjust(width)}
     s = np.array2string(a, separator=", ", formatter=fmt, threshold=1000, edgeitems=3,
                         max_line_width=80, prefix="tensor(")
     return s

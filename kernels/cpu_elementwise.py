@@ -33,7 +33,7 @@ from numba import types as nbt
 from dispatch_jit.dtypes import ALL_DTYPES, can_cast, float16, float32, result_type
 from dispatch_jit.errors import BroadcastError, CastingError, DTypeError, ShapeError
 from dispatch_jit.signature import make_sig
-from dispatch_jit.tensor import CPU_BITS, Tensor, wrap_like_sig
+from dispatch_jit.tensor import CPU_BITS, Tensor
 
 from .scalar_helpers import HELPERS
 from .scalar_ops import SCALAR_OPS, ScalarOp, type_rule
@@ -77,10 +77,11 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, category: int, ndim: i
         else:
             reads[i] = cast.format(f"f{i}[IDX]" if flat else f"a{i}[IDX]")
     if flat:
+        # reshape costs ~100 ns of reference counting per call: only for ndim != 1
         for i, k in enumerate(kinds):
             if k == "array":
-                lines.append(f"    f{i} = a{i}.reshape(a{i}.size)")
-        lines.append("    fo = out.reshape(out.size)")
+                lines.append(f"    f{i} = a{i}" + ("" if ndim == 1 else f".reshape(a{i}.size)"))
+        lines.append("    fo = out" + ("" if ndim == 1 else ".reshape(out.size)"))
         lines.append("    for i in prange(fo.shape[0]):")
         idx, store, indent = "i", "fo[i]", "        "
     elif ndim == 0:
@@ -109,7 +110,8 @@ def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
             g = {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
                  "prange": numba.prange if parallel else range, **_JIT_HELPERS}
             exec(compile(src, "<dispatch_jit elementwise>", "exec"), g)
-            disp = numba.njit(parallel=parallel, error_model="numpy", nogil=True)(g["kernel"])
+            # nogil only where the loop is long: releasing the GIL costs ~100 ns a call
+            disp = numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(g["kernel"])
             ep = disp.compile(argtypes)
             _COMPILED[key] = ep
     return ep
@@ -162,7 +164,8 @@ class ElementwiseCPU:
         promoted = result_type(*[m if m.kind == "tensor" else m.pytype(0) for m in promo_in])
         compute, result, casts = type_rule(op, promoted, len(kinds))
         if compute.category not in op.cats:
-            ok = [d.name for d in ALL_DTYPES if d.category in op.cats]
+            # the dtypes whose compute dtype the op accepts (exp takes int64: it computes in float32)
+            ok = [d.name for d in ALL_DTYPES if type_rule(op, d, len(kinds))[0].category in op.cats]
             raise DTypeError(f"{op.name}() does not support {_CATEGORY_NAMES[compute.category]} inputs "
                              f"(got {compute.name}); supported dtypes: {', '.join(ok)}")
         ndim = max(m.ndim for m in in_metas if m.kind == "tensor")
@@ -266,10 +269,14 @@ class _Plan:
                  "        r = _empty(s, _odt)",
                  "        n = r.size",
                  f"        (_ks if n < _PAR else _v.get(n))({', '.join(kargs + ['r'])})",
-                 "        return _wrap(r, _osig)",
+                 # wrap_like_sig, inlined: a call costs as much as the two stores
+                 "        t = _new(_T)",
+                 "        t._data = r",
+                 "        t._sig = _osig",
+                 "        return t",
                  f"    return _general({', '.join(names)})"]
         g = {"_empty": np.empty, "_odt": self.kresult.np, "_ks": v.serial, "_PAR": PARALLEL_MIN, "_v": v,
-             "_wrap": wrap_like_sig, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
+             "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
         exec(compile("\n".join(body) + "\n", f"<dispatch_jit {self.opname} fast path>", "exec"), g)
         return g["run"]

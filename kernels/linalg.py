@@ -47,7 +47,7 @@ from numba import types as nbt
 
 try:
     from dispatch_jit.errors import CastingError, DTypeError, ShapeError
-except ImportError:  # the package is mid-construction: load the leaf module by path
+except Exception:  # the package is mid-construction: load the leaf module by path
     import importlib.util
     import os
 
@@ -74,7 +74,7 @@ SUPPORTED_DTYPES = tuple(_KIND)
 _KB, _JB = 128, 1024
 _ROWDOT_MAX_N = 4          # n below this: the row-dot form (vectorizes over k)
 _SMALL_MNK = 8 * 8 * 8     # float batches of matrices this small use the loop nest
-_PARALLEL_MIN = 1 << 16    # multiply-adds per loop-nest call before prange pays
+_PARALLEL_MIN = 1 << 18    # multiply-adds per loop-nest call before prange (see _parallel)
 
 
 # --- kernels --------------------------------------------------------------

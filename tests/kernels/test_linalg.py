@@ -110,6 +110,8 @@ def _layouts(dt):
         ("batch_strided", c3[::2], b3.swapaxes(1, 2)[::2]),
         ("broadcast_view", np.broadcast_to(big[:3, :4], (2, 3, 4)), big[:4, :5]),
         ("vector_strided", big[0, ::3], big[:4, :5]),
+        ("matvec_transposed", a.T, b[:, 0]),
+        ("vecmat_transposed", b[:, 1], _rand((5, 6), dt, 12).T),
         ("fortran_batched", np.asfortranarray(c3[:, :, :5]), big[:5, :3]),
     ]
 
@@ -165,9 +167,9 @@ def test_blocked_and_parallel_paths():
     i32, f32 = np.dtype(np.int32), np.dtype(np.float32)
     cases = [
         (_rand((3, 131), i32), _rand((131, 1030), i32)),   # j blocks, k block + remainder
-        (_rand((40, 37), i32), _rand((37, 45), i32)),      # rows in parallel
-        (_rand((300, 8, 9), i32), _rand((9, 7), i32)),     # batch in parallel
-        (_rand((200, 400), i32), _rand((400,), i32)),      # matrix-vector, row-dot form
+        (_rand((70, 61), i32), _rand((61, 70), i32)),      # rows in parallel
+        (_rand((600, 8, 9), i32), _rand((9, 7), i32)),     # batch in parallel
+        (_rand((700, 401), i32), _rand((401,), i32)),      # matrix-vector, row-dot form
         (_rand((1100, 4, 4), f32), _rand((1100, 4, 4), f32)),  # small float batch: loop nest
         (_rand((3, 20, 20), f32), _rand((20, 20), f32)),   # float batch past _SMALL_MNK: BLAS
     ]

@@ -1,0 +1,112 @@
+"""The asv suites in benchmarks/ stay runnable, without running asv.
+
+Imports each benchmark module and, for every benchmark (``time_``, ``track_``,
+``timeraw_``; class methods and module functions), runs the class's ``setup``
+and one call on the smallest parameter set only: the first value of each
+parameter list, which the suites order smallest first.  A setup that raises
+NotImplementedError is asv's skip and skips here too; a benchmark marked
+``slow = True`` (the 1e7-element and 1024x1024 target ratios) is skipped.
+A ``timeraw_`` benchmark's (stmt, setup) code runs once in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+MODULES = ["bench_dispatch", "bench_kernels", "bench_compile"]
+PREFIXES = ("time_", "track_", "timeraw_")
+
+
+def _load(name: str):
+    # by path, under a private name: "benchmarks" is too generic a top-level name to import
+    spec = importlib.util.spec_from_file_location(f"_dj_asv_{name}", BENCH_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cases():
+    for modname in MODULES:
+        module = _load(modname)
+        for name, obj in vars(module).items():
+            if name.startswith(PREFIXES) and inspect.isfunction(obj):
+                yield pytest.param(modname, None, name, id=f"{modname}.{name}")
+            elif inspect.isclass(obj) and obj.__module__ == module.__name__ and not name.startswith("_"):
+                for meth in sorted(m for m in dir(obj) if m.startswith(PREFIXES)):
+                    yield pytest.param(modname, name, meth, id=f"{modname}.{name}.{meth}")
+
+
+def _smallest(params) -> tuple:
+    if not params:
+        return ()
+    if not isinstance(params[0], (list, tuple)):      # one parameter: a flat list
+        params = [params]
+    return tuple(values[0] for values in params)
+
+
+def _run_timeraw(code) -> None:
+    stmt, setup = code if isinstance(code, tuple) else (code, "")
+    src = textwrap.dedent(setup) + "\n" + textwrap.dedent(stmt) + "\n"
+    proc = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"timeraw code failed:\n{src}\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("modname, clsname, name", list(_cases()))
+def test_benchmark_runs_on_smallest_params(modname, clsname, name):
+    module = sys.modules[f"_dj_asv_{modname}"]
+    owner = getattr(module, clsname)() if clsname else module
+    fn = getattr(owner, name)
+    if getattr(fn, "slow", False):
+        pytest.skip("marked slow = True (1e7 elements or 1024x1024): run it with asv")
+    params = _smallest(getattr(fn, "params", None) or getattr(owner, "params", None))
+    setup = getattr(owner, "setup", None) if clsname else None
+    if setup is not None:
+        try:
+            setup(*params)
+        except NotImplementedError as e:      # asv's documented skip
+            pytest.skip(f"setup raised NotImplementedError: {e}")
+    try:
+        result = fn(*params)
+    finally:
+        teardown = getattr(owner, "teardown", None) if clsname else None
+        if teardown is not None:
+            teardown(*params)
+    if name.startswith("track_"):
+        assert isinstance(result, (int, float)) and math.isfinite(result) and result > 0, result
+    elif name.startswith("timeraw_"):
+        _run_timeraw(result)
+
+
+def test_benchmark_modules_import_without_torch_and_compile_nothing():
+    """With torch unimportable the modules still import, the torch benchmarks skip the asv
+    way, and importing them resolves (so compiles) no operator."""
+    code = f"""
+import sys
+sys.modules["torch"] = None          # makes `import torch` raise ImportError
+sys.path.insert(0, {str(BENCH_DIR.parent)!r})
+import dispatch_jit as dj
+from benchmarks import {", ".join(MODULES)}
+misses = sum(dj.cache_info(name)["misses"] for name in dj.list_operators("aten"))
+assert misses == 0, f"importing the benchmarks resolved {{misses}} op signatures"
+for cls in (bench_dispatch.TorchAdd, bench_dispatch.TorchRatios):
+    try:
+        cls().setup(*([16] if getattr(cls, "params", None) else []))
+    except NotImplementedError:
+        pass
+    else:
+        raise AssertionError(f"{{cls.__name__}}.setup did not skip without torch")
+for m in ({", ".join(MODULES)}):
+    assert m.__doc__ and "Target" in m.__doc__, m.__name__
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]

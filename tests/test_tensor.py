@@ -1,0 +1,129 @@
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.errors import CastingError, CudaUnavailableError, DTypeError, ShapeError
+
+
+def test_metadata():
+    x = dj.arange(6.0).reshape((2, 3))
+    assert x.shape == (2, 3) and x.ndim == 2 and x.dim() == 2 and x.numel() == 6
+    assert x.dtype is dj.float32 and x.device == dj.device("cpu") and x.device == "cpu"
+    assert x.layout == dj.strided
+    assert x.strides == (3, 1) and x.stride(0) == 3 and x.T.strides == (1, 3)
+    assert x.size() == (2, 3) and x.size(-1) == 3 and len(x) == 2
+    assert x.is_contiguous() and not x.T.is_contiguous()
+    assert x.element_size() == 4 and x.itemsize == 4
+
+
+def test_views_share_storage():
+    x = dj.zeros(2, 3)
+    views = [x.reshape((3, 2)), x.view((6,)), x.T, x.permute((1, 0)), x.transpose(0, 1), x[0], x[:, 1:],
+             x.unsqueeze(0), x.flatten(), x[None].squeeze(0), x[:1].expand((4, 3))]
+    x.add_(1.0)
+    for v in views:
+        assert np.all(v.numpy() == 1.0), v
+    assert np.shares_memory(x.T.numpy(), x.numpy())
+
+
+def test_view_errors():
+    x = dj.zeros(2, 3)
+    with pytest.raises(ShapeError, match="not compatible"):
+        x.T.view((6,))
+    assert x.T.reshape((6,)).shape == (6,)           # reshape copies when it must
+    with pytest.raises(ShapeError, match="invalid for input of size 6"):
+        x.reshape((4, 2))
+    with pytest.raises(ShapeError, match="cannot be expanded"):
+        x.expand((3, 3))
+    with pytest.raises(ShapeError, match="not a permutation"):
+        x.permute((0, 0))
+    with pytest.raises(ShapeError, match="out of range"):
+        x.unsqueeze(4)
+
+
+def test_contiguous_and_clone():
+    x = dj.arange(6.0).reshape((2, 3)).T
+    c = x.contiguous()
+    assert c.is_contiguous() and c.tolist() == x.tolist()
+    y = dj.ones(3)
+    assert y.contiguous() is y
+    z = y.clone()
+    z.add_(1.0)
+    assert y.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_conversions():
+    x = dj.tensor([[1.5, 2.0]])
+    assert isinstance(x.numpy(), np.ndarray) and np.asarray(x).dtype == np.float32
+    assert np.asarray(x, dtype=np.float64).dtype == np.float64
+    assert x.tolist() == [[1.5, 2.0]]
+    assert dj.tensor([7]).item() == 7 and float(dj.tensor(2.5)) == 2.5 and int(dj.tensor([3])) == 3
+    with pytest.raises(ValueError, match="2 elements cannot be converted"):
+        x.item()
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(x)
+    assert bool(dj.tensor([1.0]))
+    assert [t.item() for t in dj.tensor([1, 2])] == [1, 2]
+
+
+def test_to_dtype_and_device():
+    x = dj.tensor([1.7, -2.2])
+    assert x.to(dj.int32).tolist() == [1, -2] and x.to(dj.int32).dtype is dj.int32
+    assert x.to("float64").dtype is dj.float64 and x.double().dtype is dj.float64
+    assert x.to(dj.float32) is x and x.to("cpu") is x
+    assert x.to(dj.float16).to(dj.float32).tolist() == pytest.approx([1.7, -2.2], rel=1e-3)
+    assert x.to(dj.tensor([1])).dtype is dj.int64
+    with pytest.raises(CudaUnavailableError, match="cuda"):
+        x.to("cuda")
+
+
+def test_repr_pytorch_style():
+    assert repr(dj.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(dj.tensor([1.5, 2.25])) == "tensor([1.5000, 2.2500])"
+    assert repr(dj.tensor([1, 2], dtype=dj.int32)) == "tensor([1, 2], dtype=dj.int32)"
+    assert repr(dj.tensor([1, 20])) == "tensor([ 1, 20])"
+    assert repr(dj.tensor([True, False])) == "tensor([ True, False])"
+    assert repr(dj.tensor(3.0)) == "tensor(3.)"
+    assert repr(dj.tensor([1.0], dtype=dj.float64)) == "tensor([1.], dtype=dj.float64)"
+    assert repr(dj.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
+    assert repr(dj.tensor([float("nan"), 1.0])) == "tensor([nan,  1.])"
+    assert "\n" in repr(dj.ones(2, 2))
+
+
+def test_requires_grad_only_for_floating():
+    with pytest.raises(DTypeError, match="floating point and complex"):
+        dj.tensor([1, 2], requires_grad=True)
+    x = dj.tensor([1.0]).requires_grad_()
+    assert x.requires_grad and dj.DispatchKey.AutogradCPU in dj.dispatch_keys(x)
+
+
+def test_setitem_checks_casts():
+    x = dj.zeros(3, dtype=dj.int64)
+    x[0] = 5
+    x[1:] = dj.tensor([1, 2])
+    assert x.tolist() == [5, 1, 2]
+    with pytest.raises(CastingError, match="float32 values into a int64 tensor"):
+        x[0] = 1.5
+    f = dj.zeros(2)
+    f[0] = 3
+    assert f.tolist() == [3.0, 0.0]
+
+
+def test_indexing_with_tensors():
+    x = dj.arange(5)
+    assert x[dj.tensor([0, 2])].tolist() == [0, 2]
+    assert x[x > 2].tolist() == [3, 4]
+
+
+def test_tensor_constructor_is_not_public():
+    with pytest.raises(TypeError, match="dj.tensor"):
+        dj.Tensor([1.0])
+
+
+def test_operator_reflection_and_numpy_interop():
+    x = dj.tensor([1.0, 2.0])
+    assert (2 - x).tolist() == [1.0, 0.0] and (1 / x).tolist() == [1.0, 0.5]
+    assert (2 ** x).tolist() == [2.0, 4.0] and (-x).tolist() == [-1.0, -2.0] and abs(-x).tolist() == [1.0, 2.0]
+    # NumPy arrays on the left defer to the tensor (__array_priority__)
+    r = np.float32(3) * x
+    assert isinstance(r, dj.Tensor) and r.tolist() == [3.0, 6.0]
