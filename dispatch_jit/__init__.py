@@ -13,7 +13,8 @@ tensor([4., 6.])
 
 from __future__ import annotations
 
-from . import errors, library
+from . import autograd, errors, library
+from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
 from .creation import (Generator, arange, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
                        manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard, show_dispatch_trace
@@ -46,5 +47,5 @@ __all__ = [
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
-    "errors",
+    "errors", "autograd", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)

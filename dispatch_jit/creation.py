@@ -93,8 +93,11 @@ def _dt(dtype, default: DType | None = None) -> DType:
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """>>> import dispatch_jit as dj; dj.zeros(2, 3).shape
-    (2, 3)
+    """A tensor of zeros; the shape may be given as ints or one tuple.
+
+    >>> import dispatch_jit as dj
+    >>> dj.zeros(2, 3).shape, dj.zeros((4,)).shape
+    ((2, 3), (4,))
     """
     return _finish(np.zeros(_shape(size), _dt(dtype).np), device, requires_grad)
 

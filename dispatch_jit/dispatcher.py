@@ -41,7 +41,7 @@ from .schema import NO_DEFAULT
 from .signature import ArgMeta, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
-           "make_entry", "resolve", "redispatch", "tls", "set_tensor_type", "cache_info",
+           "make_entry", "redispatch", "tls", "set_tensor_type", "calls_of",
            "is_tracing_dispatch"]
 
 
@@ -220,11 +220,12 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
     fname = (public_name or schema.name).replace(".", "_")
     prologue = "".join(f"    if {alias} is not _NOALIAS:\n        {real} = {alias}\n" for alias, real in aliases)
     src = (f"def {fname}({', '.join(params)}):\n" + prologue +
+           "    _count()\n"
            f"    _f = _memo_get({key})\n"
            f"    if _f is None:\n"
            f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
            f"    return _f({arglist})\n")
-    g = {"_memo_get": op.memo.get, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
+    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
          "_NOALIAS": _NOALIAS}
     for a, pname in zip(schema.arguments, names):
@@ -438,6 +439,7 @@ def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
     return fn(*args)
 
 
-def cache_info(op: OperatorEntry) -> dict:
-    """Resolution-cache state of one overload (see ``dj.cache_info``)."""
-    return {"misses": op.misses, "resolved_signatures": len(op.memo), "compiled": dict(op.compiled)}
+def calls_of(op: OperatorEntry) -> int:
+    """Calls made through the op's entry so far (an itertools.count: reading it
+    must not advance it)."""
+    return op.calls.__reduce__()[1][0]

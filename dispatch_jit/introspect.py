@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from .dispatcher import calls_of
 from .keys import RUNTIME_KEYS, DispatchKey
 from .registry import OperatorEntry, all_operators, backend_fallbacks, lookup, overloads
 
@@ -36,6 +37,7 @@ def dump(name) -> str:
     >>> print(dj.dump("aten::add"))          # doctest: +ELLIPSIS
     name: aten::add.Tensor
     schema: aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!)? out=None) -> Tensor
+    Autograd: autograd_AddBackward [alias kernel]...
     CPU: add_cpu [kernel]...
     """
     op = _op(name)
@@ -74,18 +76,24 @@ def has_kernel(name, key) -> bool:
 def cache_info(name) -> dict:
     """Memoized-resolution state of an operator (all overloads of a packet name).
 
-    Keys: ``misses`` (calls that resolved a new signature), ``resolved_signatures``
-    (entries in the memo), ``compiled`` (kernel -> compiled dtype signatures).
-    Every call that is not a miss is a hit; hits are not counted, to keep the
-    hot path to one dict lookup.
+    Keys: ``hits`` (calls answered by the memo), ``misses`` (calls that
+    resolved a new signature), ``resolved_signatures`` (entries in the memo),
+    ``compiled`` (kernel -> compiled dtype signatures, in compile order).
+
+    >>> import dispatch_jit as dj
+    >>> x = dj.tensor([1.0, 2.0]); _ = dj.neg(x); _ = dj.neg(x)
+    >>> info = dj.cache_info("aten::neg")
+    >>> info["hits"] >= 1, "(float32) -> float32 [1d flat]" in info["compiled"]["neg_cpu"]
+    (True, True)
     """
     if isinstance(name, str) and "." not in name.split("::")[-1] and overloads(
             name if "::" in name else f"aten::{name}"):
         ops = overloads(name if "::" in name else f"aten::{name}")
     else:
         ops = [_op(name)]
-    info = {"misses": 0, "resolved_signatures": 0, "compiled": {}}
+    info = {"hits": 0, "misses": 0, "resolved_signatures": 0, "compiled": {}}
     for op in ops:
+        info["hits"] += calls_of(op) - op.misses
         info["misses"] += op.misses
         info["resolved_signatures"] += len(op.memo)
         for k, v in op.compiled.items():

@@ -10,6 +10,7 @@ undoes it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -87,7 +88,7 @@ class OperatorEntry:
         self.fallthrough_bits = 0
         self.memo: dict = {}
         self.misses = 0
-        self.hits_base = 0          # hits are derived; see dispatcher.cache_info
+        self.calls = itertools.count()   # every call through the entry; hits = calls - misses
         self.compiled: dict[str, list[str]] = {}   # kernel name -> compiled dtype signatures
         self.meta_fn: Callable | None = None       # shape/dtype function (tracing, register_fake)
         self.entry: Callable | None = None         # the generated fast entry (dispatcher)

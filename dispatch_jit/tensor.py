@@ -17,11 +17,13 @@ from .errors import CudaUnavailableError, DTypeError, ShapeError
 from .keys import AUTOGRAD_KEY_FOR_BACKEND, DispatchKey, DispatchKeySet
 from .signature import MAX_NDIM, make_sig
 
-__all__ = ["Tensor", "device", "wrap", "wrap_like_sig", "dispatch_keys", "is_tensor", "strided"]
+__all__ = ["Tensor", "device", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
+           "version_box", "version_of", "bump_version"]
 
 _K = DispatchKey
 CPU_BITS = 1 << _K.CPU.value
 AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
+_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value) | (1 << _K.AutogradOther.value)) << 16
 strided = "strided"
 
 
@@ -218,7 +220,8 @@ class Tensor:
 
     # -- indexing (NumPy's basic indexing gives views; advanced gives copies) ---
     def __getitem__(self, index):
-        return wrap(self._data[_unwrap_index(index)], requires_grad=False)
+        from .autograd.indexing import getitem
+        return getitem(self, _unwrap_index(index))
 
     def __setitem__(self, index, value):
         # Assignment is a copy into a view: check the cast as an in-place op would.
@@ -230,11 +233,69 @@ class Tensor:
             from .errors import CastingError
             raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
                                f"losing information; convert them first with .to(dj.{self.dtype.name})")
+        if self.requires_grad and self.grad_fn is None:
+            from .autograd.grad_mode import is_grad_enabled
+            if is_grad_enabled():
+                from .errors import AutogradError
+                raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
+                                    "(item assignment); assign under dj.no_grad() or to a clone")
         self._data[_unwrap_index(index)] = src
+        bump_version(self)
+
+    # -- autograd ----------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into the leaves' ``.grad``.
+
+        >>> import dispatch_jit as dj
+        >>> w = dj.tensor([3.0, 4.0], requires_grad=True)
+        >>> (w * w).sum().backward(); w.grad
+        tensor([6., 8.])
+        """
+        from .autograd import backward
+        backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> "Tensor":
+        """A tensor sharing this one's data (and version counter), cut from the graph."""
+        t = _new(Tensor)
+        t._data = self._data
+        t._sig = self._sig & ~(_AUTOGRAD_SIG_BITS)
+        t.__dict__["_vc"] = version_box(self)
+        return t
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self.requires_grad = False
+        self._sig &= ~_AUTOGRAD_SIG_BITS
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for a non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            return
+        import weakref
+        ref = weakref.ref(self)
+
+        def keep(g):
+            t = ref()
+            if t is not None:
+                t.grad = g if t.grad is None else t.grad + g
+        self.grad_fn.register_prehook(self.__dict__.get("_output_nr", 0), keep)
+
+    def register_hook(self, fn):
+        """Call ``fn(grad)`` when this tensor's gradient is computed; a non-None
+        return value replaces the gradient."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.graph import edge_of
+        node, idx = edge_of(self)
+        node.register_prehook(idx, fn)
+        return fn
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.category < 2:
             raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables; use .detach()")
         self.requires_grad = bool(requires_grad)
         self._sig = _sig_for(self._data, self.requires_grad)
         return self
@@ -280,6 +341,31 @@ def wrap_like_sig(a: np.ndarray, sig: int) -> Tensor:
     t = _new(Tensor)
     t._data = a
     t._sig = sig
+    return t
+
+
+def version_box(t) -> list:
+    """The version counter of ``t``'s storage: a one-element list shared by all
+    views, bumped by every in-place write (autograd checks saved tensors against it)."""
+    vc = t.__dict__.get("_vc")
+    if vc is None:
+        vc = t.__dict__["_vc"] = [0]
+    return vc
+
+
+def version_of(t) -> int:
+    vc = t.__dict__.get("_vc")
+    return vc[0] if vc is not None else 0
+
+
+def bump_version(t) -> None:
+    version_box(t)[0] += 1
+
+
+def wrap_view(base: Tensor, a: np.ndarray) -> Tensor:
+    """A tensor viewing ``base``'s storage: it shares the version counter."""
+    t = wrap(a)
+    t.__dict__["_vc"] = version_box(base)
     return t
 
 

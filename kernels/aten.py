@@ -10,11 +10,14 @@ the tables at the bottom.
 
 from __future__ import annotations
 
+from dispatch_jit.autograd.fallback import autograd_not_implemented
+from dispatch_jit.autograd.kernel import AutogradInplaceKernel, AutogradKernel
 from dispatch_jit.library import Library, fallthrough_kernel
 from dispatch_jit.registry import lookup
 
 from . import composite, linalg_ops, reduction_ops
 from .cpu_elementwise import ElementwiseCPU
+from .derivatives import DERIVATIVES
 from .scalar_ops import SCALAR_OPS
 from .shape import SHAPE_KERNELS
 
@@ -80,12 +83,31 @@ aten_composite = Library("aten", "IMPL", "CompositeImplicitAutograd")
 for _name, _kernel in composite.KERNELS.items():
     aten_composite.impl(_name, _kernel)
 
-# -- keys whose kernels arrive with later work fall through for every op until then ---------------
-# (autograd, autocast and tracing wrap the backends; without a kernel of their
-# own an op must simply run its backend kernel, at no cost).
+# -- Autograd: one kernel per row of the derivative table -----------------------------------------
+aten_autograd = Library("aten", "IMPL", "Autograd")
+for _name, _d in DERIVATIVES.items():
+    aten_autograd.impl(_name, AutogradKernel(_d))
+for _op in SCALAR_OPS.values():
+    f, i = ELEMENTWISE_SCHEMAS[_op.name]
+    fname = f.split("(")[0]
+    if i and fname in DERIVATIVES:
+        aten_autograd.impl(i.split("(")[0], AutogradInplaceKernel(f"aten::{fname}"))
+    elif fname not in DERIVATIVES:
+        # not differentiable (comparisons, logical and bitwise ops): outputs never require grad
+        aten_autograd.impl(fname, fallthrough_kernel)
+        if i:
+            aten_autograd.impl(i.split("(")[0], fallthrough_kernel)
+for _name in ("argmax", "argmin", "all", "any"):
+    aten_autograd.impl(_name, fallthrough_kernel)
+
+# -- backend fallbacks for every op, present and future -------------------------------------------
 fallbacks = Library("_", "IMPL")
-for _key in ("ADInplaceOrView", "AutogradCPU", "AutogradCUDA", "AutogradOther", "AutocastCPU", "AutocastCUDA",
-             "Tracer"):
+for _key in ("AutogradCPU", "AutogradCUDA", "AutogradOther"):
+    # ops with kernels but no derivative (custom ops): outputs do not require grad, and a
+    # backward that needs them names the op
+    fallbacks.fallback(autograd_not_implemented, _key)
+# keys whose kernels arrive with later work fall through until then, at no cost
+for _key in ("ADInplaceOrView", "AutocastCPU", "AutocastCUDA", "Tracer"):
     fallbacks.fallback(fallthrough_kernel, _key)
 
 
@@ -120,7 +142,7 @@ for _op in SCALAR_OPS.values():
         METHODS[_op.name] = f.split("(")[0]
     if i:
         METHODS[_op.name + "_"] = i.split("(")[0]
-for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone",
+for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone", "narrow",
               *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"

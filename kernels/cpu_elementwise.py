@@ -33,7 +33,7 @@ from numba import types as nbt
 from dispatch_jit.dtypes import ALL_DTYPES, can_cast, float16, float32, result_type
 from dispatch_jit.errors import BroadcastError, CastingError, DTypeError, ShapeError
 from dispatch_jit.signature import make_sig
-from dispatch_jit.tensor import CPU_BITS, Tensor
+from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
 from .scalar_helpers import HELPERS
 from .scalar_ops import SCALAR_OPS, ScalarOp, type_rule
@@ -337,6 +337,7 @@ class _Plan:
         if target is not out_arr:
             np.copyto(out_arr, target, casting="unsafe")
         if out_t is not None:
+            bump_version(out_t)    # in-place and out= writes are visible to autograd's saved-tensor checks
             return out_t
         t = Tensor.__new__(Tensor)
         t._data = out_arr

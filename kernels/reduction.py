@@ -38,6 +38,7 @@ import dataclasses
 import math
 import re
 import textwrap
+import time
 from typing import Callable
 
 import numba
@@ -57,13 +58,16 @@ except ImportError:  # the package is mid-construction: load errors.py by path
     DTypeError, SchemaError, ShapeError = _errors.DTypeError, _errors.SchemaError, _errors.ShapeError
 
 __all__ = ["REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype",
-           "compiled_signatures", "warmup", "PARALLEL_THRESHOLD"]
+           "compiled_signatures", "warmup", "PARALLEL_THRESHOLD", "PARALLEL"]
 
 # Above this many input elements the parallel variant runs: below it, waking
 # the thread pool costs more than it saves (measured crossover on 2 cores).
-PARALLEL_THRESHOLD = 1 << 18
+PARALLEL_THRESHOLD = 1 << 20
+# None: use threads above the threshold if a one-time probe finds that two
+# threads really run at once here; True/False: force (tests, benchmarks).
+PARALLEL: bool | None = None
 # A chunk of a full reduction is at least this long, so partials stay few.
-_MIN_CHUNK = 1 << 15
+_MIN_CHUNK = 1 << 16
 
 SUPPORTED = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -102,6 +106,11 @@ def _wide(dt):
     return _C128 if dt.kind == "c" else _F64
 
 
+def _acc_fold(dt):
+    """sum/prod accumulate ints in int64 (uint64), floats in float64, complex in complex128."""
+    return _int64_or_same(dt) if dt.kind in "biu" else _wide(dt)
+
+
 # ---------------------------------------------------------------- the op table
 
 @dataclasses.dataclass(frozen=True)
@@ -112,14 +121,19 @@ class Pass:
         "acc" (the compute dtype), "real" (its real part), "int64" or "bool".
     step: statement(s) folding element ``x`` (at reduced flat index ``j``)
         into the states, written with ``{name}`` placeholders.
-    merge: folds a partial state ``{name_o}`` (a later chunk) into ``{name}``.
+    merge: folds another partial state ``{name_o}`` into ``{name}``; it must
+        not depend on which partial came first (chunks and lanes both merge).
     post: statement(s) run on the states once the sweep is over.
+    lanes: the step is a compare-and-select that LLVM cannot vectorize as a
+        reduction (NaN-propagating max needs no-NaN fast-math); contiguous
+        runs then fold into ``_LANES`` independent lane states instead.
     """
 
     states: tuple[tuple[str, str, str], ...]
     step: str
     merge: str
     post: str = ""
+    lanes: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +147,9 @@ class ReductionSpec:
     final: expression of the states, ``n`` (elements per output) and ``corr``.
     identity: value of an empty reduction; None means it has none (error).
     ordered: the reduced index matters (argmax), so reduced axes keep C order.
+    hint: why a dtype kind is refused, for the error message.
+    int_cast: bool and int inputs are cast to this dtype first (PyTorch's
+        logsumexp does exactly that), so they share its kernel.
     """
 
     name: str
@@ -144,31 +161,43 @@ class ReductionSpec:
     identity: object = None
     ordered: bool = False
     hint: str = ""
+    int_cast: np.dtype | None = None
 
 
 def _fold(op, init):
     return lambda dt: (Pass((("s", "acc", init),), f"{{s}} {op}= x", f"{{s}} {op}= {{s_o}}"),)
 
 
+def _bool_fold(op, init):
+    return lambda dt: (Pass((("b", "bool", init),), f"{{b}} = {{b}} {op} (x != 0)", f"{{b}} = {{b}} {op} {{b_o}}"),)
+
+
 def _extreme(cmp, init):
-    # NaN propagates: once the state is NaN, `x > NaN` is False and it stays.
+    # NaN propagates: a NaN element is taken, and once the state is NaN no
+    # comparison with it is true, so it stays.
     return lambda dt: (Pass(
         (("m", "acc", init),),
         f"if x {cmp} {{m}} or x != x:\n    {{m}} = x",
-        f"if {{m_o}} {cmp} {{m}} or {{m_o}} != {{m_o}}:\n    {{m}} = {{m_o}}"),)
+        f"if {{m_o}} {cmp} {{m}} or {{m_o}} != {{m_o}}:\n    {{m}} = {{m_o}}", lanes=True),)
 
 
 def _arg(cmp, init):
-    # Strict comparison keeps the first of equal values; the first NaN wins
-    # and no later element (not even another NaN) replaces it.
+    # In index order, a strict comparison keeps the first of equal values and
+    # the first NaN (no later element replaces a NaN).  The merge compares
+    # indices, so partials may merge in any order.  Branches, not selects:
+    # in the scalar loops they predict well (a running max rarely changes),
+    # and LLVM still if-converts them in the lane and column loops.
     return lambda dt: (Pass(
         (("m", "acc", init), ("i", "int64", "0")),
         f"if x {cmp} {{m}} or (x != x and {{m}} == {{m}}):\n    {{m}} = x\n    {{i}} = j",
-        f"if {{m_o}} {cmp} {{m}} or ({{m_o}} != {{m_o}} and {{m}} == {{m}}):\n"
-        f"    {{m}} = {{m_o}}\n    {{i}} = {{i_o}}"),)
+        f"if ({{m_o}} {cmp} {{m}} or ({{m_o}} == {{m}} and {{i_o}} < {{i}})\n"
+        f"        or ({{m_o}} != {{m_o}} and ({{m}} == {{m}} or {{i_o}} < {{i}}))):\n"
+        f"    {{m}} = {{m_o}}\n    {{i}} = {{i_o}}", lanes=True),)
 
 
 def _two_pass_var(dt):
+    # mean first, then the sum of squared deviations from it: no catastrophic
+    # cancellation, unlike E[x^2] - E[x]^2; both passes accumulate in float64.
     sq = "d.real * d.real + d.imag * d.imag" if dt.kind == "c" else "d * d"
     return (Pass((("s", "acc", "0"),), "{s} += x", "{s} += {s_o}", "{s} = {s} / n"),
             Pass((("q", "real", "0"),), f"d = x - {{s}}\n{{q}} += {sq}", "{q} += {q_o}"))
@@ -181,16 +210,17 @@ def _logsumexp(dt):
     return (Pass((("m", "real", "-INF"),),
                  f"xr = {xr}\nif xr > {{m}} or xr != xr:\n    {{m}} = xr",
                  "if {m_o} > {m} or {m_o} != {m_o}:\n    {m} = {m_o}",
-                 "if {m} == INF or {m} == -INF:\n    {m} = 0.0"),
+                 "if {m} == INF or {m} == -INF:\n    {m} = 0.0", lanes=True),
             Pass((("s", "acc", "0"),), "{s} += np.exp(x - {m})", "{s} += {s_o}"))
 
 
 _VAR_HINT = "{name}() needs a floating or complex input; cast with .to(dj.float32)"
 _NO_COMPLEX = "{name}() is not defined for complex inputs (complex numbers are not ordered)"
+_DIVISOR = "max(n - corr, 0.0)"   # as NumPy's ddof and PyTorch's correction: n - c <= 0 gives inf/nan
 
 REDUCTIONS: dict[str, ReductionSpec] = {s.name: s for s in [
-    ReductionSpec("sum", "biufc", _int64_or_same, _int64_or_same, _fold("+", "0"), "{s}", 0),
-    ReductionSpec("prod", "biufc", _int64_or_same, _int64_or_same, _fold("*", "1"), "{s}", 1),
+    ReductionSpec("sum", "biufc", _int64_or_same, _acc_fold, _fold("+", "0"), "{s}", 0),
+    ReductionSpec("prod", "biufc", _int64_or_same, _acc_fold, _fold("*", "1"), "{s}", 1),
     ReductionSpec("mean", "fc", _same, _wide, _fold("+", "0"), "{s} / n", math.nan, hint=_VAR_HINT),
     ReductionSpec("max", "biuf", _same, _same, _extreme(">", "LOW"), "{m}", hint=_NO_COMPLEX),
     ReductionSpec("min", "biuf", _same, _same, _extreme("<", "HIGH"), "{m}", hint=_NO_COMPLEX),
@@ -198,17 +228,13 @@ REDUCTIONS: dict[str, ReductionSpec] = {s.name: s for s in [
                   hint=_NO_COMPLEX),
     ReductionSpec("argmin", "biuf", lambda dt: _I64, _same, _arg("<", "HIGH"), "{i}", ordered=True,
                   hint=_NO_COMPLEX),
-    ReductionSpec("var", "fc", _real, _wide, _two_pass_var, "{q} / max(n - corr, 0.0)", math.nan,
+    ReductionSpec("var", "fc", _real, _wide, _two_pass_var, f"{{q}} / {_DIVISOR}", math.nan, hint=_VAR_HINT),
+    ReductionSpec("std", "fc", _real, _wide, _two_pass_var, f"np.sqrt({{q}} / {_DIVISOR})", math.nan,
                   hint=_VAR_HINT),
-    ReductionSpec("std", "fc", _real, _wide, _two_pass_var, "np.sqrt({q} / max(n - corr, 0.0))",
-                  math.nan, hint=_VAR_HINT),
-    ReductionSpec("all", "biufc", lambda dt: _BOOL, _same,
-                  lambda dt: (Pass((("b", "bool", "True"),), "{b} = {b} & (x != 0)", "{b} = {b} & {b_o}"),),
-                  "{b}", True),
-    ReductionSpec("any", "biufc", lambda dt: _BOOL, _same,
-                  lambda dt: (Pass((("b", "bool", "False"),), "{b} = {b} | (x != 0)", "{b} = {b} | {b_o}"),),
-                  "{b}", False),
-    ReductionSpec("logsumexp", "biufc", _float32_if_int, _wide, _logsumexp, "np.log({s}) + {m}", -math.inf),
+    ReductionSpec("all", "biufc", lambda dt: _BOOL, _same, _bool_fold("&", "True"), "{b}", True),
+    ReductionSpec("any", "biufc", lambda dt: _BOOL, _same, _bool_fold("|", "False"), "{b}", False),
+    ReductionSpec("logsumexp", "biufc", _float32_if_int, _wide, _logsumexp, "np.log({s}) + {m}", -math.inf,
+                  int_cast=_F32),
 ]}
 
 
@@ -238,107 +264,165 @@ def result_dtype(name: str, dtype: np.dtype) -> np.dtype:
     return spec.result(_check_dtype(spec, dtype))
 
 
-def _kernel_dtype(dt: np.dtype) -> np.dtype:
+def _kernel_dtype(spec: ReductionSpec, dt: np.dtype) -> np.dtype:
     """What the kernel reads: bool as its uint8 bytes (a free view), float16 as
-    float32 (a copy: Numba's CPU backend has no float16 arithmetic)."""
+    float32 (a copy: Numba's CPU backend has no float16 arithmetic), ints as
+    ``spec.int_cast`` where the op casts them first (a copy)."""
+    if spec.int_cast is not None and dt.kind in "biu":
+        return spec.int_cast
     return _U8 if dt == _BOOL else _F32 if dt == _F16 else dt
 
 
 # ---------------------------------------------------------------- code generation
+#
+# Every kernel has one signature:
+#   kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, corr, blk, out, *scratch)
+# buf: 1-D contiguous (read-only) buffer; off and the s* strides: elements
+# into it; K* kept sizes, R* reduced sizes; oK*: output strides; n = R1 * R2;
+# blk: rows per block / chunk length / columns per block (parallel variants);
+# scratch: one K1 * K2 buffer per state (outer mode only).
+#
+# Index arithmetic is uint64 on purpose (negative strides arrive as their
+# two's complement and wrap back): with signed indices Numba emits a
+# negative-index fix-up per load and LLVM cannot vectorize; with unsigned
+# ones LLVM versions each loop on "stride == 1" and vectorizes that copy.
+# The reduced flat index ``j`` (argmax) is cast back to int64.
+
+# serial: modes 0 and 2, scalar rows; lanes: mode 0 with lane blocks (long
+# contiguous rows of a lanes op, compiled only when one shows up); rows,
+# chunks, cols: the parallel shapes (lanes included).
+_VARIANTS = ("serial", "lanes", "rows", "chunks", "cols")
+_LANE_MIN = 2048   # a contiguous run at least this long takes the lanes kernel
+_LANES = 32    # lane states per contiguous run, for ``Pass.lanes`` steps
+_GROUP = 16    # reduced rows folded per load/store of the outer mode's states
+_LANE_GROUP = 8   # rows of a lane block: blocks are _LANES * _LANE_GROUP elements
+
 
 def _indent(code: str, level: int) -> str:
     return textwrap.indent(code, "    " * level)
 
 
-def _fmt(code: str, names: dict) -> str:
-    return code.format(**names)
+def _names(states, fmt: str) -> dict:
+    return {s: fmt.format(s) for s, _, _ in states}
 
 
-def _source(spec: ReductionSpec, passes: tuple[Pass, ...], parallel: bool) -> str:
-    """Python source of one kernel: the three loop shapes around the op's snippets.
-
-    Index arithmetic is uint64 on purpose (negative strides arrive as their
-    two's complement and wrap back): with signed indices Numba emits a
-    negative-index fix-up per load and LLVM cannot vectorize; with unsigned
-    ones LLVM versions each loop on "stride == 1" and vectorizes that copy.
-    ``j`` (the reduced flat index, for argmax) is cast back to int64.
-    """
+def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
+    """Python source of one kernel variant: the loop shapes around the op's snippets."""
+    if variant == "serial":
+        passes = tuple(dataclasses.replace(p, lanes=False) for p in passes)
     states = [st for p in passes for st in p.states]
-    scratch = "".join(f", sc_{s}" for s, _, _ in states)
-    head = (f"def kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, corr, blk, "
-            f"out{scratch}):\n")
-    scalar = {s: f"st_{s}" for s, _, _ in states}
-    flat = {s: f"sc_{s}[kb + t]" for s, _, _ in states}
-    final = _fmt(spec.final, scalar)
+    scalar = _names(states, "st_{}")
 
     def init(p, nm):
         return "".join(f"{nm[s]} = T_{s}({v})\n" for s, _, v in p.states)
 
-    def run(step, nm, lo, hi, base):
-        # one run of the innermost reduced axis, elements [lo, hi)
-        return (f"for t in range({lo}, {hi}):\n    x = ACC(buf[{base} + t * sR2])\n"
-                f"    j = np.int64(jb + t)\n{_indent(_fmt(step, nm), 1)}\n")
+    def lanes_alloc():
+        return "".join(f"ln_{s} = np.empty(W, T_{s})\n" for p in passes if p.lanes for s, _, _ in p.states)
 
-    def inner_row():
+    def run(p, nm, t0, t1, rb, jb):
+        # elements [t0, t1) of one run of the innermost reduced axis, at row base rb
+        tail = (f"for t in range(ta, {t1}):\n    x = ACC(buf[{rb} + t * sR2])\n    j = np.int64({jb} + t)\n"
+                f"{_indent(p.step.format(**nm), 1)}\n")
+        if not p.lanes:
+            return f"ta = {t0}\n" + tail
+        # Blocks of W * LG elements as an (LG, W) matrix: lane w folds column
+        # w, LG rows per load/store of its state, as the outer mode does.
+        lane = dict(nm, **_names(p.states, "l_{}"))
+        load = "".join(f"l_{s} = ln_{s}[w]\n" for s, _, _ in p.states)
+        store = "".join(f"ln_{s}[w] = l_{s}\n" for s, _, _ in p.states)
+        return (f"ta = {t0}\nif sR2 == U1:\n    nl = ({t1} - {t0}) // WG\n    for g in range(nl):\n"
+                f"        gb = {rb} + {t0} + g * WG\n        jg = {jb} + {t0} + g * WG\n"
+                f"        for w in range(W):\n{_indent(load, 3)}            for gq in range(LG):\n"
+                f"                x = ACC(buf[gb + gq * W + w])\n                j = np.int64(jg + gq * W + w)\n"
+                f"{_indent(p.step.format(**lane), 4)}\n{_indent(store, 3)}    ta = {t0} + nl * WG\n" + tail)
+
+    def lanes_open(p, nm):
+        return f"for w in range(W):\n{_indent(init(p, _names(p.states, 'ln_{}[w]')), 1)}" if p.lanes else ""
+
+    def lanes_close(p, nm):
+        if not p.lanes:
+            return ""
+        merged = dict(nm, **{f"{s}_o": f"ln_{s}[w]" for s, _, _ in p.states})
+        return f"for w in range(W):\n{_indent(p.merge.format(**merged), 1)}\n"
+
+    def row():
+        # one output element at `base`: every pass over all R1 * R2 elements
         code = ""
         for p in passes:
-            code += (init(p, scalar) + "for r1 in range(R1):\n    b = base + r1 * sR1\n    jb = r1 * R2\n"
-                     + _indent(run(p.step, scalar, "Z", "R2", "b"), 1) + _fmt(p.post, scalar) + "\n")
-        return code + f"out[k1 * oK1 + k2 * oK2] = {final}\n"
+            code += (init(p, scalar) + lanes_open(p, scalar) + "for r1 in range(R1):\n    b = base + r1 * sR1\n"
+                     "    jb = r1 * R2\n" + _indent(run(p, scalar, "Z", "R2", "b", "jb"), 1)
+                     + lanes_close(p, scalar) + p.post.format(**scalar) + "\n")
+        return code + f"out[k1 * oK1 + k2 * oK2] = {spec.final.format(**scalar)}\n"
 
     def chunked_row():
-        # Reduced elements [lo, hi) of the (R1, R2) space, run by run; blk is
-        # the chunk length, chunks go to threads, partials merge in order.
-        code = "R = R1 * R2\nnch = np.int64((R + blk - U1) // blk)\n"
+        # one output element, its reduced elements split into chunks of blk
+        # across threads: a chunk walks [lo, hi) run by run; partials merge.
+        code = "nch = np.int64((n_u + blk - U1) // blk)\n"
         for p in passes:
-            local = dict(scalar, **{s: f"c_{s}" for s, _, _ in p.states})
+            local = dict(scalar, **_names(p.states, "c_{}"))
             merged = dict(scalar, **{f"{s}_o": f"p_{s}[c]" for s, _, _ in p.states})
-            code += "".join(f"p_{s} = np.empty(nch, T_{s})\n" for s, _, _ in p.states)
-            body = ("lo = np.uint64(c) * blk\nhi = min(R, lo + blk)\n" + init(p, local)
-                    + "j0 = lo\nwhile j0 < hi:\n    r1 = j0 // R2\n    t0 = j0 - r1 * R2\n"
+            body = (lanes_alloc() + "lo = np.uint64(c) * blk\nhi = min(n_u, lo + blk)\n" + init(p, local)
+                    + lanes_open(p, local) + "j0 = lo\nwhile j0 < hi:\n    r1 = j0 // R2\n    t0 = j0 - r1 * R2\n"
                     "    t1 = min(R2, t0 + (hi - j0))\n    jb = r1 * R2\n"
-                    + _indent(run(p.step, local, "t0", "t1", "base + r1 * sR1"), 1) + "    j0 += t1 - t0\n"
-                    + "".join(f"p_{s}[c] = c_{s}\n" for s, _, _ in p.states))
+                    + _indent(run(p, local, "t0", "t1", "base + r1 * sR1", "jb"), 1) + "    j0 += t1 - t0\n"
+                    + lanes_close(p, local) + "".join(f"p_{s}[c] = c_{s}\n" for s, _, _ in p.states))
+            code += "".join(f"p_{s} = np.empty(nch, T_{s})\n" for s, _, _ in p.states)
             code += f"for c in prange(nch):\n{_indent(body, 1)}"
-            code += init(p, scalar) + f"for c in range(nch):\n{_indent(_fmt(p.merge, merged), 1)}\n"
-            code += _fmt(p.post, scalar) + "\n"
-        return code + f"out[k1 * oK1 + k2 * oK2] = {final}\n"
+            code += init(p, scalar) + f"for c in range(nch):\n{_indent(p.merge.format(**merged), 1)}\n"
+            code += p.post.format(**scalar) + "\n"
+        return code + f"out[k1 * oK1 + k2 * oK2] = {spec.final.format(**scalar)}\n"
 
-    def outer_block():
-        # Columns [lo, hi) of kept row k1: for each reduced element, read a
-        # run of the kept axis and fold it into the state buffers sc_*.
+    def cols():
+        # Columns [lo, hi) of kept row k1, the kept axis being the contiguous
+        # one: read _GROUP reduced rows at a time in memory order and fold them
+        # into the per-column states sc_*, loaded once per group.
+        flat = _names(states, "sc_{}[kb + t]")
         code = "kb = k1 * K2\nkbase = off + k1 * sK1\n"
         for p in passes:
-            code += f"for t in range(lo, hi):\n{_indent(init(p, flat), 1)}"
-        for p in passes:
-            code += (f"for r1 in range(R1):\n    for r2 in range(R2):\n        j = np.int64(r1 * R2 + r2)\n"
-                     f"        b = kbase + r1 * sR1 + r2 * sR2\n        for t in range(lo, hi):\n"
-                     f"            x = ACC(buf[b + t * sK2])\n{_indent(_fmt(p.step, flat), 3)}\n")
+            used = [s for s, _, _ in states if "{" + s + "}" in p.step]
+            local = dict(flat, **{s: f"l_{s}" for s in used})
+            loads = "".join(f"l_{s} = sc_{s}[kb + t]\n" for s in used)
+            stores = "".join(f"sc_{s}[kb + t] = l_{s}\n" for s, _, _ in p.states)
+            group = (f"for t in range(lo, hi):\n{_indent(loads, 1)}    for gq in range(G):\n"
+                     f"        x = ACC(buf[b + gq * sR2 + t * sK2])\n        j = np.int64(jb + r2 + gq)\n"
+                     f"{_indent(p.step.format(**local), 2)}\n{_indent(stores, 1)}")
+            single = (f"for t in range(lo, hi):\n    x = ACC(buf[b + t * sK2])\n    j = np.int64(jb + r2)\n"
+                      f"{_indent(p.step.format(**flat), 1)}\n")
+            code += (f"for t in range(lo, hi):\n{_indent(init(p, flat), 1)}"
+                     f"for r1 in range(R1):\n    b1 = kbase + r1 * sR1\n    jb = r1 * R2\n    r2 = Z\n"
+                     f"    while r2 + G <= R2:\n        b = b1 + r2 * sR2\n{_indent(group, 2)}        r2 += G\n"
+                     f"    while r2 < R2:\n        b = b1 + r2 * sR2\n{_indent(single, 2)}        r2 += U1\n")
             if p.post:
-                code += f"for t in range(lo, hi):\n{_indent(_fmt(p.post, flat), 1)}\n"
-        return code + (f"for t in range(lo, hi):\n"
-                       f"    out[k1 * oK1 + t * oK2] = {_fmt(spec.final, flat)}\n")
+                code += f"for t in range(lo, hi):\n{_indent(p.post.format(**flat), 1)}\n"
+        return code + f"for t in range(lo, hi):\n    out[k1 * oK1 + t * oK2] = {spec.final.format(**flat)}\n"
 
-    if not parallel:
-        body = (f"if mode == 0:\n    for k1 in range(K1):\n        for k2 in range(K2):\n"
-                f"            base = off + k1 * sK1 + k2 * sK2\n{_indent(inner_row(), 3)}"
-                f"else:\n    lo = Z\n    hi = K2\n    for k1 in range(K1):\n{_indent(outer_block(), 2)}")
+    if variant in ("serial", "lanes"):
+        rows = (f"{lanes_alloc()}for k1 in range(K1):\n    for k2 in range(K2):\n"
+                f"        base = off + k1 * sK1 + k2 * sK2\n{_indent(row(), 2)}")
+        body = rows if variant == "lanes" else (
+            f"if mode == 0:\n{_indent(rows, 1)}else:\n    lo = Z\n    hi = K2\n    for k1 in range(K1):\n"
+            f"{_indent(cols(), 2)}")
+    elif variant == "rows":
+        body = (f"K = K1 * K2\nfor q in prange(np.int64((K + blk - U1) // blk)):\n{_indent(lanes_alloc(), 1)}"
+                f"    q0 = np.uint64(q) * blk\n    for kk in range(q0, min(K, q0 + blk)):\n"
+                f"        k1 = kk // K2\n        k2 = kk - k1 * K2\n        base = off + k1 * sK1 + k2 * sK2\n"
+                f"{_indent(row(), 2)}")
+    elif variant == "chunks":
+        body = (f"n_u = R1 * R2\nfor k1 in range(K1):\n    for k2 in range(K2):\n"
+                f"        base = off + k1 * sK1 + k2 * sK2\n{_indent(chunked_row(), 2)}")
     else:
-        body = (f"if mode == 0:\n    for q in prange(np.int64(K1 * K2)):\n        k1 = np.uint64(q) // K2\n"
-                f"        k2 = np.uint64(q) - k1 * K2\n"
-                f"        base = off + k1 * sK1 + k2 * sK2\n{_indent(inner_row(), 2)}"
-                f"elif mode == 1:\n    for k1 in range(K1):\n        for k2 in range(K2):\n"
-                f"            base = off + k1 * sK1 + k2 * sK2\n{_indent(chunked_row(), 3)}"
-                f"else:\n    nb = (K2 + blk - U1) // blk\n    for q in prange(np.int64(K1 * nb)):\n"
-                f"        k1 = np.uint64(q) // nb\n        lo = (np.uint64(q) - k1 * nb) * blk\n"
-                f"        hi = min(K2, lo + blk)\n{_indent(outer_block(), 2)}")
-    return head + _indent(body, 1)
+        body = (f"nb = (K2 + blk - U1) // blk\nfor q in prange(np.int64(K1 * nb)):\n    k1 = np.uint64(q) // nb\n"
+                f"    lo = (np.uint64(q) - k1 * nb) * blk\n    hi = min(K2, lo + blk)\n{_indent(cols(), 1)}")
+    scratch = "".join(f", sc_{s}" for s, _, _ in states)
+    return (f"def kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, corr, blk, out{scratch}):\n"
+            + _indent(body, 1))
 
 
 # ---------------------------------------------------------------- lazy compilation
 
-_ENTRY: dict[tuple[str, np.dtype, bool], Callable] = {}   # (op, kernel dtype, parallel) -> overload
-_SOURCES: dict[tuple[str, np.dtype, bool], str] = {}     # the generated code, for inspection
+_ENTRY: dict[tuple[str, np.dtype, str], Callable] = {}   # (op, kernel dtype, variant) -> compiled overload
+_SOURCES: dict[tuple[str, np.dtype, str], str] = {}      # the generated code, for inspection
+_DISPATCHERS: dict[tuple[str, np.dtype, str], object] = {}   # for inspect_llvm / inspect_asm
 _FLAGS = dict(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
 
 
@@ -348,66 +432,79 @@ def _state_dtypes(spec: ReductionSpec, kin: np.dtype) -> list[tuple[str, np.dtyp
     return [(s, rule[r]) for p in spec.passes(kin) for s, r, _ in p.states]
 
 
-def _kernel(name: str, kin: np.dtype, parallel: bool) -> Callable:
-    """The compiled overload for (op, kernel dtype, variant): existing? -> compile.
+def _kernel(name: str, kin: np.dtype, variant: str) -> Callable:
+    """The compiled overload for (op, kernel dtype, variant): existing? -> generate -> compile.
 
     Only ``dispatcher.compile(sig)``'s entry point is kept, so a call skips
     Numba's type dispatch.  The buffer is typed readonly: writable arrays
     convert to it, so read-only (broadcast) inputs share the same overload.
     """
-    key = (name, kin, parallel)
+    key = (name, kin, variant)
     ep = _ENTRY.get(key)
     if ep is not None:
         return ep
     spec = REDUCTIONS[name]
     passes, acc, states = spec.passes(kin), spec.acc(kin), _state_dtypes(spec, kin)
-    src = _source(spec, passes, parallel)
+    src = _source(spec, passes, variant)
     # Trim what this op does not use: less IR, faster compiles.
     if acc == kin:
         src = re.sub(r"ACC\((buf\[[^\]]*\])\)", r"\1", src)
     if not any(re.search(r"\bj\b", p.step) for p in passes):
-        src = re.sub(r"(?m)^ *(j = np\.int64\(.*\)|jb = r1 \* R2)\n", "", src)
+        src = re.sub(r"(?m)^ *(j = np\.int64\(.*\)|jb = r1 \* R2|jg = .*)\n", "", src)
     info = np.finfo(acc) if acc.kind in "fc" else np.iinfo(acc)
-    lo, hi = (-math.inf, math.inf) if acc.kind in "fc" else (int(info.min), int(info.max))
-    ns = {"np": np, "prange": prange, "Z": np.uint64(0), "U1": np.uint64(1), "ACC": acc.type, "LOW": lo, "HIGH": hi, "INF": math.inf,
-          **{f"T_{s}": dt.type for s, dt in states}}
-    exec(compile(src, f"<reduction {name} {kin.name}{' parallel' if parallel else ''}>", "exec"), ns)
-    disp = numba.njit(parallel=parallel, **_FLAGS)(ns["kern"])
+    low, high = (-math.inf, math.inf) if acc.kind in "fc" else (int(info.min), int(info.max))
+    u64 = np.uint64
+    ns = {"np": np, "prange": prange, "ACC": acc.type, "LOW": low, "HIGH": high, "INF": math.inf,
+          "Z": u64(0), "U1": u64(1), "W": u64(_LANES), "G": u64(_GROUP), "LG": u64(_LANE_GROUP),
+          "WG": u64(_LANES * _LANE_GROUP), **{f"T_{s}": dt.type for s, dt in states}}
+    exec(compile(src, f"<reduction {name} {kin.name} {variant}>", "exec"), ns)
+    disp = numba.njit(parallel=variant != "serial", **_FLAGS)(ns["kern"])
     arr = lambda dt, ro=False: types.Array(numba.from_dtype(dt), 1, "C", readonly=ro)
-    i64 = types.int64
-    u64 = types.uint64
-    sig = types.void(arr(kin, True), *[u64] * 11, i64, i64, types.float64, u64, arr(spec.result(kin)),
-                     *[arr(dt) for _, dt in states])
+    sig = types.void(arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
+                     arr(spec.result(kin)), *[arr(dt) for _, dt in states])
     ep = disp.compile(sig)
     _SOURCES[key] = src
+    _DISPATCHERS[key] = disp
     _ENTRY[key] = ep
     return ep
 
 
 def compiled_signatures() -> dict[str, list[str]]:
-    """What has been compiled so far: op -> ["float32", "float32 parallel", ...].
+    """What has been compiled so far: op -> ["float32", "float32 parallel:chunks", ...].
 
     Kernels are keyed by the dtype they read: bool inputs run the uint8
     kernel (a view), float16 inputs the float32 one (a copy).
     """
     out: dict[str, list[str]] = {}
-    for name, kin, par in _ENTRY:
-        out.setdefault(name, []).append(kin.name + (" parallel" if par else ""))
+    for name, kin, variant in _ENTRY:
+        out.setdefault(name, []).append(kin.name + ("" if variant == "serial" else f" parallel:{variant}"))
     return out
 
 
-def warmup(name: str, dtype, parallel: bool = False) -> None:
-    """Compile ahead of time what ``get_reduction(name, dtype)`` will run."""
+def warmup(name: str, dtype, variants: tuple[str, ...] = ("serial",)) -> None:
+    """Compile ahead of time what ``get_reduction(name, dtype)`` will run.
+
+    >>> warmup("sum", np.dtype(np.float64)); "float64" in compiled_signatures()["sum"]
+    True
+    """
     spec = _spec(name)
-    kin = _kernel_dtype(_check_dtype(spec, dtype))
-    _kernel(name, kin, False)
-    if parallel:
-        _kernel(name, kin, True)
+    kin = _kernel_dtype(spec, _check_dtype(spec, dtype))
+    for v in variants:
+        _kernel(name, kin, v)
 
 
 # ---------------------------------------------------------------- planning
+#
+# A plan turns (shape, strides, axis, keepdims) into the kernel's integers
+# and says how to get the flat buffer.  It depends on nothing else, so each
+# callable memoizes plans by that key: a repeated call with the same layout
+# is a dict hit, not a re-plan.
 
 _MASK = (1 << 64) - 1   # negative strides travel as uint64 two's complement
+# How the flat buffer is made: a view of a C or F contiguous array; a view
+# spanning the strided array's memory; or a copy (see _plan for when).
+_FLAT_C, _FLAT_F, _SPAN, _COPY_T, _COPY_C, _EMPTY = range(6)
+_PLAN_CACHE_SIZE = 512
 
 
 def _merge(dims: list[tuple]) -> list[tuple]:
@@ -431,19 +528,39 @@ def _check_axis(axis, nd: int, name: str) -> tuple[int, ...]:
     return axis
 
 
-def _plan(a: np.ndarray, axes: tuple[int, ...], ordered: bool):
-    """Describe the reduction of ``a`` over ``axes`` as a (K1, K2, R1, R2) view.
+def _contiguous(shape, st, order) -> bool:
+    acc = 1
+    for n, s in (reversed(list(zip(shape, st))) if order == "C" else zip(shape, st)):
+        if n != 1 and s != acc:
+            return False
+        acc *= n
+    return True
 
-    Returns (buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode)
-    with element strides into the 1-D contiguous ``buf``.  Kept dims are
-    ordered by input stride (writes go through output strides oK*), reduced
-    dims too unless ``ordered`` (argmax's index is the C-order flat index).
+
+def _plan(name, shape, strides, isz, axis, keepdims, ordered):
+    """Plan one reduction: (how, extra, out_shape, K, R, ints).
+
+    ints = (off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode): the
+    input as a 4-D (K1, K2, R1, R2) strided view of a flat buffer, in
+    elements.  Kept dims are ordered by input stride (writes go through the
+    output strides oK*), reduced dims too unless ``ordered`` (argmax's index
+    is the C-order flat index); dims that address memory as one are merged.
+    mode 0 ("inner") when the innermost reduced stride is the smaller, else
+    2 ("outer").
     """
-    shape, isz = a.shape, a.itemsize
-    if any(s % isz for s in a.strides):
-        a = a.copy()  # strides that are not whole elements: cannot index a flat buffer
-    st = [s // isz for s in a.strides]
-    kept = [d for d in range(a.ndim) if d not in axes]
+    nd = len(shape)
+    axes = _check_axis(axis, nd, name)
+    kept = [d for d in range(nd) if d not in axes]
+    out_shape = (tuple(1 if d in axes else shape[d] for d in range(nd)) if keepdims
+                 else tuple(shape[d] for d in kept))
+    K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in axes)
+    if K == 0 or R == 0:
+        return _EMPTY, axes, out_shape, K, R, None
+    how, extra = None, None
+    if any(s % isz for s in strides):
+        # strides that are not whole elements cannot index a flat buffer: copy
+        how, strides = _COPY_C, [isz * math.prod(shape[d + 1:]) for d in range(nd)]
+    st = [s // isz for s in strides]
     ostr, acc = {}, 1
     for d in reversed(kept):
         ostr[d] = acc
@@ -455,39 +572,115 @@ def _plan(a: np.ndarray, axes: tuple[int, ...], ordered: bool):
     kd, rd = _merge(kd), _merge(rd)
     if len(kd) > 2 or len(rd) > 2:
         # Three or more kept (or reduced) runs that no stride order merges,
-        # e.g. a[::2, ::3, ::2] summed over axis 1: the 2+2-D kernel cannot
+        # e.g. a[::2, ::3, ::2] reduced over axis 1: the 4-D view cannot
         # address it, so copy once, reduced axes last, and reduce a 2-D array.
-        perm = kept + sorted(axes)
-        kn = math.prod(shape[d] for d in kept)
-        b = np.ascontiguousarray(a.transpose(perm)).reshape(-1)
-        rn = b.size // kn
-        return b, 0, 1, kn, 1, rn, 0, rn, 0, 1, 0, 1, (0 if rn > 1 or kn == 1 else 2)
+        return _COPY_T, kept + sorted(axes), out_shape, K, R, (0, 1, K, 1, R, 0, R, 0, 1, 0, 1, 0 if R > 1 else 2)
     (K1, sK1, oK1), (K2, sK2, oK2) = ([(1, 0, 0)] * 2 + kd)[-2:]
     (R1, sR1), (R2, sR2) = ([(1, 0)] * 2 + rd)[-2:]
     kin = abs(sK2) if K2 > 1 else math.inf
     rin = abs(sR2) if R2 > 1 else math.inf
     mode = 0 if rin <= kin else 2
-    if a.flags.c_contiguous:
-        buf, off = a.reshape(-1), 0
-    elif a.flags.f_contiguous:
-        buf, off = a.reshape(-1, order="F"), 0
-    else:
-        # A 1-D contiguous view over the whole span the strided view touches,
-        # starting at its lowest address: no copy, and the kernel's inner
-        # loops see unit-stride memory whenever the innermost stride is 1.
-        off = sum((n - 1) * -s for n, s in zip(shape, st) if s < 0)
-        span = sum((n - 1) * abs(s) for n, s in zip(shape, st)) + 1
-        low = a[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)]
-        buf = np.lib.stride_tricks.as_strided(low, (span,), (isz,))
-    return buf, off, K1, K2, R1, R2, sK1 & _MASK, sK2 & _MASK, sR1 & _MASK, sR2 & _MASK, oK1, oK2, mode
+    off = 0
+    if how is None:
+        if _contiguous(shape, st, "C"):
+            how = _FLAT_C
+        elif _contiguous(shape, st, "F"):
+            how = _FLAT_F
+        else:
+            # A 1-D contiguous view over the whole span the strided array
+            # touches, from its lowest address: no copy, and the kernel's
+            # inner loops still see unit-stride runs where the layout has them.
+            how = _SPAN
+            off = sum((n - 1) * -s for n, s in zip(shape, st) if s < 0)
+            span = sum((n - 1) * abs(s) for n, s in zip(shape, st)) + 1
+            flips = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in st)
+            extra = (flips if off else None, (span,), (isz,))
+    ints = (off, K1, K2, R1, R2, sK1 & _MASK, sK2 & _MASK, sR1 & _MASK, sR2 & _MASK, oK1, oK2, mode)
+    return how, extra, out_shape, K, R, ints
+
+
+def _flat(a: np.ndarray, how: int, extra) -> np.ndarray:
+    """The flat buffer a plan indexes (the miss-ish path: non-C layouts)."""
+    if how == _FLAT_F:
+        return a.reshape(-1, order="F")
+    if how == _SPAN:
+        flips, shape, strides = extra
+        return np.lib.stride_tricks.as_strided(a if flips is None else a[flips], shape, strides)
+    if how == _COPY_T:
+        return np.ascontiguousarray(a.transpose(extra)).reshape(-1)
+    return np.ascontiguousarray(a).reshape(-1)   # _COPY_C
+
+
+# ---------------------------------------------------------------- parallel or not
+
+def _threads_run_in_parallel() -> bool:
+    """Measure once whether two threads really run at once on this machine.
+
+    Two CPU-bound, GIL-free NumPy loops on two threads take about as long as
+    one on two real cores, and twice as long where the "cores" share one
+    (measured on the 2-vCPU VMs: 2.3x, and an OpenMP prange sum of 1e7
+    float32 ran 8x slower than the serial kernel).  A few milliseconds, once.
+    """
+    import threading
+
+    x = np.linspace(0.0, 1.0, 1 << 15)
+    ys = [np.empty_like(x), np.empty_like(x)]
+
+    def work(y):
+        for _ in range(8):
+            np.sin(x, out=y)
+
+    def timed(nthreads):
+        th = [threading.Thread(target=work, args=(ys[i],)) for i in range(nthreads)]
+        t = time.perf_counter()
+        for h in th:
+            h.start()
+        for h in th:
+            h.join()
+        return time.perf_counter() - t
+
+    timed(1)   # warm up (clock ramp, first-touch)
+    ones, twos = [], []
+    for _ in range(7):
+        ones.append(timed(1))
+        twos.append(timed(2))
+    # Best single run (what one core does undisturbed) against the median
+    # pair (what two threads typically get): noise only biases towards serial.
+    return sorted(twos)[3] < 1.3 * min(ones)
+
+
+_PARALLEL_OK: list[bool] = []
+
+
+def _use_parallel() -> bool:
+    if PARALLEL is not None:
+        return PARALLEL
+    if not _PARALLEL_OK:
+        # twice: a VM whose vCPUs share a core passes one probe now and then
+        _PARALLEL_OK.append(numba.config.NUMBA_NUM_THREADS > 1 and _threads_run_in_parallel()
+                            and _threads_run_in_parallel())
+    return _PARALLEL_OK[0]
+
+
+def _parallel_plan(p) -> tuple[str, int]:
+    """The parallel variant for a plan, and its block: (variant, blk)."""
+    K1, K2, R1, R2, mode = p[2], p[3], p[4], p[5], p[12]
+    pieces = 4 * numba.get_num_threads()
+    if mode == 2:
+        nb = max(1, min(-(-pieces // K1), -(-K2 // 256)))
+        return "cols", -(-K2 // nb)                          # columns per block
+    K, R = K1 * K2, R1 * R2
+    if K < pieces and R >= 2 * _MIN_CHUNK:
+        return "chunks", -(-R // min(pieces, R // _MIN_CHUNK))  # chunk length
+    return "rows", -(-K // pieces)                           # rows per block
 
 
 # ---------------------------------------------------------------- the callable
 
-def _empty_result(spec, a, axes, out_shape, rdt, R):
+def _empty_result(spec, shape, axes, out_shape, rdt, R):
     if R == 0 and spec.identity is None:
         raise ShapeError(
-            f"{spec.name}(): cannot reduce over a zero-size axis (axes {axes} of shape {a.shape}) "
+            f"{spec.name}(): cannot reduce over a zero-size axis (axes {axes} of shape {shape}) "
             f"because it has no identity; pass a non-empty input, or reduce only over non-empty axes")
     return np.full(out_shape, spec.identity if R == 0 else 0, rdt)
 
@@ -501,8 +694,10 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     The callable is ``f(a, axis, keepdims, **static) -> np.ndarray`` where
     ``axis`` is None (all axes) or a tuple of normalized axes (``()``: no
     reduction), and the only static is ``correction`` (var/std, default 0).
-    Kernels compile on first use (serial first; parallel on the first input
-    of ``PARALLEL_THRESHOLD`` elements or more) and are shared by all callers.
+    Full reductions return 0-d arrays.  Kernels compile on first use (the
+    serial one first; a parallel one on the first input of
+    ``PARALLEL_THRESHOLD`` elements or more, where threads pay) and are
+    shared by all callers.
 
     >>> f = get_reduction("argmax", np.dtype(np.float64))
     >>> f(np.array([[1.0, 5.0, 5.0], [np.nan, 0.0, np.nan]]), (1,), True)
@@ -515,15 +710,19 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     fn = _CALLABLES.get(key)
     if fn is not None:
         return fn
-    kin = _kernel_dtype(dt)
+    kin = _kernel_dtype(spec, dt)
     rdt, kout = spec.result(dt), spec.result(kin)
-    conv_in = (lambda a: a.view(_U8)) if dt == _BOOL else (lambda a: a.astype(_F32)) if dt == _F16 else None
+    conv_in = None if kin == dt else (lambda a: a.view(_U8)) if kin == _U8 else (lambda a: a.astype(kin))
     conv_out = None if rdt == kout else (lambda r: r.view(rdt)) if rdt == _BOOL else (lambda r: r.astype(rdt))
     sdts = [sdt for _, sdt in _state_dtypes(spec, kin)]
     nostate = tuple(np.empty(0, sdt) for sdt in sdts)
-    ordered, ident = spec.ordered, spec.identity
+    ordered = spec.ordered
     takes_corr = name in ("var", "std")
-    cell = [None, None]   # serial and parallel overloads, compiled on first need
+    compiled: dict[str, Callable] = {}   # variant -> overload, compiled on first need
+    lanes = any(p.lanes for p in spec.passes(kin))
+
+    plans: dict = {}
+    isz = kin.itemsize
 
     def reduce(a, axis=None, keepdims=False, **static):
         if a.dtype != dt:
@@ -533,41 +732,36 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
             corr = float(static.pop("correction", 0)) if takes_corr else 0.0
             if static:
                 raise SchemaError(f"{name}() got unexpected static argument(s) {sorted(static)}")
-        nd = a.ndim
-        if axis is None and not keepdims and a.flags.c_contiguous and a.size:
+        src = a if conv_in is None else conv_in(a)
+        if axis is None and not keepdims and src.flags.c_contiguous and src.size:
             # full reduction of a contiguous array: the common case, planned inline
-            src = a if conv_in is None else conv_in(a)
-            R = a.size
+            K, R, out_shape = 1, src.size, ()
             p = (src.reshape(-1), 0, 1, 1, 1, R, 0, 0, 0, 1, 0, 0, 0)
-            out_shape = ()
-            K = 1
         else:
-            axes = _check_axis(axis, nd, name)
-            shp = a.shape
-            out_shape = tuple(1 if d in axes else shp[d] for d in range(nd)) if keepdims else \
-                tuple(shp[d] for d in range(nd) if d not in axes)
-            R = math.prod(shp[d] for d in axes)
-            K = a.size // R if R else math.prod(out_shape)
-            if R == 0 or K == 0:
-                return _empty_result(spec, a, axes, out_shape, rdt, R)
-            src = a if conv_in is None else conv_in(a)
-            p = _plan(src, axes, ordered)
+            try:
+                how, extra, out_shape, K, R, ints = plans[(src.shape, src.strides, axis, keepdims)]
+            except KeyError:
+                if len(plans) >= _PLAN_CACHE_SIZE:
+                    plans.clear()
+                plan = plans[(src.shape, src.strides, axis, keepdims)] = _plan(
+                    name, src.shape, src.strides, isz, axis, keepdims, ordered)
+                how, extra, out_shape, K, R, ints = plan
+            except TypeError:   # an unhashable axis (a list): let the checker say what is wrong
+                _check_axis(axis, a.ndim, name)
+                raise
+            if how == _EMPTY:
+                return _empty_result(spec, a.shape, extra, out_shape, rdt, R)
+            p = (src.reshape(-1) if how == _FLAT_C else _flat(src, how, extra), *ints)
         out = np.empty(K, kout)
-        if p[12] == 2:
-            scratch = tuple(np.empty(K, sdt) for sdt in sdts)
+        scratch = tuple(np.empty(K, sdt) for sdt in sdts) if p[12] == 2 else nostate
+        if K * R < PARALLEL_THRESHOLD or not _use_parallel():
+            variant, blk = "lanes" if lanes and p[12] == 0 and p[9] == 1 and p[5] >= _LANE_MIN else "serial", 1
         else:
-            scratch = nostate
-        if K * R < PARALLEL_THRESHOLD:
-            ep = cell[0]
-            if ep is None:
-                ep = cell[0] = _kernel(name, kin, False)
-            ep(*p, R, corr, 1, out, *scratch)
-        else:
-            ep = cell[1]
-            if ep is None:
-                ep = cell[1] = _kernel(name, kin, True)
-            mode, blk = _parallel_mode(p)
-            ep(*p[:12], mode, R, corr, blk, out, *scratch)
+            variant, blk = _parallel_plan(p)
+        ep = compiled.get(variant)
+        if ep is None:
+            ep = compiled[variant] = _kernel(name, kin, variant)
+        ep(*p, R, corr, blk, out, *scratch)
         out = out.reshape(out_shape)
         return out if conv_out is None else conv_out(out)
 
@@ -575,20 +769,3 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     reduce.__doc__ = f"{name} over a {dt.name} array -> {rdt.name} (see get_reduction)."
     _CALLABLES[key] = reduce
     return reduce
-
-
-def _parallel_mode(p) -> tuple[int, int]:
-    """Pick the parallel loop shape and its block: (mode, blk)."""
-    K1, K2, R1, R2, mode = p[2], p[3], p[4], p[5], p[12]
-    nt = numba.get_num_threads()
-    pieces = 4 * nt
-    if mode == 0:
-        if K1 * K2 >= pieces:
-            return 0, 1                               # one output per iteration
-        R = R1 * R2
-        nch = min(pieces, -(-R // _MIN_CHUNK))
-        if nch < 2:
-            return 0, 1
-        return 1, -(-R // nch)                        # chunk length: chunks of the reduced run
-    nb = max(1, min(-(-pieces // K1), -(-K2 // 64)))
-    return 2, -(-K2 // nb)                            # column blocks of the kept run

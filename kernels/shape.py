@@ -12,7 +12,7 @@ import numpy as np
 
 from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.errors import ShapeError, SchemaError
-from dispatch_jit.tensor import Tensor, wrap
+from dispatch_jit.tensor import Tensor, wrap, wrap_view
 
 __all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes"]
 
@@ -37,14 +37,10 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
     return out
 
 
-def _view(t: Tensor, a: np.ndarray) -> Tensor:
-    return wrap(a)
-
-
 def reshape(self, shape):
     shape = tuple(shape)
     try:
-        return wrap(self._data.reshape(shape))
+        return wrap_view(self, self._data.reshape(shape))
     except ValueError:
         raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of size {self._data.size} "
                          f"(shape {tuple(self.shape)})") from None
@@ -60,7 +56,7 @@ def view(self, shape):
         raise ShapeError(f"view: shape {list(shape)} is not compatible with input of shape "
                          f"{tuple(a.shape)} and strides {self.strides}; use .reshape(...) "
                          f"(which copies when it must)") from None
-    return wrap(v)
+    return wrap_view(self, v)
 
 
 def permute(self, dims):
@@ -68,14 +64,14 @@ def permute(self, dims):
     nd = self._data.ndim
     if sorted(normalize_axis(d, nd, "permute") for d in dims) != list(range(nd)):
         raise ShapeError(f"permute: dims {list(dims)} is not a permutation of the {nd} dimensions")
-    return wrap(self._data.transpose(tuple(d % max(nd, 1) for d in dims)))
+    return wrap_view(self, self._data.transpose(tuple(d % max(nd, 1) for d in dims)))
 
 
 def transpose(self, dim0, dim1):
     nd = self._data.ndim
     if nd == 0:
-        return wrap(self._data)
-    return wrap(np.swapaxes(self._data, normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")))
+        return wrap_view(self, self._data)
+    return wrap_view(self, np.swapaxes(self._data, normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")))
 
 
 def expand(self, size):
@@ -89,7 +85,7 @@ def expand(self, size):
     if any(s < 0 for s in target):
         raise ShapeError(f"expand: -1 is only allowed for existing dimensions, got {list(size)}")
     try:
-        return wrap(np.broadcast_to(a, target))
+        return wrap_view(self, np.broadcast_to(a, target))
     except ValueError:
         raise ShapeError(f"expand: shape {tuple(a.shape)} cannot be expanded to {list(size)} "
                          f"(only size-1 dimensions can grow)") from None
@@ -98,27 +94,38 @@ def expand(self, size):
 def squeeze(self, axis=None):
     a = self._data
     if axis is None:
-        return wrap(a.reshape(tuple(s for s in a.shape if s != 1)))
+        return wrap_view(self, a.reshape(tuple(s for s in a.shape if s != 1)))
     axes = normalize_axes(axis, a.ndim, "squeeze")
     keep = tuple(s for i, s in enumerate(a.shape) if not (i in axes and s == 1))
-    return wrap(a.reshape(keep))
+    return wrap_view(self, a.reshape(keep))
 
 
 def unsqueeze(self, axis):
     a = self._data
     ax = normalize_axis(axis, a.ndim + 1, "unsqueeze")
-    return wrap(np.expand_dims(a, ax))
+    return wrap_view(self, np.expand_dims(a, ax))
 
 
 def flatten(self, start_dim=0, end_dim=-1):
     a = self._data
     if a.ndim == 0:
-        return wrap(a.reshape(1))
+        return wrap_view(self, a.reshape(1))
     s, e = normalize_axis(start_dim, a.ndim, "flatten"), normalize_axis(end_dim, a.ndim, "flatten")
     if s > e:
         raise ShapeError(f"flatten: start_dim ({start_dim}) must not come after end_dim ({end_dim})")
     shape = a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
-    return wrap(a.reshape(shape))
+    return wrap_view(self, a.reshape(shape))
+
+
+def narrow(self, axis, start, length):
+    a = self._data
+    ax = normalize_axis(axis, a.ndim, "narrow")
+    n = a.shape[ax]
+    st = start + n if start < 0 else start
+    if not (0 <= st <= n and length >= 0 and st + length <= n):
+        raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {ax} of size {n}")
+    index = (slice(None),) * ax + (slice(st, st + length),)
+    return wrap_view(self, a[index])
 
 
 def _same_dtype_arrays(tensors, op):
@@ -181,6 +188,7 @@ SHAPE_KERNELS = {
     "squeeze(Tensor(a) self, int[]? axis=None) -> Tensor(a)": squeeze,
     "unsqueeze(Tensor(a) self, int axis) -> Tensor(a)": unsqueeze,
     "flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)": flatten,
+    "narrow(Tensor(a) self, int axis, int start, int length) -> Tensor(a)": narrow,
     "cat(Tensor[] tensors, int axis=0) -> Tensor": cat,
     "stack(Tensor[] tensors, int axis=0) -> Tensor": stack,
     "to.dtype(Tensor self, ScalarType dtype, bool copy=False) -> Tensor": to_dtype,

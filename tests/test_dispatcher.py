@@ -60,8 +60,8 @@ def test_table_precedence(lib, registered, expected_cpu, expected_autograd_cpu):
     assert fn.__name__ == expected_cpu
     fn, source = op.table[K.AutogradCPU.value]
     if expected_autograd_cpu is None:
-        # nothing op-specific: the global fallthrough for autograd applies
-        assert source.startswith("fallthrough")
+        # nothing op-specific: the global autograd fallback (autograd not implemented) applies
+        assert source == "backend fallback"
     else:
         assert fn.__name__ == expected_autograd_cpu
 

@@ -10,10 +10,17 @@ dtype.
 
 Compiles dominate the runtime (0.1-0.5 s each on the 2-core CI machine):
 the dtype sweep uses 1-D arrays of 7 elements (one compile per op x dtype),
-and layout/broadcast/overlap cases stay on float32 and int64.
+and layout/broadcast/overlap cases stay on float32 and int64.  Two more cuts,
+each losing nothing but repetition: inputs that an op promotes into another
+category (int8 into exp, float32 into logical_and) only add a cast in front of
+the same expression, so one dtype per source category stands for the others
+there; and int32 has no behaviour of its own among the integers (int8 covers
+wrap-around, uint8 unsignedness, int64 the default).  The ``CAST_SWEEP`` ops
+still take every dtype, and ``DISPATCH_JIT_FULL_SWEEP=1`` sweeps everything.
 """
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -28,6 +35,10 @@ from dispatch_jit.kernels import cpu_elementwise
 from dispatch_jit.kernels.scalar_ops import SCALAR_OPS
 
 DTYPES = [dj.bool, dj.int8, dj.int32, dj.int64, dj.uint8, dj.float16, dj.float32, dj.float64, dj.complex64]
+PROMOTED_REPS = {dj.bool, dj.int64, dj.float32, dj.complex64}
+REPEATS = {dj.int32}
+CAST_SWEEP = {"exp", "div", "logical_not", "logical_xor"}
+FULL_SWEEP = os.environ.get("DISPATCH_JIT_FULL_SWEEP", "") not in ("", "0")
 # (rtol, atol) per result dtype
 TOL = {dj.float16: (1e-3, 1e-3), dj.float32: (1e-6, 1e-6), dj.float64: (1e-12, 1e-12),
        dj.complex64: (2e-6, 2e-6)}
@@ -200,12 +211,15 @@ def supported(name: str, d) -> bool:
     return compute_category(REFERENCE[name][2], d) in SCALAR_OPS[name].cats
 
 
-SUPPORTED = [(n, d) for n in SCALAR_OPS if n in REFERENCE for d in DTYPES if supported(n, d)]
+def swept(name: str, d) -> bool:
+    if FULL_SWEEP or name in CAST_SWEEP:
+        return True
+    native = compute_category(REFERENCE[name][2], d) == d.category
+    return (native or d in PROMOTED_REPS) and d not in REPEATS
+
+
+SUPPORTED = [(n, d) for n in SCALAR_OPS if n in REFERENCE for d in DTYPES if supported(n, d) and swept(n, d)]
 UNSUPPORTED = [(n, d) for n in SCALAR_OPS if n in REFERENCE for d in DTYPES if not supported(n, d)]
-
-
-def _id(p):
-    return p.name if isinstance(p, dj.DType) else None
 
 
 def _ref_input(a: np.ndarray, result) -> np.ndarray:
@@ -238,12 +252,12 @@ def check_close(got, want: np.ndarray, dtype) -> None:
 
 def test_every_op_has_a_reference():
     assert set(SCALAR_OPS) == set(REFERENCE)
+    assert all(len(REFERENCE[n][1]) == op.arity for n, op in SCALAR_OPS.items())
 
 
 # -- 1. every op x every supported dtype ---------------------------------------------------------
 @pytest.mark.parametrize("name,dtype", SUPPORTED, ids=[f"{n}-{d.name}" for n, d in SUPPORTED])
 def test_op_matches_numpy(name, dtype):
-    op = SCALAR_OPS[name]
     ref, domains, kind = REFERENCE[name]
     result = RESULT[kind](dtype)
     arrays = [values(dom, dtype, i) for i, dom in enumerate(domains)]
@@ -254,7 +268,6 @@ def test_op_matches_numpy(name, dtype):
     with np.errstate(all="ignore"):
         want = ref(*[_ref_input(a, result) for a in arrays])
     check_close(got, want, result)
-    assert op.arity == len(domains)
 
 
 # -- 2. unsupported dtypes ----------------------------------------------------------------------
@@ -344,28 +357,27 @@ def test_alpha_float32():
     check_close(dj.sub(dj.asarray(a), dj.asarray(b), alpha=2.5), a.astype(np.float64) - 2.5 * b, dj.float32)
 
 
-def _layouts():
-    base = f32(6, 4)
-    return {
-        "transposed": base.T,
-        "step": f32(12)[::2],
-        "negative-step": f32(6)[::-1],
-        "expanded": np.broadcast_to(f32(4), (6, 4)),
-        "column": base[:, 1],
-        "0-d": np.float32(2.5).reshape(()),
-        "empty": np.zeros((0, 3), np.float32),
-    }
+LAYOUTS = {   # float32 tensor views, built with the tensor API
+    "transposed": lambda: dj.asarray(f32(6, 4)).T,
+    "step": lambda: dj.asarray(f32(12))[::2],
+    "negative-step": lambda: dj.asarray(f32(6))[::-1],
+    "expanded": lambda: dj.asarray(f32(4)).expand((6, 4)),
+    "column": lambda: dj.asarray(f32(6, 4))[:, 1],
+    "0-d": lambda: dj.tensor(2.5),
+    "empty": lambda: dj.zeros(0, 3),
+    "empty-transposed": lambda: dj.zeros(3, 0).T,
+}
 
 
-@pytest.mark.parametrize("layout", list(_layouts()))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_non_contiguous_inputs(layout):
-    a = _layouts()[layout]
-    x = dj.asarray(a)
-    assert x.is_contiguous() == (layout in ("0-d", "empty"))
+    x = LAYOUTS[layout]()
+    a = x.numpy()
+    assert x.is_contiguous() == (layout in ("0-d", "empty", "empty-transposed"))
     wide = a.astype(np.float64)
     check_close(dj.exp(x), np.exp(wide), dj.float32)
     check_close(x + x, wide + wide, dj.float32)
-    check_close(dj.mul(x, dj.asarray(np.ascontiguousarray(a))), wide * wide, dj.float32)
+    check_close(dj.mul(x, dj.asarray(a.copy(order="C"))), wide * wide, dj.float32)
     check_close(dj.where(x > 1, x, -x), np.where(wide > 1, wide, -wide), dj.float32)
 
 
@@ -446,17 +458,18 @@ def test_inplace_into_view_writes_base():
     check_close(base, want, dj.float32)
 
 
+@pytest.mark.parametrize("dtype", [dj.float32, dj.int64], ids=["float32", "int64"])
 @pytest.mark.parametrize("shift", [1, -1])
-def test_inplace_with_overlap(shift):
-    a = dj.arange(10.)
-    b = np.arange(10.)
+def test_inplace_with_overlap(shift, dtype):
+    a = dj.arange(10, dtype=dtype)
+    b = np.arange(10)
     if shift == 1:
         a[1:].add_(a[:-1])
         b[1:] = b[1:] + b[:-1].copy()
     else:
         a[:-1].add_(a[1:])
         b[:-1] = b[:-1] + b[1:].copy()
-    check_close(a, b, dj.float32)
+    check_close(a, b, dtype)
 
 
 def test_out_overlapping_input():
@@ -482,6 +495,16 @@ def test_inplace_broadcast_self_raises():
     x = dj.ones(3)
     with pytest.raises(ShapeError, match=r"\(3,\).*\(2, 3\)"):
         x.add_(dj.ones(2, 3))
+
+
+def test_large_inputs_use_the_parallel_loops():
+    n = cpu_elementwise.PARALLEL_MIN
+    a = np.linspace(-3, 3, n, dtype=np.float32)
+    check_close(dj.asarray(a) * dj.asarray(a[::-1].copy()), a.astype(np.float64) * a[::-1], dj.float32)
+    x, b = dj.asarray(a.copy()), a.astype(np.float64)
+    x[1:].add_(x[:-1])                          # strided loop, overlapping operands
+    b[1:] = b[1:] + b[:-1].copy()
+    check_close(x, b, dj.float32)
 
 
 # -- 6. division by zero, negative integer powers ---------------------------------------------
@@ -528,60 +551,83 @@ def test_nan_propagation():
 
 
 # -- 8. operators and aliases -------------------------------------------------------------------
-@pytest.mark.parametrize("expr,fn", [
-    (lambda x, y: x + y, dj.add), (lambda x, y: x - y, dj.sub), (lambda x, y: x * y, dj.mul),
-    (lambda x, y: x / y, dj.div), (lambda x, y: x // y, dj.floor_divide), (lambda x, y: x % y, dj.remainder),
-    (lambda x, y: x ** y, dj.pow), (lambda x, y: x == y, dj.eq), (lambda x, y: x != y, dj.ne),
-    (lambda x, y: x < y, dj.lt), (lambda x, y: x <= y, dj.le), (lambda x, y: x > y, dj.gt),
-    (lambda x, y: x >= y, dj.ge),
-    (lambda x, y: -x, lambda x, y: dj.neg(x)), (lambda x, y: abs(x), lambda x, y: dj.abs(x)),
-    # the array API spellings
-    (dj.subtract, dj.sub), (dj.multiply, dj.mul), (dj.divide, dj.div), (dj.true_divide, dj.div),
-    (dj.greater, dj.gt), (dj.greater_equal, dj.ge), (dj.less, dj.lt), (dj.less_equal, dj.le),
-    (dj.equal, dj.eq), (dj.not_equal, dj.ne), (dj.power, dj.pow), (dj.arctan2, dj.atan2),
-    (lambda x, y: dj.negative(x), lambda x, y: dj.neg(x)), (lambda x, y: dj.absolute(x), lambda x, y: dj.abs(x)),
-    (lambda x, y: dj.clip(x, 1.0, 2.0), lambda x, y: dj.clamp(x, 1.0, 2.0)),
-    (lambda x, y: x.subtract(y), lambda x, y: x.sub(y)), (lambda x, y: x.multiply(y), lambda x, y: x.mul(y)),
-    (lambda x, y: x.divide(y), lambda x, y: x.div(y)),
+def _dunder_kind(op, dunder: str) -> str:
+    """forward, reflected (x.__radd__(y) is y + x) or in-place (__iadd__), from the op's own list."""
+    if dunder[:3] in ("__r", "__i") and "__" + dunder[3:] in op.operator:
+        return "reflected" if dunder[2] == "r" else "inplace"
+    return "forward"
+
+
+_INVERT_BUG = pytest.mark.xfail(strict=True, reason="kernels/aten.py maps __invert__ to the in-place bitwise_not_ "
+                                "(it takes every dunder starting with '__i' for an in-place one): ~x overwrites x")
+DUNDERS = [pytest.param(op.name, d, id=d, marks=[_INVERT_BUG] if d == "__invert__" else [])
+           for op in SCALAR_OPS.values() for d in op.operator]
+
+
+def test_python_operators_are_all_in_the_table():
+    have = {d for op in SCALAR_OPS.values() for d in op.operator}
+    for sym in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"):
+        assert {f"__{sym}__", f"__r{sym}__", f"__i{sym}__"} <= have, sym
+    assert {"__invert__", "__neg__", "__abs__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"} <= have
+
+
+@pytest.mark.parametrize("name,dunder", DUNDERS)
+def test_operator_maps_to_its_op(name, dunder):
+    """Each dunder listed for an op computes that op (float32 where the op takes floats, else int64)."""
+    op = SCALAR_OPS[name]
+    ref, domains, kind = REFERENCE[name]
+    d = dj.float32 if FLOAT in op.cats else dj.int64
+    arrays = [values(dom, d, i) for i, dom in enumerate(domains)]
+    x, y = (dj.asarray(a.copy()) for a in (arrays * 2)[:2])
+    fn = getattr(dj, name)
+    how = _dunder_kind(op, dunder)
+    if op.arity == 1:
+        want = fn(x)
+        got = getattr(x, dunder)()
+    elif how == "reflected":        # y.__rsub__(x) is x - y
+        want = fn(x, y)
+        got = getattr(y, dunder)(x)
+    elif how == "inplace":
+        want = fn(x, y)
+        got = getattr(x, dunder)(y)
+        assert got is x
+    else:
+        want = fn(x, y)
+        got = getattr(x, dunder)(y)
+    if how != "inplace":
+        assert got is not x and got is not y
+        np.testing.assert_array_equal(x.numpy(), arrays[0])       # operands untouched
+    assert got.dtype is want.dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with np.errstate(all="ignore"):
+        check_close(got, ref(*[_ref_input(a, want.dtype) for a in arrays]), want.dtype)
+
+
+@pytest.mark.parametrize("alias,expr,fn", [
+    ("subtract", lambda x, y: dj.subtract(x, y), dj.sub), ("multiply", lambda x, y: dj.multiply(x, y), dj.mul),
+    ("divide", lambda x, y: dj.divide(x, y), dj.div), ("true_divide", lambda x, y: dj.true_divide(x, y), dj.div),
+    ("greater", lambda x, y: dj.greater(x, y), dj.gt), ("greater_equal", lambda x, y: dj.greater_equal(x, y), dj.ge),
+    ("less", lambda x, y: dj.less(x, y), dj.lt), ("less_equal", lambda x, y: dj.less_equal(x, y), dj.le),
+    ("equal", lambda x, y: dj.equal(x, y), dj.eq), ("not_equal", lambda x, y: dj.not_equal(x, y), dj.ne),
+    ("power", lambda x, y: dj.power(x, y), dj.pow), ("arctan2", lambda x, y: dj.arctan2(x, y), dj.atan2),
+    ("negative", lambda x, y: dj.negative(x), lambda x, y: dj.neg(x)),
+    ("absolute", lambda x, y: dj.absolute(x), lambda x, y: dj.abs(x)),
+    ("clip", lambda x, y: dj.clip(x, 1.0, 2.0), lambda x, y: dj.clamp(x, 1.0, 2.0)),
+    ("Tensor.subtract", lambda x, y: x.subtract(y), lambda x, y: x.sub(y)),
+    ("Tensor.multiply", lambda x, y: x.multiply(y), lambda x, y: x.mul(y)),
+    ("Tensor.divide", lambda x, y: x.divide(y), lambda x, y: x.div(y)),
 ])
-def test_operators_float(expr, fn):
+def test_array_api_aliases(alias, expr, fn):
     x, y = dj.asarray(f32(5)), dj.asarray(f32(5, start=-1.0) + 2)
     got, want = expr(x, y), fn(x, y)
     assert got.dtype is want.dtype
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-@pytest.mark.parametrize("expr,fn", [
-    (lambda x, y: x & y, dj.bitwise_and), (lambda x, y: x | y, dj.bitwise_or),
-    (lambda x, y: x ^ y, dj.bitwise_xor), (lambda x, y: ~x, lambda x, y: dj.bitwise_not(x)),
-    (lambda x, y: dj.bitwise_invert(x), lambda x, y: dj.bitwise_not(x)),
-])
-def test_operators_bitwise(expr, fn):
-    x, y = dj.tensor([0, 5, -3, 12]), dj.tensor([1, 3, 6, -1])
-    np.testing.assert_array_equal(expr(x, y).numpy(), fn(x, y).numpy())
-    b, c = dj.tensor([True, False, True]), dj.tensor([True, True, False])
-    np.testing.assert_array_equal(expr(b, c).numpy(), fn(b, c).numpy())
-    assert expr(b, c).dtype is dj.bool
-
-
-@pytest.mark.parametrize("expr,want", [
-    (lambda x: 10 + x, lambda a: 10 + a), (lambda x: 10 - x, lambda a: 10 - a),
-    (lambda x: 10 * x, lambda a: 10 * a), (lambda x: 10 / x, lambda a: 10 / a),
-    (lambda x: 10 // x, lambda a: 10 // a), (lambda x: 10 % x, lambda a: 10 % a),
-    (lambda x: 2 ** x, lambda a: 2 ** a), (lambda x: 6 & x, lambda a: 6 & a),
-    (lambda x: 6 | x, lambda a: 6 | a), (lambda x: 6 ^ x, lambda a: 6 ^ a),
-    (lambda x: 3 < x, lambda a: 3 < a), (lambda x: 3 >= x, lambda a: 3 >= a), (lambda x: 3 == x, lambda a: 3 == a),
-])
-def test_reflected_operators(expr, want):
-    a = np.array([1, 2, 3, 4, 6], np.int64)
-    got = expr(dj.asarray(a))
-    w = want(a)
-    check_close(got, w, dj.float32 if w.dtype.kind == "f" else dj.from_numpy(w).dtype)
-
-
 def test_aliases_are_the_same_entries():
     assert dj.subtract is dj.sub and dj.multiply is dj.mul and dj.divide is dj.div
     assert dj.greater is dj.gt and dj.less_equal is dj.le and dj.clip is dj.clamp
+    assert dj.bitwise_invert is dj.bitwise_not and dj.true_divide is dj.div
 
 
 # -- 9. compile once per dtype signature --------------------------------------------------------
@@ -598,10 +644,15 @@ def test_sqrt_compiles_once_per_dtype():
     assert sigs.count("(float32) -> float32 [1d flat]") == 1, sigs
     assert sigs.count("(float64) -> float64 [1d flat]") == 1, sigs
     assert len(sigs) == len(set(sigs))
-    before = (dj.cache_info("aten::sqrt"), cpu_elementwise.compiled_kernels())
+
+    def state():
+        info = dj.cache_info("aten::sqrt")
+        return info["compiled"], info["misses"], info["resolved_signatures"], cpu_elementwise.compiled_kernels()
+
+    before = state()
     check_close(dj.sqrt(dj.tensor([16.0, 25.0])), np.array([4.0, 5.0]), dj.float32)
     dj.sqrt(x64)
-    assert (dj.cache_info("aten::sqrt"), cpu_elementwise.compiled_kernels()) == before
+    assert state() == before
 
 
 # -- property: broadcasting and promotion for mixed dtypes --------------------------------------
@@ -609,8 +660,8 @@ _PAIR_DTYPES = [dj.bool, dj.int32, dj.int64, dj.float32, dj.float64]
 _BINARY = {"add": np.add, "mul": np.multiply, "maximum": np.maximum}
 
 
-@settings(max_examples=30, deadline=None)
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+@settings(max_examples=25, deadline=None)
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, min_side=0, max_side=3),
        da=st.sampled_from(_PAIR_DTYPES), db=st.sampled_from(_PAIR_DTYPES), name=st.sampled_from(sorted(_BINARY)),
        data=st.data())
 def test_broadcast_promotion_property(shapes, da, db, name, data):

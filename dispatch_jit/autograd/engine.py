@@ -1,0 +1,135 @@
+"""The backward engine: iterative, dependency-counted, in topological order.
+
+No recursion anywhere (a chain of 100,000 ops must work): the graph is
+walked once with an explicit stack to count, for every node, how many edges
+point at it; then nodes run when all their gradients have arrived.
+"""
+
+from __future__ import annotations
+
+from ..errors import AutogradError
+from .grad_mode import enable_grad, no_grad
+from .graph import AccumulateGrad, edge_of
+
+__all__ = ["run_backward"]
+
+
+def _accumulate(buf: list, idx: int, g):
+    if g is None:
+        return
+    cur = buf[idx]
+    buf[idx] = g if cur is None else cur + g
+
+
+def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
+                 allow_unused: bool = False):
+    """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
+    their gradients instead of accumulating into ``.grad``."""
+    from ..creation import ones_like
+    root_edges = []
+    for i, (t, g) in enumerate(zip(roots, grad_roots)):
+        e = edge_of(t)
+        if e is None:
+            op = t.__dict__.get("_no_autograd_op") if hasattr(t, "__dict__") else None
+            if op is not None:
+                raise AutogradError(
+                    f"element {i} of tensors does not require grad: it was computed by '{op}', which has "
+                    f"kernels but no autograd formula. Register one with "
+                    f"dj.library.custom_op(...).register_autograd(backward) or "
+                    f"Library.impl('{op.split('::')[-1]}', kernel, 'Autograd').")
+            raise AutogradError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if t.numel() != 1:
+                raise AutogradError(f"grad can be implicitly created only for scalar outputs; the output has "
+                                    f"shape {tuple(t.shape)}: pass gradient= of that shape")
+            g = ones_like(t)
+        elif tuple(g.shape) != tuple(t.shape):
+            raise AutogradError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
+        root_edges.append((e, g))
+
+    # 1. count incoming edges, iteratively
+    deps: dict = {}
+    seen = set()
+    stack = []
+    for (node, _), _g in root_edges:
+        if node not in seen:
+            seen.add(node)
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        for e in node.next_functions:
+            if e is None:
+                continue
+            nxt = e[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+
+    capture = None
+    if inputs is not None:
+        capture = {}
+        want = {}
+        for i, t in enumerate(inputs):
+            e = edge_of(t)
+            if e is None:
+                raise AutogradError(f"input {i} of autograd.grad does not require grad")
+            want.setdefault(e, []).append(i)
+
+    buffers: dict = {}
+
+    def buf_of(node):
+        b = buffers.get(node)
+        if b is None:
+            b = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
+        return b
+
+    for (node, idx), g in root_edges:
+        _accumulate(buf_of(node), idx, g)
+    ready = [n for n in {n for (n, _), _g in root_edges} if deps.get(n, 0) == 0]
+
+    mode = enable_grad if create_graph else no_grad
+    with mode():
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None) or [None]
+            for idx, hooks in node.pre_hooks.items():
+                if grads[idx] is not None:
+                    for h in hooks:
+                        r = h(grads[idx])
+                        if r is not None:
+                            grads[idx] = r
+            if capture is not None:
+                for idx, g in enumerate(grads):
+                    for i in want.get((node, idx), ()):
+                        capture[i] = g
+            if isinstance(node, AccumulateGrad):
+                var = node.variable()
+                if capture is None and var is not None and grads[0] is not None:
+                    g = grads[0] if create_graph else grads[0].detach()
+                    var.grad = g if var.grad is None else var.grad + g
+                continue
+            if all(g is None for g in grads):
+                out = (None,) * len(node.next_functions)
+            else:
+                out = node.apply(tuple(grads))
+                if not retain_graph:
+                    node.release()
+            for e, g in zip(node.next_functions, out):
+                if e is None:
+                    continue
+                nxt, idx = e
+                _accumulate(buf_of(nxt), idx, g)
+                deps[nxt] -= 1
+                if deps[nxt] == 0:
+                    ready.append(nxt)
+    if capture is not None:
+        result = []
+        for i, t in enumerate(inputs):
+            g = capture.get(i)
+            if g is None and not allow_unused:
+                raise AutogradError(f"One of the differentiated Tensors (input {i}) appears to not have been "
+                                    f"used in the graph. Set allow_unused=True if this is the desired behavior.")
+            result.append(g)
+        return tuple(result)
+    return None

@@ -1,0 +1,92 @@
+"""``dj.autograd.Function``: user-defined forward and backward.
+
+The Python form of the seed's MyAddFunction: ``apply`` runs ``forward``
+with grad recording off, then records one node whose backward calls the
+user's ``backward(ctx, *grads)``.
+"""
+
+from __future__ import annotations
+
+from ..errors import AutogradError
+from .grad_mode import is_grad_enabled, no_grad
+from .graph import SavedTensor, edge_of, node_class
+from .kernel import mark_output
+
+__all__ = ["Function", "FunctionCtx"]
+
+
+class FunctionCtx:
+    """What ``forward`` and ``backward`` share: saved tensors and flags."""
+
+    def __init__(self, needs_input_grad: tuple):
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple = ()
+        self._node = None
+
+    def save_for_backward(self, *tensors) -> None:
+        self._saved = tuple(SavedTensor(t, name=f"saved tensor {i}") if t is not None else None
+                            for i, t in enumerate(tensors))
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._node is not None and self._node.released:
+            raise AutogradError("Trying to backward through the graph a second time: the saved tensors of this "
+                                "Function were freed; specify retain_graph=True on the first backward")
+        return tuple(s.unpack(self._node) if s is not None else None for s in self._saved)
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``.
+
+    >>> import dispatch_jit as dj
+    >>> class MyAdd(dj.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, a, b):
+    ...         return a + b
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         return g, g
+    >>> w = dj.tensor([1.0, 2.0], requires_grad=True)
+    >>> MyAdd.apply(w, dj.tensor([3.0, 4.0])).sum().backward(); w.grad
+    tensor([1., 1.])
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a Function subclass must define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("a Function subclass must define backward(ctx, *grads) to be differentiated")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        tensor_args = [a for a in args if hasattr(a, "_sig")]
+        edges = tuple(edge_of(a) if hasattr(a, "_sig") else None for a in args)
+        record = is_grad_enabled() and any(e is not None for e in edges)
+        ctx = FunctionCtx(tuple(e is not None for e in edges))
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        if not record:
+            return out
+        outputs = out if isinstance(out, tuple) else (out,)
+        node = node_class(f"{cls.__name__}Backward")(_formula(cls, ctx, len(args)), edges, {}, {}, cls.__name__)
+        node.metadata["num_outputs"] = len(outputs)
+        ctx._node = node
+        for i, o in enumerate(outputs):
+            if hasattr(o, "_sig") and o.dtype.category >= 2:
+                mark_output(o, node, i)
+        del tensor_args
+        return out
+
+
+def _formula(cls, ctx, nargs):
+    def formula(grads, saved, c, needs):
+        res = cls.backward(ctx, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        if len(res) != nargs:
+            raise AutogradError(f"{cls.__name__}.backward returned {len(res)} gradients, but forward took "
+                                f"{nargs} arguments; return one per argument (None where there is none)")
+        return res
+    return formula

@@ -1,0 +1,85 @@
+"""Grad mode: whether ops record the autograd graph, per thread.
+
+Grad mode is not a flag the kernels test: turning it off adds the autograd
+keys to this thread's dispatch exclude set, so calls resolve (and memoize)
+straight to the backend kernels and pay nothing for autograd, exactly as
+PyTorch's ``AutoGradMode`` does through its TLS exclude set.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..dispatcher import tls
+from ..keys import DispatchKey
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+
+AUTOGRAD_BITS = sum(1 << k.value for k in (DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA,
+                                           DispatchKey.AutogradOther))
+
+
+def is_grad_enabled() -> bool:
+    return not (tls.exclude & AUTOGRAD_BITS)
+
+
+def _set(enabled: bool) -> None:
+    tls.exclude = (tls.exclude & ~AUTOGRAD_BITS) | (0 if enabled else AUTOGRAD_BITS)
+    tls.update()
+
+
+class _GradModeContext:
+    """Context manager and decorator."""
+
+    enabled: bool
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _set(self.enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _set(self.prev)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__() if not isinstance(self, set_grad_enabled) else set_grad_enabled(self.enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Ops inside do not record gradients.
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.tensor([1.0], requires_grad=True)
+    >>> with dj.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+
+    enabled = False
+
+
+class enable_grad(_GradModeContext):
+    """Re-enable gradient recording inside a ``no_grad`` region."""
+
+    enabled = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """``set_grad_enabled(False)`` sets grad mode now (like PyTorch) and, used
+    as a context manager, restores the previous mode on exit."""
+
+    def __init__(self, mode: bool):
+        self.enabled = bool(mode)
+        self.prev = is_grad_enabled()
+        _set(self.enabled)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _set(self.prev)

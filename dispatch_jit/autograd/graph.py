@@ -1,0 +1,136 @@
+"""The recorded graph: nodes (``grad_fn``), edges, saved tensors.
+
+A ``Node`` is created by the Autograd kernel for each differentiable call
+whose inputs require grad.  It holds the backward formula from the
+derivative table, the tensors the formula needs (as ``SavedTensor``, with the
+version they had when saved), and one edge per differentiable input: the
+input's own ``grad_fn`` or, for a leaf, its ``AccumulateGrad`` node.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ..errors import AutogradError
+from ..tensor import bump_version, version_box as _version_box, version_of
+
+__all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "version_of", "bump_version"]
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had then.
+
+    An op's own output is saved without its grad_fn (that would be a cycle,
+    output -> node -> output); unpacking re-attaches the node, as PyTorch's
+    SavedVariable does."""
+
+    __slots__ = ("data_tensor", "version", "box", "is_output", "name")
+
+    def __init__(self, t, is_output: bool = False, name: str = ""):
+        self.box = _version_box(t)
+        self.version = self.box[0]
+        self.is_output = is_output
+        self.name = name
+        if is_output:
+            from ..tensor import Tensor
+            d = Tensor.__new__(Tensor)
+            d._data, d._sig = t._data, t._sig
+            d.__dict__["_vc"] = self.box
+            d.requires_grad = t.requires_grad
+            self.data_tensor = d
+        else:
+            self.data_tensor = t
+
+    def unpack(self, node):
+        if self.box[0] != self.version:
+            t = self.data_tensor
+            raise AutogradError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{t.dtype.name} {list(t.shape)}] ({self.name or 'a saved tensor'} of "
+                f"{node.name()}) is at version {self.box[0]}; expected version {self.version} instead. "
+                f"Clone the tensor before modifying it in place (x = x.clone()), or do the in-place "
+                f"operation out of place.")
+        t = self.data_tensor
+        if self.is_output and t.requires_grad and t.grad_fn is None:
+            t.grad_fn = node
+        return t
+
+
+class Node:
+    """One recorded call.  ``next_functions``: per differentiable input, the
+    (node, output index) its gradient flows to, or None."""
+
+    __slots__ = ("next_functions", "saved", "ctx", "formula", "released", "pre_hooks", "__weakref__",
+                 "needs_input_grad", "op_name", "metadata")
+
+    def __init__(self, formula, next_functions, saved: dict, ctx: dict, op_name: str):
+        self.formula = formula
+        self.next_functions = next_functions
+        self.saved = saved
+        self.ctx = ctx
+        self.released = False
+        self.pre_hooks: dict[int, list] = {}
+        self.needs_input_grad = tuple(e is not None for e in next_functions)
+        self.op_name = op_name
+        self.metadata = {}
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def apply(self, grads: tuple) -> tuple:
+        if self.released:
+            raise AutogradError(
+                f"Trying to backward through the graph a second time (or directly access saved tensors "
+                f"after they have already been freed) in {self.name()}. Saved intermediate values of the "
+                f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
+                f"if you need to backward through the graph a second time.")
+        saved = {k: v.unpack(self) if isinstance(v, SavedTensor) else v for k, v in self.saved.items()}
+        return self.formula(grads, saved, self.ctx, self.needs_input_grad)
+
+    def release(self) -> None:
+        self.saved = {}
+        self.released = True
+
+    def register_prehook(self, output_nr: int, fn) -> None:
+        self.pre_hooks.setdefault(output_nr, []).append(fn)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+class AccumulateGrad(Node):
+    """The node that ends every path at a leaf: adds the gradient into ``.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__(None, (), {}, {}, "AccumulateGrad")
+        # weak: the tensor owns its accumulator, not the other way round
+        self.variable = weakref.ref(variable)
+
+    def apply(self, grads: tuple) -> tuple:
+        return ()
+
+
+_NODE_CLASSES: dict[str, type] = {}
+
+
+def node_class(name: str) -> type:
+    """One Node subclass per backward formula, so that ``grad_fn`` reads ``<MulBackward>``."""
+    cls = _NODE_CLASSES.get(name)
+    if cls is None:
+        cls = _NODE_CLASSES[name] = type(name, (Node,), {"__slots__": ()})
+    return cls
+
+
+def edge_of(t):
+    """Where the gradient of ``t`` goes: (its grad_fn, output index), or its leaf accumulator."""
+    if t is None or not getattr(t, "requires_grad", False):
+        return None
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t.__dict__.get("_output_nr", 0))
+    acc = t.__dict__.get("_accumulator")
+    if acc is None:
+        acc = t.__dict__["_accumulator"] = AccumulateGrad(t)
+    return (acc, 0)

@@ -1,0 +1,166 @@
+"""The Autograd kernels: wrapper kernels that record a Node and redispatch.
+
+``AutogradKernel`` is registered at the Autograd alias key of every
+differentiable operator, with that operator's entry of the derivative table.
+It specializes on the call once (which arguments are tensors, which are
+saved, which node class), so a call on tensors that require grad costs one
+redispatch to the backend kernel plus the bookkeeping of one Node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import AutogradError
+from ..keys import DispatchKey
+from .graph import SavedTensor, bump_version, edge_of, node_class
+
+__all__ = ["Derivative", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to"]
+
+_AG_CPU = 1 << (DispatchKey.AutogradCPU.value + 16)
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """One row of the derivative table.
+
+    ``backward(g, saved, ctx)`` returns one gradient per tensor input (None
+    where there is none); ``save`` names the inputs it reads (``"result"``
+    is the output); ``ctx`` gets the static arguments and each input's shape
+    and dtype.  Gradients are summed back over broadcast dimensions and cast
+    to each input's dtype by the kernel, not by every formula.
+    """
+
+    name: str                      # node class name, e.g. "MulBackward"
+    backward: Callable
+    save: tuple = ()
+    unbroadcast: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def sum_to(g, shape: tuple):
+    """Sum ``g`` down to ``shape`` (undoing broadcasting), with dispatch_jit ops."""
+    gs = tuple(g.shape)
+    if gs == tuple(shape):
+        return g
+    lead = len(gs) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and gs[i + lead] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    if lead:
+        g = g.reshape(tuple(shape))
+    return g
+
+
+def mark_output(out, node, output_nr: int = 0):
+    out.requires_grad = True
+    out.grad_fn = node
+    if output_nr:
+        out.__dict__["_output_nr"] = output_nr
+    out._sig |= _AG_CPU if not out.is_cuda else (1 << (DispatchKey.AutogradCUDA.value + 16))
+
+
+def _make_formula(d: Derivative, shapes, dtypes):
+    def formula(grads, saved, ctx, needs):
+        res = d.backward(grads[0], saved, ctx)
+        if not isinstance(res, tuple):
+            res = (res,)
+        out = []
+        for g, shape, dt, need in zip(res, shapes, dtypes, needs):
+            if g is None or not need or shape is None:
+                out.append(None)
+                continue
+            if d.unbroadcast and tuple(g.shape) != shape:
+                g = sum_to(g, shape)
+            if g.dtype is not dt and dt is not None:
+                g = g.to(dt)
+            out.append(g)
+        return tuple(out)
+    return formula
+
+
+class AutogradKernel:
+    """Records ``derivative`` for calls whose tensor inputs require grad."""
+
+    def __init__(self, derivative: Derivative):
+        self.d = derivative
+        self.__name__ = f"autograd_{derivative.name}"
+        self.node_cls = node_class(derivative.name)
+
+    def specialize(self, call):
+        below = call.redispatch()
+        args_schema = call.op.schema.arguments
+        tensor_pos = [i for i, a in enumerate(args_schema) if a.type.is_tensor_like and a.name != "out"
+                      and not a.type.is_list]
+        list_pos = [i for i, a in enumerate(args_schema) if a.type.is_list and a.type.is_tensor_like]
+        out_pos = next((i for i, a in enumerate(args_schema) if a.name == "out"), None)
+        names = [a.name for a in args_schema]
+        static_pos = [i for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
+        d, node_cls, opname = self.d, self.node_cls, call.op.name
+        save_pos = [(n, names.index(n)) for n in d.save if n != "result"]
+        save_result = "result" in d.save
+
+        def run(*args):
+            if out_pos is not None and args[out_pos] is not None:
+                raise AutogradError(f"{opname}: functions with out=... arguments don't support automatic "
+                                    f"differentiation; call it without out= (or under dj.no_grad())")
+            out = below(*args)
+            if list_pos:
+                tensors = list(args[list_pos[0]])
+            else:
+                tensors = [args[i] for i in tensor_pos]
+            edges = tuple(edge_of(t) if hasattr(t, "_sig") else None for t in tensors)
+            if not any(edges) or not out.dtype.category >= 2:
+                return out
+            saved = {n: SavedTensor(args[i], name=n) if hasattr(args[i], "_sig") else args[i]
+                     for n, i in save_pos}
+            if save_result:
+                saved["result"] = SavedTensor(out, is_output=True, name="result")
+            ctx = {names[i]: args[i] for i in static_pos}
+            shapes = [tuple(t.shape) if hasattr(t, "_sig") else None for t in tensors]
+            dtypes = [t.dtype if hasattr(t, "_sig") else None for t in tensors]
+            ctx["shapes"], ctx["dtypes"] = shapes, dtypes
+            node = node_cls(_make_formula(d, shapes, dtypes), edges, saved, ctx, opname)
+            mark_output(out, node)
+            return out
+        return run
+
+
+class AutogradInplaceKernel:
+    """In-place ops under autograd: run the functional op on a clone (so the
+    values it saves stay intact), write the result into ``self`` and move
+    ``self``'s history onto the new node (PyTorch "rebases" it the same way)."""
+
+    def __init__(self, functional_name: str):
+        self.functional_name = functional_name
+        self.__name__ = f"autograd_inplace_{functional_name.split('::')[-1]}"
+
+    def specialize(self, call):
+        from ..registry import lookup
+        below = call.redispatch()
+        functional = lookup(self.functional_name).entry
+        opname = call.op.name
+        args_schema = call.op.schema.arguments
+
+        def run(self_, *rest):
+            if self_.requires_grad and self_.grad_fn is None:
+                raise AutogradError(f"{opname}: a leaf Variable that requires grad is being used in an in-place "
+                                    f"operation; do it under dj.no_grad() or on a clone")
+            if not any(getattr(t, "requires_grad", False) for t in (self_, *rest)):
+                r = below(self_, *rest)
+                return r
+            kw = {a.name: v for a, v in zip(args_schema[1:], rest) if a.kwarg_only}
+            pos = [v for a, v in zip(args_schema[1:], rest) if not a.kwarg_only]
+            result = functional(self_.clone(), *pos, **kw)
+            from ..dtypes import can_cast
+            from ..errors import CastingError
+            if not can_cast(result.dtype, self_.dtype):
+                raise CastingError(f"{opname}: result type {result.dtype.name} can't be cast to the "
+                                   f"desired output type {self_.dtype.name}")
+            import numpy as np
+            np.copyto(self_._data, result._data, casting="unsafe")
+            bump_version(self_)
+            mark_output(self_, result.grad_fn)
+            return self_
+        return run

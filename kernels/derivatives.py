@@ -1,0 +1,273 @@
+"""The derivative table: operator -> backward formula.
+
+One row per differentiable operator, PyTorch's derivatives.yaml in Python.
+Each formula takes the output gradient ``g``, the saved values ``s`` (the
+inputs named in ``save``; ``"result"`` is the output) and ``c`` (static
+arguments, plus each tensor input's ``shapes``/``dtypes``), and returns one
+gradient per tensor input.  Formulas are written with dispatch_jit ops, so
+with ``create_graph=True`` the backward pass is itself recorded and second
+derivatives work.  Gradients are summed back over broadcast dimensions and
+cast to the input's dtype by the Autograd kernel, not here.  Composite ops
+(softmax, gelu, ...) have no row: they differentiate through their
+decomposition.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dispatch_jit.autograd.kernel import Derivative
+
+__all__ = ["DERIVATIVES", "INPLACE_OF"]
+
+
+class _Ops:
+    """Late-bound aten entries (defined after this module is imported)."""
+
+    def __getattr__(self, name):
+        from dispatch_jit.registry import lookup
+        fn = lookup(f"aten::{name}").entry
+        setattr(self, name, fn)
+        return fn
+
+
+A = _Ops()
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_2_SQRTPI = 2.0 / math.sqrt(math.pi)
+
+
+def _zeros(g):
+    return A.mul(g, 0.0)
+
+
+def _expand_back(g, c, keepdims_key="keepdims"):
+    """Undo a reduction: re-insert reduced axes, then broadcast to the input shape."""
+    shape = c["shapes"][0]
+    axis = c.get("axis")
+    if not c.get(keepdims_key) and len(shape) != g.ndim:
+        axes = range(len(shape)) if axis is None else sorted(a % max(len(shape), 1) for a in
+                                                             ((axis,) if isinstance(axis, int) else axis))
+        for a in axes:
+            g = A.unsqueeze(g, a)
+    return A.expand(g, shape) if tuple(g.shape) != tuple(shape) else g
+
+
+def _count(c) -> int:
+    shape, axis = c["shapes"][0], c.get("axis")
+    if axis is None:
+        return math.prod(shape)
+    axes = (axis,) if isinstance(axis, int) else axis
+    return math.prod(shape[a] for a in axes)
+
+
+def _keep(c):
+    """The reduction's result with reduced axes kept (for broadcasting against the input)."""
+    return dict(c, keepdims=True)
+
+
+def _extreme(g, s, c):
+    # PyTorch's amax/amin rule: ties share the gradient evenly
+    r = _expand_back(s["result"], c)
+    mask = A.eq(s["self"], r).to(g.dtype)
+    return A.div(A.mul(_expand_back(g, c), mask), _expand_back(A.sum(mask, c.get("axis"), True), _keep(c)))
+
+
+def _var_grad(g, s, c):
+    n = _count(c) - c.get("correction", 0)
+    mean = A.mean(s["self"], c.get("axis"), True)
+    return A.mul(_expand_back(g, c), A.mul(A.sub(s["self"], mean), 2.0 / n))
+
+
+def _std_grad(g, s, c):
+    n = _count(c) - c.get("correction", 0)
+    mean = A.mean(s["self"], c.get("axis"), True)
+    return A.div(A.mul(_expand_back(g, c), A.sub(s["self"], mean)), A.mul(_expand_back(s["result"], c), n))
+
+
+def _matmul_grads(g, s, c):
+    a, b = s["self"], s["other"]
+    sa, sb = c["shapes"]
+    if len(sa) == 1 and len(sb) == 1:
+        return A.mul(g, b), A.mul(g, a)
+    a2 = A.unsqueeze(a, 0) if len(sa) == 1 else a
+    b2 = A.unsqueeze(b, -1) if len(sb) == 1 else b
+    g2 = g
+    if len(sa) == 1:
+        g2 = A.unsqueeze(g2, -2)
+    if len(sb) == 1:
+        g2 = A.unsqueeze(g2, -1)
+    ga = A.matmul(g2, A.transpose(b2, -1, -2))
+    gb = A.matmul(A.transpose(a2, -1, -2), g2)
+    if len(sa) == 1:
+        ga = A.squeeze(ga, -2)
+    if len(sb) == 1:
+        gb = A.squeeze(gb, -1)
+    return ga, gb   # batch dimensions are summed back to each input's shape by the kernel
+
+
+def _pow_grads(g, s, c):
+    x, y = s["self"], s["other"]
+    if hasattr(y, "_sig"):
+        return A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))), A.mul(A.mul(g, s["result"]), A.log(x))
+    if hasattr(x, "_sig"):
+        return A.mul(A.mul(g, y), A.pow(x, y - 1)), None
+    # a Python number raised to a tensor power: d/dy x**y = x**y * log(x)
+    return None, A.mul(A.mul(g, s["result"]), math.log(x))
+    return gx, gy
+
+
+def _where_grads(g, s, c):
+    cond = s["condition"]
+    return None, A.where(cond, g, 0.0), A.where(cond, 0.0, g)
+
+
+def _clamp_grads(g, s, c):
+    x, lo, hi = s["self"], s["min"], s["max"]
+    inside = None
+    if lo is not None:
+        inside = A.ge(x, lo)
+    if hi is not None:
+        le = A.le(x, hi)
+        inside = le if inside is None else A.logical_and(inside, le)
+    gx = A.where(inside, g, 0.0) if inside is not None else g
+    glo = A.where(A.lt(x, lo), g, 0.0) if hasattr(lo, "_sig") else None
+    ghi = A.where(A.gt(x, hi), g, 0.0) if hasattr(hi, "_sig") else None
+    return gx, glo, ghi
+
+
+def _cat_grads(g, s, c):
+    axis = c["axis"]
+    out, start = [], 0
+    for shape in c["shapes"]:
+        n = shape[axis % len(shape)] if shape else 0
+        out.append(A.narrow(g, axis, start, n))
+        start += n
+    return tuple(out)
+
+
+def _stack_grads(g, s, c):
+    axis = c["axis"]
+    return tuple(A.squeeze(A.narrow(g, axis, i, 1), (axis,)) for i in range(len(c["shapes"])))
+
+
+def _narrow_grad(g, s, c):
+    shape, axis, start = c["shapes"][0], c["axis"] % len(c["shapes"][0]), c["start"]
+    parts = []
+    if start:
+        parts.append(_zeros_along(g, axis, start))
+    parts.append(g)
+    rest = shape[axis] - start - c["length"]
+    if rest:
+        parts.append(_zeros_along(g, axis, rest))
+    return A.cat(parts, axis) if len(parts) > 1 else g
+
+
+def _zeros_along(g, axis, n):
+    from dispatch_jit.creation import zeros
+    shape = list(g.shape)
+    shape[axis] = n
+    return zeros(*shape, dtype=g.dtype)
+
+
+def _permute_grad(g, s, c):
+    dims = [d % len(c["shapes"][0]) for d in c["dims"]]
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return A.permute(g, inv)
+
+
+_D = Derivative
+DERIVATIVES: dict[str, Derivative] = {
+    # -- arithmetic ----------------------------------------------------------------------------
+    "add.Tensor": _D("AddBackward", lambda g, s, c: (g, A.mul(g, c["alpha"]))),
+    "sub.Tensor": _D("SubBackward", lambda g, s, c: (g, A.mul(g, -c["alpha"]))),
+    "mul.Tensor": _D("MulBackward", lambda g, s, c: (A.mul(g, s["other"]), A.mul(g, s["self"])), ("self", "other")),
+    "div.Tensor": _D("DivBackward", lambda g, s, c: (A.div(g, s["other"]),
+                                                     A.neg(A.div(A.mul(g, s["result"]), s["other"]))),
+                     ("other", "result")),
+    "neg": _D("NegBackward", lambda g, s, c: A.neg(g)),
+    "abs": _D("AbsBackward", lambda g, s, c: A.mul(g, A.sign(s["self"])), ("self",)),
+    "square": _D("SquareBackward", lambda g, s, c: A.mul(g, A.mul(s["self"], 2.0)), ("self",)),
+    "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, A.square(s["result"]))), ("result",)),
+    "pow.Tensor": _D("PowBackward", _pow_grads, ("self", "other", "result")),
+    "maximum.Tensor": _D("MaximumBackward", lambda g, s, c: (
+        A.mul(g, A.add(A.gt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5))),
+        A.mul(g, A.add(A.lt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))),
+        ("self", "other")),
+    "minimum.Tensor": _D("MinimumBackward", lambda g, s, c: (
+        A.mul(g, A.add(A.lt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5))),
+        A.mul(g, A.add(A.gt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))),
+        ("self", "other")),
+    "atan2.Tensor": _D("Atan2Backward", lambda g, s, c: (
+        A.div(A.mul(g, s["other"]), A.add(A.square(s["self"]), A.square(s["other"]))),
+        A.div(A.mul(g, A.neg(s["self"])), A.add(A.square(s["self"]), A.square(s["other"])))), ("self", "other")),
+    "remainder.Tensor": _D("RemainderBackward", lambda g, s, c: (
+        g, A.mul(A.neg(g), A.floor_divide(s["self"], s["other"]))), ("self", "other")),
+    "floor_divide.Tensor": _D("FloorDivideBackward", lambda g, s, c: (_zeros(g), _zeros(g))),
+    # -- transcendental -------------------------------------------------------------------------
+    "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, s["result"]), ("result",)),
+    "expm1": _D("Expm1Backward", lambda g, s, c: A.mul(g, A.add(s["result"], 1.0)), ("result",)),
+    "log": _D("LogBackward", lambda g, s, c: A.div(g, s["self"]), ("self",)),
+    "log1p": _D("Log1pBackward", lambda g, s, c: A.div(g, A.add(s["self"], 1.0)), ("self",)),
+    "log2": _D("Log2Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN2)), ("self",)),
+    "log10": _D("Log10Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN10)), ("self",)),
+    "sqrt": _D("SqrtBackward", lambda g, s, c: A.div(g, A.mul(s["result"], 2.0)), ("result",)),
+    "rsqrt": _D("RsqrtBackward", lambda g, s, c: A.mul(A.mul(g, A.pow(s["result"], 3.0)), -0.5), ("result",)),
+    "sin": _D("SinBackward", lambda g, s, c: A.mul(g, A.cos(s["self"])), ("self",)),
+    "cos": _D("CosBackward", lambda g, s, c: A.mul(g, A.neg(A.sin(s["self"]))), ("self",)),
+    "tan": _D("TanBackward", lambda g, s, c: A.mul(g, A.add(A.square(s["result"]), 1.0)), ("result",)),
+    "asin": _D("AsinBackward", lambda g, s, c: A.mul(g, A.rsqrt(A.sub(1.0, A.square(s["self"])))), ("self",)),
+    "acos": _D("AcosBackward", lambda g, s, c: A.neg(A.mul(g, A.rsqrt(A.sub(1.0, A.square(s["self"]))))), ("self",)),
+    "atan": _D("AtanBackward", lambda g, s, c: A.div(g, A.add(A.square(s["self"]), 1.0)), ("self",)),
+    "sinh": _D("SinhBackward", lambda g, s, c: A.mul(g, A.cosh(s["self"])), ("self",)),
+    "cosh": _D("CoshBackward", lambda g, s, c: A.mul(g, A.sinh(s["self"])), ("self",)),
+    "tanh": _D("TanhBackward", lambda g, s, c: A.mul(g, A.sub(1.0, A.square(s["result"]))), ("result",)),
+    "sigmoid": _D("SigmoidBackward", lambda g, s, c: A.mul(g, A.mul(s["result"], A.sub(1.0, s["result"]))),
+                  ("result",)),
+    "relu": _D("ReluBackward", lambda g, s, c: A.mul(g, A.gt(s["result"], 0).to(g.dtype)), ("result",)),
+    "erf": _D("ErfBackward", lambda g, s, c: A.mul(g, A.mul(A.exp(A.neg(A.square(s["self"]))), _2_SQRTPI)),
+              ("self",)),
+    # piecewise constant: zero gradient, as in PyTorch
+    "sign": _D("SignBackward", lambda g, s, c: _zeros(g)),
+    "floor": _D("FloorBackward", lambda g, s, c: _zeros(g)),
+    "ceil": _D("CeilBackward", lambda g, s, c: _zeros(g)),
+    "round": _D("RoundBackward", lambda g, s, c: _zeros(g)),
+    "trunc": _D("TruncBackward", lambda g, s, c: _zeros(g)),
+    # -- selection -------------------------------------------------------------------------------
+    "where.self": _D("WhereBackward", _where_grads, ("condition",)),
+    "clamp": _D("ClampBackward", _clamp_grads, ("self", "min", "max")),
+    # -- reductions ------------------------------------------------------------------------------
+    "sum": _D("SumBackward", lambda g, s, c: _expand_back(g, c), unbroadcast=False),
+    "mean": _D("MeanBackward", lambda g, s, c: A.div(_expand_back(g, c), float(_count(c))), unbroadcast=False),
+    "prod": _D("ProdBackward", lambda g, s, c: A.div(A.mul(_expand_back(g, c), _expand_back(s["result"], c)),
+                                                     s["self"]), ("self", "result"), unbroadcast=False),
+    "max": _D("MaxBackward", _extreme, ("self", "result"), unbroadcast=False),
+    "min": _D("MinBackward", _extreme, ("self", "result"), unbroadcast=False),
+    "var": _D("VarBackward", _var_grad, ("self",), unbroadcast=False),
+    "std": _D("StdBackward", _std_grad, ("self", "result"), unbroadcast=False),
+    "logsumexp": _D("LogsumexpBackward", lambda g, s, c: A.mul(
+        _expand_back(g, c), A.exp(A.sub(s["self"], _expand_back(s["result"], c)))), ("self", "result"),
+        unbroadcast=False),
+    # -- linear algebra --------------------------------------------------------------------------
+    "matmul": _D("MatmulBackward", _matmul_grads, ("self", "other")),
+    "dot": _D("DotBackward", lambda g, s, c: (A.mul(g, s["other"]), A.mul(g, s["self"])), ("self", "other")),
+    # -- views and shape ops ---------------------------------------------------------------------
+    "reshape": _D("ReshapeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
+    "view": _D("ViewBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
+    "flatten": _D("FlattenBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
+    "squeeze": _D("SqueezeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
+    "unsqueeze": _D("UnsqueezeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
+    "permute": _D("PermuteBackward", _permute_grad, unbroadcast=False),
+    "transpose.int": _D("TransposeBackward", lambda g, s, c: A.transpose(g, c["dim0"], c["dim1"]),
+                        unbroadcast=False),
+    "expand": _D("ExpandBackward", lambda g, s, c: g),        # summed back to the input shape by the kernel
+    "narrow": _D("NarrowBackward", _narrow_grad, unbroadcast=False),
+    "cat": _D("CatBackward", _cat_grads, unbroadcast=False),
+    "stack": _D("StackBackward", _stack_grads, unbroadcast=False),
+    "clone": _D("CloneBackward", lambda g, s, c: g),
+    "to.dtype": _D("ToCopyBackward", lambda g, s, c: g),     # cast back to the input dtype by the kernel
+}
+
+# in-place op -> the functional op whose graph it records
+INPLACE_OF: dict[str, str] = {}
