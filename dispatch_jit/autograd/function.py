@@ -71,7 +71,7 @@ class Function:
             return out
         outputs = out if isinstance(out, tuple) else (out,)
         node = node_class(f"{cls.__name__}Backward")(_formula(cls, ctx, len(args)), edges, {}, {}, cls.__name__)
-        node.metadata["num_outputs"] = len(outputs)
+        node.metadata = {"num_outputs": len(outputs)}
         ctx._node = node
         for i, o in enumerate(outputs):
             if hasattr(o, "_sig") and o.dtype.category >= 2:

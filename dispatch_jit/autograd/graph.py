@@ -60,8 +60,11 @@ class Node:
     """One recorded call.  ``next_functions``: per differentiable input, the
     (node, output index) its gradient flows to, or None."""
 
-    __slots__ = ("next_functions", "saved", "ctx", "formula", "released", "pre_hooks", "__weakref__",
-                 "needs_input_grad", "op_name", "metadata")
+    # A node is made on every differentiable call: keep construction to a few
+    # stores (hooks and metadata are rare and default at class level).
+    __slots__ = ("next_functions", "saved", "ctx", "formula", "released", "__dict__", "__weakref__", "op_name")
+    pre_hooks: dict = {}
+    metadata: dict = {}
 
     def __init__(self, formula, next_functions, saved: dict, ctx: dict, op_name: str):
         self.formula = formula
@@ -69,10 +72,11 @@ class Node:
         self.saved = saved
         self.ctx = ctx
         self.released = False
-        self.pre_hooks: dict[int, list] = {}
-        self.needs_input_grad = tuple(e is not None for e in next_functions)
         self.op_name = op_name
-        self.metadata = {}
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        return tuple(e is not None for e in self.next_functions)
 
     def name(self) -> str:
         return type(self).__name__
@@ -92,6 +96,8 @@ class Node:
         self.released = True
 
     def register_prehook(self, output_nr: int, fn) -> None:
+        if "pre_hooks" not in self.__dict__:
+            self.pre_hooks = {}
         self.pre_hooks.setdefault(output_nr, []).append(fn)
 
     def __repr__(self) -> str:
@@ -105,6 +111,7 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         super().__init__(None, (), {}, {}, "AccumulateGrad")
+        self.metadata = {"num_outputs": 1}
         # weak: the tensor owns its accumulator, not the other way round
         self.variable = weakref.ref(variable)
 
@@ -119,7 +126,7 @@ def node_class(name: str) -> type:
     """One Node subclass per backward formula, so that ``grad_fn`` reads ``<MulBackward>``."""
     cls = _NODE_CLASSES.get(name)
     if cls is None:
-        cls = _NODE_CLASSES[name] = type(name, (Node,), {"__slots__": ()})
+        cls = _NODE_CLASSES[name] = type(name, (Node,), {})
     return cls
 
 

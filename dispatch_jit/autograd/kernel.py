@@ -12,13 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
 from ..keys import DispatchKey
+from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
 
 __all__ = ["Derivative", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to"]
 
 _AG_CPU = 1 << (DispatchKey.AutogradCPU.value + 16)
+_AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + 16)
+_CUDA_KS = 1 << (DispatchKey.CUDA.value + 16)
+# dtype indices whose tensors can carry gradients (floating and complex)
+_DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
 
 
 @dataclass(frozen=True)
@@ -58,23 +64,25 @@ def mark_output(out, node, output_nr: int = 0):
     out.grad_fn = node
     if output_nr:
         out.__dict__["_output_nr"] = output_nr
-    out._sig |= _AG_CPU if not out.is_cuda else (1 << (DispatchKey.AutogradCUDA.value + 16))
+    out._sig |= _AG_CUDA if out._sig & _CUDA_KS else _AG_CPU
 
 
-def _make_formula(d: Derivative, shapes, dtypes):
+def _make_formula(d: Derivative):
+    """The node formula of one derivative row: shared by all its nodes (no
+    per-call closure); per-call facts (input shapes, dtypes) live in ctx."""
     def formula(grads, saved, ctx, needs):
         res = d.backward(grads[0], saved, ctx)
         if not isinstance(res, tuple):
             res = (res,)
         out = []
-        for g, shape, dt, need in zip(res, shapes, dtypes, needs):
+        for g, shape, dti, need in zip(res, ctx["shapes"], ctx["dtypes"], needs):
             if g is None or not need or shape is None:
                 out.append(None)
                 continue
-            if d.unbroadcast and tuple(g.shape) != shape:
+            if d.unbroadcast and g.shape != shape:
                 g = sum_to(g, shape)
-            if g.dtype is not dt and dt is not None:
-                g = g.to(dt)
+            if dti is not None and g._sig >> 6 & 15 != dti:
+                g = g.to(ALL_DTYPES[dti])
             out.append(g)
         return tuple(out)
     return formula
@@ -87,6 +95,7 @@ class AutogradKernel:
         self.d = derivative
         self.__name__ = f"autograd_{derivative.name}"
         self.node_cls = node_class(derivative.name)
+        self.formula = _make_formula(derivative)
 
     def specialize(self, call):
         below = call.redispatch()
@@ -96,33 +105,48 @@ class AutogradKernel:
         list_pos = [i for i, a in enumerate(args_schema) if a.type.is_list and a.type.is_tensor_like]
         out_pos = next((i for i, a in enumerate(args_schema) if a.name == "out"), None)
         names = [a.name for a in args_schema]
-        static_pos = [i for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
-        d, node_cls, opname = self.d, self.node_cls, call.op.name
+        statics = [(names[i], i) for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
+        d, node_cls, opname, formula = self.d, self.node_cls, call.op.name, self.formula
         save_pos = [(n, names.index(n)) for n in d.save if n != "result"]
         save_result = "result" in d.save
+        T = _T
 
         def run(*args):
             if out_pos is not None and args[out_pos] is not None:
                 raise AutogradError(f"{opname}: functions with out=... arguments don't support automatic "
                                     f"differentiation; call it without out= (or under dj.no_grad())")
             out = below(*args)
-            if list_pos:
-                tensors = list(args[list_pos[0]])
-            else:
-                tensors = [args[i] for i in tensor_pos]
-            edges = tuple(edge_of(t) if hasattr(t, "_sig") else None for t in tensors)
-            if not any(edges) or not out.dtype.category >= 2:
+            # plain loops, not generator expressions: this runs on every recorded call
+            tensors = list(args[list_pos[0]]) if list_pos else [args[i] for i in tensor_pos]
+            edges = []
+            record = False
+            for t in tensors:
+                if t.__class__ is T and t.requires_grad:
+                    edges.append(edge_of(t))
+                    record = True
+                else:
+                    edges.append(None)
+            if not record or (out._sig >> 6) & 15 not in _DIFFERENTIABLE:
                 return out
-            saved = {n: SavedTensor(args[i], name=n) if hasattr(args[i], "_sig") else args[i]
-                     for n, i in save_pos}
+            saved = {}
+            for n, i in save_pos:
+                v = args[i]
+                saved[n] = SavedTensor(v, name=n) if v.__class__ is T else v
             if save_result:
                 saved["result"] = SavedTensor(out, is_output=True, name="result")
-            ctx = {names[i]: args[i] for i in static_pos}
-            shapes = [tuple(t.shape) if hasattr(t, "_sig") else None for t in tensors]
-            dtypes = [t.dtype if hasattr(t, "_sig") else None for t in tensors]
+            ctx = {}
+            for n, i in statics:
+                ctx[n] = args[i]
+            shapes, dtypes = [], []
+            for t in tensors:
+                if t.__class__ is T:
+                    shapes.append(t._data.shape)
+                    dtypes.append((t._sig >> 6) & 15)
+                else:
+                    shapes.append(None)
+                    dtypes.append(None)
             ctx["shapes"], ctx["dtypes"] = shapes, dtypes
-            node = node_cls(_make_formula(d, shapes, dtypes), edges, saved, ctx, opname)
-            mark_output(out, node)
+            mark_output(out, node_cls(formula, tuple(edges), saved, ctx, opname))
             return out
         return run
 
