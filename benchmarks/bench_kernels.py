@@ -9,10 +9,12 @@ max, argmax, cat); other int64 cases are skipped.  Sizes: 1e3, 1e5 and 1e7
 elements; at 1e3 the dispatch overhead still shows, at 1e7 it is memory
 bandwidth (and, for exp, libm calls: see DESIGN.md "Facts measured").
 
-Each class times ``time_dj`` (dispatch_jit through its public API) and
-``time_numpy`` with the same inputs; both allocate their output on every
-call.  Kernels are compiled in ``setup`` by one call at the benchmark's size,
-so the parallel (prange) variants that large outputs select are compiled too.
+Each family has a dispatch_jit class (``Unary.time_dj``: the public API) and a
+NumPy class on the same inputs (``UnaryNumpy.time_numpy``); both allocate
+their output on every call.  Kernels are compiled in the dispatch_jit
+class's ``setup`` by one call at the benchmark's size, so the parallel
+(prange) variants that large outputs select are compiled too; the NumPy
+classes compile nothing.
 
 Targets, reported by the ``track_*`` benchmarks of ``Targets`` as ratios
 measured in one process (min of interleaved repeats):
@@ -70,117 +72,196 @@ def _interleaved_best(fns, number: int, repeat: int) -> list[float]:
     return best
 
 
-class _Bench:
-    """``setup`` fills ``self.dj_call`` and ``self.np_call`` (zero-argument callables) and
-    compiles by calling ``dj_call`` once; the time_ methods just call them."""
+# -- builders: (params) -> (dispatch_jit call, NumPy call), both zero-argument ------------------
+
+
+def _unary(op, dtype, n):
+    _check_valid(op, dtype)
+    a = _data((n,), dtype, kind="positive" if op == "sqrt" else "normal")
+    x, f, g = dj.from_numpy(a), getattr(dj, op), getattr(np, op)
+    return (lambda: f(x)), (lambda: g(a))
+
+
+_NP_BINARY = {"add": np.add, "mul": np.multiply, "maximum": np.maximum, "div": np.divide,
+              "gt": np.greater, "eq": np.equal}
+
+
+def _binary(op, dtype, n):
+    _check_valid(op, dtype)
+    a = _data((n,), dtype, seed=1)
+    b = _data((n,), dtype, seed=2, kind="positive" if op == "div" else "normal")
+    x, y, f, g = dj.from_numpy(a), dj.from_numpy(b), getattr(dj, op), _NP_BINARY[op]
+    return (lambda: f(x, y)), (lambda: g(a, b))
+
+
+def _where(dtype, n):
+    a, b = _data((n,), dtype, seed=1), _data((n,), dtype, seed=2)
+    c = a > b
+    x, y, cond = dj.from_numpy(a), dj.from_numpy(b), dj.from_numpy(c)
+    return (lambda: dj.where(cond, x, y)), (lambda: np.where(c, a, b))
+
+
+def _reduce(op, dtype, n, axis):
+    _check_valid(op, dtype)
+    a = _data(SHAPES_2D[n], dtype)
+    x, f, g = dj.from_numpy(a), getattr(dj, op), getattr(np, op)
+    return (lambda: f(x, axis=axis)), (lambda: g(a, axis=axis))
+
+
+def _matmul(dtype, size):
+    a, b = _data((size, size), dtype, seed=1), _data((size, size), dtype, seed=2)
+    x, y = dj.from_numpy(a), dj.from_numpy(b)
+    return (lambda: dj.matmul(x, y)), (lambda: np.matmul(a, b))
+
+
+def _cat(dtype, n):
+    arrays = [_data((n // 4,), dtype, seed=s) for s in range(4)]
+    tensors = [dj.from_numpy(a) for a in arrays]
+    return (lambda: dj.cat(tensors, axis=0)), (lambda: np.concatenate(arrays, axis=0))
+
+
+# -- time_: one class per family and side ------------------------------------------------------
+# The dispatch_jit side and the NumPy side are separate classes so that a NumPy
+# benchmark's setup (run in its own process by asv) compiles nothing.
+
+
+class _DJ:
+    """``time_dj``: the op through dispatch_jit's public API, compiled in setup."""
 
     timeout = 300
 
+    def setup(self, *params):
+        self.dj_call, _ = self.build(*params)
+        self.dj_call()
+
     def time_dj(self, *params):
         self.dj_call()
+
+
+class _NumPy:
+    """``time_numpy``: the NumPy equivalent on the same inputs."""
+
+    timeout = 300
+
+    def setup(self, *params):
+        _, self.np_call = self.build(*params)
 
     def time_numpy(self, *params):
         self.np_call()
 
 
-class Unary(_Bench):
+class _UnaryParams:
     params = [["exp", "sqrt", "abs"], DTYPES, SIZES]
     param_names = ["op", "dtype", "n"]
-
-    def setup(self, op, dtype, n):
-        _check_valid(op, dtype)
-        a = _data((n,), dtype, kind="positive" if op == "sqrt" else "normal")
-        x, f, g = dj.from_numpy(a), getattr(dj, op), getattr(np, op)
-        self.dj_call, self.np_call = (lambda: f(x)), (lambda: g(a))
-        self.dj_call()
+    build = staticmethod(_unary)
 
 
-class Binary(_Bench):
+class Unary(_UnaryParams, _DJ):
+    pass
+
+
+class UnaryNumpy(_UnaryParams, _NumPy):
+    pass
+
+
+class _BinaryParams:
     params = [["add", "mul", "maximum", "div"], DTYPES, SIZES]
     param_names = ["op", "dtype", "n"]
-
-    def setup(self, op, dtype, n):
-        _check_valid(op, dtype)
-        a = _data((n,), dtype, seed=1)
-        b = _data((n,), dtype, seed=2, kind="positive" if op == "div" else "normal")
-        x, y = dj.from_numpy(a), dj.from_numpy(b)
-        f = getattr(dj, op)
-        g = {"add": np.add, "mul": np.multiply, "maximum": np.maximum, "div": np.divide}[op]
-        self.dj_call, self.np_call = (lambda: f(x, y)), (lambda: g(a, b))
-        self.dj_call()
+    build = staticmethod(_binary)
 
 
-class Compare(_Bench):
+class Binary(_BinaryParams, _DJ):
+    pass
+
+
+class BinaryNumpy(_BinaryParams, _NumPy):
+    pass
+
+
+class _CompareParams:
     params = [["gt", "eq"], DTYPES, SIZES]
     param_names = ["op", "dtype", "n"]
-
-    def setup(self, op, dtype, n):
-        _check_valid(op, dtype)
-        a, b = _data((n,), dtype, seed=1), _data((n,), dtype, seed=2)
-        x, y = dj.from_numpy(a), dj.from_numpy(b)
-        f = getattr(dj, op)
-        g = {"gt": np.greater, "eq": np.equal}[op]
-        self.dj_call, self.np_call = (lambda: f(x, y)), (lambda: g(a, b))
-        self.dj_call()
+    build = staticmethod(_binary)
 
 
-class Where(_Bench):
+class Compare(_CompareParams, _DJ):
+    pass
+
+
+class CompareNumpy(_CompareParams, _NumPy):
+    pass
+
+
+class _WhereParams:
     params = [DTYPES, SIZES]
     param_names = ["dtype", "n"]
-
-    def setup(self, dtype, n):
-        a, b = _data((n,), dtype, seed=1), _data((n,), dtype, seed=2)
-        c = a > b
-        x, y, cond = dj.from_numpy(a), dj.from_numpy(b), dj.from_numpy(c)
-        self.dj_call, self.np_call = (lambda: dj.where(cond, x, y)), (lambda: np.where(c, a, b))
-        self.dj_call()
+    build = staticmethod(_where)
 
 
-class Reduce(_Bench):
+class Where(_WhereParams, _DJ):
+    pass
+
+
+class WhereNumpy(_WhereParams, _NumPy):
+    pass
+
+
+class _ReduceParams:
     """Over all elements (axis=None) and along each axis of a 2-D C-contiguous input
     (axis 0: down the columns, strided; axis 1: along the rows, contiguous)."""
 
     params = [["sum", "max", "mean", "var", "argmax"], DTYPES, SIZES, [None, 0, 1]]
     param_names = ["op", "dtype", "n", "axis"]
-
-    def setup(self, op, dtype, n, axis):
-        _check_valid(op, dtype)
-        a = _data(SHAPES_2D[n], dtype)
-        x, f, g = dj.from_numpy(a), getattr(dj, op), getattr(np, op)
-        self.dj_call, self.np_call = (lambda: f(x, axis=axis)), (lambda: g(a, axis=axis))
-        self.dj_call()
+    build = staticmethod(_reduce)
 
 
-class Matmul(_Bench):
-    """Square matmul; ``time_dj_operator`` is the same call through ``x @ y``."""
+class Reduce(_ReduceParams, _DJ):
+    pass
+
+
+class ReduceNumpy(_ReduceParams, _NumPy):
+    pass
+
+
+class _MatmulParams:
+    """Square matmul."""
 
     params = [["float32", "float64"], [64, 256, 1024]]
     param_names = ["dtype", "size"]
+    build = staticmethod(_matmul)
+
+
+class Matmul(_MatmulParams, _DJ):
+    """``time_dj_operator`` is the same product through ``x @ y``."""
 
     def setup(self, dtype, size):
+        _DJ.setup(self, dtype, size)
         a, b = _data((size, size), dtype, seed=1), _data((size, size), dtype, seed=2)
-        x, y = dj.from_numpy(a), dj.from_numpy(b)
-        self.x, self.y = x, y
-        self.dj_call, self.np_call = (lambda: dj.matmul(x, y)), (lambda: np.matmul(a, b))
-        self.dj_call()
-        x @ y
+        self.x, self.y = dj.from_numpy(a), dj.from_numpy(b)
+        self.x @ self.y
 
     def time_dj_operator(self, dtype, size):
         self.x @ self.y
 
 
-class Cat(_Bench):
+class MatmulNumpy(_MatmulParams, _NumPy):
+    pass
+
+
+class _CatParams:
     """Four 1-D pieces of n/4 elements each, joined along axis 0."""
 
     params = [DTYPES, SIZES]
     param_names = ["dtype", "n"]
+    build = staticmethod(_cat)
 
-    def setup(self, dtype, n):
-        arrays = [_data((n // 4,), dtype, seed=s) for s in range(4)]
-        tensors = [dj.from_numpy(a) for a in arrays]
-        self.dj_call = lambda: dj.cat(tensors, axis=0)
-        self.np_call = lambda: np.concatenate(arrays, axis=0)
-        self.dj_call()
+
+class Cat(_CatParams, _DJ):
+    pass
+
+
+class CatNumpy(_CatParams, _NumPy):
+    pass
 
 
 # -- track_: the targets, as ratios measured in one process ------------------------------------

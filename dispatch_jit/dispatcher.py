@@ -347,7 +347,12 @@ def resolve_call(op: OperatorEntry, args: tuple) -> Callable:
     metas = _metas(op, args)
     check_devices(op, metas)
     state = tls
-    ks = (_call_keyset(metas) | state.include) & ~state.exclude
+    tensor_ks = _call_keyset(metas)
+    if not tensor_ks and any(m is not None for m in metas):
+        seen = ", ".join(repr(v) for a, v in zip(op.schema.arguments, args) if a.type.is_tensor_like)
+        raise SchemaError(f"{op.schema}: expected at least one Tensor argument, got only Python values "
+                          f"({seen}); make one a tensor with dj.tensor(...)")
+    ks = (tensor_ks | state.include) & ~state.exclude
     fn = _resolve_keyset(op, ks, metas, "call", state.trace)
     key = [state.k]
     T = _TENSOR_TYPE[0]

@@ -133,3 +133,10 @@ class _KeysetKernel:
         ks = DispatchKeySet.from_bits(call.keyset)
         inner = _unboxed(call.op, lambda *a, **k: self.fn(ks, *a, **k))
         return inner
+
+
+# Custom operators from Python functions, and the tool that checks them (torch.library's
+# custom_op / register_fake / opcheck).  Imported last: custom_op sits above autograd.
+from .custom_op import CustomOpDef, custom_op, infer_schema, opcheck, register_fake  # noqa: E402
+
+__all__ += ["custom_op", "CustomOpDef", "opcheck", "register_fake", "infer_schema"]

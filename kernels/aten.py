@@ -155,7 +155,8 @@ OPERATORS: dict[str, tuple[str, bool]] = {}
 for _op in SCALAR_OPS.values():
     f, i = ELEMENTWISE_SCHEMAS[_op.name]
     for dunder in _op.operator:
-        if dunder.startswith("__i"):
+        # "__iadd__" is in-place because "__add__" exists too; "__invert__" is not
+        if dunder.startswith("__i") and "__" + dunder[3:] in _op.operator:
             OPERATORS[dunder] = (i.split("(")[0], False)
         elif dunder.startswith("__r") and dunder not in ("__rshift__",):
             OPERATORS[dunder] = (f.split("(")[0], True)

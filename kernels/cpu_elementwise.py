@@ -303,11 +303,17 @@ class _Plan:
                 raise CastingError(f"{self.opname}: result type {self.result.name} can't be cast to the "
                                    f"desired output type {out_t.dtype.name}; use an output of dtype "
                                    f"{self.result.name} or convert the inputs first")
+            what = "in-place operand" if self.kern.mode == "inplace" else "out="
             if tuple(out_t.shape) != tuple(shape):
-                what = "in-place operand" if self.kern.mode == "inplace" else "out="
                 raise ShapeError(f"{self.opname}: {what} has shape {tuple(out_t.shape)}, which doesn't match "
                                  f"the broadcast shape {tuple(shape)}")
             out_arr = out_t._data
+            # Numba writes through NumPy's read-only flag: check it here.  expand() views are
+            # read-only because several of their elements are one memory location (as torch, refuse).
+            if not out_arr.flags.writeable:
+                raise ShapeError(f"{self.opname}: {what} of shape {tuple(out_t.shape)} and strides "
+                                 f"{out_t.strides} is read-only (an expand()ed view, whose elements share "
+                                 f"memory, or a read-only NumPy buffer); write into a .clone() of it instead")
         else:
             out_arr = np.empty(shape, self.result.np)
         ndim = len(shape)

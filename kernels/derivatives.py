@@ -106,13 +106,14 @@ def _matmul_grads(g, s, c):
 
 
 def _pow_grads(g, s, c):
+    # either side may be a Python number (x ** 2.0, 2.0 ** x): only tensors get a gradient
     x, y = s["self"], s["other"]
-    if hasattr(y, "_sig"):
-        return A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))), A.mul(A.mul(g, s["result"]), A.log(x))
-    if hasattr(x, "_sig"):
-        return A.mul(A.mul(g, y), A.pow(x, y - 1)), None
-    # a Python number raised to a tensor power: d/dy x**y = x**y * log(x)
-    return None, A.mul(A.mul(g, s["result"]), math.log(x))
+    x_t, y_t = hasattr(x, "_sig"), hasattr(y, "_sig")
+    gx = gy = None
+    if x_t:
+        gx = A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1) if y_t else y - 1)) if (y_t or y != 0) else _zeros(g)
+    if y_t:
+        gy = A.mul(A.mul(g, s["result"]), A.log(x) if x_t else math.log(x))
     return gx, gy
 
 

@@ -41,9 +41,11 @@ import textwrap
 import time
 from typing import Callable
 
+import llvmlite.ir
 import numba
 import numpy as np
 from numba import prange, types
+from numba.extending import intrinsic
 
 try:
     from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
@@ -144,32 +146,42 @@ class ReductionSpec:
     result: input dtype -> result dtype.
     acc: kernel input dtype -> compute dtype that elements are converted to.
     passes: kernel input dtype -> tuple of ``Pass``.
-    final: expression of the states, ``n`` (elements per output) and ``corr``.
+    final: expression of the states, ``n`` (elements per output) and ``arg``.
     identity: value of an empty reduction; None means it has none (error).
     ordered: the reduced index matters (argmax), so reduced axes keep C order.
     hint: why a dtype kind is refused, for the error message.
     int_cast: bool and int inputs are cast to this dtype first (PyTorch's
         logsumexp does exactly that), so they share its kernel.
+    kernel: a derived op runs this op's kernels (no compile of its own) with
+        ``arg`` and then ``post(out, n)`` in place: mean = sum / n,
+        std = sqrt(var), all = any with its test inverted.
+    arg: the kernel's runtime scalar, unless the static ``static_arg`` is given.
     """
 
     name: str
     kinds: str
     result: Callable[[np.dtype], np.dtype]
-    acc: Callable[[np.dtype], np.dtype]
-    passes: Callable[[np.dtype], tuple[Pass, ...]]
-    final: str
+    acc: Callable[[np.dtype], np.dtype] | None = None
+    passes: Callable[[np.dtype], tuple[Pass, ...]] | None = None
+    final: str = ""
     identity: object = None
     ordered: bool = False
     hint: str = ""
     int_cast: np.dtype | None = None
+    kernel: str | None = None
+    arg: float = 0.0
+    static_arg: str = ""
+    post: Callable[[np.ndarray, int], object] | None = None
 
 
 def _fold(op, init):
     return lambda dt: (Pass((("s", "acc", init),), f"{{s}} {op}= x", f"{{s}} {op}= {{s_o}}"),)
 
 
-def _bool_fold(op, init):
-    return lambda dt: (Pass((("b", "bool", init),), f"{{b}} = {{b}} {op} (x != 0)", f"{{b}} = {{b}} {op} {{b_o}}"),)
+def _any(dt):
+    # any(x) = OR(x != 0); all(x) = not OR(x == 0): the same kernel with
+    # inv = (arg != 0) flipping both the test and the result.
+    return (Pass((("b", "bool", "False"),), "{b} = {b} | ((x != 0) != inv)", "{b} = {b} | {b_o}"),)
 
 
 def _extreme(cmp, init):
@@ -211,28 +223,58 @@ def _logsumexp(dt):
                  f"xr = {xr}\nif xr > {{m}} or xr != xr:\n    {{m}} = xr",
                  "if {m_o} > {m} or {m_o} != {m_o}:\n    {m} = {m_o}",
                  "if {m} == INF or {m} == -INF:\n    {m} = 0.0", lanes=True),
-            Pass((("s", "acc", "0"),), "{s} += np.exp(x - {m})", "{s} += {s_o}"))
+            Pass((("s", "acc", "0"),), f"{{s}} += {'np.exp' if dt.kind == 'c' else 'EXP'}(x - {{m}})", "{s} += {s_o}"))
+
+
+# exp as plain arithmetic: the PyPI llvmlite has no SVML, so np.exp in a loop
+# is a scalar libm call (~2.4 ns per element, 4x NumPy's logsumexp); range
+# reduction + polynomial + a bit-built 2**k vectorize like any other loop.
+
+@intrinsic
+def _as_float64(typingctx, bits):
+    """Reinterpret int64 bits as a float64 (an LLVM bitcast)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvmlite.ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")
+def _exp(y):
+    """exp(y) for float64 y within 1 ulp; results below exp(-708) flush to 0."""
+    ys = (-708.0 if y < -708.0 else 709.79 if y > 709.79 else y) if y == y else 0.0
+    k = np.floor(ys * 1.4426950408889634 + 0.5)
+    r = (ys - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10   # Cody-Waite: exact k * ln2_hi
+    p = 1.0 / 6227020800.0                       # Taylor to degree 13: error < 1e-16 on |r| <= ln2 / 2
+    for c in (1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+              1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
+        p = p * r + c
+    e = p * _as_float64((np.int64(k) + 1022) << 52) * 2.0   # 2**(k-1) * 2: k = 1024 still representable
+    e = np.inf if y > 709.782712893384 else e
+    e = 0.0 if y < -708.0 else e
+    return e if y == y else y
 
 
 _VAR_HINT = "{name}() needs a floating or complex input; cast with .to(dj.float32)"
 _NO_COMPLEX = "{name}() is not defined for complex inputs (complex numbers are not ordered)"
-_DIVISOR = "max(n - corr, 0.0)"   # as NumPy's ddof and PyTorch's correction: n - c <= 0 gives inf/nan
+_DIVISOR = "max(n - arg, 0.0)"   # as NumPy's ddof and PyTorch's correction: n - c <= 0 gives inf/nan
 
 REDUCTIONS: dict[str, ReductionSpec] = {s.name: s for s in [
     ReductionSpec("sum", "biufc", _int64_or_same, _acc_fold, _fold("+", "0"), "{s}", 0),
     ReductionSpec("prod", "biufc", _int64_or_same, _acc_fold, _fold("*", "1"), "{s}", 1),
-    ReductionSpec("mean", "fc", _same, _wide, _fold("+", "0"), "{s} / n", math.nan, hint=_VAR_HINT),
+    ReductionSpec("mean", "fc", _same, identity=math.nan, hint=_VAR_HINT, kernel="sum",
+                  post=lambda out, n: np.divide(out, n, out=out)),
     ReductionSpec("max", "biuf", _same, _same, _extreme(">", "LOW"), "{m}", hint=_NO_COMPLEX),
     ReductionSpec("min", "biuf", _same, _same, _extreme("<", "HIGH"), "{m}", hint=_NO_COMPLEX),
     ReductionSpec("argmax", "biuf", lambda dt: _I64, _same, _arg(">", "LOW"), "{i}", ordered=True,
                   hint=_NO_COMPLEX),
     ReductionSpec("argmin", "biuf", lambda dt: _I64, _same, _arg("<", "HIGH"), "{i}", ordered=True,
                   hint=_NO_COMPLEX),
-    ReductionSpec("var", "fc", _real, _wide, _two_pass_var, f"{{q}} / {_DIVISOR}", math.nan, hint=_VAR_HINT),
-    ReductionSpec("std", "fc", _real, _wide, _two_pass_var, f"np.sqrt({{q}} / {_DIVISOR})", math.nan,
-                  hint=_VAR_HINT),
-    ReductionSpec("all", "biufc", lambda dt: _BOOL, _same, _bool_fold("&", "True"), "{b}", True),
-    ReductionSpec("any", "biufc", lambda dt: _BOOL, _same, _bool_fold("|", "False"), "{b}", False),
+    ReductionSpec("var", "fc", _real, _wide, _two_pass_var, f"{{q}} / {_DIVISOR}", math.nan, hint=_VAR_HINT,
+                  static_arg="correction"),
+    ReductionSpec("std", "fc", _real, identity=math.nan, hint=_VAR_HINT, kernel="var", static_arg="correction",
+                  post=lambda out, n: np.sqrt(out, out=out)),
+    ReductionSpec("any", "biufc", lambda dt: _BOOL, _same, _any, "{b} != inv", False),
+    ReductionSpec("all", "biufc", lambda dt: _BOOL, identity=True, kernel="any", arg=1.0),
     ReductionSpec("logsumexp", "biufc", _float32_if_int, _wide, _logsumexp, "np.log({s}) + {m}", -math.inf,
                   int_cast=_F32),
 ]}
@@ -276,9 +318,10 @@ def _kernel_dtype(spec: ReductionSpec, dt: np.dtype) -> np.dtype:
 # ---------------------------------------------------------------- code generation
 #
 # Every kernel has one signature:
-#   kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, corr, blk, out, *scratch)
+#   kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, arg, blk, out, *scratch)
 # buf: 1-D contiguous (read-only) buffer; off and the s* strides: elements
 # into it; K* kept sizes, R* reduced sizes; oK*: output strides; n = R1 * R2;
+# arg: the op's runtime scalar (var's correction, any/all's inversion);
 # blk: rows per block / chunk length / columns per block (parallel variants);
 # scratch: one K1 * K2 buffer per state (outer mode only).
 #
@@ -414,7 +457,9 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
         body = (f"nb = (K2 + blk - U1) // blk\nfor q in prange(np.int64(K1 * nb)):\n    k1 = np.uint64(q) // nb\n"
                 f"    lo = (np.uint64(q) - k1 * nb) * blk\n    hi = min(K2, lo + blk)\n{_indent(cols(), 1)}")
     scratch = "".join(f", sc_{s}" for s, _, _ in states)
-    return (f"def kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, corr, blk, out{scratch}):\n"
+    if "inv" in spec.final:
+        body = "inv = arg != 0.0\n" + body
+    return (f"def kern(buf, off, K1, K2, R1, R2, sK1, sK2, sR1, sR2, oK1, oK2, mode, n, arg, blk, out{scratch}):\n"
             + _indent(body, 1))
 
 
@@ -454,11 +499,11 @@ def _kernel(name: str, kin: np.dtype, variant: str) -> Callable:
     info = np.finfo(acc) if acc.kind in "fc" else np.iinfo(acc)
     low, high = (-math.inf, math.inf) if acc.kind in "fc" else (int(info.min), int(info.max))
     u64 = np.uint64
-    ns = {"np": np, "prange": prange, "ACC": acc.type, "LOW": low, "HIGH": high, "INF": math.inf,
+    ns = {"np": np, "prange": prange, "EXP": _exp, "ACC": acc.type, "LOW": low, "HIGH": high, "INF": math.inf,
           "Z": u64(0), "U1": u64(1), "W": u64(_LANES), "G": u64(_GROUP), "LG": u64(_LANE_GROUP),
           "WG": u64(_LANES * _LANE_GROUP), **{f"T_{s}": dt.type for s, dt in states}}
     exec(compile(src, f"<reduction {name} {kin.name} {variant}>", "exec"), ns)
-    disp = numba.njit(parallel=variant != "serial", **_FLAGS)(ns["kern"])
+    disp = numba.njit(parallel=variant in ("rows", "chunks", "cols"), **_FLAGS)(ns["kern"])
     arr = lambda dt, ro=False: types.Array(numba.from_dtype(dt), 1, "C", readonly=ro)
     sig = types.void(arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
                      arr(spec.result(kin)), *[arr(dt) for _, dt in states])
@@ -470,14 +515,17 @@ def _kernel(name: str, kin: np.dtype, variant: str) -> Callable:
 
 
 def compiled_signatures() -> dict[str, list[str]]:
-    """What has been compiled so far: op -> ["float32", "float32 parallel:chunks", ...].
+    """What has been compiled so far: op -> ["float32", "float32 lanes", "float32 parallel:chunks", ...].
 
-    Kernels are keyed by the dtype they read: bool inputs run the uint8
-    kernel (a view), float16 inputs the float32 one (a copy).
+    Kernels are keyed by the op that owns them (mean runs sum's, std var's,
+    all any's) and the dtype they read: bool inputs run the uint8 kernel (a
+    view), float16 inputs the float32 one (a copy), logsumexp's int inputs
+    the float32 one (a cast, as PyTorch).
     """
     out: dict[str, list[str]] = {}
     for name, kin, variant in _ENTRY:
-        out.setdefault(name, []).append(kin.name + ("" if variant == "serial" else f" parallel:{variant}"))
+        label = {"serial": "", "lanes": " lanes"}.get(variant, f" parallel:{variant}")
+        out.setdefault(name, []).append(kin.name + label)
     return out
 
 
@@ -488,9 +536,11 @@ def warmup(name: str, dtype, variants: tuple[str, ...] = ("serial",)) -> None:
     True
     """
     spec = _spec(name)
-    kin = _kernel_dtype(spec, _check_dtype(spec, dtype))
+    dt = _check_dtype(spec, dtype)
+    kname = spec.kernel or name
+    kin = _kernel_dtype(REDUCTIONS[kname], dt)
     for v in variants:
-        _kernel(name, kin, v)
+        _kernel(kname, kin, v)
 
 
 # ---------------------------------------------------------------- planning
@@ -710,16 +760,17 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     fn = _CALLABLES.get(key)
     if fn is not None:
         return fn
-    kin = _kernel_dtype(spec, dt)
-    rdt, kout = spec.result(dt), spec.result(kin)
+    kname = spec.kernel or name          # derived ops run their base op's kernels
+    kspec = REDUCTIONS[kname]
+    kin = _kernel_dtype(kspec, dt)
+    rdt, kout = spec.result(dt), kspec.result(kin)
     conv_in = None if kin == dt else (lambda a: a.view(_U8)) if kin == _U8 else (lambda a: a.astype(kin))
     conv_out = None if rdt == kout else (lambda r: r.view(rdt)) if rdt == _BOOL else (lambda r: r.astype(rdt))
-    sdts = [sdt for _, sdt in _state_dtypes(spec, kin)]
+    sdts = [sdt for _, sdt in _state_dtypes(kspec, kin)]
     nostate = tuple(np.empty(0, sdt) for sdt in sdts)
-    ordered = spec.ordered
-    takes_corr = name in ("var", "std")
+    ordered, post, arg0, static_arg = kspec.ordered, spec.post, float(spec.arg), spec.static_arg
     compiled: dict[str, Callable] = {}   # variant -> overload, compiled on first need
-    lanes = any(p.lanes for p in spec.passes(kin))
+    lanes = any(p.lanes for p in kspec.passes(kin))
 
     plans: dict = {}
     isz = kin.itemsize
@@ -727,9 +778,10 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     def reduce(a, axis=None, keepdims=False, **static):
         if a.dtype != dt:
             raise DTypeError(f"{name}() kernel for {dt.name} got a {a.dtype.name} array")
-        corr = 0.0
+        arg = arg0
         if static:
-            corr = float(static.pop("correction", 0)) if takes_corr else 0.0
+            if static_arg in static:
+                arg = float(static.pop(static_arg))
             if static:
                 raise SchemaError(f"{name}() got unexpected static argument(s) {sorted(static)}")
         src = a if conv_in is None else conv_in(a)
@@ -760,8 +812,10 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
             variant, blk = _parallel_plan(p)
         ep = compiled.get(variant)
         if ep is None:
-            ep = compiled[variant] = _kernel(name, kin, variant)
-        ep(*p, R, corr, blk, out, *scratch)
+            ep = compiled[variant] = _kernel(kname, kin, variant)
+        ep(*p, R, arg, blk, out, *scratch)
+        if post is not None:
+            post(out, R)
         out = out.reshape(out_shape)
         return out if conv_out is None else conv_out(out)
 

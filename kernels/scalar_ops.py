@@ -51,6 +51,9 @@ class ScalarOp:
 
 
 def _clamp_expr(present: tuple[str, ...]) -> str:
+    if "y" not in present and "z" not in present:
+        from dispatch_jit.errors import SchemaError
+        raise SchemaError("clamp: at least one of 'min' or 'max' must not be None")
     e = "x"
     if "y" in present:
         e = f"_maximum({e}, y)"

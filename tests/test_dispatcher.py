@@ -335,3 +335,13 @@ def test_keyword_aliases_dim_and_keepdim():
     x = dj.ones(2, 3)
     assert dj.sum(x, dim=1, keepdim=True).shape == (2, 1)
     assert x.sum(axis=0).shape == (3,)
+
+
+def test_only_python_scalars_is_a_clear_error():
+    with pytest.raises(SchemaError, match="expected at least one Tensor argument, got only Python values"):
+        dj.add(1, 2)
+
+
+def test_clamp_needs_a_bound():
+    with pytest.raises(SchemaError, match="at least one of 'min' or 'max'"):
+        dj.clamp(dj.tensor([1.0]))

@@ -1,0 +1,828 @@
+"""Custom operators from Python functions, as ``torch.library.custom_op``.
+
+``custom_op`` reads a function's type hints, writes the schema, defines the
+operator in a FRAGMENT library of its namespace and registers the function
+as its kernel.  The returned ``CustomOpDef`` is the operator: calling it goes
+through the dispatcher, and its methods add what the seed tutorial registers
+by hand (kernels per device, an Autograd kernel, a fake kernel).  Every
+registration keeps its handle, so ``_destroy()`` undoes the lot.
+
+``opcheck`` then tests what the registrations promise: the call fits the
+schema, the fake kernel agrees with the real one, autograd is registered (or
+the op is declared non-differentiable), and the kernel mutates exactly the
+arguments the schema says it does.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import string
+import types
+import typing
+from typing import Callable, Iterable
+
+import numpy as np
+
+from . import registry
+from .autograd.function import FunctionCtx
+from .autograd.grad_mode import AUTOGRAD_BITS, no_grad
+from .autograd.graph import SavedTensor, edge_of, node_class, version_of
+from .autograd.kernel import mark_output, sum_to
+from .dispatcher import _unboxed, tls
+from .dtypes import DType
+from .errors import AutogradError, DispatchJitError, RegistrationError, SchemaError, SchemaParseError
+from .keys import DispatchKey
+from .library import Library, fallthrough_kernel
+from .ops import OpOverload, overload_of
+from .registry import RegistrationHandle
+from .schema import FunctionSchema, bind, parse_schema
+from .tensor import Tensor, device as _Device
+
+__all__ = ["custom_op", "CustomOpDef", "register_fake", "infer_schema", "opcheck", "OpCheckError",
+           "SchemaInferenceError", "NON_DIFFERENTIABLE"]
+
+NON_DIFFERENTIABLE = "non_differentiable"   # tag: outputs never require grad (Autograd falls through)
+_RESERVED_NAMESPACES = {"aten", "_"}
+_DEVICE_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA}
+
+
+class SchemaInferenceError(DispatchJitError, ValueError):
+    """A function's signature cannot be turned into a schema."""
+
+
+class OpCheckError(DispatchJitError, AssertionError):
+    """``opcheck`` found a registration that does not match the kernel's behaviour."""
+
+
+# -- schema inference -----------------------------------------------------------------------------
+_SCALARS = {Tensor: "Tensor", int: "int", float: "float", bool: "bool", str: "str", DType: "ScalarType",
+            _Device: "Device"}
+_SEQUENCES = (list, tuple, collections.abc.Sequence, collections.abc.MutableSequence)
+_SUPPORTED = ("dj.Tensor, int, float, bool, str, dj.DType, dj.device, Union[int, float] (Scalar), "
+              "list[T] / Sequence[T] of Tensor, Optional[Tensor], int, float or bool, and Optional[...] of these")
+
+
+def _hint_name(h) -> str:
+    return h.__name__ if isinstance(h, type) else repr(h).replace("typing.", "")
+
+
+def _schema_type(hint, where: str) -> str:
+    """The schema spelling of one type hint ("Tensor?", "int[]", "Scalar", ...)."""
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        rest = tuple(a for a in args if a is not type(None))
+        if len(rest) < len(args):                     # Optional[...]
+            inner = _schema_type(rest[0] if len(rest) == 1 else typing.Union[rest], where)
+            if inner.endswith("?"):
+                raise SchemaInferenceError(f"{where}: nested Optional in {_hint_name(hint)}")
+            return inner + "?"
+        if float in rest and set(rest) <= {int, float, bool}:
+            return "Scalar"
+    elif origin in _SEQUENCES and args and (origin is not tuple or (len(args) == 2 and args[1] is ...)):
+        elem = args[0]
+        if elem is Tensor:
+            return "Tensor[]"
+        if typing.get_origin(elem) in (typing.Union, types.UnionType) and set(typing.get_args(elem)) == {
+                Tensor, type(None)}:
+            return "Tensor?[]"
+        if elem in (int, float, bool):
+            return f"{_SCALARS[elem]}[]"
+    raise SchemaInferenceError(f"{where} has unsupported type annotation {_hint_name(hint)}; supported: {_SUPPORTED}")
+
+
+def _format_default(v, where: str) -> str:
+    if v is None or isinstance(v, (bool, int)):
+        return str(v)
+    if isinstance(v, (float, str)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_format_default(x, where) for x in v) + "]"
+    raise SchemaInferenceError(f"{where}: default {v!r} is not a number, bool, str, None or a list of those")
+
+
+def _alias_names():
+    yield from string.ascii_lowercase
+    i = 0
+    while True:
+        yield f"a{i}"
+        i += 1
+
+
+def infer_schema(fn: Callable, *, mutates_args: Iterable[str] | str, op_name: str | None = None) -> str:
+    """The schema of ``fn`` from its type hints (``from __future__ import
+    annotations`` strings included): ``"(Tensor x, int[] dims) -> Tensor"``,
+    prefixed with ``op_name`` if given.  ``mutates_args`` names the Tensor
+    parameters the function writes to ("unknown": every Tensor parameter);
+    each gets its own alias set, ``Tensor(a!)``.
+
+    >>> import dispatch_jit as dj
+    >>> from typing import Optional
+    >>> def f(x: dj.Tensor, w: Optional[dj.Tensor] = None, *, dims: list[int] = (0,)) -> dj.Tensor: ...
+    >>> infer_schema(f, mutates_args=())
+    '(Tensor x, Tensor? w=None, *, int[] dims=[0]) -> Tensor'
+    >>> def g(out: dj.Tensor, x: dj.Tensor) -> None: ...
+    >>> infer_schema(g, mutates_args=["out"], op_name="g")
+    'g(Tensor(a!) out, Tensor x) -> ()'
+    """
+    what = f"infer_schema({getattr(fn, '__qualname__', fn)!s})"
+    sig = inspect.signature(fn)
+    import dispatch_jit
+    # the function's globals win; our names fill in, so "dj.Tensor" or "Tensor" in a string resolve
+    ns = {"dj": dispatch_jit, "Tensor": Tensor, "Optional": typing.Optional, "Union": typing.Union,
+          "List": typing.List, "Sequence": typing.Sequence, **getattr(fn, "__globals__", {})}
+    try:
+        hints = typing.get_type_hints(fn, globalns=ns)
+    except Exception as e:  # noqa: BLE001 - any failure to evaluate a hint is reported the same way
+        raise SchemaInferenceError(
+            f"{what}: could not evaluate the type hints ({type(e).__name__}: {e}); with 'from __future__ import "
+            f"annotations' every name used in a hint must be importable at module level") from e
+    if isinstance(mutates_args, str):
+        if mutates_args != "unknown":
+            raise SchemaInferenceError(f"{what}: mutates_args must be a collection of parameter names or "
+                                       f"'unknown', not the string {mutates_args!r} (did you mean ({mutates_args!r},)?)")
+        mutated = None
+    else:
+        mutated = set(mutates_args)
+        unknown = mutated - set(sig.parameters)
+        if unknown:
+            raise SchemaInferenceError(f"{what}: mutates_args names {sorted(unknown)}, which are not parameters; "
+                                       f"parameters: {list(sig.parameters)}")
+    aliases = _alias_names()
+    parts, kw_started = [], False
+    for name, p in sig.parameters.items():
+        where = f"{what}: parameter '{name}'"
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise SchemaInferenceError(f"{where}: *args, **kwargs and positional-only parameters are not supported")
+        if name not in hints:
+            raise SchemaInferenceError(f"{where} needs a type annotation (e.g. {name}: dj.Tensor)")
+        t = _schema_type(hints[name], where)
+        if mutated is None and t.startswith("Tensor") or mutated is not None and name in mutated:
+            if not t.startswith("Tensor"):
+                raise SchemaInferenceError(f"{where} is in mutates_args but is {t}; only Tensors can be mutated")
+            t = f"Tensor({next(aliases)}!){t[len('Tensor'):]}"
+        if p.kind == p.KEYWORD_ONLY and not kw_started:
+            parts.append("*")
+            kw_started = True
+        arg = f"{t} {name}"
+        if p.default is not p.empty:
+            arg += "=" + _format_default(p.default, where)
+            try:   # each argument on its own, so a bad default is reported by name
+                parse_schema(f"f({arg}) -> ()")
+            except SchemaParseError:
+                raise SchemaInferenceError(f"{where}: default {p.default!r} does not fit type {t}") from None
+        parts.append(arg)
+    if "return" not in hints:
+        raise SchemaInferenceError(f"{what}: the return type needs an annotation (-> dj.Tensor, "
+                                   f"-> tuple[dj.Tensor, dj.Tensor] or -> None)")
+    ret = hints["return"]
+    if ret is None or ret is type(None):
+        rets = "()"
+    elif typing.get_origin(ret) is tuple:
+        items = typing.get_args(ret)
+        if ... in items:
+            raise SchemaInferenceError(f"{what}: return type {_hint_name(ret)}: give the number of outputs, "
+                                       f"e.g. tuple[dj.Tensor, dj.Tensor]")
+        rets = "(" + ", ".join(_schema_type(r, f"{what}: return type") for r in items) + ")"
+    else:
+        rets = _schema_type(ret, f"{what}: return type")
+    return f"{op_name or ''}({', '.join(parts)}) -> {rets}"
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+def _below_autograd(fn, args):
+    """Run ``fn`` with the autograd keys excluded, as PyTorch's
+    AutoDispatchBelowAutograd: ops called inside a kernel do not record."""
+    prev = tls.exclude
+    if prev & AUTOGRAD_BITS == AUTOGRAD_BITS:
+        return fn(*args)
+    tls.exclude = prev | AUTOGRAD_BITS
+    tls.update()
+    try:
+        return fn(*args)
+    finally:
+        tls.exclude = prev
+        tls.update()
+
+
+def _requires_grad(meta) -> bool:
+    if meta is None:
+        return False
+    if meta.kind == "list":
+        return any(_requires_grad(m) for m in meta.items)
+    return meta.kind == "tensor" and bool(meta.keyset & AUTOGRAD_BITS)
+
+
+class _BackendKernel:
+    """A custom op's kernel at a backend key.  A call can only reach it with
+    inputs that require grad from an autograd kernel (or the autograd
+    fallback) above; those signatures run the function below autograd, so
+    the dj ops it calls do not record a graph of their own.  Other
+    signatures call the function directly."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__wrapped__ = fn
+
+    def specialize(self, call):
+        kern = _unboxed(call.op, self.fn)
+        if not any(_requires_grad(m) for m in call.metas):
+            return kern
+        return lambda *args: _below_autograd(kern, args)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+class _Ctx(FunctionCtx):
+    """``ctx`` of setup_context/backward.  Outputs are saved without their
+    grad_fn (no cycle output -> node -> ctx -> output), and the node is held
+    weakly."""
+
+    def __init__(self, needs_input_grad: tuple, outputs: tuple):
+        self._node_ref = None
+        super().__init__(needs_input_grad)
+        self._outputs = outputs
+        self.materialize_grads = True
+
+    @property
+    def _node(self):
+        return self._node_ref() if self._node_ref is not None else None
+
+    @_node.setter
+    def _node(self, node):
+        import weakref
+        self._node_ref = weakref.ref(node) if node is not None else None
+
+    def save_for_backward(self, *tensors) -> None:
+        outs = self._outputs or ()
+        self._saved = tuple(None if t is None else
+                            SavedTensor(t, is_output=any(t is o for o in outs), name=f"saved tensor {i}")
+                            for i, t in enumerate(tensors))
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """False: backward receives None (not zeros) for outputs that got no gradient."""
+        self.materialize_grads = bool(value)
+
+
+def _node_name(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.split("_")) + "Backward"
+
+
+class _AutogradKernel:
+    """The Autograd kernel of ``register_autograd``: run the op below autograd
+    (``call.redispatch()``), then record one node whose formula calls the
+    user's ``backward(ctx, *grads)``."""
+
+    def __init__(self, opname: str, backward: Callable, setup_context: Callable | None):
+        self.backward, self.setup_context = backward, setup_context
+        self.opname = opname
+        self.__name__ = f"autograd_{opname.split('::')[-1]}"
+        self.node_cls = node_class(_node_name(opname.split("::")[-1]))
+        self.pass_kwonly = setup_context is not None and "keyword_only_inputs" in inspect.signature(
+            setup_context).parameters
+
+    def specialize(self, call):
+        below = call.redispatch()
+        schema = call.op.schema
+        npos = len(schema.positional)
+        kwnames = [a.name for a in schema.kwarg_only]
+        kinds = [("list" if a.type.is_list else "tensor") if a.type.is_tensor_like else None for a in schema.positional]
+        posnames = [a.name for a in schema.positional]
+        kw_tensors = [a.name for a in schema.kwarg_only if a.type.is_tensor_like]
+        opname, node_cls, backward, setup = self.opname, self.node_cls, self.backward, self.setup_context
+        pass_kwonly = self.pass_kwonly
+
+        def run(*args):
+            pos, kwonly = args[:npos], dict(zip(kwnames, args[npos:]))
+            for n in kw_tensors:
+                if getattr(kwonly[n], "requires_grad", False):
+                    raise AutogradError(f"{opname}: keyword-only argument '{n}' requires grad, but register_autograd "
+                                        f"differentiates positional inputs only; make '{n}' positional")
+            flat, layout = [], []
+            for v, kind in zip(pos, kinds):
+                if kind == "tensor" and isinstance(v, Tensor):
+                    layout.append(len(flat))
+                    flat.append(v)
+                elif kind == "list" and v is not None:
+                    layout.append([len(flat) + j for j in range(len(v))])
+                    flat.extend(v)
+                else:
+                    layout.append(None)
+            edges = tuple(edge_of(t) if isinstance(t, Tensor) else None for t in flat)
+            out = _below_autograd(below, args)
+            if not any(edges):
+                return out
+            outs = out if isinstance(out, tuple) else (out,)
+            node = node_cls(None, edges, {}, {}, opname)
+            node.metadata["num_outputs"] = len(outs)
+            for i, o in enumerate(outs):
+                if isinstance(o, Tensor) and o.dtype.category >= 2:
+                    mark_output(o, node, i)
+            needs = tuple(any(edges[j] is not None for j in ([s] if isinstance(s, int) else s))
+                          if s is not None else False for s in layout)
+            ctx = _Ctx(needs, outs)
+            ctx._node = node
+            if setup is not None:
+                if pass_kwonly:
+                    setup(ctx, pos, out, keyword_only_inputs=kwonly)
+                else:
+                    setup(ctx, pos, out)
+            ctx._outputs = None
+            in_meta = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else None for t in flat]
+            out_meta = [(tuple(o.shape), o.dtype) if isinstance(o, Tensor) else None for o in outs]
+            node.formula = _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta)
+            return out
+        return run
+
+
+def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
+    def formula(grads, saved, c, needs):
+        from .creation import zeros
+        if ctx.materialize_grads:
+            grads = tuple(zeros(m[0], dtype=m[1]) if g is None and m is not None else g
+                          for g, m in zip(grads, out_meta))
+        res = backward(ctx, *grads)
+        if len(layout) == 1 and not (isinstance(res, tuple) and len(res) == 1):
+            res = (res,)
+        if not isinstance(res, (tuple, list)) or len(res) != len(layout):
+            n = len(res) if isinstance(res, (tuple, list)) else 1
+            raise AutogradError(f"{opname}: backward returned {n} gradient{'s' * (n != 1)}, but the op has "
+                                f"{len(layout)} positional input{'s' * (len(layout) != 1)} "
+                                f"({', '.join(posnames)}); return one per input, None where there is none")
+        out = [None] * len(in_meta)
+        for name, slot, g in zip(posnames, layout, res):
+            if slot is None or g is None:
+                if g is not None:
+                    raise AutogradError(f"{opname}: backward returned a gradient for '{name}', which is not a "
+                                        f"Tensor input; return None in its place")
+                continue
+            items = [(slot, g)] if isinstance(slot, int) else list(zip(slot, g))
+            for j, gj in items:
+                out[j] = _check_grad(opname, name, gj, in_meta[j])
+        return tuple(out)
+    return formula
+
+
+def _check_grad(opname, name, g, meta):
+    if g is None or meta is None:
+        return None
+    if not isinstance(g, Tensor):
+        raise AutogradError(f"{opname}: backward returned {type(g).__name__} as the gradient of '{name}'; "
+                            f"return a dj.Tensor or None")
+    shape, dt = meta
+    if tuple(g.shape) != shape:
+        try:
+            ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise AutogradError(f"{opname}: backward returned a gradient of shape {tuple(g.shape)} for input "
+                                f"'{name}' of shape {shape}; the shapes must match")
+        g = sum_to(g, shape)
+    return g if g.dtype is dt else g.to(dt)
+
+
+# -- the operator object ---------------------------------------------------------------------------
+_CUSTOM_OPS: dict[str, "CustomOpDef"] = {}
+
+
+def _device_keys(device_types) -> list[DispatchKey]:
+    if device_types is None:
+        return [DispatchKey.CompositeExplicitAutograd]
+    names = [device_types] if isinstance(device_types, str) else list(device_types)
+    keys = []
+    for d in names:
+        if d not in _DEVICE_KEYS:
+            raise ValueError(f"unknown device type {d!r}; expected one of {sorted(_DEVICE_KEYS)} or None (all devices)")
+        keys.append(_DEVICE_KEYS[d])
+    return keys
+
+
+class CustomOpDef:
+    """An operator defined by ``custom_op``.  Calling it dispatches; ``.op`` is
+    its ``OpOverload``; the ``register_*`` methods add kernels; ``_destroy()``
+    undoes every registration and the definition."""
+
+    def __init__(self, qualname: str, schema: str, fn: Callable, device_types, tags=()):
+        ns, name = qualname.split("::")
+        self._qualname, self._name, self._init_fn = qualname, name, fn
+        self._lib = Library(ns, "FRAGMENT")
+        self._handles: dict[object, RegistrationHandle] = {}
+        self._fake_prev = None
+        try:
+            self._lib.define(f"{name}{schema}", tags=tuple(tags))
+            self._entry = registry.lookup(qualname)
+            self.register_kernel(device_types, fn)
+            if NON_DIFFERENTIABLE in self._entry.tags:
+                self._register("Autograd", DispatchKey.Autograd, fallthrough_kernel, "non_differentiable")
+        except BaseException:
+            self._lib._destroy()
+            raise
+        _CUSTOM_OPS[qualname] = self
+        self.__name__ = name
+        self.__qualname__ = qualname
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    # -- calling and introspection
+    def __call__(self, *args, **kwargs):
+        return self._entry.entry(*args, **kwargs)
+
+    @property
+    def schema(self) -> FunctionSchema:
+        return self._entry.schema
+
+    @property
+    def op(self) -> OpOverload:
+        return overload_of(self._entry)
+
+    _opoverload = op
+
+    def __repr__(self) -> str:
+        return f"<CustomOpDef({self._qualname})>"
+
+    # -- registrations
+    def _register(self, slot, key: DispatchKey, fn, what: str) -> RegistrationHandle:
+        old = self._handles.pop(slot, None)
+        if old is not None:
+            old.remove()
+        h = self._entry.register(key, fn, debug=f"custom_op {self._qualname} {what}")
+        self._handles[slot] = h
+        return h
+
+    def register_kernel(self, device_types, fn: Callable | None = None):
+        """Register ``fn`` as the kernel for ``device_types`` ("cpu", "cuda", a
+        list of them, or None for every backend), replacing an earlier one
+        registered through this object.  Usable as a decorator; returns ``fn``."""
+        if fn is None:
+            return lambda f: self.register_kernel(device_types, f)
+        if not callable(fn):
+            raise TypeError(f"register_kernel expects a callable, got {type(fn).__name__}")
+        for key in _device_keys(device_types):
+            self._register(key, key, _BackendKernel(fn), f"kernel {getattr(fn, '__name__', fn)}")
+        return fn
+
+    def register_autograd(self, backward: Callable, /, *, setup_context: Callable | None = None) -> None:
+        """Make the op differentiable, with PyTorch's protocol:
+        ``setup_context(ctx, inputs, output)`` runs after the forward (save
+        what backward needs with ``ctx.save_for_backward``; ``inputs`` are the
+        positional arguments), then ``backward(ctx, *grads)`` returns one
+        gradient per positional input (None where there is none)."""
+        if not callable(backward):
+            raise TypeError(f"register_autograd expects a backward function, got {type(backward).__name__}")
+        if NON_DIFFERENTIABLE in self._entry.tags:
+            raise RegistrationError(f"{self._qualname} is tagged {NON_DIFFERENTIABLE!r}; it cannot have an "
+                                    f"autograd formula")
+        if self.schema.is_mutable:
+            raise RegistrationError(f"register_autograd does not support ops that mutate their inputs "
+                                    f"({self.schema}); write a functional op (return a new Tensor)")
+        if any(r.type.is_list for r in self.schema.returns):
+            raise RegistrationError(f"register_autograd supports ops returning Tensors or tuples of Tensors, "
+                                    f"not lists ({self.schema})")
+        self._register("Autograd", DispatchKey.Autograd, _AutogradKernel(self._qualname, backward, setup_context),
+                       "autograd")
+
+    def register_fake(self, fn: Callable) -> Callable:
+        """Register the fake (meta) kernel: same arguments as the kernel,
+        returns tensors of the output's shape and dtype (small real tensors
+        such as ``dj.empty(shape, dtype=...)`` will do).  Used by tracing and
+        by ``opcheck``.  Usable as a decorator; returns ``fn``."""
+        if not callable(fn):
+            raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
+        if "fake" not in self._handles:
+            prev = self._entry.meta_fn
+            self._handles["fake"] = RegistrationHandle(lambda: setattr(self._entry, "meta_fn", prev),
+                                                       f"{self._qualname} fake")
+        self._entry.meta_fn = fn
+        return fn
+
+    def _destroy(self) -> None:
+        """Undo every registration, then the definition."""
+        for h in reversed(list(self._handles.values())):
+            h.remove()
+        self._handles.clear()
+        self._lib._destroy()
+        if _CUSTOM_OPS.get(self._qualname) is self:
+            del _CUSTOM_OPS[self._qualname]
+
+
+def custom_op(qualname: str, fn: Callable | None = None, /, *, mutates_args: Iterable[str] | str,
+              device_types: str | Iterable[str] | None = None, schema: str | None = None, tags=()):
+    """Define an operator from a Python function, as ``torch.library.custom_op``.
+
+    Args:
+        qualname: "namespace::name"; the namespace may already exist.
+        fn: the kernel (or use ``custom_op`` as a decorator).  Its type hints
+            give the schema (see ``infer_schema``).
+        mutates_args: names of the Tensor arguments the function writes to
+            (``()`` for none; "unknown" for all).  ``opcheck`` verifies it.
+        device_types: "cpu", "cuda", a list of them, or None (the kernel
+            serves every backend: CompositeExplicitAutograd).
+        schema: a schema string such as "(Tensor x) -> Tensor" instead of
+            inferring one.
+        tags: operator tags; ``"non_differentiable"`` makes autograd fall
+            through (outputs never require grad).
+
+    Without ``register_autograd`` the outputs of a call on inputs that
+    require grad do not require grad, and a backward that needs them raises
+    an error naming the op.
+
+    >>> import dispatch_jit as dj
+    >>> @dj.library.custom_op("doc_custom::scale", mutates_args=())
+    ... def scale(x: dj.Tensor, factor: float = 2.0) -> dj.Tensor:
+    ...     return x * factor
+    >>> str(scale.schema)
+    'doc_custom::scale(Tensor x, float factor=2.0) -> Tensor'
+    >>> scale(dj.tensor([1.0, 2.0]))
+    tensor([2., 4.])
+    >>> scale.register_autograd(lambda ctx, g: (g * ctx.factor, None),
+    ...                         setup_context=lambda ctx, inputs, output: setattr(ctx, "factor", inputs[1]))
+    >>> x = dj.tensor([1.0, 2.0], requires_grad=True)
+    >>> scale(x, 3.0).sum().backward(); x.grad
+    tensor([3., 3.])
+    >>> scale._destroy()
+    """
+    if fn is None:
+        return lambda f: custom_op(qualname, f, mutates_args=mutates_args, device_types=device_types,
+                                   schema=schema, tags=tags)
+    if not isinstance(qualname, str) or qualname.count("::") != 1:
+        raise ValueError(f"custom_op expects a qualified name 'namespace::name', got {qualname!r}")
+    ns, name = qualname.split("::")
+    if not (ns.isidentifier() and name.isidentifier()):
+        raise ValueError(f"custom_op: {qualname!r}: namespace and name must be identifiers (no overload name)")
+    if ns in _RESERVED_NAMESPACES:
+        raise ValueError(f"custom_op: the namespace '{ns}' is reserved for dispatch_jit's own operators; "
+                         f"choose your own, e.g. 'myops::{name}'")
+    if schema is None:
+        schema = infer_schema(fn, mutates_args=mutates_args)
+    else:
+        schema = schema[schema.index("("):] if "(" in schema else schema
+        declared = {a.name for a in parse_schema(f"{name}{schema}").arguments if a.is_mutable}
+        if mutates_args != "unknown" and declared != set(mutates_args):
+            raise SchemaInferenceError(f"custom_op {qualname}: the schema {schema!r} mutates {sorted(declared)} "
+                                       f"but mutates_args says {sorted(mutates_args)}")
+    return CustomOpDef(qualname, schema, fn, device_types, tags)
+
+
+def register_fake(op, fn: Callable | None = None):
+    """Register ``fn`` as the fake (meta) kernel of ``op`` (a qualified name,
+    an OpOverload or a CustomOpDef).  Usable as a decorator; returns ``fn``."""
+    if fn is None:
+        return lambda f: register_fake(op, f)
+    if isinstance(op, CustomOpDef):
+        return op.register_fake(fn)
+    entry = _entry_of(op)
+    if entry.name in _CUSTOM_OPS:
+        return _CUSTOM_OPS[entry.name].register_fake(fn)
+    entry.meta_fn = fn
+    return fn
+
+
+def _entry_of(op) -> registry.OperatorEntry:
+    from .introspect import _op
+    if isinstance(op, CustomOpDef):
+        return op._entry
+    return _op(op)
+
+
+# -- opcheck ---------------------------------------------------------------------------------------
+DEFAULT_TEST_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_mutation")
+_ALL_TEST_UTILS = DEFAULT_TEST_UTILS + ("test_aot_dispatch_dynamic",)
+
+
+def _map_tensors(fn, v):
+    if isinstance(v, Tensor):
+        return fn(v)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_map_tensors(fn, x) for x in v)
+    return v
+
+
+def _tensors(v) -> list[Tensor]:
+    if isinstance(v, Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _tensors(x)]
+    return []
+
+
+def _clone(t: Tensor) -> Tensor:
+    with no_grad():
+        c = t.detach().clone()
+    return c.requires_grad_(True) if t.requires_grad else c
+
+
+def _fresh_call(entry, args, kwargs):
+    """Fresh copies of the inputs, so checks neither see nor leave each other's mutations."""
+    args = tuple(_map_tensors(_clone, a) for a in args)
+    kwargs = {k: _map_tensors(_clone, v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _bound(entry, args, kwargs) -> dict:
+    return bind(entry.schema, args, kwargs, is_tensor=lambda v: isinstance(v, Tensor))
+
+
+def _as_outputs(out) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _describe(t) -> str:
+    if isinstance(t, Tensor):
+        return f"Tensor(shape={tuple(t.shape)}, dtype={t.dtype.name}, device={t.device})"
+    return f"{type(t).__name__}"
+
+
+def _check_schema(entry, args, kwargs) -> None:
+    try:
+        _bound(entry, args, kwargs)
+    except SchemaError as e:
+        raise OpCheckError(f"test_schema: the call does not fit the schema of {entry.name}: {e}") from None
+    a2, k2 = _fresh_call(entry, args, kwargs)
+    with no_grad():
+        out = entry.entry(*a2, **k2)
+    rets = entry.schema.returns
+    outs = () if not rets and out is None else (_as_outputs(out) if len(rets) > 1 else (out,))
+    if len(outs) != len(rets):
+        raise OpCheckError(f"test_schema: {entry.name} returned {len(outs)} value(s) "
+                           f"({', '.join(map(_describe, outs)) or 'None'}) but its schema declares {len(rets)}: "
+                           f"{entry.schema}")
+    for i, (r, o) in enumerate(zip(rets, outs)):
+        t = r.type
+        if t.base == "Tensor":
+            ok = (o is None and t.optional) or (isinstance(o, (list, tuple)) and all(isinstance(x, Tensor) for x in o)
+                                              if t.is_list else isinstance(o, Tensor))
+        elif t.base in ("int", "float", "bool", "Scalar") and not t.is_list:
+            ok = isinstance(o, (int, float, bool, np.number)) or (o is None and t.optional)
+        else:
+            ok = True
+        if not ok:
+            raise OpCheckError(f"test_schema: output {i} of {entry.name} is {_describe(o)}, but the schema says "
+                               f"{t}: {entry.schema}")
+    # outputs may alias inputs (or each other) only where the schema says so, e.g. Tensor(a!) -> Tensor(a!)
+    b2 = _bound(entry, a2, k2)
+    in_t = [(a.name, t, a.type.alias) for a in entry.schema.arguments for t in _tensors(b2[a.name])]
+    seen = []
+    for i, (r, o) in enumerate(zip(rets, outs)):
+        for t in _tensors(o):
+            for name, it, alias in in_t:
+                if _shares(t, it) and not (r.type.alias and alias and r.type.alias.set == alias.set):
+                    raise OpCheckError(
+                        f"test_schema: output {i} of {entry.name} shares memory with input '{name}', but the schema "
+                        f"declares no alias ({entry.schema}); return a new tensor (e.g. {name}.clone())")
+            for j, prev in seen:
+                if _shares(t, prev):
+                    raise OpCheckError(f"test_schema: outputs {j} and {i} of {entry.name} share memory; "
+                                       f"return distinct tensors")
+            seen.append((i, t))
+
+
+def _shares(a: Tensor, b: Tensor) -> bool:
+    da, db = a._data, b._data
+    return isinstance(da, np.ndarray) and isinstance(db, np.ndarray) and np.shares_memory(da, db)
+
+
+def _check_fake(entry, args, kwargs) -> None:
+    if entry.meta_fn is None:
+        raise OpCheckError(f"test_faketensor: {entry.name} has no fake kernel; add one with "
+                           f"register_fake (it returns tensors of the output's shape and dtype, e.g. "
+                           f"dj.empty_like(x))")
+    from .creation import zeros_like
+    a2, k2 = _fresh_call(entry, args, kwargs)
+    with no_grad():
+        real = entry.entry(*a2, **k2)
+        fa = tuple(_map_tensors(zeros_like, a) for a in args)
+        fk = {k: _map_tensors(zeros_like, v) for k, v in kwargs.items()}
+        try:
+            fake = entry.meta_fn(*fa, **fk)
+        except Exception as e:  # noqa: BLE001 - any failure of the user's fake kernel is the finding
+            raise OpCheckError(f"test_faketensor: the fake kernel of {entry.name} raised "
+                               f"{type(e).__name__}: {e}") from e
+    ro, fo = _as_outputs(real), _as_outputs(fake)
+    if len(ro) != len(fo):
+        raise OpCheckError(f"test_faketensor: the fake kernel of {entry.name} returned {len(fo)} output(s), the real "
+                           f"kernel {len(ro)}")
+    for i, (r, f) in enumerate(zip(ro, fo)):
+        rt, ft = _tensors(r), _tensors(f)
+        same = len(rt) == len(ft) and all(tuple(x.shape) == tuple(y.shape) and x.dtype is y.dtype and
+                                          x.device == y.device for x, y in zip(rt, ft))
+        if not same or (r is None) != (f is None):
+            raise OpCheckError(
+                f"test_faketensor: output {i} of {entry.name}: the fake kernel returned {_describe(f)} but the real "
+                f"kernel returned {_describe(r)}; fix the function given to register_fake")
+
+
+def _check_autograd(entry, args, kwargs) -> None:
+    kernels = entry.kernels
+    ag = kernels.get(DispatchKey.Autograd)
+    if ag is not None or NON_DIFFERENTIABLE in entry.tags:
+        return   # a formula, or a fallthrough: declared non-differentiable
+    if any(k in kernels for k in (DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA, DispatchKey.AutogradOther,
+                                  DispatchKey.CompositeImplicitAutograd)):
+        return
+    if not any(t.dtype.category >= 2 for v in list(args) + list(kwargs.values()) for t in _tensors(v)):
+        return   # no input could require grad
+    a2, k2 = _fresh_call(entry, args, kwargs)
+    with no_grad():
+        out = entry.entry(*a2, **k2)
+    if not any(t.dtype.category >= 2 for t in _tensors(out)):
+        return   # no output could carry a gradient (in-place only, or integer results)
+    short = entry.schema.name
+    raise OpCheckError(
+        f"test_autograd_registration: {entry.name} maps floating-point tensors to floating-point tensors but has "
+        f"no autograd kernel, so gradients cannot flow through it. Register one with .register_autograd(backward, setup_context=...) "
+        f"or Library.impl('{short}', fn, 'Autograd'); or declare it non-differentiable with "
+        f"tags=('{NON_DIFFERENTIABLE}',) or Library.impl('{short}', dj.library.fallthrough_kernel, 'Autograd')")
+
+
+def _check_mutation(entry, args, kwargs) -> None:
+    a2, k2 = _fresh_call(entry, args, kwargs)
+    bound = _bound(entry, a2, k2)
+    before = {a.name: [(t.numpy().copy(), version_of(t)) for t in _tensors(bound[a.name])]
+              for a in entry.schema.arguments if a.type.is_tensor_like}
+    with no_grad():
+        entry.entry(*a2, **k2)
+    mutated = set()
+    for name, snaps in before.items():
+        for t, (data, ver) in zip(_tensors(bound[name]), snaps):
+            now = t.numpy()
+            if version_of(t) != ver or now.shape != data.shape or not np.array_equal(now, data, equal_nan=True):
+                mutated.add(name)
+    declared = {a.name for a in entry.schema.arguments if a.is_mutable}
+    if mutated - declared:
+        names = ", ".join(f"'{n}'" for n in sorted(mutated - declared))
+        raise OpCheckError(f"test_mutation: {entry.name} mutated {names}, but its schema does not declare it "
+                           f"({entry.schema}); add {names} to mutates_args, or write to a copy instead")
+    if declared - mutated:
+        names = ", ".join(f"'{n}'" for n in sorted(declared - mutated))
+        raise OpCheckError(f"test_mutation: the schema of {entry.name} declares {names} as mutated "
+                           f"({entry.schema}), but the kernel left {'it' if len(declared - mutated) == 1 else 'them'} "
+                           f"unchanged on these inputs; remove {names} from mutates_args, or pass inputs on which "
+                           f"the mutation is visible")
+
+
+_CHECKS = {"test_schema": _check_schema, "test_autograd_registration": _check_autograd,
+           "test_faketensor": _check_fake, "test_mutation": _check_mutation}
+
+
+def opcheck(op, args: tuple, kwargs: dict | None = None, *, test_utils: str | Iterable[str] = DEFAULT_TEST_UTILS,
+            raise_exception: bool = True) -> dict[str, str]:
+    """Check that an operator's registrations match what its kernel does.
+
+    Args:
+        op: a CustomOpDef, an OpOverload or a qualified name.
+        args, kwargs: a sample call (small tensors; they are copied, never modified).
+        test_utils: which checks to run: "test_schema" (the call fits the
+            schema; the outputs match its returns and alias nothing
+            undeclared), "test_faketensor" (the fake kernel's output shapes
+            and dtypes equal the real kernel's), "test_autograd_registration"
+            (an autograd kernel is registered, or the op is declared
+            non-differentiable, or no input is floating point),
+            "test_mutation" (the kernel mutates exactly the arguments the
+            schema marks ``Tensor(a!)``); "test_aot_dispatch_dynamic" is
+            accepted and skipped.
+        raise_exception: False returns the ``OpCheckError`` in the dict
+            instead of raising the first one.
+
+    Returns:
+        check name -> "SUCCESS" (or the error).
+
+    >>> import dispatch_jit as dj
+    >>> @dj.library.custom_op("doc_opcheck::double", mutates_args=())
+    ... def double(x: dj.Tensor) -> dj.Tensor:
+    ...     return x * 2
+    >>> _ = double.register_fake(lambda x: dj.empty_like(x))
+    >>> double.register_autograd(lambda ctx, g: g * 2)
+    >>> dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),))
+    {'test_schema': 'SUCCESS', 'test_autograd_registration': 'SUCCESS', 'test_faketensor': 'SUCCESS', 'test_mutation': 'SUCCESS'}
+    >>> _ = double.register_fake(lambda x: dj.empty(3))
+    >>> dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),))     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    dispatch_jit.custom_op.OpCheckError: test_faketensor: output 0 of doc_opcheck::double: the fake kernel returned Tensor(shape=(3,), ...
+    >>> double._destroy()
+    """
+    entry = _entry_of(op)
+    kwargs = dict(kwargs or {})
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    names = (test_utils,) if isinstance(test_utils, str) else tuple(test_utils)
+    bad = [n for n in names if n not in _ALL_TEST_UTILS]
+    if bad:
+        raise ValueError(f"opcheck: unknown test_utils {bad}; valid: {list(_ALL_TEST_UTILS)}")
+    result: dict[str, object] = {}
+    for name in names:
+        if name == "test_aot_dispatch_dynamic":
+            result[name] = "SKIPPED (no ahead-of-time tracing in dispatch_jit yet)"
+            continue
+        try:
+            _CHECKS[name](entry, args, kwargs)
+            result[name] = "SUCCESS"
+        except OpCheckError as e:
+            if raise_exception:
+                raise
+            result[name] = e
+    return result

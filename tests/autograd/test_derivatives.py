@@ -1,0 +1,287 @@
+"""The derivative table, row by row: finite differences and PyTorch as oracles.
+
+One table (``CASES``) maps every row of ``kernels.derivatives.DERIVATIVES``
+to one or more cases: input specs and the call, written once against a
+module ``M`` that is either ``dispatch_jit`` or ``torch`` (dj accepts
+PyTorch's ``dim=``/``keepdim=`` spellings).  Each case is checked twice:
+
+* ``dj.autograd.gradcheck`` in float64 on tiny shapes;
+* ``.grad`` of every input against PyTorch's for the same expression and
+  the same output gradient, when torch is importable: in float32 for the
+  first case of each row, in float64 for the others.
+
+The first case of every binary row broadcasts (a (2, 3) against a (3,)) and
+the first input of most rows is non-contiguous (a transposed buffer), so one
+case covers both; the per-dtype Numba compiles are what the time goes on.
+A row of DERIVATIVES without a case here fails ``test_every_row_is_covered``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.kernels.derivatives import DERIVATIVES
+
+try:
+    import torch
+except ImportError:  # the oracle is optional
+    torch = None
+
+
+@dataclass(frozen=True)
+class In:
+    """One input: shape, value range, non-contiguous (a transposed buffer), kind."""
+
+    shape: tuple
+    lo: float = -1.0
+    hi: float = 1.0
+    nc: bool = False
+    kind: str = "float"          # "float" (requires grad), "const" (float, no grad), "bool"
+    values: tuple | None = None  # exact values (ties), reshaped to ``shape``
+
+    def build(self, rng) -> np.ndarray:
+        if self.values is not None:
+            a = np.array(self.values, dtype=np.float64).reshape(self.shape)
+        elif self.kind == "bool":
+            return rng.random(self.shape) < 0.5
+        else:
+            shape = tuple(reversed(self.shape)) if self.nc else self.shape
+            a = rng.uniform(self.lo, self.hi, shape)
+            return a.T if self.nc else a
+        return a
+
+
+@dataclass(frozen=True)
+class Case:
+    fn: Callable                       # fn(M, *tensors)
+    inputs: tuple
+    torch_fn: Callable | None = None   # where torch spells it differently
+    oracle: bool = True                # False: torch has no derivative for it
+    check: dict = field(default_factory=dict)   # gradcheck keyword arguments
+
+
+def x2(nc=True, lo=-1.0, hi=1.0):
+    return In((2, 3), lo, hi, nc=nc)
+
+
+def unary(f, lo=-1.0, hi=1.0, **kw):
+    return [Case(f, (x2(lo=lo, hi=hi),), **kw)]
+
+
+def binary(f, lx=(-1.0, 1.0), ly=(-1.0, 1.0), **kw):
+    # (2, 3) non-contiguous against a broadcast (3,), and a (2, 1) against a (3,)
+    return [Case(f, (In((2, 3), *lx, nc=True), In((3,), *ly)), **kw),
+            Case(f, (In((2, 1), *lx), In((3,), *ly)), **kw)]
+
+
+# positive values, away from 0
+POS = dict(lo=0.5, hi=2.0)
+TIES = (1.0, 3.0, 3.0, -2.0, -2.0, 0.5)
+
+CASES: dict[str, list[Case]] = {
+    # -- arithmetic ----------------------------------------------------------------------------
+    "add.Tensor": binary(lambda M, x, y: M.add(x, y, alpha=2.0)) + [
+        Case(lambda M, x: x + 1.5, (x2(),))],
+    "sub.Tensor": binary(lambda M, x, y: M.sub(x, y, alpha=0.5)) + [
+        Case(lambda M, x: 1.5 - x, (x2(),))],
+    "mul.Tensor": binary(lambda M, x, y: x * y) + [
+        Case(lambda M, x: x * x, (x2(),)), Case(lambda M, x: 3.0 * x, (x2(),))],
+    "div.Tensor": binary(lambda M, x, y: x / y, ly=(0.5, 2.0)) + [
+        Case(lambda M, x: 2.0 / x, (x2(**POS),)), Case(lambda M, x: x / 4.0, (x2(),))],
+    "neg": unary(lambda M, x: -x),
+    "abs": unary(lambda M, x: M.abs(x), lo=0.2) + [Case(lambda M, x: M.abs(x), (x2(lo=-1.0, hi=-0.2),))],
+    "square": unary(lambda M, x: M.square(x)),
+    "reciprocal": unary(lambda M, x: M.reciprocal(x), **POS),
+    "pow.Tensor": binary(lambda M, x, y: M.pow(x, y), lx=(0.5, 2.0)) + [
+        Case(lambda M, x: x ** 3.0, (x2(),)), Case(lambda M, x: 2.0 ** x, (x2(),))],
+    "maximum.Tensor": binary(lambda M, x, y: M.maximum(x, y)) + [
+        Case(lambda M, x, y: M.maximum(x, y), (In((6,), values=TIES), In((6,), values=(0.0, 3.0, 1.0, -2.0, 0.0, 0.5))),
+             check=dict(skip=True))],   # ties: not differentiable, PyTorch splits evenly
+    "minimum.Tensor": binary(lambda M, x, y: M.minimum(x, y)) + [
+        Case(lambda M, x, y: M.minimum(x, y), (In((6,), values=TIES), In((6,), values=(0.0, 3.0, 1.0, -2.0, 0.0, 0.5))),
+             check=dict(skip=True))],
+    "atan2.Tensor": binary(lambda M, x, y: M.atan2(x, y), ly=(0.5, 2.0)),
+    # x / y in (2.1, 2.8): away from the jumps of floor
+    "remainder.Tensor": binary(lambda M, x, y: M.remainder(x, y), lx=(2.2, 2.8), ly=(1.0, 1.05)),
+    "floor_divide.Tensor": binary(lambda M, x, y: M.floor_divide(x, y), lx=(2.2, 2.8), ly=(1.0, 1.05),
+                                  oracle=False),   # torch: "derivative not implemented"; ours is 0
+    # -- transcendental -------------------------------------------------------------------------
+    "exp": unary(lambda M, x: M.exp(x)),
+    "expm1": unary(lambda M, x: M.expm1(x)),
+    "log": unary(lambda M, x: M.log(x), **POS),
+    "log1p": unary(lambda M, x: M.log1p(x), lo=-0.5),
+    "log2": unary(lambda M, x: M.log2(x), **POS),
+    "log10": unary(lambda M, x: M.log10(x), **POS),
+    "sqrt": unary(lambda M, x: M.sqrt(x), **POS),
+    "rsqrt": unary(lambda M, x: M.rsqrt(x), **POS),
+    "sin": unary(lambda M, x: M.sin(x)),
+    "cos": unary(lambda M, x: M.cos(x)),
+    "tan": unary(lambda M, x: M.tan(x)),
+    "asin": unary(lambda M, x: M.asin(x), lo=-0.9, hi=0.9),
+    "acos": unary(lambda M, x: M.acos(x), lo=-0.9, hi=0.9),
+    "atan": unary(lambda M, x: M.atan(x), lo=-2.0, hi=2.0),
+    "sinh": unary(lambda M, x: M.sinh(x)),
+    "cosh": unary(lambda M, x: M.cosh(x)),
+    "tanh": unary(lambda M, x: M.tanh(x)),
+    "sigmoid": unary(lambda M, x: M.sigmoid(x), lo=-3.0, hi=3.0),
+    "relu": unary(lambda M, x: M.relu(x)) + [Case(lambda M, x: M.relu(x), (In((4,), values=(-1.0, 0.5, -0.25, 2.0)),))],
+    "erf": unary(lambda M, x: M.erf(x)),
+    # piecewise constant: gradient 0 away from the jumps
+    "sign": unary(lambda M, x: M.sign(x), lo=0.1, hi=0.9) + [Case(lambda M, x: M.sign(x), (In((2,), -0.9, -0.1),))],
+    "floor": unary(lambda M, x: M.floor(x), lo=0.1, hi=0.9),
+    "ceil": unary(lambda M, x: M.ceil(x), lo=0.1, hi=0.9),
+    "round": unary(lambda M, x: M.round(x), lo=0.1, hi=0.4),
+    "trunc": unary(lambda M, x: M.trunc(x), lo=1.1, hi=1.9),
+    # -- selection -------------------------------------------------------------------------------
+    "where.self": [Case(lambda M, c, x, y: M.where(c, x, y), (In((2, 3), kind="bool"), x2(), In((3,)))),
+                   Case(lambda M, c, x: M.where(c, x, 0.0), (In((2, 3), kind="bool"), x2()))],
+    "clamp": [Case(lambda M, x: M.clamp(x, min=-0.5, max=0.5), (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2), nc=False),)),
+              Case(lambda M, x: M.clamp(x, min=-0.5), (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2)),)),
+              Case(lambda M, x, lo, hi: M.clamp(x, min=lo, max=hi),
+                   (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2)), In((3,), values=(-0.5, -0.5, 0.0)),
+                    In((2, 1), values=(0.3, 0.5))))],
+    # -- reductions ------------------------------------------------------------------------------
+    "sum": [Case(lambda M, x: M.sum(x), (x2(),)),
+            Case(lambda M, x: M.sum(x, dim=1), (x2(),)),
+            Case(lambda M, x: M.sum(x, dim=(0, 1), keepdim=True), (x2(),)),
+            Case(lambda M, x: M.sum(x, dim=-2, keepdim=True), (x2(),))],
+    "mean": [Case(lambda M, x: M.mean(x), (x2(),)),
+             Case(lambda M, x: M.mean(x, dim=0), (x2(),)),
+             Case(lambda M, x: M.mean(x, dim=1, keepdim=True), (x2(),))],
+    "prod": [Case(lambda M, x: M.prod(x), (x2(**POS),), torch_fn=lambda x: torch.prod(x)),
+             Case(lambda M, x: M.prod(x, dim=1), (x2(**POS),), torch_fn=lambda x: torch.prod(x, dim=1))],
+    "max": [Case(lambda M, x: M.max(x), (x2(),)),
+            Case(lambda M, x: M.max(x, dim=1), (x2(),), torch_fn=lambda x: torch.amax(x, dim=1)),
+            Case(lambda M, x: M.max(x, dim=0, keepdim=True), (x2(),),
+                 torch_fn=lambda x: torch.amax(x, dim=0, keepdim=True)),
+            # ties share the gradient evenly, as PyTorch's amax / full max
+            Case(lambda M, x: M.max(x), (In((6,), values=TIES),), check=dict(skip=True)),
+            Case(lambda M, x: M.max(x, dim=1), (In((2, 3), values=TIES),),
+                 torch_fn=lambda x: torch.amax(x, dim=1), check=dict(skip=True))],
+    "min": [Case(lambda M, x: M.min(x), (x2(),)),
+            Case(lambda M, x: M.min(x, dim=1), (x2(),), torch_fn=lambda x: torch.amin(x, dim=1)),
+            Case(lambda M, x: M.min(x), (In((6,), values=TIES),), check=dict(skip=True)),
+            Case(lambda M, x: M.min(x, dim=1), (In((2, 3), values=TIES),),
+                 torch_fn=lambda x: torch.amin(x, dim=1), check=dict(skip=True))],
+    "var": [Case(lambda M, x: M.var(x, correction=0), (x2(),)),
+            Case(lambda M, x: M.var(x, dim=1, correction=1), (x2(),)),
+            Case(lambda M, x: M.var(x, dim=0, keepdim=True, correction=1), (x2(),))],
+    "std": [Case(lambda M, x: M.std(x, correction=0), (x2(),)),
+            Case(lambda M, x: M.std(x, dim=1, correction=1), (x2(),)),
+            Case(lambda M, x: M.std(x, dim=0, keepdim=True, correction=0), (x2(),))],
+    "logsumexp": [Case(lambda M, x: M.logsumexp(x, dim=(0, 1)), (x2(),)),
+                  Case(lambda M, x: M.logsumexp(x, dim=1), (x2(),)),
+                  Case(lambda M, x: M.logsumexp(x, dim=0, keepdim=True), (x2(),))],
+    # -- linear algebra --------------------------------------------------------------------------
+    "matmul": [Case(lambda M, a, b: a @ b, (x2(), In((3, 2), nc=True))),
+               Case(lambda M, a, b: M.matmul(a, b), (In((3,)), In((3,)))),
+               Case(lambda M, a, b: M.matmul(a, b), (x2(), In((3,)))),
+               Case(lambda M, a, b: M.matmul(a, b), (In((2,)), x2())),
+               # batched, with broadcasting of the batch and of a 2-D operand
+               Case(lambda M, a, b: M.matmul(a, b), (In((2, 2, 3)), In((3, 2)))),
+               Case(lambda M, a, b: M.matmul(a, b), (In((1, 2, 3)), In((2, 3, 1)))),
+               Case(lambda M, a, b: M.matmul(a, b), (In((3,)), In((2, 3, 2))))],
+    "dot": [Case(lambda M, a, b: M.dot(a, b), (In((3,)), In((3,))))],
+    # -- views and shape ops ---------------------------------------------------------------------
+    "reshape": [Case(lambda M, x: M.reshape(x, (3, 2)), (x2(),)),
+                Case(lambda M, x: x.reshape((6,)) * x.reshape((6,)), (x2(nc=False),))],
+    "view": [Case(lambda M, x: x.view((3, 2)), (x2(nc=False),))],
+    "flatten": [Case(lambda M, x: M.flatten(x), (x2(),))],
+    "squeeze": [Case(lambda M, x: M.squeeze(x), (In((2, 1, 3)),)),
+                Case(lambda M, x: M.squeeze(x, 1), (In((2, 1)),))],
+    "unsqueeze": [Case(lambda M, x: M.unsqueeze(x, 1), (x2(),))],
+    "permute": [Case(lambda M, x: M.permute(x, (1, 0)), (x2(),)),
+                Case(lambda M, x: M.permute(x, (2, 0, 1)), (In((2, 1, 3)),))],
+    "transpose.int": [Case(lambda M, x: M.transpose(x, 0, 1), (x2(),)),
+                      Case(lambda M, x: x.T * 2.0, (x2(nc=False),)),
+                      Case(lambda M, x: M.transpose(x, -1, -3), (In((2, 1, 3)),))],
+    "expand": [Case(lambda M, x: x.expand((2, 3)), (In((1, 3)),)),
+               Case(lambda M, x: x.expand((2, 2, 3)), (In((2, 1, 3)),))],
+    "narrow": [Case(lambda M, x: M.narrow(x, 1, 1, 1), (x2(),)),
+               Case(lambda M, x: M.narrow(x, 0, 0, 1), (x2(),))],
+    "cat": [Case(lambda M, x, y: M.cat([x, y], dim=1), (x2(), In((2, 2)))),
+            Case(lambda M, x, y: M.cat([x, y, x]), (In((2,)), In((3,))))],
+    "stack": [Case(lambda M, x, y: M.stack([x, y], dim=1), (x2(), In((2, 3)))),
+              Case(lambda M, x, y: M.stack([x, y]), (In((3,)), In((3,))))],
+    "clone": [Case(lambda M, x: x.clone(), (x2(),))],
+    # float64 -> float32 -> float64: finite differences see float32 rounding, so a coarser eps
+    "to.dtype": [Case(lambda M, x: x.to(M.float32).to(M.float64) * x, (x2(),),
+                      check=dict(eps=1e-3, atol=1e-4, rtol=1e-3))],
+}
+
+IDS = [(row, i) for row, cases in CASES.items() for i in range(len(cases))]
+
+
+def test_every_row_is_covered():
+    """A new row of the derivative table needs a case here."""
+    missing = sorted(set(DERIVATIVES) - set(CASES))
+    assert not missing, f"rows of DERIVATIVES without a test case: {missing}"
+    stale = sorted(set(CASES) - set(DERIVATIVES))
+    assert not stale, f"test cases for rows that are not in DERIVATIVES: {stale}"
+
+
+def _arrays(row, i, case):
+    rng = np.random.default_rng(zlib.crc32(f"{row}/{i}".encode()))
+    return [spec.build(rng) for spec in case.inputs]
+
+
+def _dj_inputs(arrays, case, dtype):
+    out = []
+    for a, spec in zip(arrays, case.inputs):
+        if spec.kind == "bool":
+            out.append(dj.from_numpy(a))
+            continue
+        # astype keeps the (transposed) memory layout: the tensor stays non-contiguous
+        t = dj.from_numpy(a.astype(dtype.np, order="K"))
+        if spec.kind == "float":
+            t.requires_grad_()
+        out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("row,i", IDS, ids=[f"{r}-{i}" for r, i in IDS])
+def test_gradcheck_float64(row, i):
+    case = CASES[row][i]
+    if case.check.get("skip"):
+        pytest.skip("not differentiable at these inputs (checked against torch only)")
+    ins = _dj_inputs(_arrays(row, i, case), case, dj.float64)
+    assert all(not t.is_contiguous() for t, spec in zip(ins, case.inputs) if spec.nc)
+    assert dj.autograd.gradcheck(lambda *ts: case.fn(dj, *ts), tuple(ins), **case.check)
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("row,i", IDS, ids=[f"{r}-{i}" for r, i in IDS])
+def test_grad_matches_torch(row, i):
+    """The first case of every row in float32; the others in float64, which
+    reuses the kernels gradcheck compiled (a float32 compile per op and
+    layout is what this file spends its time on)."""
+    case = CASES[row][i]
+    if not case.oracle:
+        pytest.skip("torch has no derivative for this op")
+    dt, tol = (dj.float32, dict(rtol=1e-4, atol=1e-5)) if i == 0 else (dj.float64, dict(rtol=1e-10, atol=1e-12))
+    arrays = _arrays(row, i, case)
+    ours = _dj_inputs(arrays, case, dt)
+    theirs = [torch.from_numpy(np.ascontiguousarray(a) if a.dtype == bool else a.astype(dt.np)) for a in arrays]
+    for t, spec in zip(theirs, case.inputs):
+        if spec.kind == "float":
+            t.requires_grad_()
+    out = case.fn(dj, *ours)
+    ref = case.torch_fn(*theirs) if case.torch_fn else case.fn(torch, *theirs)
+    assert tuple(out.shape) == tuple(ref.shape)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), **tol)
+    seed = np.random.default_rng(0).uniform(0.5, 1.5, tuple(out.shape)).astype(out.dtype.np)
+    out.backward(dj.from_numpy(seed))
+    ref.backward(torch.from_numpy(seed))
+    for k, (a, b, spec) in enumerate(zip(ours, theirs, case.inputs)):
+        if spec.kind != "float":
+            continue
+        assert a.grad is not None, f"input {k}: no gradient"
+        assert a.grad.dtype is dt and tuple(a.grad.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol,
+                                   err_msg=f"{row} case {i}: gradient of input {k}")

@@ -1,0 +1,74 @@
+"""The examples run as scripts, and print what they promise."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name: str) -> list[str]:
+    env = dict(os.environ)
+    # this checkout's dispatch_jit, whatever copy is installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.pop("DISPATCH_JIT_SHOW_DISPATCH_TRACE", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def custom_op_lines():
+    return run_example("custom_op.py")
+
+
+def section(lines: list[str], title: str) -> list[str]:
+    start = lines.index(f"== {title} ==")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("== ")), len(lines))
+    return [ln for ln in lines[start + 1:end] if ln]
+
+
+def test_seed_steps_print_their_dispatch_traces(custom_op_lines):
+    lines = custom_op_lines
+    assert section(lines, "1. define myops::myadd") == ["myops::myadd(Tensor self, Tensor other) -> Tensor"]
+
+    s2 = section(lines, "2. CPU and CUDA kernels")
+    assert "has_kernel(CPU): True" in s2 and "has_kernel(CUDA): True" in s2
+    assert any(re.fullmatch(r" +CUDA +myadd_cuda +\[kernel\]", ln) for ln in s2)
+    assert any(re.fullmatch(r" +CPU +myadd_cpu +\[kernel\]", ln) for ln in s2)
+    i = s2.index("trace of myadd(x, y), no input requires grad:")
+    assert s2[i + 1:i + 3] == ["[call] op=[myops::myadd], key=[CPU]", "myadd(x, y) = tensor([4., 6.])"]
+
+    s3a = section(lines, "3a. no Autograd kernel: the autograd fallback")
+    assert s3a[1:4] == ["[call] op=[myops::myadd], key=[AutogradCPU]",
+                        " [redispatch] op=[myops::myadd], key=[CPU]",
+                        "requires_grad: False"]
+    assert s3a[4].startswith("backward raised:") and "'myops::myadd'" in s3a[4] and "register_autograd" in s3a[4]
+
+    s3b = section(lines, "3b. a fallthrough at Autograd")
+    assert s3b[1:] == ["[call] op=[myops::myadd], key=[CPU]", "requires_grad: False"]
+
+    s4 = section(lines, "4. an autograd kernel: MyAddFunction at Autograd")
+    assert s4[1:] == ["[call] op=[myops::myadd], key=[AutogradCPU]",
+                      " [call] op=[myops::myadd], key=[CPU]",
+                      "myadd(w, v) = tensor([4., 6.], grad_fn=<MyAddFunctionBackward>)",
+                      "w.grad = tensor([1., 1.])",
+                      "v.grad = tensor([1., 1.])",
+                      "gradcheck: True"]
+
+
+def test_custom_op_step(custom_op_lines):
+    s5 = section(custom_op_lines, "5. dj.library.custom_op")
+    assert s5[0] == "myops::myadd2(Tensor self, Tensor other) -> Tensor"
+    assert s5[2:4] == ["[call] op=[myops::myadd2], key=[AutogradCPU]",
+                       " [redispatch] op=[myops::myadd2], key=[CPU]"]
+    assert "w.grad = tensor([1., 1.])" in s5
+    assert s5[-1] == ("opcheck: {'test_schema': 'SUCCESS', 'test_autograd_registration': 'SUCCESS', "
+                      "'test_faketensor': 'SUCCESS', 'test_mutation': 'SUCCESS'}")
