@@ -318,7 +318,7 @@ class _AutogradKernel:
                 return out
             outs = out if isinstance(out, tuple) else (out,)
             node = node_cls(None, edges, {}, {}, opname)
-            node.metadata["num_outputs"] = len(outs)
+            node.metadata = {"num_outputs": len(outs)}
             for i, o in enumerate(outs):
                 if isinstance(o, Tensor) and o.dtype.category >= 2:
                     mark_output(o, node, i)

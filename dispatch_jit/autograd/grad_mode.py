@@ -49,7 +49,17 @@ class _GradModeContext:
         return wrapper
 
 
-class no_grad(_GradModeContext):
+class _NoArgGradModeContext(_GradModeContext):
+    """``no_grad``/``enable_grad``: also usable bare as a decorator
+    (``@dj.no_grad`` as well as ``@dj.no_grad()``), as in PyTorch."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoArgGradModeContext):
     """Ops inside do not record gradients.
 
     >>> import dispatch_jit as dj
@@ -63,7 +73,7 @@ class no_grad(_GradModeContext):
     enabled = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_NoArgGradModeContext):
     """Re-enable gradient recording inside a ``no_grad`` region."""
 
     enabled = True
@@ -83,3 +93,8 @@ class set_grad_enabled(_GradModeContext):
 
     def __exit__(self, *exc):
         _set(self.prev)
+
+    def __call__(self, fn):
+        # used as a decorator: the mode applies inside calls only, not from decoration on
+        _set(self.prev)
+        return super().__call__(fn)

@@ -121,6 +121,8 @@ class AutogradKernel:
             edges = []
             record = False
             for t in tensors:
+                if t is out:
+                    return out      # the op returned an input itself (x.to(x.dtype)): nothing to record
                 if t.__class__ is T and t.requires_grad:
                     edges.append(edge_of(t))
                     record = True
@@ -132,8 +134,6 @@ class AutogradKernel:
             for n, i in save_pos:
                 v = args[i]
                 saved[n] = SavedTensor(v, name=n) if v.__class__ is T else v
-            if save_result:
-                saved["result"] = SavedTensor(out, is_output=True, name="result")
             ctx = {}
             for n, i in statics:
                 ctx[n] = args[i]
@@ -147,6 +147,10 @@ class AutogradKernel:
                     dtypes.append(None)
             ctx["shapes"], ctx["dtypes"] = shapes, dtypes
             mark_output(out, node_cls(formula, tuple(edges), saved, ctx, opname))
+            if save_result:
+                # saved after mark_output: the saved output must require grad (and carry the
+                # autograd key), or a double backward (create_graph=True) treats it as a constant
+                saved["result"] = SavedTensor(out, is_output=True, name="result")
             return out
         return run
 

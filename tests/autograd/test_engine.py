@@ -1,0 +1,289 @@
+"""The backward engine and the Tensor side of autograd: accumulation, long
+chains, freed graphs, autograd.grad, higher-order gradients, hooks,
+retain_grad, detach, and the errors a user meets first."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.errors import AutogradError, DTypeError
+
+try:
+    import torch
+except ImportError:  # the oracle is optional
+    torch = None
+
+
+def T(values, requires_grad=True):
+    return dj.tensor(values, dtype=dj.float64, requires_grad=requires_grad)
+
+
+# -- the tensor side -------------------------------------------------------------------------------
+def test_leaf_and_grad_fn_and_keys():
+    x = T([1.0, 2.0])
+    c = T([3.0, 4.0], requires_grad=False)
+    y = x * c
+    assert x.is_leaf and x.grad_fn is None and x.requires_grad
+    assert not y.is_leaf and y.requires_grad
+    assert repr(y.grad_fn) == "<MulBackward>" and "grad_fn=<MulBackward>" in repr(y)
+    assert "AutogradCPU" in str(dj.dispatch_keys(x)) and "AutogradCPU" in str(dj.dispatch_keys(y))
+    assert "AutogradCPU" not in str(dj.dispatch_keys(c))
+    assert not (c * c).requires_grad and (c * c).grad_fn is None
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+    assert c.grad is None and not x.grad.requires_grad
+
+
+def test_requires_grad_only_for_floating_and_complex():
+    for make in (lambda: dj.tensor([1, 2], requires_grad=True),
+                 lambda: dj.tensor([1, 2]).requires_grad_(),
+                 lambda: dj.tensor([True]).requires_grad_(),
+                 lambda: dj.ones(2, dtype=dj.int32, requires_grad=True)):
+        with pytest.raises(DTypeError, match="only floating point and complex tensors can require gradients"):
+            make()
+    assert dj.tensor([1.0], dtype=dj.float32, requires_grad=True).requires_grad
+    assert dj.tensor([1j], dtype=dj.complex64).requires_grad_().requires_grad
+    # requires_grad_(False) on a leaf takes the autograd key off again
+    x = T([1.0]).requires_grad_(False)
+    assert not x.requires_grad and "AutogradCPU" not in str(dj.dispatch_keys(x))
+
+
+def test_integer_results_do_not_require_grad():
+    x = T([1.5, -2.5])
+    assert not (x > 0).requires_grad and not x.argmax().requires_grad
+
+
+def test_backward_errors():
+    x = T([1.0, 2.0])
+    with pytest.raises(AutogradError, match=r"grad can be implicitly created only for scalar outputs.*\(2,\)"):
+        (x * 2).backward()
+    with pytest.raises(AutogradError, match="does not require grad"):
+        T([1.0], requires_grad=False).backward()
+    with pytest.raises(AutogradError, match=r"gradient has shape \(3,\) but the output has shape \(2,\)"):
+        (x * 2).backward(dj.ones(3, dtype=dj.float64))
+    (x * 2).backward(dj.tensor([1.0, 10.0], dtype=dj.float64))
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 20.0])
+
+
+# -- accumulation ----------------------------------------------------------------------------------
+def test_accumulates_when_a_tensor_is_used_several_times():
+    x = T([1.0, 2.0, 3.0])
+    y = x * x + x * 3.0 + x            # d/dx = 2x + 4
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([1.0, 2.0, 3.0]) + 4)
+    # two branches meeting again (a diamond), and the same tensor on both sides of an op
+    x = T([0.5, -1.0])
+    a = x.sin()
+    (a * a + a.exp()).sum().backward()
+    xs = np.array([0.5, -1.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(xs) * (2 * np.sin(xs) + np.exp(np.sin(xs))))
+
+
+def test_grad_accumulates_across_backward_calls():
+    x = T([1.0, 2.0])
+    (x * 2).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
+    x.grad = None
+    (x * 4).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
+
+
+def test_broadcasting_is_summed_back():
+    x = T([[1.0], [2.0]])            # (2, 1)
+    b = T([1.0, 2.0, 3.0])           # (3,)
+    (x * b).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[6.0], [6.0]])
+    np.testing.assert_array_equal(b.grad.numpy(), [3.0, 3.0, 3.0])
+    s = T(2.0)                       # 0-d against (2, 1)
+    (x * s).sum().backward()
+    assert s.grad.shape == () and s.grad.item() == 3.0
+
+
+def test_long_chain_does_not_recurse():
+    """100,000 recorded ops: counting, ordering and freeing are iterative."""
+    n = 100_000
+    x = dj.tensor([1.5], dtype=dj.float64, requires_grad=True)
+    y = x * 1.0                      # compile outside the timed loop
+    t0 = time.perf_counter()
+    y = x
+    for _ in range(n):
+        y = y * 1.0
+    t1 = time.perf_counter()
+    y.backward()
+    t2 = time.perf_counter()
+    assert x.grad.item() == 1.0
+    del y                            # freeing the chain must not recurse either
+    print(f"100,000-op chain: forward {(t1 - t0) / n * 1e6:.1f} us/op, backward {(t2 - t1) / n * 1e6:.1f} us/op "
+          f"(recursion limit {sys.getrecursionlimit()})")
+
+
+# -- freed graphs ------------------------------------------------------------------------------------
+def test_second_backward_through_freed_graph_raises():
+    x = T([1.0, 2.0])
+    z = (x.sin() * 2).sum()
+    z.backward()
+    with pytest.raises(AutogradError, match=r"backward through the graph a second time.*retain_graph=True"):
+        z.backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = T([1.0, 2.0])
+    z = (x.sin() * 2).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * np.cos([1.0, 2.0]))
+    (g,) = dj.autograd.grad((x.exp() * x).sum(), x, retain_graph=False)
+    np.testing.assert_allclose(g.numpy(), np.exp([1.0, 2.0]) * (1 + np.array([1.0, 2.0])))
+
+
+# -- autograd.grad -----------------------------------------------------------------------------------
+def test_autograd_grad_returns_without_accumulating():
+    a, b = T([1.0, 2.0]), T([3.0, 4.0])
+    ga, gb = dj.autograd.grad((a * b).sum(), [a, b])
+    np.testing.assert_array_equal(ga.numpy(), [3.0, 4.0])
+    np.testing.assert_array_equal(gb.numpy(), [1.0, 2.0])
+    assert a.grad is None and b.grad is None
+    (gy,) = dj.autograd.grad(a * 2, a, grad_outputs=dj.tensor([1.0, -1.0], dtype=dj.float64))
+    np.testing.assert_array_equal(gy.numpy(), [2.0, -2.0])
+    # a non-leaf input
+    y = a * 3
+    (g,) = dj.autograd.grad((y * y).sum(), y)
+    np.testing.assert_array_equal(g.numpy(), 2 * y.detach().numpy())
+
+
+def test_autograd_grad_allow_unused():
+    a, b = T([1.0]), T([2.0])
+    with pytest.raises(AutogradError, match=r"input 1\) appears to not have been used.*allow_unused=True"):
+        dj.autograd.grad((a * 3).sum(), [a, b])
+    ga, gb = dj.autograd.grad((a * 3).sum(), [a, b], allow_unused=True)
+    assert ga.item() == 3.0 and gb is None
+    with pytest.raises(AutogradError, match="input 0 of autograd.grad does not require grad"):
+        dj.autograd.grad((a * 3).sum(), [T([1.0], requires_grad=False)])
+
+
+# -- higher order ------------------------------------------------------------------------------------
+def test_second_derivative_of_cube():
+    x = T(0.7)
+    (g,) = dj.autograd.grad(x ** 3, x, create_graph=True)
+    assert g.requires_grad and g.grad_fn is not None
+    assert g.item() == pytest.approx(3 * 0.7 ** 2)
+    (h,) = dj.autograd.grad(g, x, create_graph=True)
+    assert h.item() == pytest.approx(6 * 0.7)
+    (h3,) = dj.autograd.grad(h, x)
+    assert h3.item() == pytest.approx(6.0)
+
+
+def test_second_derivative_of_sin_and_exp():
+    xs = np.array([0.3, 0.9, -1.2])
+    x = T(xs)
+    (g,) = dj.autograd.grad(x.sin().sum(), x, create_graph=True)
+    (h,) = dj.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), -np.sin(xs))
+    (g,) = dj.autograd.grad((x * x).exp().sum(), x, create_graph=True)
+    (h,) = dj.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), (2 + 4 * xs ** 2) * np.exp(xs ** 2))
+
+
+def test_backward_with_create_graph():
+    x = T(0.5)
+    (x ** 3).backward(create_graph=True)
+    gx = x.grad
+    assert gx.requires_grad and gx.item() == pytest.approx(0.75)
+    x.grad = None
+    gx.backward()
+    assert x.grad.item() == pytest.approx(3.0)
+
+
+def test_hessian_vector_product_through_matmul():
+    """f(x) = 0.5 |A x|^2: grad = A^T A x, Hessian = A^T A."""
+    rng = np.random.default_rng(0)
+    A_np, x_np, v_np = rng.standard_normal((3, 2)), rng.standard_normal(2), rng.standard_normal(2)
+    A, x = T(A_np, requires_grad=False), T(x_np)
+    y = A @ x
+    f = (y * y).sum() * 0.5
+    (g,) = dj.autograd.grad(f, x, create_graph=True)
+    np.testing.assert_allclose(g.numpy(), A_np.T @ A_np @ x_np)
+    (hv,) = dj.autograd.grad((g * T(v_np, requires_grad=False)).sum(), x)
+    np.testing.assert_allclose(hv.numpy(), A_np.T @ A_np @ v_np)
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+def test_second_derivatives_of_a_matmul_chain_match_torch():
+    rng = np.random.default_rng(1)
+    w1, w2, x0, v = rng.standard_normal((3, 2)), rng.standard_normal((2, 3)), rng.standard_normal(2), \
+        rng.standard_normal(2)
+
+    def run(M, mk):
+        W1, W2, x, vv = mk(w1, False), mk(w2, True), mk(x0, True), mk(v, False)
+        f = (W2 @ (W1 @ x).tanh()).sin().sum()
+        gx, gw2 = M.autograd.grad(f, [x, W2], create_graph=True)
+        (hx,) = M.autograd.grad((gx * vv).sum() + (gw2 * gw2).sum(), [x])
+        return gx.detach().numpy(), gw2.detach().numpy(), hx.numpy()
+
+    ours = run(dj, lambda a, g: dj.tensor(a, dtype=dj.float64, requires_grad=g))
+    theirs = run(torch, lambda a, g: torch.tensor(a, dtype=torch.float64, requires_grad=g))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+# -- hooks and retain_grad ---------------------------------------------------------------------------
+def test_hook_on_leaf_replaces_the_gradient():
+    x = T([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))      # returns None: observes only
+    x.register_hook(lambda g: g * 10)
+    (x * 2).sum().backward()
+    np.testing.assert_array_equal(seen[0], [2.0, 2.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [20.0, 20.0])
+
+
+def test_hook_on_non_leaf_replaces_the_gradient_flowing_on():
+    x = T([1.0, 2.0])
+    y = x * 2
+    seen = []
+
+    def hook(g):
+        seen.append(g.numpy().copy())
+        return g + 1
+    y.register_hook(hook)
+    (y * 3).sum().backward()
+    np.testing.assert_array_equal(seen[0], [3.0, 3.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 8.0])      # (3 + 1) * 2
+    assert y.grad is None                                          # non-leaf: not kept unless retained
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        T([1.0], requires_grad=False).register_hook(lambda g: g)
+
+
+def test_retain_grad_keeps_a_non_leaf_gradient():
+    x = T([1.0, 2.0])
+    y = x * 2
+    y.retain_grad()
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [4.0, 8.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 16.0])
+    x.retain_grad()                                                # a leaf keeps its grad anyway: no-op
+    assert x.grad is not None
+
+
+# -- detach ---------------------------------------------------------------------------------------------
+def test_detach_shares_memory_and_version_and_leaves_the_graph():
+    x = T([1.0, 2.0])
+    y = x * 3
+    d = y.detach()
+    assert not d.requires_grad and d.grad_fn is None and d.is_leaf
+    assert "AutogradCPU" not in str(dj.dispatch_keys(d))
+    assert np.shares_memory(d.numpy(), y.numpy())
+    d.add_(1.0)                                                    # visible through y
+    np.testing.assert_array_equal(y.detach().numpy(), [4.0, 7.0])
+    dx = x.detach()
+    assert np.shares_memory(dx.numpy(), x.numpy())
+    with pytest.raises(AutogradError, match="modified by an inplace operation"):
+        z = x.sin()                                                # saves x
+        dx.mul_(2.0)                                               # same storage: x's version moves too
+        z.sum().backward()
