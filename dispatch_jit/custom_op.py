@@ -142,7 +142,8 @@ def infer_schema(fn: Callable, *, mutates_args: Iterable[str] | str, op_name: st
     if isinstance(mutates_args, str):
         if mutates_args != "unknown":
             raise SchemaInferenceError(f"{what}: mutates_args must be a collection of parameter names or "
-                                       f"'unknown', not the string {mutates_args!r} (did you mean ({mutates_args!r},)?)")
+                                       f"'unknown', not the string {mutates_args!r} "
+                                       f"(did you mean ({mutates_args!r},)?)")
         mutated = None
     else:
         mutated = set(mutates_args)
@@ -317,6 +318,9 @@ class _AutogradKernel:
             if not any(edges):
                 return out
             outs = out if isinstance(out, tuple) else (out,)
+            if any(o is t for o in outs for t in flat):
+                raise AutogradError(f"{opname}: the kernel returned one of its inputs as an output; outputs of an "
+                                    f"op with register_autograd must be new tensors (return x.clone())")
             node = node_cls(None, edges, {}, {}, opname)
             node.metadata = {"num_outputs": len(outs)}
             for i, o in enumerate(outs):
@@ -360,6 +364,9 @@ def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
                     raise AutogradError(f"{opname}: backward returned a gradient for '{name}', which is not a "
                                         f"Tensor input; return None in its place")
                 continue
+            if not isinstance(slot, int) and (not isinstance(g, (list, tuple)) or len(g) != len(slot)):
+                raise AutogradError(f"{opname}: the gradient of the list input '{name}' must be a list of "
+                                    f"{len(slot)} (a gradient or None per element), got {type(g).__name__}")
             items = [(slot, g)] if isinstance(slot, int) else list(zip(slot, g))
             for j, gj in items:
                 out[j] = _check_grad(opname, name, gj, in_meta[j])
@@ -412,7 +419,6 @@ class CustomOpDef:
         self._qualname, self._name, self._init_fn = qualname, name, fn
         self._lib = Library(ns, "FRAGMENT")
         self._handles: dict[object, RegistrationHandle] = {}
-        self._fake_prev = None
         try:
             self._lib.define(f"{name}{schema}", tags=tuple(tags))
             self._entry = registry.lookup(qualname)
@@ -557,6 +563,9 @@ def custom_op(qualname: str, fn: Callable | None = None, /, *, mutates_args: Ite
     if ns in _RESERVED_NAMESPACES:
         raise ValueError(f"custom_op: the namespace '{ns}' is reserved for dispatch_jit's own operators; "
                          f"choose your own, e.g. 'myops::{name}'")
+    if isinstance(mutates_args, str) and mutates_args != "unknown":
+        raise SchemaInferenceError(f"custom_op {qualname}: mutates_args must be a collection of parameter names or "
+                                   f"'unknown', not the string {mutates_args!r} (did you mean ({mutates_args!r},)?)")
     if schema is None:
         schema = infer_schema(fn, mutates_args=mutates_args)
     else:
@@ -695,8 +704,11 @@ def _check_fake(entry, args, kwargs) -> None:
     a2, k2 = _fresh_call(entry, args, kwargs)
     with no_grad():
         real = entry.entry(*a2, **k2)
-        fa = tuple(_map_tensors(zeros_like, a) for a in args)
-        fk = {k: _map_tensors(zeros_like, v) for k, v in kwargs.items()}
+        # the kernel's calling convention: every argument, defaults filled in, keyword-only ones by keyword
+        bound = _bound(entry, tuple(_map_tensors(zeros_like, a) for a in args),
+                       {k: _map_tensors(zeros_like, v) for k, v in kwargs.items()})
+        fa = [bound[a.name] for a in entry.schema.positional]
+        fk = {a.name: bound[a.name] for a in entry.schema.kwarg_only}
         try:
             fake = entry.meta_fn(*fa, **fk)
         except Exception as e:  # noqa: BLE001 - any failure of the user's fake kernel is the finding
@@ -734,8 +746,9 @@ def _check_autograd(entry, args, kwargs) -> None:
     short = entry.schema.name
     raise OpCheckError(
         f"test_autograd_registration: {entry.name} maps floating-point tensors to floating-point tensors but has "
-        f"no autograd kernel, so gradients cannot flow through it. Register one with .register_autograd(backward, setup_context=...) "
-        f"or Library.impl('{short}', fn, 'Autograd'); or declare it non-differentiable with "
+        f"no autograd kernel, so gradients cannot flow through it. Register one with "
+        f".register_autograd(backward, setup_context=...) or Library.impl('{short}', fn, 'Autograd'); "
+        f"or declare it non-differentiable with "
         f"tags=('{NON_DIFFERENTIABLE}',) or Library.impl('{short}', dj.library.fallthrough_kernel, 'Autograd')")
 
 
@@ -797,13 +810,17 @@ def opcheck(op, args: tuple, kwargs: dict | None = None, *, test_utils: str | It
     ...     return x * 2
     >>> _ = double.register_fake(lambda x: dj.empty_like(x))
     >>> double.register_autograd(lambda ctx, g: g * 2)
-    >>> dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),))
-    {'test_schema': 'SUCCESS', 'test_autograd_registration': 'SUCCESS', 'test_faketensor': 'SUCCESS', 'test_mutation': 'SUCCESS'}
-    >>> _ = double.register_fake(lambda x: dj.empty(3))
+    >>> for check, status in dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),)).items():
+    ...     print(check, status)
+    test_schema SUCCESS
+    test_autograd_registration SUCCESS
+    test_faketensor SUCCESS
+    test_mutation SUCCESS
+    >>> _ = double.register_fake(lambda x: dj.empty(3))      # wrong: the output has 2 elements
     >>> dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),))     # doctest: +ELLIPSIS
     Traceback (most recent call last):
       ...
-    dispatch_jit.custom_op.OpCheckError: test_faketensor: output 0 of doc_opcheck::double: the fake kernel returned Tensor(shape=(3,), ...
+    dispatch_jit.custom_op.OpCheckError: test_faketensor: ... the fake kernel returned Tensor(shape=(3,), ...
     >>> double._destroy()
     """
     entry = _entry_of(op)
@@ -819,7 +836,13 @@ def opcheck(op, args: tuple, kwargs: dict | None = None, *, test_utils: str | It
             result[name] = "SKIPPED (no ahead-of-time tracing in dispatch_jit yet)"
             continue
         try:
-            _CHECKS[name](entry, args, kwargs)
+            try:
+                _CHECKS[name](entry, args, kwargs)
+            except OpCheckError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the op (or its kernel) failed on the sample call
+                raise OpCheckError(f"{name}: calling {entry.name} on the sample inputs raised "
+                                   f"{type(e).__name__}: {e}") from e
             result[name] = "SUCCESS"
         except OpCheckError as e:
             if raise_exception:

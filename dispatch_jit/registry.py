@@ -126,7 +126,8 @@ class OperatorEntry:
     def has_kernel_for(self, key: DispatchKey) -> bool:
         """Whether a call landing on runtime ``key`` (or alias ``key``) finds a real kernel."""
         if key.is_alias:
-            return key in self.kernels
+            k = self.kernels.get(key)
+            return k is not None and k.fn is not fallthrough_kernel
         fn, _ = self.table[key.value]
         return fn is not None and fn is not fallthrough_kernel
 

@@ -300,7 +300,10 @@ REDUCTIONS: dict[str, ReductionSpec] = {s.name: s for s in [
 
 
 def _check_dtype(spec: ReductionSpec, dtype) -> np.dtype:
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(getattr(dtype, "np", dtype))   # a NumPy dtype, or a dispatch_jit DType
+    except TypeError:
+        raise DTypeError(f"{spec.name}(): {dtype!r} is not a dtype") from None
     if dt not in SUPPORTED or dt.kind not in spec.kinds:
         ok = ", ".join(d.name for d in SUPPORTED if d.kind in spec.kinds)
         why = spec.hint.format(name=spec.name) + "; " if spec.hint and dt.kind in "biuc" else ""
@@ -691,11 +694,11 @@ def _threads_run_in_parallel() -> bool:
     Two CPU-bound, GIL-free NumPy loops on two threads take about as long as
     one on two real cores, and twice as long where the "cores" share one
     (measured on the 2-vCPU VMs: 2.3x, and an OpenMP prange sum of 1e7
-    float32 ran 8x slower than the serial kernel).  About 20 ms, once.
+    float32 ran 8x slower than the serial kernel).  About 40 ms, once.
     """
     import threading
 
-    x = np.linspace(0.0, 1.0, 1 << 14)
+    x = np.linspace(0.0, 1.0, 1 << 15)
     ys = [np.empty_like(x), np.empty_like(x)]
 
     def work(y):
@@ -738,9 +741,11 @@ def _use_parallel() -> bool:
 def _parallel_plan(p) -> tuple[str, int]:
     """The parallel variant for a plan, and its block: (variant, blk)."""
     K1, K2, R1, R2, mode = p[2], p[3], p[4], p[5], p[12]
-    pieces = 4 * numba.get_num_threads()
+    nt = numba.get_num_threads()
+    pieces = 4 * nt
     if mode == 2:
-        nb = max(1, min(-(-pieces // K1), -(-K2 // 256)))
+        # one block of columns per thread: long row segments stream best
+        nb = max(1, min(-(-nt // K1), -(-K2 // 256)))
         return "cols", -(-K2 // nb)                          # columns per block
     K, R = K1 * K2, R1 * R2
     if K < pieces and R >= 2 * _MIN_CHUNK:
@@ -799,6 +804,8 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     isz = kin.itemsize
 
     def reduce(a, axis=None, keepdims=False, **static):
+        if type(a) is not np.ndarray:   # the kernels take plain arrays (a matrix reshapes to 2-D)
+            a = np.asarray(a)
         if a.dtype != dt:
             raise DTypeError(f"{name}() kernel for {dt.name} got a {a.dtype.name} array")
         arg = arg0

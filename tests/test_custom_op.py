@@ -158,7 +158,8 @@ def test_destroy_undoes_everything(ns):
 
 def test_fragment_next_to_an_existing_def_library(lib):
     lib.define("first(Tensor x) -> Tensor")
-    op = dj.library.custom_op(f"{lib.ns}::second", lambda x: x + 1, mutates_args=(), schema="second(Tensor x) -> Tensor")
+    op = dj.library.custom_op(f"{lib.ns}::second", lambda x: x + 1, mutates_args=(),
+                              schema="second(Tensor x) -> Tensor")
     try:
         assert op(dj.tensor([1.0])).tolist() == [2.0]
     finally:
@@ -256,8 +257,11 @@ def test_register_autograd_multiple_outputs_and_tensor_lists(ns):
     x = t64(1.0, -2.0, requires_grad=True)
     assert dj.autograd.gradcheck(two, (x,))
     p, q = two(x)
+    assert p.grad_fn is q.grad_fn
     q.sum().backward()          # p gets no gradient: backward sees zeros for it
     assert x.grad.tolist() == [2.0, -4.0]
+    from dispatch_jit.autograd.graph import Node
+    assert "num_outputs" not in Node.metadata    # per-node metadata, not the shared class default
 
     @ns("weighted_sum")
     def weighted_sum(xs: list[dj.Tensor], w: float) -> dj.Tensor:
@@ -302,6 +306,18 @@ def test_register_autograd_bad_backward(ns, backward, match):
     x = t64(1.0, 2.0, requires_grad=True)
     with pytest.raises(dj.errors.AutogradError, match=match):
         bad(x, x).sum().backward()
+
+
+def test_register_autograd_rejects_returning_an_input(ns):
+    @ns("ident")
+    def ident(x: dj.Tensor) -> dj.Tensor:
+        return x
+
+    ident.register_autograd(lambda ctx, g: g)
+    x = t64(1.0, requires_grad=True)
+    with pytest.raises(dj.errors.AutogradError, match=r"returned one of its inputs.*x.clone\(\)"):
+        ident(x)
+    assert x.grad_fn is None and x.is_leaf
 
 
 def test_register_autograd_refuses_mutating_ops(ns):
@@ -402,6 +418,24 @@ def test_opcheck_catches_a_wrong_fake_kernel(ns, fake, match):
         dj.library.opcheck(op, (t64(1.0, 2.0), t64(3.0, 4.0)))
 
 
+def test_opcheck_calls_the_fake_kernel_like_the_kernel(ns):
+    seen = []
+
+    @ns("kw")
+    def kw(x: dj.Tensor, n: int = 2, *, scale: float = 1.0) -> dj.Tensor:
+        return x * scale
+
+    kw.register_autograd(lambda ctx, g: (g, None))
+
+    @kw.register_fake
+    def _(x, n, *, scale):        # no defaults: every argument arrives, as for the kernel
+        seen.append((n, scale))
+        return dj.empty_like(x)
+
+    assert dj.library.opcheck(kw, (t64(1.0),), {"scale": 3.0})["test_faketensor"] == "SUCCESS"
+    assert seen == [(2, 3.0)]
+
+
 def test_opcheck_requires_a_fake_kernel(ns):
     op = _mymul(ns)
     with pytest.raises(OpCheckError, match="test_faketensor: .* has no fake kernel; add one with register_fake"):
@@ -466,4 +500,7 @@ def test_opcheck_schema_and_autograd_failures(ns):
     # raise_exception=False collects the failures
     r = dj.library.opcheck(noag, (t64(1.0),), raise_exception=False)
     assert isinstance(r["test_autograd_registration"], OpCheckError) and r["test_schema"] == "SUCCESS"
+    r = dj.library.opcheck(noag, (), raise_exception=False)     # a call that cannot even be made
+    assert all(isinstance(r[k], OpCheckError) for k in ("test_schema", "test_faketensor", "test_mutation"))
+    assert str(r["test_mutation"]).startswith("test_mutation: calling ")
     assert issubclass(OpCheckError, AssertionError) and issubclass(OpCheckError, dj.errors.DispatchJitError)

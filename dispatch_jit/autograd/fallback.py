@@ -16,7 +16,11 @@ _AG = sum(1 << k.value for k in (DispatchKey.AutogradCPU, DispatchKey.AutogradCU
 
 
 def autograd_not_implemented(op, keyset, args, kwargs):
-    out = op.redispatch(keyset - _AG_KEYS, *args, **kwargs)
+    from ..dispatcher import ExcludeDispatchKeyGuard
+    # below autograd for the whole kernel, as PyTorch's AutoDispatchBelowAutograd: a kernel
+    # that calls other ops must not record a graph the op has no formula for
+    with ExcludeDispatchKeyGuard(_AG_KEYS):
+        out = op.redispatch(keyset - _AG_KEYS, *args, **kwargs)
     if any(getattr(a, "requires_grad", False) for a in list(args) + list(kwargs.values())):
         for o in (out if isinstance(out, tuple) else (out,)):
             if hasattr(o, "_sig"):

@@ -7,10 +7,12 @@ user's ``backward(ctx, *grads)``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import AutogradError
 from .grad_mode import is_grad_enabled, no_grad
 from .graph import SavedTensor, edge_of, node_class
-from .kernel import mark_output
+from .kernel import mark_output, sum_to
 
 __all__ = ["Function", "FunctionCtx"]
 
@@ -22,6 +24,12 @@ class FunctionCtx:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple = ()
         self._node = None
+        self.materialize_grads = True
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """By default an output that received no gradient gets zeros in
+        ``backward``; ``False`` passes None instead (as PyTorch)."""
+        self.materialize_grads = bool(value)
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tuple(SavedTensor(t, name=f"saved tensor {i}") if t is not None else None
@@ -70,7 +78,10 @@ class Function:
         if not record:
             return out
         outputs = out if isinstance(out, tuple) else (out,)
-        node = node_class(f"{cls.__name__}Backward")(_formula(cls, ctx, len(args)), edges, {}, {}, cls.__name__)
+        metas = tuple((o._data.shape, o.dtype) if hasattr(o, "_sig") else None for o in outputs)
+        in_shapes = tuple(a._data.shape if hasattr(a, "_sig") else None for a in args)
+        node = node_class(f"{cls.__name__}Backward")(_formula(cls, ctx, len(args), metas, in_shapes), edges,
+                                                     {}, {}, cls.__name__)
         node.metadata = {"num_outputs": len(outputs)}
         ctx._node = node
         for i, o in enumerate(outputs):
@@ -80,13 +91,33 @@ class Function:
         return out
 
 
-def _formula(cls, ctx, nargs):
+def _formula(cls, ctx, nargs, metas, in_shapes):
     def formula(grads, saved, c, needs):
+        if ctx.materialize_grads and any(g is None for g in grads):
+            # outputs that took no part in the loss: zeros, so backward can do arithmetic on every grad
+            from ..creation import zeros
+            grads = tuple(zeros(*m[0], dtype=m[1]) if g is None and m is not None else g
+                          for g, m in zip(grads, metas))
         res = cls.backward(ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) != nargs:
             raise AutogradError(f"{cls.__name__}.backward returned {len(res)} gradients, but forward took "
                                 f"{nargs} arguments; return one per argument (None where there is none)")
-        return res
+        out = []
+        for i, (g, shape, need) in enumerate(zip(res, in_shapes, needs)):
+            if g is None or not need:
+                out.append(None)
+                continue
+            if tuple(g.shape) != shape:
+                try:
+                    ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise AutogradError(f"{cls.__name__}.backward returned an invalid gradient for argument {i}: "
+                                        f"shape {tuple(g.shape)}, but the argument has shape {shape}")
+                g = sum_to(g, shape)      # a broadcast gradient is summed back, as PyTorch does
+            out.append(g)
+        return tuple(out)
     return formula

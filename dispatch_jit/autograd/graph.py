@@ -9,6 +9,7 @@ input's own ``grad_fn`` or, for a leaf, its ``AccumulateGrad`` node.
 
 from __future__ import annotations
 
+import types
 import weakref
 
 from ..errors import AutogradError
@@ -63,8 +64,9 @@ class Node:
     # A node is made on every differentiable call: keep construction to a few
     # stores (hooks and metadata are rare and default at class level).
     __slots__ = ("next_functions", "saved", "ctx", "formula", "released", "__dict__", "__weakref__", "op_name")
-    pre_hooks: dict = {}
-    metadata: dict = {}
+    # read-only defaults: assign a fresh dict to change them on one node
+    pre_hooks = types.MappingProxyType({})
+    metadata = types.MappingProxyType({})
 
     def __init__(self, formula, next_functions, saved: dict, ctx: dict, op_name: str):
         self.formula = formula

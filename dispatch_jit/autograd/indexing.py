@@ -21,7 +21,8 @@ def _is_basic(index) -> bool:
 
 def getitem(t, index):
     a = t._data[index]
-    out = wrap_view(t, a) if _is_basic(index) else wrap(np.array(a, copy=True))
+    basic = _is_basic(index)
+    out = wrap_view(t, a) if basic else wrap(np.array(a, copy=True))
     if t.requires_grad and is_grad_enabled() and out.dtype.category >= 2:
         from ..creation import zeros
         from .kernel import mark_output
@@ -34,4 +35,7 @@ def getitem(t, index):
             return (gz,)
         node = _IndexBackward(formula, (edge_of(t),), {}, {}, "aten::index")
         mark_output(out, node)
+        if basic:
+            from .views import record_view
+            record_view(out, t, lambda r: r[index])
     return out

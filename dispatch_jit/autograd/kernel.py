@@ -110,6 +110,13 @@ class AutogradKernel:
         save_pos = [(n, names.index(n)) for n in d.save if n != "result"]
         save_result = "result" in d.save
         T = _T
+        # a view op (schema returns Tensor(a)): its output remembers its base, for in-place ops on it
+        is_view = bool(call.op.schema.returns) and call.op.schema.returns[0].type.alias is not None
+        if is_view:
+            from .views import record_view
+            entry = call.op.entry
+            kwnames = [a.name for a in args_schema if a.kwarg_only]
+            npos = len(args_schema) - len(kwnames)
 
         def run(*args):
             if out_pos is not None and args[out_pos] is not None:
@@ -151,6 +158,9 @@ class AutogradKernel:
                 # saved after mark_output: the saved output must require grad (and carry the
                 # autograd key), or a double backward (create_graph=True) treats it as a constant
                 saved["result"] = SavedTensor(out, is_output=True, name="result")
+            if is_view:
+                rest, kw = args[1:npos], dict(zip(kwnames, args[npos:]))
+                record_view(out, args[0], lambda r: entry(r, *rest, **kw))
             return out
         return run
 
@@ -166,6 +176,7 @@ class AutogradInplaceKernel:
 
     def specialize(self, call):
         from ..registry import lookup
+        from .views import check_inplace_on_view, rebase_root
         below = call.redispatch()
         functional = lookup(self.functional_name).entry
         opname = call.op.name
@@ -175,6 +186,9 @@ class AutogradInplaceKernel:
             if self_.requires_grad and self_.grad_fn is None:
                 raise AutogradError(f"{opname}: a leaf Variable that requires grad is being used in an in-place "
                                     f"operation; do it under dj.no_grad() or on a clone")
+            view = self_.__dict__.get("_view_of")
+            if view is not None:
+                check_inplace_on_view(self_, opname)
             if not any(getattr(t, "requires_grad", False) for t in (self_, *rest)):
                 r = below(self_, *rest)
                 return r
@@ -189,6 +203,9 @@ class AutogradInplaceKernel:
             import numpy as np
             np.copyto(self_._data, result._data, casting="unsafe")
             bump_version(self_)
+            self_.__dict__.pop("_output_nr", None)    # it may have been output 1 of a multi-output node
             mark_output(self_, result.grad_fn)
+            if view is not None:
+                rebase_root(self_, result.grad_fn)    # the write went into the view's base too
             return self_
         return run

@@ -7,7 +7,7 @@ differ from NumPy's for some ops); the tests assert those rules, not NumPy's.
 Compiles dominate the run time (one serial kernel per op and kernel dtype,
 ~0.3 s each), so one parametrized case covers every axis, layout and
 keepdims for an (op, dtype) pair with a single compile, and only one test
-compiles a parallel variant.
+compiles parallel variants.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def _values(d: np.dtype, shape, op: str, rng) -> np.ndarray:
     return x.astype(d)
 
 
-SHAPE = (5, 7, 40)   # 1400 elements: long enough for lane blocks and row groups
+SHAPE = (5, 7, 40)   # axis (0, 1) of a C array: 35 rows, enough for the 16-row groups (lanes: own test)
 AXES = {"all": None, "first": (0,), "last": (2,), "middle": (1,), "first+last": (0, 2), "leading": (0, 1),
         "neg-normalized(-1,-2)": (1, 2), "none": ()}
 
@@ -140,6 +140,7 @@ def _layouts(x: np.ndarray):
     yield "contiguous", x
     yield "transposed", x.transpose(2, 0, 1)
     yield "strided", x[:, ::2, ::-1]
+    yield "every-other", x[::2, :, 1::2]
     yield "broadcast", np.broadcast_to(x[:, :1, :], x.shape)
 
 
