@@ -60,11 +60,11 @@ def compiled_kernels() -> int:
     return len(_COMPILED)
 
 
-def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, category: int, ndim: int, flat: bool,
+def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
                 static_names: tuple) -> str:
     """One loop nest.  ``kinds[i]`` is "array", "scalar" or "none" per input."""
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
-    expr = op.expression(category, present)
+    expr = op.expression(compute.category, present, compute.name)
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
     lines = [f"def kernel({', '.join(params)}):", "    _zero = _ct(0)", "    _one = _ct(1)"]
     for s in static_names:
@@ -213,7 +213,7 @@ class _Plan:
         key = (ndim, flat, in_dtypes, out_dtype)
         v = self.variants.get(key)
         if v is None:
-            src = _gen_source(self.kern.op, self.kinds, self.casts, self.kcompute.category, ndim, flat,
+            src = _gen_source(self.kern.op, self.kinds, self.casts, self.kcompute, ndim, flat,
                               self.static_names)
             v = _Variant(src, self.kcompute.np, self._argtypes(ndim, "C" if flat else "A", in_dtypes, out_dtype))
             self.variants[key] = v

@@ -10,6 +10,12 @@ undefined behaviour.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from .intrinsics import f32_from_bits
+
 
 def _maximum(a, b):
     # NaN propagates from either side, as torch.maximum / np.maximum
@@ -52,4 +58,34 @@ def _ipow(a, b):
     return r
 
 
-HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow)}
+_EXP_HI = np.float32(88.72283)
+_EXP_LO = np.float32(-87.33654)
+
+
+def _exp_f32(x):
+    """float32 exp as range reduction + polynomial (Cephes expf, <= 2 ulp).
+
+    libm's expf is an opaque call per element; written as arithmetic, LLVM
+    vectorizes the loop (the PyPI llvmlite has no SVML).  Results that would
+    be subnormal (x < -87.3) flush to zero.
+    """
+    xc = min(max(x, _EXP_LO), _EXP_HI)
+    n = math.floor(xc * np.float32(1.44269504088896341) + np.float32(0.5))
+    r = xc - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    y = (p * (r * r) + r + np.float32(1.0)) * f32_from_bits(np.int32((np.int64(n) + 127) << 23))
+    if x > _EXP_HI:
+        y = np.float32(np.inf)
+    if x < _EXP_LO:
+        y = np.float32(0.0)
+    if x != x:
+        y = x
+    return y
+
+
+HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32)}

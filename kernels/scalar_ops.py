@@ -38,15 +38,16 @@ class ScalarOp:
     expr: str | Callable[[tuple[str, ...]], str]   # callable: given the present inputs' names
     rule: str = "promote"
     cats: frozenset = NUM
-    by_cat: dict = field(default_factory=dict)     # category -> expression override
+    by_cat: dict = field(default_factory=dict)     # category or dtype name -> expression override
     statics: tuple = ()                            # schema fragments of static parameters
     doc: str = ""
     inplace: bool = True
     method: bool = True
     operator: tuple = ()                           # Python operators that map to it
 
-    def expression(self, category: int, present: tuple[str, ...]) -> str:
-        e = self.by_cat.get(category, self.expr)
+    def expression(self, category: int, present: tuple[str, ...], dtype_name: str = "") -> str:
+        # most specific first: an override for the compute dtype, then its category
+        e = self.by_cat.get(dtype_name) or self.by_cat.get(category, self.expr)
         return e(present) if callable(e) else e
 
 
@@ -68,7 +69,8 @@ _OPS = [
     ScalarOp("abs", 1, "abs(x)", rule="abs", cats=NUM, operator=("__abs__",)),
     ScalarOp("neg", 1, "-x", cats=NUM, operator=("__neg__",)),
     ScalarOp("sign", 1, "_sign(x)", cats=REAL_B),
-    ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.exp(x)"}),
+    ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "cmath.exp(x)", "float32": "_exp_f32(x)"}),
     ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT),
     ScalarOp("log", 1, "math.log(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log(x)"}),
     ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT),
@@ -89,7 +91,8 @@ _OPS = [
     ScalarOp("cosh", 1, "math.cosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.cosh(x)"}),
     ScalarOp("tanh", 1, "math.tanh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.tanh(x)"}),
     ScalarOp("erf", 1, "math.erf(x)", rule="float", cats=FLT),
-    ScalarOp("sigmoid", 1, "_one / (_one + math.exp(-x))", rule="float", cats=FLT),
+    ScalarOp("sigmoid", 1, "_one / (_one + math.exp(-x))", rule="float", cats=FLT,
+             by_cat={"float32": "_one / (_one + _exp_f32(-x))"}),
     ScalarOp("relu", 1, "x if not (x <= _zero) else _zero", cats=REAL),
     ScalarOp("floor", 1, "np.floor(x)", cats=REAL, by_cat={INT: "x"}),
     ScalarOp("ceil", 1, "np.ceil(x)", cats=REAL, by_cat={INT: "x"}),
