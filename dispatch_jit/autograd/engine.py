@@ -106,8 +106,14 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
             if isinstance(node, AccumulateGrad):
                 var = node.variable()
                 if capture is None and var is not None and grads[0] is not None:
-                    g = grads[0] if create_graph else grads[0].detach()
-                    var.grad = g if var.grad is None else var.grad + g
+                    g = grads[0]
+                    if var.grad is None:
+                        # .grad is the user's to modify in place (zero_(), optimizer steps): never a
+                        # read-only broadcast view, nor an alias of a tensor the graph or the caller holds
+                        # (under no_grad this clone records nothing; with create_graph it is differentiable)
+                        var.grad = g.clone()
+                    else:
+                        var.grad = var.grad + (g if create_graph else g.detach())
                 continue
             if all(g is None for g in grads):
                 out = (None,) * len(node.next_functions)
