@@ -340,7 +340,11 @@ class _Plan:
         in_dtypes = tuple(ALL_DTYPES[_DT_INDEX[a.dtype]] if k == "array" else None
                           for a, k in zip(arrays, self.kinds))
         out_dtype = ALL_DTYPES[_DT_INDEX[target.dtype]]
-        v = self.variant(ndim, False, in_dtypes, out_dtype)
+        # out= and in-place on contiguous, same-shape operands: the flat loop vectorizes,
+        # the strided one (layout 'A') does not
+        flat = target.flags.c_contiguous and all(
+            a.flags.c_contiguous and a.shape == shape for a, k in zip(arrays, self.kinds) if k == "array")
+        v = self.variant(ndim, flat, in_dtypes, out_dtype)
         kargs = [a for a, k in zip(arrays, self.kinds) if k != "none"] + [args[i] for i in self.static_idx]
         v.get(target.size)(*kargs, target)
         if target is not out_arr:

@@ -54,7 +54,7 @@ def _expand_back(g, c, keepdims_key="keepdims"):
 
 def _count(c) -> int:
     shape, axis = c["shapes"][0], c.get("axis")
-    if axis is None:
+    if axis is None or not shape:      # a 0-d input accepts axis 0 / -1 and has one element
         return math.prod(shape)
     axes = (axis,) if isinstance(axis, int) else axis
     return math.prod(shape[a] for a in axes)
@@ -106,15 +106,39 @@ def _matmul_grads(g, s, c):
 
 
 def _pow_grads(g, s, c):
-    # either side may be a Python number (x ** 2.0, 2.0 ** x): only tensors get a gradient
+    # either side may be a Python number (x ** 2.0, 2.0 ** x): only tensors get a gradient.
+    # As PyTorch: no gradient to x where y == 0, none to y where x == 0 and y >= 0 (0 * log 0).
     x, y = s["self"], s["other"]
     x_t, y_t = hasattr(x, "_sig"), hasattr(y, "_sig")
     gx = gy = None
-    if x_t:
-        gx = A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1) if y_t else y - 1)) if (y_t or y != 0) else _zeros(g)
+    if x_t and y_t:
+        gx = A.where(A.eq(y, 0.0), 0.0, A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))))
+    elif x_t:
+        gx = A.mul(A.mul(g, y), A.pow(x, y - 1)) if y != 0 else _zeros(g)
     if y_t:
-        gy = A.mul(A.mul(g, s["result"]), A.log(x) if x_t else math.log(x))
+        log_x = A.log(x) if x_t else (math.log(x) if x > 0 else -math.inf if x == 0 else math.nan)
+        gy = A.mul(A.mul(g, s["result"]), log_x)
+        if x_t:
+            gy = A.where(A.logical_and(A.eq(x, 0.0), A.ge(y, 0.0)), 0.0, gy)
+        elif x == 0:
+            gy = A.where(A.ge(y, 0.0), 0.0, gy)
     return gx, gy
+
+
+def _prod_grad(g, s, c):
+    # d prod / d x_i = prod / x_i, except where the reduced slice holds zeros (PyTorch's rule):
+    # one zero gets the product of the others, everything else gets 0
+    x, ge = s["self"], _expand_back(g, c)
+    if not A.any(A.eq(x, 0.0)).item():
+        return A.div(A.mul(ge, _expand_back(s["result"], c)), x)
+    axis, keep = c.get("axis"), _keep(c)
+    zero = A.eq(x, 0.0)
+    nzero = _expand_back(A.sum(zero.to(x.dtype), axis, True), keep)
+    x_nz = A.where(zero, 1.0, x)
+    p_nz = _expand_back(A.prod(x_nz, axis, True), keep)
+    grad = A.where(A.eq(nzero, 0.0), A.div(p_nz, x_nz),
+                   A.where(A.logical_and(zero, A.eq(nzero, 1.0)), p_nz, 0.0))
+    return A.mul(ge, grad)
 
 
 def _where_grads(g, s, c):
@@ -153,6 +177,8 @@ def _stack_grads(g, s, c):
 
 def _narrow_grad(g, s, c):
     shape, axis, start = c["shapes"][0], c["axis"] % len(c["shapes"][0]), c["start"]
+    if start < 0:
+        start += shape[axis]
     parts = []
     if start:
         parts.append(_zeros_along(g, axis, start))
@@ -241,8 +267,7 @@ DERIVATIVES: dict[str, Derivative] = {
     # -- reductions ------------------------------------------------------------------------------
     "sum": _D("SumBackward", lambda g, s, c: _expand_back(g, c), unbroadcast=False),
     "mean": _D("MeanBackward", lambda g, s, c: A.div(_expand_back(g, c), float(_count(c))), unbroadcast=False),
-    "prod": _D("ProdBackward", lambda g, s, c: A.div(A.mul(_expand_back(g, c), _expand_back(s["result"], c)),
-                                                     s["self"]), ("self", "result"), unbroadcast=False),
+    "prod": _D("ProdBackward", _prod_grad, ("self", "result"), unbroadcast=False),
     "max": _D("MaxBackward", _extreme, ("self", "result"), unbroadcast=False),
     "min": _D("MinBackward", _extreme, ("self", "result"), unbroadcast=False),
     "var": _D("VarBackward", _var_grad, ("self",), unbroadcast=False),

@@ -70,15 +70,21 @@ def _exp_f32(x):
     be subnormal (x < -87.3) flush to zero.
     """
     xc = min(max(x, _EXP_LO), _EXP_HI)
-    n = math.floor(xc * np.float32(1.44269504088896341) + np.float32(0.5))
-    r = xc - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    # stay in float32/int32 throughout: int64 conversions do not vectorize well
+    nf = np.floor(xc * np.float32(1.44269504088896341) + np.float32(0.5))
+    r = xc - nf * np.float32(0.693359375) - nf * np.float32(-2.12194440e-4)
     p = np.float32(1.9875691500e-4)
     p = p * r + np.float32(1.3981999507e-3)
     p = p * r + np.float32(8.3334519073e-3)
     p = p * r + np.float32(4.1665795894e-2)
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
-    y = (p * (r * r) + r + np.float32(1.0)) * f32_from_bits(np.int32((np.int64(n) + 127) << 23))
+    # 2**n as two exact powers of two: n reaches 128 near the top of the range,
+    # one past the largest float32 exponent
+    n = np.int32(nf)
+    h = n >> np.int32(1)
+    y = (p * (r * r) + r + np.float32(1.0)) * f32_from_bits(np.int32((h + 127) << 23)) \
+        * f32_from_bits(np.int32((n - h + 127) << 23))
     if x > _EXP_HI:
         y = np.float32(np.inf)
     if x < _EXP_LO:

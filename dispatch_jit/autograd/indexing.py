@@ -22,6 +22,9 @@ def _is_basic(index) -> bool:
 def getitem(t, index):
     a = t._data[index]
     basic = _is_basic(index)
+    if basic and not isinstance(a, np.ndarray):
+        # every index an integer: NumPy returns a scalar; a trailing ``...`` makes it a 0-d view
+        a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
     out = wrap_view(t, a) if basic else wrap(np.array(a, copy=True))
     if t.requires_grad and is_grad_enabled() and out.dtype.category >= 2:
         from ..creation import zeros

@@ -287,3 +287,30 @@ def test_detach_shares_memory_and_version_and_leaves_the_graph():
         z = x.sin()                                                # saves x
         dx.mul_(2.0)                                               # same storage: x's version moves too
         z.sum().backward()
+
+
+def test_grad_is_a_fresh_writable_tensor():
+    """.grad may be modified in place (optimizer steps): never a broadcast view or an alias."""
+    x, y = T([1.0, 2.0]), T([3.0, 4.0])
+    (x + y).sum().backward()                     # the incoming gradient is a 0-stride expand of a scalar
+    x.grad.mul_(0.0)
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0])
+    g = dj.tensor([1.0, 2.0], dtype=dj.float64)
+    z = T([5.0, 6.0])
+    z.backward(g)                                # a leaf root: its grad is not the caller's tensor
+    assert not np.shares_memory(z.grad.numpy(), g.numpy())
+
+    class Same(dj.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad                    # one tensor for both inputs
+
+    a, b = T([1.0]), T([2.0])
+    Same.apply(a, b).sum().backward()
+    a.grad.mul_(5.0)
+    assert a.grad.item() == 5.0 and b.grad.item() == 1.0

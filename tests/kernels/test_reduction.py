@@ -139,6 +139,7 @@ AXES = {"all": None, "first": (0,), "last": (2,), "middle": (1,), "first+last": 
 def _layouts(x: np.ndarray):
     yield "contiguous", x
     yield "transposed", x.transpose(2, 0, 1)
+    yield "fortran", np.asfortranarray(x)
     yield "strided", x[:, ::2, ::-1]
     yield "every-other", x[::2, :, 1::2]
     yield "broadcast", np.broadcast_to(x[:, :1, :], x.shape)
@@ -201,6 +202,17 @@ def test_uint64_sum_stays_uint64():
     got = R.get_reduction("sum", U64)(x, None, False)
     assert got.dtype == U64 and int(got) == (2**64 + 4) % 2**64
     assert R.result_dtype("prod", U64) == U64 and R.result_dtype("sum", dt("uint32")) == I64
+
+
+def test_odd_strides_copy_once():
+    # a field of a packed record array: 5-byte strides are no whole float32 elements
+    rec = np.zeros((6, 7), dtype=[("a", "f4"), ("b", "u1")])
+    rec["a"] = np.arange(42, dtype=np.float32).reshape(6, 7)
+    a = rec["a"]
+    assert a.strides[1] % a.itemsize
+    f = R.get_reduction("sum", F32)
+    np.testing.assert_array_equal(f(a, (0,), False), a.sum(axis=0))
+    np.testing.assert_array_equal(f(a[:, ::-2], None, True), a[:, ::-2].sum(keepdims=True))
 
 
 def test_var_std_correction():
