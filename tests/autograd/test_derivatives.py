@@ -99,8 +99,13 @@ CASES: dict[str, list[Case]] = {
     "square": unary(lambda M, x: M.square(x)),
     "reciprocal": unary(lambda M, x: M.reciprocal(x), **POS),
     "pow.Tensor": binary(lambda M, x, y: M.pow(x, y), lx=(0.5, 2.0)) + [
-        Case(lambda M, x: x ** 3.0, (x2(),)), Case(lambda M, x: 2.0 ** x, (x2(),))],
+        Case(lambda M, x: x ** 3.0, (x2(),)), Case(lambda M, x: 2.0 ** x, (x2(),)),
+        # PyTorch's masks: 0 ** y (no gradient to y for y >= 0) and x ** 0 (none to x)
+        Case(lambda M, x, y: M.pow(x, y), (In((2,), values=(0.0, 1.5)), In((2,), values=(2.0, 0.0)))),
+        Case(lambda M, y: 0.0 ** y, (In((2,), values=(2.0, 0.5)),))],
     "maximum.Tensor": binary(lambda M, x, y: M.maximum(x, y)) + [
+        Case(lambda M, x: M.maximum(x, 0.25), (x2(),),
+             torch_fn=lambda x: torch.maximum(x, torch.tensor(0.25, dtype=x.dtype))),
         Case(lambda M, x, y: M.maximum(x, y), (In((6,), values=TIES), In((6,), values=(0.0, 3.0, 1.0, -2.0, 0.0, 0.5))),
              check=dict(skip=True))],   # ties: not differentiable, PyTorch splits evenly
     "minimum.Tensor": binary(lambda M, x, y: M.minimum(x, y)) + [
@@ -150,12 +155,19 @@ CASES: dict[str, list[Case]] = {
     "sum": [Case(lambda M, x: M.sum(x), (x2(),)),
             Case(lambda M, x: M.sum(x, dim=1), (x2(),)),
             Case(lambda M, x: M.sum(x, dim=(0, 1), keepdim=True), (x2(),)),
-            Case(lambda M, x: M.sum(x, dim=-2, keepdim=True), (x2(),))],
+            Case(lambda M, x: M.sum(x, dim=-2, keepdim=True), (x2(),)),
+            Case(lambda M, x: M.sum(x, dim=0), (In((), values=(0.5,)),))],
     "mean": [Case(lambda M, x: M.mean(x), (x2(),)),
              Case(lambda M, x: M.mean(x, dim=0), (x2(),)),
-             Case(lambda M, x: M.mean(x, dim=1, keepdim=True), (x2(),))],
+             Case(lambda M, x: M.mean(x, dim=1, keepdim=True), (x2(),)),
+             Case(lambda M, x: M.mean(x, dim=-1), (In((), values=(0.5,)),))],
     "prod": [Case(lambda M, x: M.prod(x), (x2(**POS),), torch_fn=lambda x: torch.prod(x)),
-             Case(lambda M, x: M.prod(x, dim=1), (x2(**POS),), torch_fn=lambda x: torch.prod(x, dim=1))],
+             Case(lambda M, x: M.prod(x, dim=1), (x2(**POS),), torch_fn=lambda x: torch.prod(x, dim=1)),
+             # zeros: one zero gets the product of the others (no 0 / 0)
+             Case(lambda M, x: M.prod(x), (In((2, 3), values=(0.0, 2.0, 3.0, 1.0, 2.0, 3.0)),),
+                  torch_fn=lambda x: torch.prod(x)),
+             Case(lambda M, x: M.prod(x, dim=1), (In((2, 3), values=(0.0, 0.0, 3.0, 0.0, 2.0, 3.0)),),
+                  torch_fn=lambda x: torch.prod(x, dim=1))],
     "max": [Case(lambda M, x: M.max(x), (x2(),)),
             Case(lambda M, x: M.max(x, dim=1), (x2(),), torch_fn=lambda x: torch.amax(x, dim=1)),
             Case(lambda M, x: M.max(x, dim=0, keepdim=True), (x2(),),
@@ -204,7 +216,8 @@ CASES: dict[str, list[Case]] = {
     "expand": [Case(lambda M, x: x.expand((2, 3)), (In((1, 3)),)),
                Case(lambda M, x: x.expand((2, 2, 3)), (In((2, 1, 3)),))],
     "narrow": [Case(lambda M, x: M.narrow(x, 1, 1, 1), (x2(),)),
-               Case(lambda M, x: M.narrow(x, 0, 0, 1), (x2(),))],
+               Case(lambda M, x: M.narrow(x, 0, 0, 1), (x2(),)),
+               Case(lambda M, x: M.narrow(x, 1, -2, 2), (x2(),))],
     "cat": [Case(lambda M, x, y: M.cat([x, y], dim=1), (x2(), In((2, 2)))),
             Case(lambda M, x, y: M.cat([x, y, x]), (In((2,)), In((3,))))],
     "stack": [Case(lambda M, x, y: M.stack([x, y], dim=1), (x2(), In((2, 3)))),

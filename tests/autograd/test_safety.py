@@ -161,6 +161,11 @@ def test_gradient_through_slices():
     x.grad = None
     (x[..., None, 0] ** 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[2.0, 0.0, 0.0], [8.0, 0.0, 0.0]])
+    x.grad = None
+    e = x[1, 2]                       # all integers: a 0-d view, not a NumPy scalar
+    assert e.shape == () and np.shares_memory(e.numpy(), x.numpy())
+    (e * x[0][1] * 3).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 18.0, 0.0], [0.0, 0.0, 6.0]])
 
 
 def test_gradient_through_reshape_and_expand():
