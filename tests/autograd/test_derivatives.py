@@ -46,15 +46,14 @@ class In:
     values: tuple | None = None  # exact values (ties), reshaped to ``shape``
 
     def build(self, rng) -> np.ndarray:
-        if self.values is not None:
-            a = np.array(self.values, dtype=np.float64).reshape(self.shape)
-        elif self.kind == "bool":
+        if self.kind == "bool":
             return rng.random(self.shape) < 0.5
+        shape = tuple(reversed(self.shape)) if self.nc else self.shape
+        if self.values is not None:
+            a = np.array(self.values, dtype=np.float64).reshape(shape)
         else:
-            shape = tuple(reversed(self.shape)) if self.nc else self.shape
             a = rng.uniform(self.lo, self.hi, shape)
-            return a.T if self.nc else a
-        return a
+        return a.T if self.nc else a
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,7 @@ def binary(f, lx=(-1.0, 1.0), ly=(-1.0, 1.0), **kw):
 # positive values, away from 0
 POS = dict(lo=0.5, hi=2.0)
 TIES = (1.0, 3.0, 3.0, -2.0, -2.0, 0.5)
+CLAMP_X = (-0.9, -0.3, 0.1, 0.4, 0.7, 0.2)       # away from the bounds below
 
 CASES: dict[str, list[Case]] = {
     # -- arithmetic ----------------------------------------------------------------------------
@@ -146,11 +146,10 @@ CASES: dict[str, list[Case]] = {
     # -- selection -------------------------------------------------------------------------------
     "where.self": [Case(lambda M, c, x, y: M.where(c, x, y), (In((2, 3), kind="bool"), x2(), In((3,)))),
                    Case(lambda M, c, x: M.where(c, x, 0.0), (In((2, 3), kind="bool"), x2()))],
-    "clamp": [Case(lambda M, x: M.clamp(x, min=-0.5, max=0.5), (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2), nc=False),)),
-              Case(lambda M, x: M.clamp(x, min=-0.5), (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2)),)),
+    "clamp": [Case(lambda M, x: M.clamp(x, min=-0.5, max=0.5), (In((2, 3), values=CLAMP_X, nc=True),)),
+              Case(lambda M, x: M.clamp(x, min=-0.5), (In((2, 3), values=CLAMP_X),)),
               Case(lambda M, x, lo, hi: M.clamp(x, min=lo, max=hi),
-                   (In((2, 3), values=(-0.9, -0.3, 0.1, 0.4, 0.7, 0.2)), In((3,), values=(-0.5, -0.5, 0.0)),
-                    In((2, 1), values=(0.3, 0.5))))],
+                   (In((2, 3), values=CLAMP_X), In((3,), values=(-0.5, -0.5, 0.0)), In((2, 1), values=(0.3, 0.5))))],
     # -- reductions ------------------------------------------------------------------------------
     "sum": [Case(lambda M, x: M.sum(x), (x2(),)),
             Case(lambda M, x: M.sum(x, dim=1), (x2(),)),

@@ -314,3 +314,29 @@ def test_grad_is_a_fresh_writable_tensor():
     Same.apply(a, b).sum().backward()
     a.grad.mul_(5.0)
     assert a.grad.item() == 5.0 and b.grad.item() == 1.0
+
+
+def test_backward_of_several_roots():
+    x = T([1.0, 2.0])
+    y1, y2 = x * 2, x * 3
+    dj.autograd.backward([y1.sum(), y2], [None, dj.tensor([1.0, 10.0], dtype=dj.float64)])
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 32.0])
+
+
+def test_out_argument_is_refused_under_autograd():
+    x = T([1.0, 2.0])
+    with pytest.raises(AutogradError, match=r"out=\.\.\. arguments don't support automatic differentiation"):
+        dj.add(x, x, out=dj.zeros(2, dtype=dj.float64))
+    with dj.no_grad():
+        np.testing.assert_array_equal(dj.add(x, x, out=dj.zeros(2, dtype=dj.float64)).numpy(), [2.0, 4.0])
+
+
+def test_to_same_dtype_returns_the_input_and_records_nothing():
+    x = T([1.0, 2.0])
+    assert x.to(dj.float64) is x and x.is_leaf and x.grad_fn is None
+    y = x * 2
+    fn = y.grad_fn
+    assert y.to(dj.float64) is y and y.grad_fn is fn
+    (y.to(dj.float32) * 1.0).sum().backward()
+    assert x.grad.dtype is dj.float64
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])

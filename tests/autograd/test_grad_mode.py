@@ -102,7 +102,7 @@ def test_grad_mode_is_thread_local(w):
             barrier.wait()                 # main thread checks its mode while we are in no_grad
             barrier.wait()
 
-    barrier = threading.Barrier(2)
+    barrier = threading.Barrier(2, timeout=30)
     with dj.no_grad():
         t = threading.Thread(target=worker)
         t.start()
