@@ -233,14 +233,13 @@ class Tensor:
             from .errors import CastingError
             raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
                                f"losing information; convert them first with .to(dj.{self.dtype.name})")
-        if self.requires_grad and self.grad_fn is None:
-            from .autograd.grad_mode import is_grad_enabled
-            if is_grad_enabled():
-                from .errors import AutogradError
-                raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
-                                    "(item assignment); assign under dj.no_grad() or to a clone")
-        self._data[_unwrap_index(index)] = src
-        bump_version(self)
+        idx = _unwrap_index(index)
+
+        def write():
+            self._data[idx] = src
+            bump_version(self)
+        from .autograd.indexing import setitem
+        setitem(self, idx, value, write)
 
     # -- autograd ----------------------------------------------------------------
     def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:

@@ -42,3 +42,45 @@ def getitem(t, index):
             from .views import record_view
             record_view(out, t, lambda r: r[index])
     return out
+
+
+_IndexPutBackward = node_class("IndexPutBackward")
+
+
+def setitem(t, index, value, write) -> None:
+    """``t[index] = value`` where ``write()`` does the (cast-checked) store.
+
+    Under autograd the assignment is an in-place op: ``t`` gets an
+    IndexPutBackward node (zero gradient where it was overwritten, the
+    region's gradient to ``value``), and a view's base is rebased as for any
+    in-place op on a view."""
+    from ..errors import AutogradError
+    value_grad = getattr(value, "requires_grad", False)
+    if not is_grad_enabled() or not (t.requires_grad or value_grad):
+        write()
+        return
+    if t.requires_grad and t.grad_fn is None:
+        raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
+                            "(item assignment); assign under dj.no_grad() or to a clone")
+    from .views import check_inplace_on_view, rebase_root
+    view = t.__dict__.get("_view_of")
+    if view is not None:
+        check_inplace_on_view(t, "setitem")
+    edges = (edge_of(t), edge_of(value) if value_grad else None)
+    vshape = tuple(value.shape) if value_grad else None
+    write()
+    from .kernel import mark_output, sum_to
+
+    def formula(grads, saved, ctx, needs):
+        g = grads[0]
+        gt = g.clone()
+        gt._data[index] = 0                      # overwritten elements had no say in the result
+        gv = None
+        if needs[1]:
+            gv = sum_to(wrap(np.array(g._data[index], copy=True)), vshape)
+        return gt, gv
+
+    t.__dict__.pop("_output_nr", None)
+    mark_output(t, _IndexPutBackward(formula, edges, {}, {}, "aten::index_put_"))
+    if view is not None:
+        rebase_root(t, t.grad_fn)

@@ -227,9 +227,6 @@ def test_in_place_on_a_reshaped_view_with_grad_operand_matches_torch():
 
 
 @needs_torch
-@pytest.mark.xfail(strict=True, reason="Tensor.__setitem__ (dispatch_jit/tensor.py) writes into the storage and "
-                   "bumps the version but records no autograd history, so a non-leaf keeps its old grad_fn "
-                   "and the assigned elements still pass gradient to the old values")
 def test_item_assignment_on_a_non_leaf_matches_torch():
     def run(M, mk):
         x = mk([1.0, 2.0, 3.0])
@@ -238,4 +235,17 @@ def test_item_assignment_on_a_non_leaf_matches_torch():
         (y * y).sum().backward()
         return x.grad.numpy()
     ours, theirs = _both(run)
-    np.testing.assert_allclose(ours, theirs)       # torch: [0, 4, 6]; ours: [20, 4, 6]
+    np.testing.assert_allclose(ours, theirs)       # torch: [0, 4, 6]
+
+
+@needs_torch
+def test_item_assignment_of_a_tensor_that_requires_grad_matches_torch():
+    def run(M, mk):
+        x = mk([1.0, 2.0, 3.0])
+        v = mk([5.0])
+        y = x * 2.0
+        y[1:2] = v * 3.0
+        (y * y).sum().backward()
+        return np.concatenate([x.grad.numpy(), v.grad.numpy()])
+    ours, theirs = _both(run)
+    np.testing.assert_allclose(ours, theirs)

@@ -1,0 +1,12 @@
+"""Compiled mode: trace -> graph IR -> passes -> codegen -> cache.
+
+Modules, in pipeline order: ``ir`` (the graph), ``elementwise`` (which ops
+fuse, and their types), ``trace`` (the Tracer key's fallback), ``passes``
+(dce, cse, fusion), ``codegen`` (one Numba loop per region), ``plan`` (the
+executable steps), ``api`` (``compile`` and its cache).
+"""
+
+from .api import CacheInfo, CompiledFunction, compile
+from .trace import TraceAbort, is_tracing
+
+__all__ = ["compile", "CompiledFunction", "CacheInfo", "TraceAbort", "is_tracing"]

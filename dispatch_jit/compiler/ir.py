@@ -1,0 +1,158 @@
+"""The graph IR of compiled mode: a flat, typed list of nodes.
+
+A ``Graph`` is what tracing records and what the passes rewrite::
+
+    graph(%0: float32[2d], %1: float32[2d]):
+      %2 = aten::mul.Tensor(%0, %1) : float32[2d]
+      %3 = aten::add.Tensor(%2, 2.0) : float32[2d]
+      return %3
+
+Values are numbered; each node defines one or more of them.  Arguments are
+``Var`` references, Python scalars (constants of the trace), lists of those,
+or ``None``.  Sizes are never part of the IR: a value's type is its dtype and
+ndim only, which is what the cache key of a compiled function fixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dispatch_jit.dtypes import DType
+
+__all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in"]
+
+
+class GraphError(AssertionError):
+    """A graph failed ``Graph.check()``: a pass or the tracer produced a malformed graph."""
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: DType
+    ndim: int
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}[{self.ndim}d]"
+
+
+@dataclass(frozen=True)
+class Var:
+    id: int
+
+    def __repr__(self) -> str:
+        return f"%{self.id}"
+
+
+@dataclass
+class Node:
+    """``outs = op(*args, **kwargs)``.  ``op`` is an OpOverload, or one of the
+    strings "input" and "const" (``value`` then holds the captured tensor)."""
+
+    op: object
+    args: tuple
+    kwargs: dict
+    outs: tuple            # value ids this node defines
+    value: object = None   # "const" nodes: the tensor captured from the function's closure
+
+    @property
+    def name(self) -> str:
+        return self.op if isinstance(self.op, str) else self.op.name()
+
+    def inputs(self) -> list[int]:
+        return [v.id for v in vars_in((self.args, tuple(self.kwargs.values())))]
+
+
+def vars_in(x) -> list[Var]:
+    """Every Var in a nested structure of tuples, lists and dicts, in order."""
+    out, stack = [], [x]
+    while stack:
+        y = stack.pop()
+        if isinstance(y, Var):
+            out.append(y)
+        elif isinstance(y, (list, tuple)):
+            stack.extend(reversed(y))
+        elif isinstance(y, dict):
+            stack.extend(reversed(list(y.values())))
+    return out
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_fmt(y) for y in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    if isinstance(x, DType):
+        return x.name
+    return repr(x)
+
+
+@dataclass
+class Graph:
+    """Inputs, nodes in execution order, outputs (a nested structure of Vars
+    and constants), and the type of every value."""
+
+    inputs: list[int] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    outputs: object = None
+    types: dict[int, TensorType] = field(default_factory=dict)
+    next_id: int = 0
+
+    def new_value(self, ty: TensorType) -> int:
+        vid = self.next_id
+        self.next_id += 1
+        self.types[vid] = ty
+        return vid
+
+    def copy(self) -> "Graph":
+        return Graph(list(self.inputs), [Node(n.op, n.args, dict(n.kwargs), n.outs, n.value) for n in self.nodes],
+                     self.outputs, dict(self.types), self.next_id)
+
+    def uses(self) -> dict[int, int]:
+        """How many times each value is read (by nodes and by the outputs)."""
+        count: dict[int, int] = {}
+        for n in self.nodes:
+            for v in n.inputs():
+                count[v] = count.get(v, 0) + 1
+        for v in vars_in(self.outputs):
+            count[v.id] = count.get(v.id, 0) + 1
+        return count
+
+    def check(self) -> "Graph":
+        """Every value is defined once, before use, and has a type."""
+        defined = set(self.inputs)
+        for v in self.inputs:
+            if v not in self.types:
+                raise GraphError(f"input %{v} has no type")
+        for i, n in enumerate(self.nodes):
+            for v in n.inputs():
+                if v not in defined:
+                    raise GraphError(f"node {i} ({n.name}) reads %{v} before it is defined")
+            for v in n.outs:
+                if v in defined:
+                    raise GraphError(f"node {i} ({n.name}) redefines %{v}")
+                if v not in self.types:
+                    raise GraphError(f"node {i} ({n.name}) defines %{v} without a type")
+                defined.add(v)
+        for v in vars_in(self.outputs):
+            if v.id not in defined:
+                raise GraphError(f"output %{v.id} is never defined")
+        return self
+
+    def __str__(self) -> str:
+        ins = ", ".join(f"%{v}: {self.types[v]}" for v in self.inputs)
+        lines = [f"graph({ins}):"]
+        for n in self.nodes:
+            lhs = ", ".join(f"%{v}" for v in n.outs)
+            args = [_fmt(a) for a in n.args] + [f"{k}={_fmt(v)}" for k, v in n.kwargs.items() if v is not None]
+            if n.op == "const":
+                args = [f"<tensor shape={tuple(n.value.shape)}>"]
+            ty = ", ".join(str(self.types[v]) for v in n.outs)
+            name = f"fused#{n.value.index}" if n.op == "fused" else n.name
+            lines.append(f"  {lhs} = {name}({', '.join(args)}) : {ty}")
+            if n.op == "fused":   # the region's body, one line per elementwise node
+                for m in n.value.nodes:
+                    margs = [_fmt(a) for a in m.args] + [f"{k}={_fmt(v)}" for k, v in m.kwargs.items()
+                                                         if v is not None]
+                    mty = ", ".join(str(self.types[v]) for v in m.outs)
+                    lines.append(f"      %{m.outs[0]} = {m.name}({', '.join(margs)}) : {mty}")
+        lines.append(f"  return {_fmt(self.outputs)}")
+        return "\n".join(lines)

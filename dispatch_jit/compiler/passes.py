@@ -1,0 +1,173 @@
+"""Graph passes: small and pure (each returns a new graph).
+
+* ``dce``: drop elementwise and constant nodes whose values nobody reads
+  (other ops are kept: they may consume random numbers or raise).
+* ``cse``: one node for identical elementwise computations.
+* ``fuse``: replace each maximal run of fusible elementwise nodes with one
+  "fused" node holding a ``Region``; codegen turns a region into one loop.
+
+Runs are taken in program order, so a region's inputs are all defined before
+it and its outputs used only after it: no cycles by construction.  All
+outputs of one loop share its iteration shape, so a region whose outputs
+have fewer dimensions than its deepest node is split by ndim (an
+elementwise node never has fewer dimensions than its inputs, so ascending
+ndim is a valid order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .elementwise import Elementwise, elementwise_info, scalar_op_of
+from .ir import Graph, Node, Var, vars_in
+
+__all__ = ["Region", "dce", "cse", "fuse", "optimize"]
+
+
+def _rename(x, m: dict[int, int]):
+    if isinstance(x, Var):
+        return Var(m.get(x.id, x.id))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_rename(y, m) for y in x)
+    if isinstance(x, dict):
+        return {k: _rename(v, m) for k, v in x.items()}
+    return x
+
+
+def _pure(n: Node) -> bool:
+    return n.op == "const" or scalar_op_of(n.op) is not None
+
+
+def dce(g: Graph) -> Graph:
+    g = g.copy()
+    live = {v.id for v in vars_in(g.outputs)}
+    kept = []
+    for n in reversed(g.nodes):
+        if _pure(n) and not any(v in live for v in n.outs):
+            continue
+        kept.append(n)
+        live.update(n.inputs())
+    g.nodes = kept[::-1]
+    return g.check()
+
+
+def _const_key(x):
+    if isinstance(x, Var):
+        return ("var", x.id)
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__,) + tuple(_const_key(y) for y in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, _const_key(v)) for k, v in x.items())
+    return (type(x).__name__, repr(x))   # 2 and 2.0 (and True) stay apart
+
+
+def cse(g: Graph) -> Graph:
+    g = g.copy()
+    seen: dict = {}
+    rename: dict[int, int] = {}
+    nodes = []
+    for n in g.nodes:
+        n.args, n.kwargs = _rename(n.args, rename), _rename(n.kwargs, rename)
+        if scalar_op_of(n.op) is not None:
+            key = (n.name, _const_key(n.args), _const_key(n.kwargs))
+            prev = seen.get(key)
+            if prev is not None:
+                rename.update(zip(n.outs, prev.outs))
+                continue
+            seen[key] = n
+        nodes.append(n)
+    g.nodes = nodes
+    g.outputs = _rename(g.outputs, rename)
+    return g.check()
+
+
+@dataclass
+class Region:
+    """A fused loop: elementwise nodes, the tensors it reads (``inputs``) and
+    the values it writes (``outputs``), all of ``ndim`` dimensions."""
+
+    nodes: list[Node]
+    infos: list[Elementwise]
+    inputs: list[int]
+    outputs: list[int]
+    ndim: int
+    index: int = 0
+    deps: dict = field(default_factory=dict)   # output -> indices of the inputs it depends on
+
+
+def _region(nodes, infos, used_after: set[int], g: Graph) -> Region:
+    defined = {v for n in nodes for v in n.outs}
+    inputs: list[int] = []
+    deps: dict[int, set] = {}
+    for n in nodes:
+        d = set()
+        for v in n.inputs():
+            if v in defined:
+                d |= deps[v]
+            else:
+                if v not in inputs:
+                    inputs.append(v)
+                d.add(inputs.index(v))
+        for v in n.outs:
+            deps[v] = d
+    outputs = [v for n in nodes for v in n.outs if v in used_after]
+    ndim = max(g.types[v].ndim for n in nodes for v in n.outs)
+    return Region(nodes, infos, inputs, outputs, ndim, deps={v: sorted(deps[v]) for v in outputs})
+
+
+def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
+    """Returns the graph with "fused" nodes and, per node left unfused, (op, why)."""
+    g = g.copy()
+    # constants have no inputs: hoist them so they never split a run
+    nodes = [n for n in g.nodes if n.op == "const"] + [n for n in g.nodes if n.op != "const"]
+    infos = [elementwise_info(n, g.types) for n in nodes]
+    reads_after: list[set[int]] = [set() for _ in nodes]
+    acc = {v.id for v in vars_in(g.outputs)}
+    for i in range(len(nodes) - 1, -1, -1):
+        reads_after[i] = set(acc)
+        acc.update(nodes[i].inputs())
+    out_nodes, notes, run = [], [], []
+    regions = 0
+
+    def flush(end: int):
+        nonlocal regions
+        if not run:
+            return
+        if len(run) == 1:
+            i = run[0]
+            out_nodes.append(nodes[i])
+            notes.append((nodes[i].name, "a lone elementwise op: its eager kernel is already one loop"))
+            run.clear()
+            return
+        used = reads_after[end - 1]
+        rn, ri = [nodes[i] for i in run], [infos[i][0] for i in run]
+        whole = _region(rn, ri, used, g)
+        parts = [whole]
+        if any(g.types[v].ndim < whole.ndim for v in whole.outputs):
+            parts = []
+            defined_later = set()
+            for nd in sorted({g.types[n.outs[0]].ndim for n in rn}, reverse=True):
+                sel = [k for k, n in enumerate(rn) if g.types[n.outs[0]].ndim == nd]
+                parts.insert(0, _region([rn[k] for k in sel], [ri[k] for k in sel], used | defined_later, g))
+                defined_later |= {v for k in sel for v in rn[k].inputs()}
+        for r in parts:
+            r.index = regions
+            regions += 1
+            out_nodes.append(Node("fused", tuple(Var(v) for v in r.inputs), {}, tuple(r.outputs), value=r))
+        run.clear()
+
+    for i, (n, (info, why)) in enumerate(zip(nodes, infos)):
+        if info is not None:
+            run.append(i)
+            continue
+        flush(i)
+        out_nodes.append(n)
+        if n.op != "const":
+            notes.append((n.name, why))
+    flush(len(nodes))
+    g.nodes = out_nodes
+    return g.check(), notes
+
+
+def optimize(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
+    return fuse(dce(cse(g)))

@@ -1,0 +1,274 @@
+"""Tracing: run the user's function on symbolic tensors, recording every op.
+
+A symbolic tensor is a real ``dj.Tensor`` over a tiny placeholder array of
+the right dtype and ndim, with ``(tracer, value id)`` in its ``__dict__``.
+While a trace runs, the Tracer key is in the thread's include set, so every
+operator call lands in ``tracer_fallback`` (a boxed backend fallback), which
+appends a node to the graph and returns a fresh symbolic tensor.  Output
+types come from the elementwise type rules, or else from running the op
+eagerly on the placeholders with the Tracer key excluded (the meta function
+for now: sizes are not part of the cache key, so only dtype and ndim matter).
+
+Anything that needs real data (``bool(t)``, ``t.item()``, ``t.numpy()``,
+``t.shape``, indexing, in-place writes) raises ``TraceAbort``; the compiled
+function then runs that call eagerly and records the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit import registry
+from dispatch_jit.registry import fallthrough_kernel
+from dispatch_jit.tensor import Tensor, wrap
+
+from .elementwise import result_of
+from .ir import Graph, Node, TensorType, Var
+
+__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback"]
+
+_K = DispatchKey
+
+
+class TraceAbort(Exception):
+    """Raised inside a trace when the function needs something only real data
+    can answer; the compiled function catches it and runs the call eagerly."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _State(threading.local):
+    tracer = None
+
+
+_state = _State()
+
+
+def is_tracing() -> bool:
+    return _state.tracer is not None
+
+
+class Tracer:
+    """The state of one trace: the graph being built and the abort reason, if any."""
+
+    def __init__(self):
+        self.graph = Graph()
+        self.aborted: str | None = None
+        self.in_meta = 0     # >0 while eager kernels run on the placeholders: guards stand aside
+
+    def abort(self, reason: str):
+        self.aborted = self.aborted or reason
+        raise TraceAbort(self.aborted)
+
+    def symbolic(self, ty: TensorType, vid: int) -> Tensor:
+        t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
+        t.__dict__["_sym"] = (self, vid)
+        return t
+
+    def add_input(self, t: Tensor) -> Tensor:
+        ty = TensorType(t.dtype, t.ndim)
+        vid = self.graph.new_value(ty)
+        self.graph.inputs.append(vid)
+        return self.symbolic(ty, vid)
+
+    def to_arg(self, x):
+        """A call argument as the graph stores it: Var for tensors, constants otherwise."""
+        if isinstance(x, Tensor):
+            sym = x.__dict__.get("_sym")
+            if sym is not None:
+                if sym[0] is not self:
+                    self.abort("a tensor from another trace was used")
+                return Var(sym[1])
+            if x.requires_grad:
+                self.abort("a captured tensor requires grad (compiled mode has no autograd yet)")
+            vid = self.graph.new_value(TensorType(x.dtype, x.ndim))
+            self.graph.nodes.append(Node("const", (), {}, (vid,), value=x))
+            return Var(vid)
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.to_arg(y) for y in x)
+        if isinstance(x, dict):
+            return {k: self.to_arg(v) for k, v in x.items()}
+        return x
+
+    def record(self, op, args: tuple, kwargs: dict):
+        if self.aborted:
+            raise TraceAbort(self.aborted)
+        entry = op._entry
+        for a, v in zip(entry.schema.arguments, args + tuple(kwargs.values())):
+            if a.is_mutable and v is not None:
+                self.abort(f"{entry.name} writes into its argument '{a.name}' "
+                           f"(in-place ops and out= are not compiled yet)")
+        cia = entry.kernels.get(_K.CompositeImplicitAutograd)
+        if cia is not None and not hasattr(cia.fn, "specialize") and cia.fn is not fallthrough_kernel:
+            # a decomposition: trace through it, so its pieces can fuse
+            return cia.fn(*args, **kwargs)
+        gargs, gkwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
+        node = Node(op, gargs, gkwargs, ())
+        ty = result_of(node, self.graph.types)
+        if ty is not None:
+            types = [ty]
+            single = True
+        else:
+            types, single = self._meta(op, args, kwargs)
+        node.outs = tuple(self.graph.new_value(t) for t in types)
+        self.graph.nodes.append(node)
+        outs = [self.symbolic(t, v) for t, v in zip(types, node.outs)]
+        return outs[0] if single else tuple(outs)
+
+    def _meta(self, op, args, kwargs):
+        self.in_meta += 1
+        try:
+            with ExcludeDispatchKeyGuard(_K.Tracer):
+                out = op(*args, **kwargs)
+        except TraceAbort:
+            raise
+        except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
+            self.abort(f"{op.name()}: no meta function, and running it on placeholders failed "
+                       f"({type(e).__name__}: {e})")
+        finally:
+            self.in_meta -= 1
+        if isinstance(out, Tensor):
+            return [TensorType(out.dtype, out.ndim)], True
+        if isinstance(out, (tuple, list)) and out and all(isinstance(o, Tensor) for o in out):
+            return [TensorType(o.dtype, o.ndim) for o in out], False
+        self.abort(f"{op.name()} returned {type(out).__name__}, which tracing does not handle")
+
+
+def tracer_fallback(op, keyset, args, kwargs):
+    """The Tracer key's backend fallback: record the call into the active trace."""
+    tracer = _state.tracer
+    if tracer is None:   # Tracer included by someone else: behave as a fallthrough
+        with ExcludeDispatchKeyGuard(_K.Tracer):
+            return op(*args, **kwargs)
+    return tracer.record(op, args, kwargs)
+
+
+# -- what needs data aborts the trace ------------------------------------------------------
+_GUARDED = {
+    "__bool__": "bool() of a traced tensor (data-dependent control flow)",
+    "item": "Tensor.item() reads data", "tolist": "Tensor.tolist() reads data",
+    "numpy": "Tensor.numpy() exposes data", "__array__": "conversion to a NumPy array",
+    "__float__": "float() of a traced tensor", "__int__": "int() of a traced tensor",
+    "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
+    "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
+    "__getitem__": "indexing is not traced yet", "__setitem__": "item assignment is not traced yet",
+    "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
+    "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
+    "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
+}
+_GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
+                  "strides": "Tensor.strides depends on sizes"}
+_patch_lock = threading.Lock()
+_patch_depth = [0]
+_originals: dict = {}
+
+
+def _guard(name, orig, reason):
+    def guarded(self, *args, **kwargs):
+        sym = self.__dict__.get("_sym")
+        if sym is not None and not sym[0].in_meta:
+            sym[0].abort(reason)
+        return orig(self, *args, **kwargs)
+    guarded.__name__ = name
+    return guarded
+
+
+def _guard_prop(prop, reason):
+    def get(self):
+        sym = self.__dict__.get("_sym")
+        if sym is not None and not sym[0].in_meta:
+            sym[0].abort(reason)
+        return prop.fget(self)
+    return property(get)
+
+
+class _Guards:
+    """Install the guards on Tensor for the duration of a trace (refcounted: traces may nest or
+    run in several threads; on other tensors the guards only delegate)."""
+
+    def __enter__(self):
+        with _patch_lock:
+            if _patch_depth[0] == 0:
+                for name, reason in _GUARDED.items():
+                    orig = getattr(Tensor, name)
+                    _originals[name] = Tensor.__dict__.get(name)
+                    setattr(Tensor, name, _guard(name, orig, reason))
+                for name, reason in _GUARDED_PROPS.items():
+                    _originals[name] = Tensor.__dict__[name]
+                    setattr(Tensor, name, _guard_prop(Tensor.__dict__[name], reason))
+            _patch_depth[0] += 1
+
+    def __exit__(self, *exc):
+        with _patch_lock:
+            _patch_depth[0] -= 1
+            if _patch_depth[0] == 0:
+                for name, orig in _originals.items():
+                    if orig is None:
+                        delattr(Tensor, name)
+                    else:
+                        setattr(Tensor, name, orig)
+                _originals.clear()
+
+
+class _Active:
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self):
+        self.prev, _state.tracer = _state.tracer, self.tracer
+
+    def __exit__(self, *exc):
+        _state.tracer = self.prev
+
+
+def _map_tensors(x, fn):
+    if isinstance(x, Tensor):
+        return fn(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tensors(y, fn) for y in x)
+    if isinstance(x, dict):
+        return {k: _map_tensors(v, fn) for k, v in x.items()}
+    return x
+
+
+def trace(fn, args: tuple, kwargs: dict) -> Graph:
+    """Record ``fn(*args, **kwargs)`` as a graph whose inputs are the tensors
+    in ``args``/``kwargs`` (in order).  Raises TraceAbort if it needs data."""
+    tracer = Tracer()
+    sargs = _map_tensors(args, tracer.add_input)
+    skwargs = _map_tensors(kwargs, tracer.add_input)
+    with _Guards(), IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
+        out = fn(*sargs, **skwargs)
+        if tracer.aborted:     # the function caught our exception: still abort
+            raise TraceAbort(tracer.aborted)
+        tracer.graph.outputs = tracer.to_arg(out)
+    return tracer.graph.check()
+
+
+# -- registration --------------------------------------------------------------------------
+_handle = []
+
+
+def install_tracer_fallback():
+    """Register ``tracer_fallback`` at the Tracer key, replacing the placeholder
+    fallthrough that kernels/aten.py registers."""
+    if _handle:
+        return _handle[0]
+    current = registry.backend_fallbacks().get(_K.Tracer)
+    if current is fallthrough_kernel:
+        from dispatch_jit.kernels import aten
+        for h in list(aten.fallbacks._handles):
+            if h.description == f"fallback @ {_K.Tracer.name}":
+                h.remove()
+                aten.fallbacks._handles.remove(h)
+    elif current is not None:
+        raise RuntimeError(f"a Tracer backend fallback is already registered ({current!r}); "
+                           f"compiled mode needs its own")
+    _handle.append(registry.register_fallback(_K.Tracer, tracer_fallback))
+    return _handle[0]
