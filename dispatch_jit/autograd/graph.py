@@ -63,10 +63,14 @@ class Node:
 
     # A node is made on every differentiable call: keep construction to a few
     # stores (hooks and metadata are rare and default at class level).
-    __slots__ = ("next_functions", "saved", "ctx", "formula", "released", "__dict__", "__weakref__", "op_name")
+    __slots__ = ("next_functions", "saved", "ctx", "__dict__", "__weakref__")
     # read-only defaults: assign a fresh dict to change them on one node
     pre_hooks = types.MappingProxyType({})
     metadata = types.MappingProxyType({})
+    released = False
+    # per-op node classes (see node_class(..., formula=...)) carry these at class level
+    formula = None
+    op_name = ""
 
     def __init__(self, formula, next_functions, saved: dict, ctx: dict, op_name: str):
         self.formula = formula
@@ -124,8 +128,12 @@ class AccumulateGrad(Node):
 _NODE_CLASSES: dict[str, type] = {}
 
 
-def node_class(name: str) -> type:
-    """One Node subclass per backward formula, so that ``grad_fn`` reads ``<MulBackward>``."""
+def node_class(name: str, formula=None, op_name: str = "") -> type:
+    """A Node subclass named after the backward formula, so that ``grad_fn`` reads
+    ``<MulBackward>``.  With ``formula``, a class of its own that carries the
+    formula and op name, so making a node costs three stores."""
+    if formula is not None:
+        return type(name, (Node,), {"formula": staticmethod(formula), "op_name": op_name})
     cls = _NODE_CLASSES.get(name)
     if cls is None:
         cls = _NODE_CLASSES[name] = type(name, (Node,), {})
@@ -137,9 +145,11 @@ def edge_of(t):
     if t is None or not getattr(t, "requires_grad", False):
         return None
     fn = t.grad_fn
+    d = t.__dict__
     if fn is not None:
-        return (fn, t.__dict__.get("_output_nr", 0))
-    acc = t.__dict__.get("_accumulator")
-    if acc is None:
-        acc = t.__dict__["_accumulator"] = AccumulateGrad(t)
-    return (acc, 0)
+        return (fn, d.get("_output_nr", 0))
+    # a leaf's edge never changes: make its accumulator and the edge tuple once
+    e = d.get("_leaf_edge")
+    if e is None:
+        e = d["_leaf_edge"] = (AccumulateGrad(t), 0)
+    return e

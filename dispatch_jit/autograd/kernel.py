@@ -162,7 +162,48 @@ class AutogradKernel:
                 rest, kw = args[1:npos], dict(zip(kwnames, args[npos:]))
                 record_view(out, args[0], lambda r: entry(r, *rest, **kw))
             return out
-        return run
+        if list_pos or is_view:
+            return run
+        return _generated_run(len(args_schema), tensor_pos, out_pos, statics, save_pos, save_result, below,
+                              run, node_cls, formula, opname)
+
+
+def _generated_run(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, slow, node_cls, formula,
+                   opname):
+    """The same recording as the generic ``run``, as straight-line code for this
+    op's argument positions: a recorded call is on the hot path of training loops."""
+    p = [f"p{i}" for i in range(nargs)]
+    lines = [f"def run({', '.join(p)}):"]
+    if out_pos is not None:
+        lines.append(f"    if p{out_pos} is not None:\n        return _slow({', '.join(p)})")
+    lines.append(f"    out = _below({', '.join(p)})")
+    for i in tensor_pos:
+        lines.append(f"    r{i} = p{i}.__class__ is _T and p{i}.requires_grad")
+    lines.append(f"    if not ({' or '.join(f'r{i}' for i in tensor_pos)}) "
+                 f"or (out._sig >> 6) & 15 not in _DIFF{''.join(f' or out is p{i}' for i in tensor_pos)}:")
+    lines.append("        return out")
+    edges = ", ".join(f"_edge(p{i}) if r{i} else None" for i in tensor_pos)
+    saved = ", ".join(f"'{n}': (_Saved(p{i}, name='{n}') if p{i}.__class__ is _T else p{i})" for n, i in save_pos)
+    shapes = ", ".join(f"p{i}._data.shape if p{i}.__class__ is _T else None" for i in tensor_pos)
+    dtypes = ", ".join(f"(p{i}._sig >> 6) & 15 if p{i}.__class__ is _T else None" for i in tensor_pos)
+    ctx = ", ".join([f"'{n}': p{i}" for n, i in statics] + [f"'shapes': ({shapes},)", f"'dtypes': ({dtypes},)"])
+    lines += [f"    saved = {{{saved}}}",
+              "    node = _new(_Node)",
+              f"    node.next_functions = ({edges},)",
+              "    node.saved = saved",
+              f"    node.ctx = {{{ctx}}}",
+              # mark_output, inlined
+              "    out.requires_grad = True",
+              "    out.grad_fn = node",
+              "    out._sig |= _AG_CUDA if out._sig & _CUDA_KS else _AG_CPU"]
+    if save_result:
+        lines.append("    saved['result'] = _Saved(out, is_output=True, name='result')")
+    lines.append("    return out")
+    g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": _DIFFERENTIABLE, "_edge": edge_of, "_Saved": SavedTensor,
+         "_new": object.__new__, "_Node": node_class(node_cls.__name__, formula, opname), "_AG_CPU": _AG_CPU,
+         "_AG_CUDA": _AG_CUDA, "_CUDA_KS": _CUDA_KS}
+    exec(compile("\n".join(lines) + "\n", f"<dispatch_jit autograd {opname}>", "exec"), g)
+    return g["run"]
 
 
 class AutogradInplaceKernel:
