@@ -30,6 +30,7 @@ from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
 
 from . import kernels as _kernels  # noqa: E402  defines "aten" and registers its kernels
 from ._install import install as _install  # noqa: E402
+from .compiler import CompiledFunction, compile  # noqa: E402,A001  registers the Tracer fallback
 
 _FUNCTIONS = _install(globals())
 
@@ -47,5 +48,6 @@ __all__ = [
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
+    "compile", "CompiledFunction",
     "errors", "autograd", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)

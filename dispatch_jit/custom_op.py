@@ -28,7 +28,7 @@ from . import registry
 from .autograd.function import FunctionCtx
 from .autograd.grad_mode import AUTOGRAD_BITS, no_grad
 from .autograd.graph import SavedTensor, edge_of, node_class, version_of
-from .autograd.kernel import mark_output, sum_to
+from .autograd.kernel import grad_to_shape, mark_output
 from .dispatcher import _unboxed, tls
 from .dtypes import DType
 from .errors import AutogradError, DispatchJitError, RegistrationError, SchemaError, SchemaParseError
@@ -381,15 +381,7 @@ def _check_grad(opname, name, g, meta):
         raise AutogradError(f"{opname}: backward returned {type(g).__name__} as the gradient of '{name}'; "
                             f"return a dj.Tensor or None")
     shape, dt = meta
-    if tuple(g.shape) != shape:
-        try:
-            ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise AutogradError(f"{opname}: backward returned a gradient of shape {tuple(g.shape)} for input "
-                                f"'{name}' of shape {shape}; the shapes must match")
-        g = sum_to(g, shape)
+    g = grad_to_shape(g, shape, f"{opname}: backward, input '{name}'")
     return g if g.dtype is dt else g.to(dt)
 
 

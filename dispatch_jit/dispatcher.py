@@ -36,8 +36,7 @@ from typing import Callable
 
 from .errors import DeviceMismatchError, NoKernelError, SchemaError
 from .keys import DispatchKey, DispatchKeySet
-from .registry import OperatorEntry, fallthrough_kernel
-from .schema import NO_DEFAULT
+from .registry import OperatorEntry
 from .signature import ArgMeta, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",

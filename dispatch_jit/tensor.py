@@ -14,7 +14,7 @@ import numpy as np
 from . import dispatcher
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
 from .errors import CudaUnavailableError, DTypeError, ShapeError
-from .keys import AUTOGRAD_KEY_FOR_BACKEND, DispatchKey, DispatchKeySet
+from .keys import DispatchKey, DispatchKeySet
 from .signature import MAX_NDIM, make_sig
 
 __all__ = ["Tensor", "device", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",

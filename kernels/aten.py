@@ -107,7 +107,7 @@ for _key in ("AutogradCPU", "AutogradCUDA", "AutogradOther"):
     # backward that needs them names the op
     fallbacks.fallback(autograd_not_implemented, _key)
 # keys whose kernels arrive with later work fall through until then, at no cost
-for _key in ("ADInplaceOrView", "AutocastCPU", "AutocastCUDA", "Tracer"):
+for _key in ("ADInplaceOrView", "AutocastCPU", "AutocastCUDA"):
     fallbacks.fallback(fallthrough_kernel, _key)
 
 

@@ -36,7 +36,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
 from .scalar_helpers import HELPERS
-from .scalar_ops import SCALAR_OPS, ScalarOp, type_rule
+from .scalar_ops import ScalarOp, type_rule
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.dtypes import as_dtype, from_numpy_dtype
+from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.tensor import wrap
 
 from . import reduction

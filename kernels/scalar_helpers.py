@@ -10,7 +10,6 @@ undefined behaviour.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

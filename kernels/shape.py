@@ -12,7 +12,7 @@ import numpy as np
 
 from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.errors import ShapeError, SchemaError
-from dispatch_jit.tensor import Tensor, wrap, wrap_view
+from dispatch_jit.tensor import wrap, wrap_view
 
 __all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes"]
 

@@ -7,12 +7,10 @@ user's ``backward(ctx, *grads)``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import AutogradError
 from .grad_mode import is_grad_enabled, no_grad
 from .graph import SavedTensor, edge_of, node_class
-from .kernel import mark_output, sum_to
+from .kernel import grad_to_shape, mark_output
 
 __all__ = ["Function", "FunctionCtx"]
 
@@ -109,15 +107,6 @@ def _formula(cls, ctx, nargs, metas, in_shapes):
             if g is None or not need:
                 out.append(None)
                 continue
-            if tuple(g.shape) != shape:
-                try:
-                    ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
-                except ValueError:
-                    ok = False
-                if not ok:
-                    raise AutogradError(f"{cls.__name__}.backward returned an invalid gradient for argument {i}: "
-                                        f"shape {tuple(g.shape)}, but the argument has shape {shape}")
-                g = sum_to(g, shape)      # a broadcast gradient is summed back, as PyTorch does
-            out.append(g)
+            out.append(grad_to_shape(g, shape, f"{cls.__name__}.backward, argument {i}"))
         return tuple(out)
     return formula

@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
 from ..keys import DispatchKey
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
 
-__all__ = ["Derivative", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to"]
+__all__ = ["Derivative", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to", "grad_to_shape"]
 
 _AG_CPU = 1 << (DispatchKey.AutogradCPU.value + 16)
 _AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + 16)
@@ -57,6 +59,22 @@ def sum_to(g, shape: tuple):
     if lead:
         g = g.reshape(tuple(shape))
     return g
+
+
+def grad_to_shape(g, shape: tuple, what: str):
+    """A user-supplied gradient for an input of ``shape``: equal, or broadcast
+    from it (then summed back, as PyTorch does); anything else is an error
+    naming ``what``."""
+    if tuple(g.shape) == shape:
+        return g
+    try:
+        ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise AutogradError(f"{what}: got a gradient of shape {tuple(g.shape)} for an input of shape {shape}; "
+                            f"the shapes must match")
+    return sum_to(g, shape)
 
 
 def mark_output(out, node, output_nr: int = 0):

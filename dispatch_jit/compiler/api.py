@@ -177,8 +177,8 @@ class CompiledFunction:
                 changes.append("dispatch state (grad mode, included/excluded keys) changed")
             if old[1] != key[1]:
                 changes.append(f"default dtype {old[1].name} -> {key[1].name}")
-            if len(old[2]) != len(key[2]) or old[3] != key[3] and [k for k, _ in old[3]] != [k for k, _ in key[3]]:
-                changes.append(f"argument count/names changed")
+            if len(old[2]) != len(key[2]) or [k for k, _ in old[3]] != [k for k, _ in key[3]]:
+                changes.append("argument count or keyword names changed")
             else:
                 pairs = [(self._arg_name(i), a, b) for i, (a, b) in enumerate(zip(old[2], key[2]))]
                 pairs += [(f"'{k}'", a, b) for (k, a), (_, b) in zip(old[3], key[3])]
