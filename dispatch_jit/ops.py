@@ -12,7 +12,7 @@ from .dispatcher import redispatch as _redispatch
 from .registry import OperatorEntry
 from .schema import bind
 
-__all__ = ["ops", "OpOverload", "OpOverloadPacket", "overload_of"]
+__all__ = ["ops", "OpOverload", "OpOverloadPacket", "overload_of", "entries"]
 
 
 class OpOverload:
@@ -128,3 +128,19 @@ class _Ops:
 
 
 ops = _Ops()
+
+
+class entries:
+    """``entries("aten").add`` is the generated entry of ``aten::add``, looked up on
+    first use and then kept: for op-library code (derivative formulas,
+    decompositions) written before the operators it calls are defined."""
+
+    def __init__(self, ns: str):
+        self._ns = ns
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        fn = registry.lookup(f"{self._ns}::{name}").entry
+        setattr(self, name, fn)
+        return fn

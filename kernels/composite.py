@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from dispatch_jit.errors import SchemaError
-from dispatch_jit.registry import lookup
+from dispatch_jit.ops import entries
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
@@ -24,16 +24,7 @@ SCHEMAS = [
 METHODS = ["softmax", "log_softmax"]
 
 
-class _Ops:
-    """Late-bound access to the aten entries (they are defined after this module)."""
-
-    def __getattr__(self, name):
-        fn = lookup(f"aten::{name}").entry
-        setattr(self, name, fn)
-        return fn
-
-
-A = _Ops()
+A = entries("aten")    # the ops are defined after this module is imported
 
 
 def softmax(x, axis=-1):

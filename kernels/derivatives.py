@@ -17,21 +17,12 @@ from __future__ import annotations
 import math
 
 from dispatch_jit.autograd.kernel import Derivative
+from dispatch_jit.ops import entries
 
 __all__ = ["DERIVATIVES", "INPLACE_OF"]
 
 
-class _Ops:
-    """Late-bound aten entries (defined after this module is imported)."""
-
-    def __getattr__(self, name):
-        from dispatch_jit.registry import lookup
-        fn = lookup(f"aten::{name}").entry
-        setattr(self, name, fn)
-        return fn
-
-
-A = _Ops()
+A = entries("aten")    # the ops are defined after this module is imported
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _2_SQRTPI = 2.0 / math.sqrt(math.pi)
 
