@@ -1,0 +1,104 @@
+"""Autograd overhead and throughput, against PyTorch in the same process.
+
+Targets (the autograd issue), reported as ratios by the ``track_*`` benchmarks
+(min of interleaved repeats, see bench_dispatch):
+
+* ``dj.add`` on 16 float32 with ``requires_grad=True``, forward only:
+  < 1.0 x ``torch.add`` on the same data            (track_add16_grad_ratio_vs_torch)
+* forward + backward of a 10-op elementwise chain on 1e6 float32:
+  <= 1.5 x PyTorch eager                             (track_chain_fwd_bwd_ratio_vs_torch)
+
+Without torch these benchmarks are skipped (setup raises NotImplementedError).
+"""
+
+from __future__ import annotations
+
+import math
+import timeit
+
+import numpy as np
+
+import dispatch_jit as dj
+
+
+def _interleaved_best(stmts: list[str], namespace: dict, number: int, repeat: int) -> list[float]:
+    """As in bench_dispatch (each suite file stands alone: asv and the smoke test load them by path)."""
+    timers = [timeit.Timer(s, globals=namespace) for s in stmts]
+    best = [math.inf] * len(stmts)
+    for _ in range(repeat):
+        for i, t in enumerate(timers):
+            best[i] = min(best[i], t.timeit(number) / number)
+    return best
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise NotImplementedError("torch is not installed") from None
+    return torch
+
+
+def chain(M, x):
+    """Ten elementwise ops, then a sum (M is dispatch_jit or torch)."""
+    y = x * 2.0
+    y = y + x
+    y = M.sin(y)
+    y = y * y
+    y = y - 0.5
+    y = M.exp(y)
+    y = y / 3.0
+    y = M.tanh(y)
+    y = y * x
+    return y.sum()
+
+
+class AddGrad:
+    """Forward only: the Autograd kernel records a node and redispatches to CPU."""
+
+    unit = "ratio"
+
+    def setup(self):
+        torch = _torch()
+        a = np.ones(16, np.float32)
+        self.ns = {"dj": dj, "torch": torch, "x": dj.from_numpy(a), "w": dj.tensor(a, requires_grad=True),
+                   "tx": torch.from_numpy(a), "tw": torch.ones(16, requires_grad=True)}
+        dj.add(self.ns["x"], self.ns["w"])
+
+    def time_dj_add_grad(self):
+        dj.add(self.ns["x"], self.ns["w"])
+
+    def track_add16_grad_ratio_vs_torch(self):
+        ours, theirs = _interleaved_best(["dj.add(x, w)", "torch.add(tx, tw)"], self.ns, 2000, 7)
+        return ours / theirs
+
+
+class ChainForwardBackward:
+    unit = "ratio"
+    timeout = 120
+
+    def setup(self):
+        self.torch = _torch()
+        self.a = np.random.default_rng(0).random(1_000_000, dtype=np.float32)
+        self.run_dj()                      # compile every kernel outside the timing
+
+    def run_dj(self):
+        x = dj.tensor(self.a, requires_grad=True)
+        chain(dj, x).backward()
+
+    def run_torch(self):
+        x = self.torch.tensor(self.a, requires_grad=True)
+        chain(self.torch, x).backward()
+
+    def time_dj(self):
+        self.run_dj()
+
+    def time_torch(self):
+        self.run_torch()
+
+    def track_chain_fwd_bwd_ratio_vs_torch(self):
+        ours, theirs = _interleaved_best(["run_dj()", "run_torch()"],
+                                         {"run_dj": self.run_dj, "run_torch": self.run_torch}, 1, 5)
+        return ours / theirs
+
+    track_chain_fwd_bwd_ratio_vs_torch.slow = True
