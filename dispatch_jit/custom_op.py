@@ -381,7 +381,7 @@ def _check_grad(opname, name, g, meta):
         raise AutogradError(f"{opname}: backward returned {type(g).__name__} as the gradient of '{name}'; "
                             f"return a dj.Tensor or None")
     shape, dt = meta
-    g = grad_to_shape(g, shape, f"{opname}: backward, input '{name}'")
+    g = grad_to_shape(g, shape, f"{opname}: backward", f"input '{name}'")
     return g if g.dtype is dt else g.to(dt)
 
 

@@ -107,6 +107,6 @@ def _formula(cls, ctx, nargs, metas, in_shapes):
             if g is None or not need:
                 out.append(None)
                 continue
-            out.append(grad_to_shape(g, shape, f"{cls.__name__}.backward, argument {i}"))
+            out.append(grad_to_shape(g, shape, f"{cls.__name__}.backward", f"argument {i}"))
         return tuple(out)
     return formula

@@ -61,10 +61,10 @@ def sum_to(g, shape: tuple):
     return g
 
 
-def grad_to_shape(g, shape: tuple, what: str):
-    """A user-supplied gradient for an input of ``shape``: equal, or broadcast
-    from it (then summed back, as PyTorch does); anything else is an error
-    naming ``what``."""
+def grad_to_shape(g, shape: tuple, who: str, what: str):
+    """A user-supplied gradient for ``what`` (an input of ``shape``): equal, or
+    broadcast from it (then summed back, as PyTorch does); anything else is an
+    error naming ``who`` returned it."""
     if tuple(g.shape) == shape:
         return g
     try:
@@ -72,8 +72,8 @@ def grad_to_shape(g, shape: tuple, what: str):
     except ValueError:
         ok = False
     if not ok:
-        raise AutogradError(f"{what}: got a gradient of shape {tuple(g.shape)} for an input of shape {shape}; "
-                            f"the shapes must match")
+        raise AutogradError(f"{who} returned an invalid gradient for {what}: shape {tuple(g.shape)} for "
+                            f"{what} of shape {shape}; the shapes must match")
     return sum_to(g, shape)
 
 
