@@ -61,6 +61,9 @@ def scalar_sig(x):
     if t is list or t is tuple:
         sigs = tuple(getattr(v, "_sig", None) for v in x)
         return None if None in sigs else sigs
+    s = getattr(x, "_sig", None)     # Tensor subclasses (quantized, sparse) carry their own
+    if s is not None:
+        return s
     for base in (bool, int, float, complex):   # subclasses (e.g. IntEnum)
         if isinstance(x, base):
             return _PY_SCALAR_SIGS[base]
