@@ -14,6 +14,7 @@ tensor([4., 6.])
 from __future__ import annotations
 
 from . import autograd, errors, library
+from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
 from .creation import (Generator, arange, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
                        manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
@@ -48,6 +49,6 @@ __all__ = [
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
-    "compile", "CompiledFunction",
+    "compile", "CompiledFunction", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "autograd", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)

@@ -484,6 +484,17 @@ class CustomOpDef:
         self._register("Autograd", DispatchKey.Autograd, _AutogradKernel(self._qualname, backward, setup_context),
                        "autograd")
 
+    def register_autocast(self, device_type: str, cast_inputs) -> None:
+        """Under ``dj.autocast(device_type)``, cast the op's floating-point tensor
+        inputs to ``cast_inputs`` (a dtype) before running it."""
+        from .autocast import AutocastKernel
+        from .dtypes import as_dtype
+        from .keys import AUTOCAST_KEY_FOR_DEVICE
+        if device_type not in AUTOCAST_KEY_FOR_DEVICE:
+            raise ValueError(f"register_autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+        key = AUTOCAST_KEY_FOR_DEVICE[device_type]
+        self._register(key, key, AutocastKernel.to_dtype(as_dtype(cast_inputs)), f"autocast to {cast_inputs}")
+
     def register_fake(self, fn: Callable) -> Callable:
         """Register the fake (meta) kernel: same arguments as the kernel,
         returns tensors of the output's shape and dtype (small real tensors
