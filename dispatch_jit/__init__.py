@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import autograd, errors, library
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
+from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
 from .creation import (Generator, arange, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
                        manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
@@ -32,6 +33,9 @@ from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
 from . import kernels as _kernels  # noqa: E402  defines "aten" and registers its kernels
 from ._install import install as _install  # noqa: E402
 from .compiler import CompiledFunction, compile  # noqa: E402,A001  registers the Tracer fallback
+from .compiler import get_mode, mode, set_mode  # noqa: E402
+from .kernels.quantized import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
+from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
 
 _FUNCTIONS = _install(globals())
 
@@ -49,6 +53,14 @@ __all__ = [
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
-    "compile", "CompiledFunction", "autocast", "is_autocast_enabled", "get_autocast_dtype",
+    "QuantizedTensor", "qint8", "quint8", "quantize_per_tensor", "quantized_matmul", "quantized_add",
+    "quantized_linear",
+    "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
+    "compile", "CompiledFunction", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "autograd", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)
+
+# DISPATCH_JIT_MODE=compiled applies to the importing thread
+from .compiler import init_mode_from_env as _init_mode_from_env  # noqa: E402
+
+_init_mode_from_env()

@@ -110,7 +110,8 @@ def _cast(t, dtype: DType):
 
 
 def _floating(v) -> bool:
-    return hasattr(v, "_sig") and v.dtype.category == 2
+    # dense floating tensors only: quantized and sparse tensors keep their own representation
+    return hasattr(v, "_sig") and v.layout == "strided" and getattr(v.dtype, "category", -1) == 2
 
 
 # policy name -> how the floating inputs are cast, given the call's floating inputs

@@ -1,4 +1,4 @@
-"""Command line: ``dispatch-jit ops [NAME]`` and ``dispatch-jit demo``.
+"""Command line: ``dispatch-jit ops [NAME]``, ``dispatch-jit demo`` and ``dispatch-jit tradeoff``.
 
 Also ``python -m dispatch_jit ...``.
 """
@@ -111,6 +111,11 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_tradeoff(args) -> int:
+    from .compiler.tradeoff import main as tradeoff
+    return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dispatch-jit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -119,8 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--namespace", help="only this namespace")
     d = sub.add_parser("demo", help="the seed scenario, dispatch tables and overhead figures")
     d.add_argument("--quick", action="store_true", help="fewer timing iterations")
+    t = sub.add_parser("tradeoff", help="eager vs compiled per-call time, compile time and break-even calls")
+    t.add_argument("--quick", action="store_true", default=True,
+                   help="sizes 1e2..1e6, short timings (the default; under a minute)")
+    t.add_argument("--full", action="store_true", help="sizes 1e2..1e7, longer timings")
+    t.add_argument("--plot", default="tradeoff.png", metavar="PATH",
+                   help="PNG to write when matplotlib is installed (default: tradeoff.png)")
+    t.add_argument("--no-plot", action="store_true", help="do not write a plot")
+    t.add_argument("--no-lazy", action="store_true", help="skip the global compiled mode column")
     args = p.parse_args(argv)
-    return {"ops": _cmd_ops, "demo": _cmd_demo}[args.cmd](args)
+    return {"ops": _cmd_ops, "demo": _cmd_demo, "tradeoff": _cmd_tradeoff}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,237 @@
+"""Compiled mode against its targets (ratios tracked by asv; see the issue's
+part 10 and ``dispatch-jit tradeoff``).
+
+``f(a, b, c) = maximum((a*b + c)*2 - a, 0) * exp(-b)`` on 1e7 float32
+(the ``slow`` ones; test_benchmarks_import skips them):
+
+* ``track_speedup_vs_numpy``: NumPy eager time / ``dj.compile(f)`` time.  Target >= 3.5.
+* ``track_ratio_vs_njit_parallel``: ``dj.compile(f)`` time / a hand-written
+  ``@numba.njit(parallel=True)`` loop writing into a NumPy-allocated output.  Target <= 1.2.
+* ``track_speedup_vs_torch_compile``: ``torch.compile(f)`` time / ``dj.compile(f)``
+  time; skipped when torch (or its compiler toolchain) is missing.  Target > 1.
+* ``track_bandwidth_fraction``: bytes moved per second by the compiled
+  bandwidth-bound chain ``x*2 + 1`` / ``np.copyto``'s.  Target >= 0.7.
+
+Small and fast:
+
+* ``track_sizes_without_recompile``: of 100 new sizes after the first call, how
+  many needed no trace and no loop compile.  Target 100 (zero recompiles).
+* ``track_tiny_call_overhead_us``: a cached call of ``dj.compile(f)`` on
+  16 elements minus a direct call of its fused loop.  Target <= 5 us.
+* ``track_cold_compile_8op_s``: first call of a compiled 8-op chain whose loop
+  no one compiled yet, in a fresh interpreter after Numba's one-time setup.  Target < 0.5 s.
+* ``track_record_over_eager``: in global compiled mode, recording one ``add``
+  on 16-element tensors / eager dispatch of it.  Target <= 1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import dispatch_jit as dj
+
+N_BIG = 10_000_000
+
+
+def _best(fn, number: int, repeat: int = 5) -> float:
+    """Seconds per call, best of ``repeat``."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def f(a, b, c):
+    return dj.maximum((a * b + c) * 2.0 - a, 0.0) * dj.exp(-b)
+
+
+def f_numpy(a, b, c):
+    return np.maximum((a * b + c) * np.float32(2.0) - a, np.float32(0.0)) * np.exp(-b)
+
+
+def _inputs(n):
+    rng = np.random.default_rng(0)
+    return [rng.uniform(-1, 1, n).astype(np.float32) for _ in range(3)]
+
+
+_njit = []
+
+
+def njit_f():
+    if not _njit:
+        import numba
+
+        @numba.njit(parallel=True, fastmath=False)
+        def loop(a, b, c, out):
+            for i in numba.prange(a.shape[0]):
+                x = (a[i] * b[i] + c[i]) * np.float32(2.0) - a[i]
+                out[i] = max(x, np.float32(0.0)) * np.exp(-b[i])
+
+        def run(a, b, c):
+            out = np.empty_like(a)
+            loop(a, b, c, out)
+            return out
+        _njit.append(run)
+    return _njit[0]
+
+
+class TargetsBig:
+    """f on 1e7 float32: compiled vs NumPy, hand-written njit, torch.compile."""
+
+    slow = True
+    timeout = 600
+    number = 5
+
+    def setup(self):
+        self.a, self.b, self.c = _inputs(N_BIG)
+        self.ta, self.tb, self.tc = (dj.from_numpy(x) for x in (self.a, self.b, self.c))
+        self.cf = dj.compile(f)
+        self.cf(self.ta, self.tb, self.tc)
+
+    def _compiled(self):
+        return _best(lambda: self.cf(self.ta, self.tb, self.tc), self.number)
+
+    def track_speedup_vs_numpy(self):
+        return _best(lambda: f_numpy(self.a, self.b, self.c), self.number) / self._compiled()
+    track_speedup_vs_numpy.unit = "x"
+
+    def track_ratio_vs_njit_parallel(self):
+        run = njit_f()
+        return self._compiled() / _best(lambda: run(self.a, self.b, self.c), self.number)
+    track_ratio_vs_njit_parallel.unit = "ratio"
+
+    def track_bandwidth_fraction(self):
+        cg = dj.compile(lambda x: x * 2.0 + 1.0)
+        cg(self.ta)
+        t_chain = _best(lambda: cg(self.ta), self.number)
+        dst = np.empty_like(self.a)
+        t_copy = _best(lambda: np.copyto(dst, self.a), self.number)
+        # both read 4 bytes and write 4 bytes per element
+        return t_copy / t_chain
+    track_bandwidth_fraction.unit = "fraction"
+
+
+class TorchBig:
+    """torch.compile(f) / dj.compile(f) on 1e7 float32 (skipped without torch)."""
+
+    slow = True
+    timeout = 900
+    number = 5
+
+    def setup(self):
+        try:
+            import torch
+        except ImportError:
+            raise NotImplementedError("torch is not installed")
+        a, b, c = _inputs(N_BIG)
+        self.pt = [torch.from_numpy(x) for x in (a, b, c)]
+
+        def g(a, b, c):
+            return torch.maximum((a * b + c) * 2.0 - a, torch.zeros((), dtype=a.dtype)) * torch.exp(-b)
+        try:
+            self.tg = torch.compile(g)
+            self.tg(*self.pt)          # warm-up: inductor compiles here (may take tens of seconds)
+        except Exception as e:         # no C++ toolchain, unsupported platform, ...
+            raise NotImplementedError(f"torch.compile unavailable: {type(e).__name__}: {e}")
+        self.t = [dj.from_numpy(x) for x in (a, b, c)]
+        self.cf = dj.compile(f)
+        self.cf(*self.t)
+
+    def track_speedup_vs_torch_compile(self):
+        t_torch = _best(lambda: self.tg(*self.pt), self.number)
+        return t_torch / _best(lambda: self.cf(*self.t), self.number)
+    track_speedup_vs_torch_compile.unit = "x"
+
+
+def track_sizes_without_recompile():
+    """Of 100 new sizes (3 .. 2**17 elements, the serial loop variant) after the first call,
+    how many ran with no new trace and no new loop compile (target 100)."""
+    def h(a, b):
+        return dj.exp(a * b - 1.5) + dj.maximum(a, b) * 0.5
+    ch = dj.compile(h)
+    rng = np.random.default_rng(1)
+    sizes = np.unique(np.geomspace(3, 1 << 17, 100).astype(int))[:100]
+    sizes = list(sizes) + [int(s) + 1 for s in sizes[:100 - len(sizes)]]
+    x = dj.from_numpy(rng.random(2, dtype=np.float32))
+    ch(x, x)
+    clean = 0
+    for n in sizes:
+        before = ch.cache_info()
+        y = dj.from_numpy(rng.random(int(n), dtype=np.float32))
+        ch(y, y)
+        after = ch.cache_info()
+        clean += after.traces == before.traces and after.compiles == before.compiles
+    return clean
+track_sizes_without_recompile.unit = "sizes"
+
+
+def track_tiny_call_overhead_us():
+    """Cached call of dj.compile(f) on 16 elements, minus a direct call of its fused loop."""
+    a, b, c = _inputs(16)
+    t = [dj.from_numpy(x) for x in (a, b, c)]
+    cf = dj.compile(f)
+    cf(*t)
+    step = cf._entry().plan.fused[0]
+    loop = step.loop(True, False)
+    out = np.empty(16, np.float32)
+    # the region's inputs are the function's inputs in some order: map them by identity
+    env_ids = {v: t[k]._data for k, v in enumerate(cf._entry().plan.inputs)}
+    arrays = [env_ids[v] for v in step.region.inputs]
+    scalars = step.scalars
+    n = 20000
+    t_call = _best(lambda: cf(*t), n)
+    t_kernel = _best(lambda: loop(*arrays, *scalars, out), n)
+    return (t_call - t_kernel) * 1e6
+track_tiny_call_overhead_us.unit = "us"
+
+
+_COLD = r"""
+import time, numpy as np, dispatch_jit as dj
+x = dj.from_numpy(np.ones(64, np.float32))
+dj.exp(x) + 1.0                                     # Numba's one-time setup, eager kernels
+def chain8(x):
+    y = dj.tanh(x * 1.25 + 0.5)
+    y = dj.minimum(y - x, 0.75) * dj.sigmoid(x)
+    return dj.abs(y) / 3.0
+cf = dj.compile(chain8)
+t0 = time.perf_counter(); cf(x); print(time.perf_counter() - t0)
+"""
+
+
+def track_cold_compile_8op_s():
+    """First call (trace + passes + codegen + Numba compile) of an 8-op chain."""
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr)
+        runs.append(float(out.stdout.strip().splitlines()[-1]))
+    return min(runs)
+track_cold_compile_8op_s.unit = "s"
+track_cold_compile_8op_s.timeout = 600
+
+
+def track_record_over_eager():
+    """Global compiled mode: recording one add on 16 elements / eager dispatch of it."""
+    from dispatch_jit.compiler.lazy import flush, mode
+    x = dj.from_numpy(np.ones(16, np.float32))
+    n = 400        # below the pending-graph limit: no flush inside the timing
+    def ops():
+        for _ in range(n):
+            x + 0.5
+    t_eager = _best(ops, 5) / n
+    with mode("compiled"):
+        def rec():
+            ops()
+            flush()
+        t_rec = _best(rec, 5) / n   # includes one flush per n records (all dropped: nothing runs)
+    return t_rec / t_eager
+track_record_over_eager.unit = "ratio"

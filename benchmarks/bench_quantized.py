@@ -1,0 +1,139 @@
+"""Quantized int8 kernels (kernels/quantized.py) against the float32 matmul paths.
+
+``QuantizedMatmul`` times, on square n x n operands (n = 64, 256, 1024):
+
+* ``time_quantized_matmul``: ``aten::quantized_matmul`` on qint8 x qint8 with
+  given output scale / zero point (int32 accumulation, requantized);
+* ``time_quantized_matmul_auto``: ``dj.matmul`` on the same quantized tensors
+  (output parameters picked from the result's min/max: one more pass);
+* ``time_dj_matmul_float32``: ``dj.matmul`` on float32, the Numba path
+  (``np.dot`` inside njit, bound to SciPy's OpenBLAS sgemm);
+* ``time_np_matmul_float32``: ``np.matmul`` on float32 (NumPy's OpenBLAS).
+
+Targets, reported by ``QuantizedTargets`` as ratios measured in one process:
+
+* quantized int8 matmul 1024x1024 / ``dj.matmul`` float32 on the same shapes: < 1.0
+* quantized int8 matmul 1024x1024 / ``np.matmul`` float32 (BLAS): reported, no target
+
+Each callable is timed in its own block (min of ``samples`` calls) after a
+0.3 s pause: interleaving OpenBLAS calls with the Numba thread pool call by
+call is unfair to whichever runs second (see kernels/linalg.py).  The
+1024x1024 ratios are marked ``slow = True`` like bench_kernels' targets.
+"""
+
+from __future__ import annotations
+
+import time
+import timeit
+
+import numpy as np
+
+import dispatch_jit as dj
+import dispatch_jit.kernels.quantized  # noqa: F401  (registers the QuantizedCPU kernels)
+from dispatch_jit.quantized import qint8, quantize_per_tensor
+
+OPS = dj.ops.aten
+
+
+def _slow(fn):
+    fn.slow = True
+    return fn
+
+
+def _operands(n: int):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    qa = quantize_per_tensor(dj.from_numpy(a), 4.0 / 127, 0, qint8)
+    qb = quantize_per_tensor(dj.from_numpy(b), 4.0 / 127, 0, qint8)
+    # output scale: the float product's entries have standard deviation ~sqrt(n)
+    so = 4.0 * float(np.sqrt(n)) / 127
+    return a, b, qa, qb, so
+
+
+def _best(fn, number: int, samples: int) -> float:
+    fn()
+    time.sleep(0.3)  # let the other library's thread pool go idle
+    return min(timeit.timeit(fn, number=number) / number for _ in range(samples))
+
+
+class QuantizedMatmul:
+    params = [64, 256, 1024]
+    param_names = ["n"]
+    timeout = 300
+
+    def setup(self, n):
+        self.a, self.b, self.qa, self.qb, self.so = _operands(n)
+        self.x, self.y = dj.from_numpy(self.a), dj.from_numpy(self.b)
+        # compile (including the prange variant n selects) outside the timing
+        OPS.quantized_matmul(self.qa, self.qb, self.so, 0)
+        dj.matmul(self.qa, self.qb)
+        dj.matmul(self.x, self.y)
+
+    def time_quantized_matmul(self, n):
+        OPS.quantized_matmul(self.qa, self.qb, self.so, 0)
+
+    def time_quantized_matmul_auto(self, n):
+        dj.matmul(self.qa, self.qb)
+
+    def time_dj_matmul_float32(self, n):
+        dj.matmul(self.x, self.y)
+
+    def time_np_matmul_float32(self, n):
+        np.matmul(self.a, self.b)
+
+
+class QuantizedElementwise:
+    """add (given output parameters) and relu on 1e6 qint8 elements, vs float32 np.add / np.maximum."""
+
+    params = [1_000, 1_000_000]
+    param_names = ["n"]
+
+    def setup(self, n):
+        rng = np.random.default_rng(1)
+        self.a = rng.standard_normal(n).astype(np.float32)
+        self.q = quantize_per_tensor(dj.from_numpy(self.a), 4.0 / 127, 0, qint8)
+        OPS.quantized_add(self.q, self.q, 8.0 / 127, 0)
+        dj.relu(self.q)
+
+    def time_quantized_add(self, n):
+        OPS.quantized_add(self.q, self.q, 8.0 / 127, 0)
+
+    def time_quantized_relu(self, n):
+        dj.relu(self.q)
+
+    def time_np_add_float32(self, n):
+        np.add(self.a, self.a)
+
+
+class QuantizedTargets:
+    """Quantized matmul time / float32 matmul time, 1024x1024, one process."""
+
+    unit = "ratio"
+    timeout = 300
+    samples = 5
+
+    def setup(self):
+        self.a, self.b, self.qa, self.qb, self.so = _operands(1024)
+        self.x, self.y = dj.from_numpy(self.a), dj.from_numpy(self.b)
+
+    def _quantized(self):
+        return _best(lambda: OPS.quantized_matmul(self.qa, self.qb, self.so, 0), 1, self.samples)
+
+    @_slow
+    def track_quantized_matmul_1024_ratio_vs_dj_float32(self):
+        """quantized int8 matmul / dj.matmul float32 (Numba path), 1024x1024.  Target: < 1.0."""
+        q = self._quantized()
+        return q / _best(lambda: dj.matmul(self.x, self.y), 1, self.samples)
+
+    @_slow
+    def track_quantized_matmul_1024_ratio_vs_numpy_float32(self):
+        """quantized int8 matmul / np.matmul float32 (OpenBLAS sgemm), 1024x1024.  Reported."""
+        q = self._quantized()
+        return q / _best(lambda: np.matmul(self.a, self.b), 1, self.samples)
+
+    @_slow
+    def track_quantized_matmul_auto_1024_ratio_vs_dj_float32(self):
+        """dj.matmul on qint8 (min/max output parameters) / dj.matmul float32, 1024x1024."""
+        q = _best(lambda: dj.matmul(self.qa, self.qb), 1, self.samples)
+        return q / _best(lambda: dj.matmul(self.x, self.y), 1, self.samples)

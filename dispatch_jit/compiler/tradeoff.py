@@ -1,0 +1,201 @@
+"""The compile-vs-eager tradeoff, measured: ``dispatch-jit tradeoff``.
+
+For elementwise chains of 1, 4 and 16 ops on float32 vectors of 1e2 .. 1e6
+elements (1e7 without ``--quick``): the per-call time in eager mode, with
+``dj.compile`` (cache hit), and in global compiled mode (record + flush per
+call); the cold compile time of the fused loop; and the number of calls
+after which compiling pays off, ``compile / (eager - compiled)`` ("never"
+when compiled is not faster).  Printed as a table; with matplotlib (the
+``plot`` extra) also saved as a PNG.
+
+A chain of one op is not fused (its eager kernel is already one loop), so
+its compiled time is the eager time plus the compiled function's overhead.
+Loops are compiled once per (chain, flat/strided, serial/parallel) variant
+and shared process-wide, so a row's compile time is its variant's cold
+compile, measured where that variant first ran.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Row", "chain", "measure", "format_table", "plot", "QUICK_SIZES", "FULL_SIZES", "CHAINS"]
+
+CHAINS = (1, 4, 16)
+QUICK_SIZES = (10**2, 10**3, 10**4, 10**5, 10**6)
+FULL_SIZES = QUICK_SIZES + (10**7,)
+
+
+def chain(x, length: int):
+    """``length`` cheap elementwise ops (bandwidth-bound when run eagerly)."""
+    import dispatch_jit as dj
+    for i in range(length):
+        k = i % 4
+        if k == 0:
+            x = x * 1.0001
+        elif k == 1:
+            x = x + 0.5
+        elif k == 2:
+            x = dj.maximum(x, -1.0)
+        else:
+            x = x - 0.25
+    return x
+
+
+def _make(length: int):
+    def fn(x):
+        return chain(x, length)
+    fn.__name__ = fn.__qualname__ = f"chain{length}"
+    return fn
+
+
+def _best(fn, budget: float, repeat: int = 5) -> float:
+    """Seconds per call: best of ``repeat`` repeats, each about budget/repeat long."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(budget / repeat / one))
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+@dataclass
+class Row:
+    length: int
+    size: int
+    eager: float          # seconds per call
+    compiled: float       # dj.compile, cache hit
+    lazy: float           # global compiled mode: record + flush
+    compile_time: float   # cold compile of this row's loop variant (0 when nothing is fused)
+
+    @property
+    def speedup(self) -> float:
+        return self.eager / self.compiled
+
+    @property
+    def break_even(self) -> float | None:
+        """Calls after which compiling has paid for itself; None when it never does."""
+        gain = self.eager - self.compiled
+        if gain <= 0:
+            return None
+        return self.compile_time / gain
+
+
+def measure(sizes=QUICK_SIZES, chains=CHAINS, budget: float = 0.15, lazy: bool = True, log=None) -> list[Row]:
+    import dispatch_jit as dj
+    from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+    from .codegen import compiled_loops
+    from .lazy import mode
+
+    rng = np.random.default_rng(0)
+    rows = []
+    variant_cost: dict = {}
+    # warm-up at the largest size: Numba's thread pool, and malloc's adaptive mmap threshold
+    # (the first large allocations are fresh pages; later ones are reused), outside any timing
+    big = dj.from_numpy(rng.standard_normal(max(sizes)).astype(np.float32))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < min(1.0, 20 * budget):
+        chain(big, 4)
+    del big
+    for length in chains:
+        fn = _make(length)
+        for n in sizes:
+            x = dj.from_numpy(rng.standard_normal(n).astype(np.float32))
+            eager = _best(lambda: fn(x), budget)
+            cf = dj.compile(fn)
+            before = compiled_loops()
+            t0 = time.perf_counter()
+            cf(x)
+            first = time.perf_counter() - t0
+            compiled = _best(lambda: cf(x), budget)
+            variant = (length, n >= PARALLEL_MIN)
+            if compiled_loops() > before:
+                variant_cost[variant] = max(first - compiled, 0.0)
+            cost = variant_cost.get(variant, 0.0)
+            lz = float("nan")
+            if lazy:
+                def run_lazy():
+                    with mode("compiled"):
+                        fn(x).numpy()
+                lz = _best(run_lazy, budget)
+            row = Row(length, n, eager, compiled, lz, cost)
+            rows.append(row)
+            if log is not None:
+                log(row)
+    return rows
+
+
+def _fmt_t(s: float) -> str:
+    if s != s:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+HEADER = (f"{'chain':>5} {'size':>9} {'eager':>10} {'compiled':>10} {'lazy mode':>10} {'speedup':>8} "
+          f"{'compile':>10} {'break-even calls':>17}")
+
+
+def format_row(r: Row) -> str:
+    be = r.break_even
+    be_s = "never" if be is None else ("0 (nothing to compile)" if r.compile_time == 0 else f"{be:,.0f}")
+    return (f"{r.length:>5} {r.size:>9.0e} {_fmt_t(r.eager):>10} {_fmt_t(r.compiled):>10} {_fmt_t(r.lazy):>10} "
+            f"{r.speedup:>7.2f}x {_fmt_t(r.compile_time):>10} {be_s:>17}")
+
+
+def format_table(rows: list[Row]) -> str:
+    return "\n".join([HEADER] + [format_row(r) for r in rows])
+
+
+def plot(rows: list[Row], path: str) -> bool:
+    """Save per-call time and break-even plots; False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for length in sorted({r.length for r in rows}):
+        rs = [r for r in rows if r.length == length]
+        ns = [r.size for r in rs]
+        line, = ax1.loglog(ns, [r.eager for r in rs], "--", label=f"eager, chain {length}")
+        ax1.loglog(ns, [r.compiled for r in rs], "-", color=line.get_color(), label=f"compiled, chain {length}")
+        be = [(r.size, r.break_even) for r in rs if r.break_even]
+        if be:
+            ax2.loglog(*zip(*be), "o-", color=line.get_color(), label=f"chain {length}")
+    ax1.set(xlabel="elements (float32)", ylabel="seconds per call", title="per-call time")
+    ax2.set(xlabel="elements (float32)", ylabel="calls", title="calls until compiling pays off")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool = True) -> int:
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    budget = 0.12 if quick else 0.4
+    print(f"eager vs compiled, float32 elementwise chains (best of 5; {'quick' if quick else 'full'} run)")
+    print("lazy mode = `with dj.mode('compiled')`: record the chain, flush at .numpy()\n")
+    print(HEADER, flush=True)
+    rows = measure(sizes, CHAINS, budget, lazy, log=lambda r: print(format_row(r), flush=True))
+    if plot_path:
+        if plot(rows, plot_path):
+            print(f"\nplot saved to {plot_path}")
+        else:
+            print("\nno plot: matplotlib is not installed (pip install 'dispatch_jit[plot]')")
+    return 0

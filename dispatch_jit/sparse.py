@@ -1,0 +1,338 @@
+"""Sparse CSR tensors: the tensor type, its constructors and its validation.
+
+A ``SparseCsrTensor`` is a 2-D matrix stored as three arrays, as in PyTorch
+and scipy.sparse:
+
+- ``crow_indices`` (int64, length rows + 1): row ``i``'s nonzeros are the
+  slice ``crow[i]:crow[i + 1]`` of the other two;
+- ``col_indices`` (int64, length nnz): their columns, sorted and unique
+  within each row;
+- ``values`` (length nnz, the tensor's dtype): their values.
+
+Its signature carries the ``SparseCsrCPU`` key (plus ``AutogradCPU`` when
+its values require grad), so every op called on it dispatches to the kernels
+registered at SparseCsrCPU (kernels/sparse.py); a call mixing it with dense
+tensors ORs their key sets and SparseCsrCPU, being higher than CPU, wins.
+
+The values are an ordinary dense 1-D ``Tensor`` (``values()``): gradients
+with respect to the values accumulate into ``A.values().grad``; ``A.grad``
+is that gradient as a CSR tensor with A's pattern.
+
+Dense-style access (``numpy()``, indexing, ``tolist()``, iteration) raises an
+error that says to convert with ``.to_dense()`` first.
+
+>>> import dispatch_jit as dj
+>>> import dispatch_jit.kernels.sparse      # the kernels (dispatch_jit's import brings them once wired)
+>>> a = dj.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr()
+>>> a.crow_indices(), a.col_indices(), a.values()
+(tensor([0, 1, 2]), tensor([1, 0]), tensor([2., 3.]))
+>>> a.layout == sparse_csr, a.shape
+(True, (2, 2))
+>>> a.to_dense()
+tensor([[0., 2.],
+        [3., 0.]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import as_dtype, from_numpy_dtype
+from .errors import DTypeError, ShapeError
+from .keys import DispatchKey
+from .signature import make_sig
+from .tensor import Tensor, wrap
+
+__all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
+           "check_csr_invariants"]
+
+sparse_csr = "sparse_csr"   # the layout marker: ``A.layout == dj.sparse_csr``
+
+SPARSE_CSR_CPU_BITS = 1 << DispatchKey.SparseCsrCPU.value
+_AUTOGRAD_CPU_BITS = 1 << DispatchKey.AutogradCPU.value
+_new = object.__new__
+
+
+class SparseLayoutError(ShapeError):
+    """Dense-style access to a sparse tensor."""
+
+
+def _dense_only(what: str):
+    def method(self, *args, **kwargs):
+        raise SparseLayoutError(f"{what} is not supported on a sparse CSR tensor of shape {self.shape} "
+                                f"(nnz={self.nnz}); convert it with .to_dense() first")
+    method.__name__ = what
+    return method
+
+
+class SparseCsrTensor(Tensor):
+    """A 2-D sparse matrix in compressed sparse row (CSR) layout.
+
+    Build one with ``dj.sparse_csr_tensor(crow, col, values, size)`` or
+    ``t.to_sparse_csr()``; see the module docstring.  ``_data`` is the values
+    array (so dtype queries work), never a dense view of the matrix.
+    """
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    def size(self, dim: int | None = None):
+        return self._shape if dim is None else self._shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    def dim(self) -> int:
+        return 2
+
+    def numel(self) -> int:
+        return self._shape[0] * self._shape[1]
+
+    @property
+    def nnz(self) -> int:
+        return int(self._col.shape[0])
+
+    def _nnz(self) -> int:
+        return self.nnz
+
+    @property
+    def layout(self) -> str:
+        return sparse_csr
+
+    @property
+    def is_sparse_csr(self) -> bool:
+        return True
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    # -- components ------------------------------------------------------------
+    def crow_indices(self) -> Tensor:
+        return wrap(self._crow)
+
+    def col_indices(self) -> Tensor:
+        return wrap(self._col)
+
+    def values(self) -> Tensor:
+        """The values as a dense 1-D tensor (shared, not copied): the leaf that
+        collects gradients with respect to the nonzeros."""
+        return self._values_t
+
+    def to_dense(self) -> Tensor:
+        from .registry import lookup
+        return lookup("aten::to_dense").entry(self)
+
+    # -- autograd: the values tensor is the leaf -------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._values_t.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value) -> None:
+        # autograd's mark_output sets this on outputs; only values-level tracking is supported
+        if value and not self._values_t.requires_grad:
+            raise SparseLayoutError("a sparse CSR result cannot carry autograd history; only "
+                                    "dj.matmul(csr, dense) is differentiable")
+
+    @property
+    def grad(self):
+        g = self._values_t.grad
+        return None if g is None else _make(self._crow, self._col, g, self._shape)
+
+    @grad.setter
+    def grad(self, value) -> None:
+        # ``A.grad = None`` (zero_grad) clears the values' gradient; a CSR gradient sets it
+        self._values_t.grad = value._values_t if isinstance(value, SparseCsrTensor) else value
+
+    @property
+    def grad_fn(self):
+        return self._values_t.grad_fn
+
+    def requires_grad_(self, requires_grad: bool = True) -> "SparseCsrTensor":
+        self._values_t.requires_grad_(requires_grad)
+        self._sig = _csr_sig(self._values_t)
+        return self
+
+    def detach(self) -> "SparseCsrTensor":
+        return _make(self._crow, self._col, self._values_t.detach(), self._shape)
+
+    # -- dense-style access: clear errors ----------------------------------------------
+    numpy = _dense_only("numpy()")
+    __getitem__ = _dense_only("indexing")
+    __setitem__ = _dense_only("index assignment")
+    tolist = _dense_only("tolist()")
+    __iter__ = _dense_only("iteration")
+    item = _dense_only("item()")
+
+    @property
+    def strides(self):
+        raise SparseLayoutError("a sparse CSR tensor has no strides; convert it with .to_dense() first")
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_dense()._data
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self) -> str:
+        return (f"tensor(crow_indices={self._crow.tolist()}, col_indices={self._col.tolist()}, "
+                f"values={self._data.tolist()}, size={self._shape}, nnz={self.nnz}, "
+                f"dtype={self.dtype}, layout=dj.sparse_csr)")
+
+
+def _csr_sig(values_t: Tensor) -> int:
+    ks = SPARSE_CSR_CPU_BITS | (_AUTOGRAD_CPU_BITS if values_t.requires_grad else 0)
+    return make_sig(ks, from_numpy_dtype(values_t._data.dtype), 2, True)
+
+
+def _make(crow: np.ndarray, col: np.ndarray, values, shape: tuple) -> SparseCsrTensor:
+    """Trusted constructor (kernels): no validation, no copies."""
+    if not isinstance(values, Tensor):
+        values = wrap(values)
+    t = _new(SparseCsrTensor)
+    t._crow, t._col, t._values_t, t._shape = crow, col, values, (int(shape[0]), int(shape[1]))
+    t._data = values._data
+    t._sig = _csr_sig(values)
+    return t
+
+
+def is_sparse_csr(x) -> bool:
+    return isinstance(x, SparseCsrTensor)
+
+
+def check_csr_invariants(crow: np.ndarray, col: np.ndarray, nvalues: int, shape: tuple) -> None:
+    """Raise ShapeError/ValueError naming the offending row or index if the
+    arrays do not form a valid CSR matrix of ``shape``."""
+    rows, cols = shape
+    if crow.ndim != 1 or col.ndim != 1:
+        raise ShapeError(f"sparse_csr_tensor: crow_indices and col_indices must be 1-D, got shapes "
+                         f"{crow.shape} and {col.shape}")
+    if crow.shape[0] != rows + 1:
+        raise ShapeError(f"sparse_csr_tensor: crow_indices must have rows + 1 = {rows + 1} entries for size "
+                         f"{tuple(shape)}, got {crow.shape[0]}")
+    if col.shape[0] != nvalues:
+        raise ShapeError(f"sparse_csr_tensor: col_indices and values must have the same length (nnz), got "
+                         f"{col.shape[0]} and {nvalues}")
+    if crow[0] != 0:
+        raise ValueError(f"sparse_csr_tensor: crow_indices[0] must be 0, got {int(crow[0])}")
+    d = np.diff(crow)
+    if np.any(d < 0):
+        i = int(np.argmax(d < 0))
+        raise ValueError(f"sparse_csr_tensor: crow_indices must be non-decreasing, but row {i} has "
+                         f"crow_indices[{i}] = {int(crow[i])} > crow_indices[{i + 1}] = {int(crow[i + 1])}")
+    if crow[-1] != nvalues:
+        raise ValueError(f"sparse_csr_tensor: crow_indices[-1] must equal nnz = {nvalues}, got {int(crow[-1])}")
+    if nvalues == 0:
+        return
+    bad = (col < 0) | (col >= cols)
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        row = int(np.searchsorted(crow, k, side="right")) - 1
+        raise ValueError(f"sparse_csr_tensor: col_indices[{k}] = {int(col[k])} (row {row}) is out of range "
+                         f"for {cols} columns; expected 0 <= col < {cols}")
+    # within a row, columns must strictly increase; a step down is allowed only at a row start
+    step_ok = np.diff(col) > 0
+    row_start = np.zeros(nvalues, dtype=bool)
+    starts = crow[:-1][crow[:-1] < nvalues]
+    row_start[starts] = True
+    bad = ~step_ok & ~row_start[1:]
+    if np.any(bad):
+        k = int(np.argmax(bad)) + 1
+        row = int(np.searchsorted(crow, k, side="right")) - 1
+        what = "duplicate" if col[k] == col[k - 1] else "unsorted"
+        raise ValueError(f"sparse_csr_tensor: {what} column indices in row {row}: col_indices[{k - 1}] = "
+                         f"{int(col[k - 1])} then col_indices[{k}] = {int(col[k])}; columns must be sorted "
+                         f"and unique within each row")
+
+
+def _index_array(x, name: str) -> np.ndarray:
+    a = x._data if isinstance(x, Tensor) else np.asarray(x)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)
+    if a.dtype.kind not in "iu":
+        raise DTypeError(f"sparse_csr_tensor: {name} must hold integers, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, requires_grad: bool = False,
+                      check_invariants: bool = True) -> SparseCsrTensor:
+    """A sparse CSR matrix from its three arrays (validated unless told not to).
+
+    Args:
+        crow_indices: row pointers, length rows + 1, starting at 0, non-decreasing.
+        col_indices: column of each nonzero, sorted and unique within each row.
+        values: value of each nonzero (a dense 1-D Tensor is used as is, so
+            gradients flow back to it; anything else is converted).
+        size: (rows, cols); inferred as (len(crow) - 1, max(col) + 1) if None.
+        dtype: convert the values to this dtype.
+        requires_grad: make the values a leaf that requires grad.
+
+    >>> import dispatch_jit.kernels.sparse
+    >>> a = sparse_csr_tensor([0, 2, 3], [0, 2, 1], [1.0, 2.0, 3.0], (2, 3))
+    >>> a.to_dense()
+    tensor([[1., 0., 2.],
+            [0., 3., 0.]])
+    >>> sparse_csr_tensor([0, 2], [1, 0], [1.0, 2.0], (1, 2))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: sparse_csr_tensor: unsorted column indices in row 0: col_indices[0] = 1 then col_indices[1] = 0...
+    """
+    crow = _index_array(crow_indices, "crow_indices")
+    col = _index_array(col_indices, "col_indices")
+    if isinstance(values, Tensor) and not isinstance(values, SparseCsrTensor) and \
+            (dtype is None or as_dtype(dtype) == values.dtype):
+        vt = values
+    else:
+        v = np.asarray(values._data if isinstance(values, Tensor) else values)
+        if dtype is not None:
+            v = v.astype(as_dtype(dtype).np)
+        elif v.dtype.kind in "f" and not isinstance(values, np.ndarray):
+            v = v.astype(np.float32)     # Python floats -> float32, as dj.tensor does
+        elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
+            v = v.astype(np.int64)
+        vt = wrap(np.ascontiguousarray(v))
+    if vt._data.ndim != 1:
+        raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
+    if not vt._data.flags.c_contiguous:
+        vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
+    if size is None:
+        size = (max(crow.shape[0] - 1, 0), int(col.max()) + 1 if col.size else 0)
+    size = tuple(int(s) for s in size)
+    if len(size) != 2 or min(size) < 0:
+        raise ShapeError(f"sparse_csr_tensor: size must be (rows, cols) with non-negative entries, got {size}")
+    if check_invariants:
+        check_csr_invariants(crow, col, vt._data.shape[0], size)
+    if requires_grad:
+        vt.requires_grad_(True)
+    return _make(crow, col, vt, size)
+
+
+def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
+    """The CSR form of a dense 2-D tensor (its exact zeros are dropped).
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([[0, 5], [0, 0]]).to_sparse_csr().values()
+    tensor([5])
+    """
+    if isinstance(t, SparseCsrTensor):
+        return t
+    a = t._data
+    if a.ndim != 2:
+        raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
+    rows, cols = np.nonzero(a)       # row-major order: sorted within each row
+    crow = np.zeros(a.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=a.shape[0]), out=crow[1:])
+    return _make(crow, cols.astype(np.int64), np.ascontiguousarray(a[rows, cols]), a.shape)
+
+
+def _dense_to_dense(self: Tensor) -> Tensor:
+    """A dense tensor is its own dense form (as in PyTorch)."""
+    return self
+
+
+Tensor.to_sparse_csr = to_sparse_csr
+Tensor.to_dense = _dense_to_dense
