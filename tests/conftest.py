@@ -2,8 +2,17 @@
 library's compiled kernels (module-level caches) and use tiny arrays."""
 
 import itertools
+import os
 
 import pytest
+from hypothesis import settings
+
+# Deterministic examples (no flaky CI from a new random seed; a failure reproduces everywhere) and no
+# per-example deadline (the first example of a test may pay a Numba compile).  Set
+# HYPOTHESIS_PROFILE=explore locally to search with fresh random examples.
+settings.register_profile("deterministic", derandomize=True, deadline=None)
+settings.register_profile("explore", deadline=None, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 import dispatch_jit as dj
 
