@@ -137,6 +137,7 @@ class _KeysetKernel:
 
 # Custom operators from Python functions, and the tool that checks them (torch.library's
 # custom_op / register_fake / opcheck).  Imported last: custom_op sits above autograd.
-from .custom_op import CustomOpDef, custom_op, infer_schema, opcheck, register_fake  # noqa: E402
+from .custom_op import CustomOpDef, custom_op, infer_schema, register_fake  # noqa: E402
+from .opcheck import OpCheckError, opcheck  # noqa: E402
 
-__all__ += ["custom_op", "CustomOpDef", "opcheck", "register_fake", "infer_schema"]
+__all__ += ["custom_op", "CustomOpDef", "opcheck", "OpCheckError", "register_fake", "infer_schema"]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.custom_op import OpCheckError, SchemaInferenceError, infer_schema
+from dispatch_jit.custom_op import SchemaInferenceError, infer_schema
+from dispatch_jit.opcheck import OpCheckError
 
 _ids = itertools.count()
 
