@@ -347,3 +347,14 @@ def test_only_python_scalars_is_a_clear_error():
 def test_clamp_needs_a_bound():
     with pytest.raises(SchemaError, match="at least one of 'min' or 'max'"):
         dj.clamp(dj.tensor([1.0]))
+
+
+def test_trace_environment_variable_turns_tracing_on():
+    import os
+    import subprocess
+    import sys
+    code = "import dispatch_jit as dj; dj.add(dj.tensor([1.0]), dj.tensor([2.0]))"
+    env = dict(os.environ, DISPATCH_JIT_SHOW_DISPATCH_TRACE="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "[call] op=[aten::add.Tensor], key=[CPU]" in r.stdout
