@@ -68,6 +68,7 @@ class Tracer:
 
     def symbolic(self, ty: TensorType, vid: int) -> Tensor:
         t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
+        t.__class__ = SymbolicTensor
         t.__dict__["_sym"] = (self, vid)
         return t
 
@@ -164,56 +165,41 @@ _GUARDED = {
 }
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes"}
-_patch_lock = threading.Lock()
-_patch_depth = [0]
-_originals: dict = {}
-
-
-def _guard(name, orig, reason):
+def _guard(name, reason):
     def guarded(self, *args, **kwargs):
         sym = self.__dict__.get("_sym")
         if sym is not None and not sym[0].in_meta:
             sym[0].abort(reason)
-        return orig(self, *args, **kwargs)
+        return getattr(Tensor, name)(self, *args, **kwargs)
     guarded.__name__ = name
     return guarded
 
 
-def _guard_prop(prop, reason):
+def _guard_prop(name, reason):
     def get(self):
         sym = self.__dict__.get("_sym")
         if sym is not None and not sym[0].in_meta:
             sym[0].abort(reason)
-        return prop.fget(self)
+        return Tensor.__dict__[name].fget(self)
     return property(get)
 
 
-class _Guards:
-    """Install the guards on Tensor for the duration of a trace (refcounted: traces may nest or
-    run in several threads; on other tensors the guards only delegate)."""
+class SymbolicTensor(Tensor):
+    """A tensor inside a trace: a size-1 placeholder of the right dtype and ndim.
 
-    def __enter__(self):
-        with _patch_lock:
-            if _patch_depth[0] == 0:
-                for name, reason in _GUARDED.items():
-                    orig = getattr(Tensor, name)
-                    _originals[name] = Tensor.__dict__.get(name)
-                    setattr(Tensor, name, _guard(name, orig, reason))
-                for name, reason in _GUARDED_PROPS.items():
-                    _originals[name] = Tensor.__dict__[name]
-                    setattr(Tensor, name, _guard_prop(Tensor.__dict__[name], reason))
-            _patch_depth[0] += 1
+    Whatever would read its data or sizes aborts the trace (the call then runs
+    eagerly); the guards are this class's own methods, so tracing changes
+    nothing for ordinary tensors, in this thread or any other.  While eager
+    kernels run on the placeholders to learn output types (``in_meta``), the
+    guards stand aside."""
 
-    def __exit__(self, *exc):
-        with _patch_lock:
-            _patch_depth[0] -= 1
-            if _patch_depth[0] == 0:
-                for name, orig in _originals.items():
-                    if orig is None:
-                        delattr(Tensor, name)
-                    else:
-                        setattr(Tensor, name, orig)
-                _originals.clear()
+    __slots__ = ()
+
+
+for _name, _reason in _GUARDED.items():
+    setattr(SymbolicTensor, _name, _guard(_name, _reason))
+for _name, _reason in _GUARDED_PROPS.items():
+    setattr(SymbolicTensor, _name, _guard_prop(_name, _reason))
 
 
 class _Active:
@@ -243,7 +229,7 @@ def trace(fn, args: tuple, kwargs: dict) -> Graph:
     tracer = Tracer()
     sargs = _map_tensors(args, tracer.add_input)
     skwargs = _map_tensors(kwargs, tracer.add_input)
-    with _Guards(), IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
+    with IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
         out = fn(*sargs, **skwargs)
         if tracer.aborted:     # the function caught our exception: still abort
             raise TraceAbort(tracer.aborted)
