@@ -13,7 +13,7 @@ tensor([4., 6.])
 
 from __future__ import annotations
 
-from . import autograd, errors, library
+from . import autograd, cuda, errors, library
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
@@ -57,7 +57,7 @@ __all__ = [
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "autograd", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "errors", "autograd", "cuda", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread

@@ -4,7 +4,6 @@ methods and Python operators, all straight from the tables in kernels/aten.py.""
 from __future__ import annotations
 
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
-from .errors import CudaUnavailableError
 from .registry import lookup
 from .tensor import Tensor
 
@@ -34,12 +33,23 @@ def _to(self, *args, dtype=None, device=None, copy: bool = False):
             device = a
         else:
             dtype = a
-    if device is not None and _device_type(device) != "cpu":
-        raise CudaUnavailableError(f"cannot move a tensor to {device}: no CUDA backend for tensors in this "
-                                   f"build yet; keep it on 'cpu'")
+    t = self
+    if device is not None and t.device != device:
+        from .cuda.transfer import to_device
+        t, copy = to_device(t, device), False
     if dtype is None:
-        return self.clone() if copy else self
-    return lookup("aten::to.dtype").entry(self, as_dtype(dtype), copy)
+        return t.clone() if copy else t
+    return lookup("aten::to.dtype").entry(t, as_dtype(dtype), copy)
+
+
+def _cuda(self, device=None):
+    """This tensor on a CUDA device (``cuda:0`` by default); no copy if it is there already."""
+    return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+
+def _cpu(self):
+    """This tensor in host memory (waits for pending kernels); no copy if it is there already."""
+    return self.to("cpu")
 
 
 def _device_type(d) -> str:
@@ -79,9 +89,10 @@ def install(namespace: dict) -> list[str]:
         setattr(Tensor, dunder, entry if unary else _reflected(entry) if reflected else _binary(entry))
     Tensor.__pos__ = lambda self: self
     Tensor.to = _to
+    Tensor.cuda = _cuda
+    Tensor.cpu = _cpu
     Tensor.contiguous = _contiguous
     Tensor.T = property(_T)
-    Tensor.cpu = lambda self: self
     for meth, dt in (("float", float32), ("double", float64), ("half", float16), ("int", int32),
                      ("long", int64), ("bool", bool_)):
         setattr(Tensor, meth, _cast(dt))

@@ -12,7 +12,7 @@ import numpy as np
 
 from .dtypes import DType, as_dtype, float32, get_default_dtype, int64
 from .errors import DTypeError, ShapeError
-from .tensor import Tensor, _check_cpu, infer_dtype, wrap
+from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
            "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
@@ -20,8 +20,27 @@ __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "lin
 
 
 def _finish(a: np.ndarray, device, requires_grad: bool) -> Tensor:
+    """Wrap host array ``a``, copied to ``device`` when that is a GPU."""
+    return wrap(place(a, device), requires_grad=requires_grad)
+
+
+def _is_cuda(dev) -> bool:
+    return dev is not None and str(dev).startswith("cuda")
+
+
+def _filled(shape: tuple, dt: DType, value, device, requires_grad: bool) -> Tensor:
+    """A new tensor of ``value`` (None: uninitialized); on CUDA filled by a kernel, never via the host."""
+    if not _is_cuda(device):
+        a = np.empty(shape, dt.np) if value is None else np.full(shape, value, dt.np)
+        return _finish(a, device, requires_grad)
+    from .cuda import array as cuda_array
+    from .kernels.cuda_copy import fill
+    from .tensor import device as _device
     _check_cpu(device)
-    return wrap(a, requires_grad=requires_grad)
+    d = cuda_array.empty(shape, dt.np, _device(device).index or 0)
+    if value is not None:
+        fill(d, value)
+    return wrap(d, requires_grad=requires_grad)
 
 
 def _shape(size) -> tuple:
@@ -38,7 +57,7 @@ def _shape(size) -> tuple:
 
 def _to_numpy(data, dt: DType | None):
     if isinstance(data, Tensor):
-        return data._data
+        return data._host()
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
         data = [_to_numpy(v, dt) for v in data]
     return data
@@ -52,6 +71,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
     (dispatch_jit.int64, ())
     """
     dt = as_dtype(dtype) if dtype is not None else (data.dtype if isinstance(data, Tensor) else infer_dtype(data))
+    if device is None and isinstance(data, Tensor):
+        device = data.device
     try:
         a = np.array(_to_numpy(data, dt), dtype=dt.np, copy=True)
     except (ValueError, TypeError) as e:
@@ -68,8 +89,10 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None) -> Tensor
     >>> a = np.zeros(3, np.float32); t = dj.asarray(a); a[0] = 5; t[0].item()
     5.0
     """
-    if isinstance(obj, Tensor) and dtype is None and not copy:
+    if isinstance(obj, Tensor) and dtype is None and not copy and (device is None or obj.device == device):
         return obj
+    if not isinstance(obj, Tensor) and hasattr(obj, "__cuda_array_interface__"):
+        return _from_cuda_array(obj, dtype, device, copy)
     if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__array_interface__"):
         a = np.asarray(obj)
         dt = as_dtype(dtype) if dtype is not None else None
@@ -81,6 +104,21 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None) -> Tensor
             a = a.copy()
         return _finish(a, device, False)
     return tensor(obj, dtype=dtype, device=device)
+
+
+def _from_cuda_array(obj, dtype, device, copy) -> Tensor:
+    """Device memory of CuPy, PyTorch or Numba, shared without a copy."""
+    from .cuda.array import from_cuda_array_interface
+    from .tensor import device as _device
+    if device is not None and _device(device).type != "cuda":
+        return tensor(np.asarray(obj.copy_to_host() if hasattr(obj, "copy_to_host") else obj.get()),
+                      dtype=dtype, device=device)
+    t = wrap(from_cuda_array_interface(obj, _device(device).index or 0 if device is not None else 0))
+    if dtype is not None and as_dtype(dtype) is not t.dtype:
+        if copy is False:
+            raise ValueError("asarray(copy=False) would need a copy to change the dtype")
+        return t.to(as_dtype(dtype))
+    return t.clone() if copy else t
 
 
 def from_numpy(a: np.ndarray) -> Tensor:
@@ -99,48 +137,49 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     >>> dj.zeros(2, 3).shape, dj.zeros((4,)).shape
     ((2, 3), (4,))
     """
-    return _finish(np.zeros(_shape(size), _dt(dtype).np), device, requires_grad)
+    return _filled(_shape(size), _dt(dtype), 0, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(np.ones(_shape(size), _dt(dtype).np), device, requires_grad)
+    return _filled(_shape(size), _dt(dtype), 1, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(np.empty(_shape(size), _dt(dtype).np), device, requires_grad)
+    return _filled(_shape(size), _dt(dtype), None, device, requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value``; its dtype follows the value (2 -> int64, 2.0 -> float32)."""
     dt = as_dtype(dtype) if dtype is not None else infer_dtype(fill_value)
-    return _finish(np.full(_shape((size,) if isinstance(size, int) else (tuple(size),)), fill_value, dt.np),
-                   device, requires_grad)
+    return _filled(_shape((size,) if isinstance(size, int) else (tuple(size),)), dt, fill_value, device,
+                   requires_grad)
 
 
-def _like(t: Tensor, dtype):
+def _like(t: Tensor, dtype, device):
     if not isinstance(t, Tensor):
         raise TypeError(f"expected a Tensor, got {type(t).__name__}")
-    return t.shape, (as_dtype(dtype) if dtype is not None else t.dtype)
+    dev = device if device is not None else (t.device if t.is_cuda else None)
+    return t.shape, (as_dtype(dtype) if dtype is not None else t.dtype), dev
 
 
 def zeros_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, dt = _like(t, dtype)
-    return _finish(np.zeros(shape, dt.np), device, requires_grad)
+    shape, dt, dev = _like(t, dtype, device)
+    return _filled(shape, dt, 0, dev, requires_grad)
 
 
 def ones_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, dt = _like(t, dtype)
-    return _finish(np.ones(shape, dt.np), device, requires_grad)
+    shape, dt, dev = _like(t, dtype, device)
+    return _filled(shape, dt, 1, dev, requires_grad)
 
 
 def empty_like(t, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, dt = _like(t, dtype)
-    return _finish(np.empty(shape, dt.np), device, requires_grad)
+    shape, dt, dev = _like(t, dtype, device)
+    return _filled(shape, dt, None, dev, requires_grad)
 
 
 def full_like(t, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, dt = _like(t, dtype)
-    return _finish(np.full(shape, fill_value, dt.np), device, requires_grad)
+    shape, dt, dev = _like(t, dtype, device)
+    return _filled(shape, dt, fill_value, dev, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -21,6 +21,7 @@ __all__ = [
     "ShapeError",
     "AutogradError",
     "CudaUnavailableError",
+    "CudaOutOfMemoryError",
 ]
 
 
@@ -75,3 +76,7 @@ class AutogradError(DispatchJitError, RuntimeError):
 
 class CudaUnavailableError(DispatchJitError, RuntimeError):
     """A CUDA tensor or kernel was requested where no CUDA device exists."""
+
+
+class CudaOutOfMemoryError(DispatchJitError, MemoryError):
+    """The device has no memory left for an allocation, even after emptying the cache."""

@@ -1,7 +1,7 @@
 """Looking inside the dispatcher: registered kernels, computed tables, caches.
 
 >>> import dispatch_jit as dj
->>> dj.has_kernel("aten::add", "CPU"), dj.has_kernel("aten::add", "CUDA")
+>>> dj.has_kernel("aten::add", "CPU"), dj.has_kernel("aten::add", "Meta")
 (True, False)
 """
 

@@ -13,16 +13,19 @@ import numpy as np
 
 from . import dispatcher
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
-from .errors import CudaUnavailableError, DTypeError, ShapeError
+from .errors import DTypeError, ShapeError
 from .keys import DispatchKey, DispatchKeySet
 from .signature import MAX_NDIM, make_sig
 
-__all__ = ["Tensor", "device", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
+__all__ = ["Tensor", "device", "place", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
            "version_box", "version_of", "bump_version"]
 
 _K = DispatchKey
 CPU_BITS = 1 << _K.CPU.value
 AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
+CUDA_BITS = 1 << _K.CUDA.value
+AUTOGRAD_CUDA_BITS = 1 << _K.AutogradCUDA.value
+_CUDA_SIG_BITS = CUDA_BITS << 16
 _AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value) | (1 << _K.AutogradOther.value)) << 16
 strided = "strided"
 
@@ -71,15 +74,28 @@ CPU_DEVICE = device("cpu")
 
 
 def _check_cpu(dev) -> None:
+    """Raise unless ``dev`` names a device tensors with data can live on."""
     if dev is None:
         return
     d = device(dev) if not isinstance(dev, device) else dev
     if d.type == "cuda":
-        raise CudaUnavailableError(
-            f"cannot place a tensor on {d}: this build has no CUDA backend for tensors yet "
-            f"(see dj.cuda.is_available()); use device='cpu'")
-    if d.type != "cpu":
-        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu'")
+        from .cuda.runtime import require
+        require(d.index or 0)
+    elif d.type != "cpu":
+        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu' or 'cuda'")
+
+
+def place(a: np.ndarray, dev):
+    """The storage for host array ``a`` on device ``dev``: ``a`` itself for the CPU,
+    a copy in device memory for CUDA."""
+    if dev is None:
+        return a
+    d = device(dev) if not isinstance(dev, device) else dev
+    if d.type == "cpu":
+        return a
+    _check_cpu(d)
+    from .cuda.array import from_host
+    return from_host(a, d.index or 0)
 
 
 class Tensor:
@@ -128,11 +144,21 @@ class Tensor:
 
     @property
     def device(self) -> device:
+        if self._sig & _CUDA_SIG_BITS:
+            return device("cuda", self._data.device_index)
         return CPU_DEVICE
 
     @property
     def is_cuda(self) -> bool:
-        return False
+        return bool(self._sig & _CUDA_SIG_BITS)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CUDA tensors share their device memory with CuPy, PyTorch and Numba (no copy)."""
+        if not self._sig & _CUDA_SIG_BITS:
+            raise AttributeError("__cuda_array_interface__: only CUDA tensors have one; this tensor is on the "
+                                 "CPU (use .numpy() or __array_interface__)")
+        return self._data.__cuda_array_interface__
 
     @property
     def layout(self) -> str:
@@ -169,10 +195,19 @@ class Tensor:
 
     # -- conversion ------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The data as a NumPy array sharing memory with this tensor."""
+        """The data as a NumPy array: sharing memory with a CPU tensor; for a CUDA
+        tensor, a host copy (waits for pending kernels)."""
+        if self._sig & _CUDA_SIG_BITS:
+            return self._data.to_host()
         return self._data
 
+    def _host(self) -> np.ndarray:
+        return self._data.to_host() if self._sig & _CUDA_SIG_BITS else self._data
+
     def __array__(self, dtype=None, copy=None):
+        if self._sig & _CUDA_SIG_BITS:
+            a = self._data.to_host()
+            return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         a = self._data
         if dtype is not None and np.dtype(dtype) != a.dtype:
             return a.astype(dtype)
@@ -182,16 +217,16 @@ class Tensor:
         if self._data.size != 1:
             raise ValueError(f"item(): a tensor with {self._data.size} elements cannot be converted to a "
                              f"Python scalar; index it first")
-        return self._data.reshape(()).item()
+        return self._host().reshape(()).item()
 
     def tolist(self):
-        return self._data.tolist()
+        return self._host().tolist()
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
                                f"use .any() or .all()")
-        return bool(self._data.reshape(()))
+        return bool(self._host().reshape(()))
 
     def __float__(self):
         return float(self.item())
@@ -236,7 +271,11 @@ class Tensor:
         idx = _unwrap_index(index)
 
         def write():
-            self._data[idx] = src
+            if self._sig & _CUDA_SIG_BITS:
+                from .kernels.cuda_index import setitem as cuda_setitem
+                cuda_setitem(self, idx, value)
+            else:
+                self._data[idx] = src
             bump_version(self)
         from .autograd.indexing import setitem
         setitem(self, idx, value, write)
@@ -318,15 +357,19 @@ def _norm_dim(dim: int, ndim: int) -> int:
 _new = object.__new__
 
 
-def _sig_for(a: np.ndarray, requires_grad: bool = False) -> int:
+def _sig_for(a, requires_grad: bool = False) -> int:
     if a.ndim > MAX_NDIM:
         raise ShapeError(f"tensors have at most {MAX_NDIM} dimensions, got {a.ndim}")
+    if type(a) is not np.ndarray and hasattr(a, "storage"):      # a CudaArray
+        ks = CUDA_BITS | (AUTOGRAD_CUDA_BITS if requires_grad else 0)
+        return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous, a.device_index)
     ks = CPU_BITS | (AUTOGRAD_CPU_BITS if requires_grad else 0)
     return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous)
 
 
-def wrap(a: np.ndarray, requires_grad: bool = False) -> Tensor:
-    """Make a CPU tensor that owns or views ``a`` (no copy)."""
+def wrap(a, requires_grad: bool = False) -> Tensor:
+    """Make a tensor that owns or views ``a`` (no copy): a NumPy array gives a CPU
+    tensor, a ``CudaArray`` a CUDA tensor."""
     t = _new(Tensor)
     t._data = a
     t._sig = _sig_for(a, requires_grad)

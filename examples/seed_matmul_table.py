@@ -1,8 +1,9 @@
 """The seed's matmul dispatch table, run row by row with the dispatch trace.
 
 Each row calls ``dj.matmul`` with inputs of one kind and shows which kernel
-the dispatcher picked.  The CUDA rows need the CUDA backend (a separate
-issue); on a machine without it they are listed and skipped.
+the dispatcher picked.  The CUDA rows need a CUDA device: a GPU, or
+Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``); without one they are
+listed and skipped.
 
     python examples/seed_matmul_table.py
 """
@@ -38,6 +39,24 @@ def rows():
         with dj.autocast("cpu"):
             return a32 @ b32
     yield "(cpu, float32, autocast)", autocast_row
+    yield from cuda_rows(a32, b32)
+
+
+CUDA_ROWS = ("(cuda, float32, requires_grad)", "(cuda, float16)", "(cuda, float32, autocast)")
+
+
+def cuda_rows(a32, b32):
+    if not dj.cuda.is_available():
+        return
+    ca, cb = a32.cuda(), b32.cuda()
+    cw = dj.rand(3, 2, device="cuda", requires_grad=True)
+    yield CUDA_ROWS[0], lambda: ca @ cw
+    yield CUDA_ROWS[1], lambda: ca.half() @ cb.half()
+
+    def autocast_row():
+        with dj.autocast("cuda"):
+            return ca @ cb
+    yield CUDA_ROWS[2], autocast_row
 
 
 def main() -> None:
@@ -47,9 +66,9 @@ def main() -> None:
         print(f"{name:<32} -> result dtype {out.dtype}")
         for line in lines:
             print(f"    {line}")
-    for name in ("(cuda, float32, requires_grad)", "(cuda, float16)", "(cuda, float32, autocast)"):
-        print(f"{name:<32} -> skipped: no CUDA backend in this build (dj.has_kernel('aten::matmul', 'CUDA') is "
-              f"{dj.has_kernel('aten::matmul', 'CUDA')})")
+    if not dj.cuda.is_available():
+        for name in CUDA_ROWS:
+            print(f"{name:<32} -> skipped: no CUDA device (no GPU, and NUMBA_ENABLE_CUDASIM is not set)")
     print()
     print(dj.dump_table("aten::matmul"))
 

@@ -15,7 +15,7 @@ from dispatch_jit.autograd.kernel import AutogradInplaceKernel, AutogradKernel
 from dispatch_jit.library import Library, fallthrough_kernel
 from dispatch_jit.registry import lookup
 
-from . import composite, linalg_ops, reduction_ops
+from . import composite, cuda_linalg, cuda_reduction, cuda_shape, linalg_ops, reduction_ops
 from .cpu_elementwise import ElementwiseCPU
 from .derivatives import DERIVATIVES
 from .scalar_ops import SCALAR_OPS
@@ -77,6 +77,22 @@ for _name, _kernel in reduction_ops.CPU_KERNELS.items():
     aten_cpu.impl(_name, _kernel)
 for _name, _kernel in linalg_ops.CPU_KERNELS.items():
     aten_cpu.impl(_name, _kernel)
+
+# -- CUDA: numba.cuda.jit kernels from the same op definitions (numba.cuda is imported on first use) --
+aten_cuda = Library("aten", "IMPL", "CUDA")
+# (each CUDA kernel module registers its table here)
+for _name, _kernel in cuda_reduction.CUDA_KERNELS.items():   # reductions
+    aten_cuda.impl(_name, _kernel)
+for _name, _kernel in cuda_linalg.CUDA_KERNELS.items():   # matmul, dot
+    aten_cuda.impl(_name, _kernel)
+from .cuda_elementwise import ElementwiseCUDA  # noqa: E402  (elementwise ops, from scalar_ops.py)
+for _op in SCALAR_OPS.values():
+    f, i = ELEMENTWISE_SCHEMAS[_op.name]
+    aten_cuda.impl(f.split("(")[0], ElementwiseCUDA(_op, "functional"))
+    if i:
+        aten_cuda.impl(i.split("(")[0], ElementwiseCUDA(_op, "inplace"))
+for _name, _kernel in cuda_shape.CUDA_KERNELS.items():
+    aten_cuda.impl(_name, _kernel)
 
 # -- CompositeImplicitAutograd: decompositions into other ops -------------------------------------
 aten_composite = Library("aten", "IMPL", "CompositeImplicitAutograd")

@@ -30,13 +30,13 @@ import numba
 import numpy as np
 from numba import types as nbt
 
-from dispatch_jit.dtypes import ALL_DTYPES, can_cast, float16, float32, result_type
+from dispatch_jit.dtypes import ALL_DTYPES, can_cast, float16, float32
 from dispatch_jit.errors import BroadcastError, CastingError, DTypeError, ShapeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
 from .scalar_helpers import HELPERS
-from .scalar_ops import ScalarOp, type_rule
+from .scalar_ops import ScalarOp, resolve
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
 
@@ -53,7 +53,6 @@ _NAMES = ("x", "y", "z")
 # (source, argtypes, parallel) -> entry point; shared by all ops and tests
 _COMPILED: dict = {}
 _compile_lock = threading.Lock()
-_CATEGORY_NAMES = {0: "bool", 1: "integer", 2: "floating", 3: "complex"}
 
 
 def compiled_kernels() -> int:
@@ -150,27 +149,11 @@ class ElementwiseCPU:
     # -- miss path ---------------------------------------------------------------------------
     def specialize(self, call):
         op = self.op
-        schema_args = call.op.schema.arguments
-        metas = call.metas
-        in_idx = [i for i, a in enumerate(schema_args) if a.type.is_tensor_like and a.name != "out"]
-        static_idx = [i for i, a in enumerate(schema_args) if not a.type.is_tensor_like]
-        static_names = tuple(schema_args[i].name for i in static_idx)
-        out_pos = next((i for i, a in enumerate(schema_args) if a.name == "out"), None)
-        in_metas = [metas[i] for i in in_idx]
+        r = resolve(op, call)
+        in_idx, static_idx, static_names, out_pos = r.in_idx, r.static_idx, r.static_names, r.out_pos
+        in_metas, compute, result, casts = r.in_metas, r.compute, r.result, r.casts
         kinds = tuple("none" if m.kind == "none" else ("array" if m.kind == "tensor" else "scalar")
                       for m in in_metas)
-        if all(k != "array" for k in kinds):
-            raise DTypeError(f"{call.op.name}: expected at least one tensor argument, got only Python scalars")
-        promo_in = [m for m, k in zip(in_metas, kinds) if k != "none"]
-        if op.rule == "where":
-            promo_in = promo_in[1:]
-        promoted = result_type(*[m if m.kind == "tensor" else m.pytype(0) for m in promo_in])
-        compute, result, casts = type_rule(op, promoted, len(kinds))
-        if compute.category not in op.cats:
-            # the dtypes whose compute dtype the op accepts (exp takes int64: it computes in float32)
-            ok = [d.name for d in ALL_DTYPES if type_rule(op, d, len(kinds))[0].category in op.cats]
-            raise DTypeError(f"{op.name}() does not support {_CATEGORY_NAMES[compute.category]} inputs "
-                             f"(got {compute.name}); supported dtypes: {', '.join(ok)}")
         ndim = max(m.ndim for m in in_metas if m.kind == "tensor")
         # float16: stored as float16, computed in float32 (no CPU float16 arithmetic in Numba)
         kcompute = float32 if compute is float16 else compute

@@ -20,7 +20,7 @@ from typing import Callable
 
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32, float64, get_default_dtype
 
-__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule"]
+__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
 NUM = frozenset({INT, FLOAT, COMPLEX})
@@ -180,3 +180,47 @@ def type_rule(op: ScalarOp, promoted: DType, n: int):
         # the condition is read as bool; the branches promote among themselves
         return promoted, promoted, ("bool", "compute", "compute")
     return TYPE_RULES[op.rule](promoted, n)
+
+
+# -- one call signature, resolved (shared by the CPU and CUDA kernels) ------------------------------
+_CATEGORY_NAMES = {0: "bool", 1: "integer", 2: "floating", 3: "complex"}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Where an op's operands sit in its schema, and the dtypes a signature computes in."""
+
+    in_idx: list          # schema positions of the tensor inputs (not out=)
+    static_idx: list      # schema positions of the static (non-tensor) parameters
+    static_names: tuple
+    out_pos: int | None
+    in_metas: list        # ArgMeta of each tensor input
+    compute: DType
+    result: DType
+    casts: tuple
+
+
+def resolve(op: ScalarOp, call) -> Resolved:
+    """The miss path's type resolution for ``op`` called as ``call`` (PyTorch's promotion, then the
+    op's type rule); raises the op's dtype errors."""
+    from dispatch_jit.dtypes import ALL_DTYPES, result_type
+    from dispatch_jit.errors import DTypeError
+    schema_args = call.op.schema.arguments
+    in_idx = [i for i, a in enumerate(schema_args) if a.type.is_tensor_like and a.name != "out"]
+    static_idx = [i for i, a in enumerate(schema_args) if not a.type.is_tensor_like]
+    out_pos = next((i for i, a in enumerate(schema_args) if a.name == "out"), None)
+    in_metas = [call.metas[i] for i in in_idx]
+    if all(m.kind != "tensor" for m in in_metas):
+        raise DTypeError(f"{call.op.name}: expected at least one tensor argument, got only Python scalars")
+    promo_in = [m for m in in_metas if m.kind != "none"]
+    if op.rule == "where":
+        promo_in = promo_in[1:]
+    promoted = result_type(*[m if m.kind == "tensor" else m.pytype(0) for m in promo_in])
+    compute, result, casts = type_rule(op, promoted, len(in_metas))
+    if compute.category not in op.cats:
+        # the dtypes whose compute dtype the op accepts (exp takes int64: it computes in float32)
+        ok = [d.name for d in ALL_DTYPES if type_rule(op, d, len(in_metas))[0].category in op.cats]
+        raise DTypeError(f"{op.name}() does not support {_CATEGORY_NAMES[compute.category]} inputs "
+                         f"(got {compute.name}); supported dtypes: {', '.join(ok)}")
+    return Resolved(in_idx, static_idx, tuple(schema_args[i].name for i in static_idx), out_pos, in_metas,
+                    compute, result, casts)

@@ -14,7 +14,31 @@ settings.register_profile("deterministic", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
+# CUDA tests run everywhere: on a machine without an NVIDIA driver, Numba's CUDA simulator stands in
+# (it must be chosen before numba.cuda is first imported).  DISPATCH_JIT_TEST_REAL_GPU=1 insists on hardware.
+if not os.path.exists("/dev/nvidiactl") and os.environ.get("DISPATCH_JIT_TEST_REAL_GPU") != "1":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# The compiled mode's disk cache goes to a fresh directory per test session: tests count compiles, and the
+# suite must not write into the user's ~/.cache.
+if "DISPATCH_JIT_CACHE_DIR" not in os.environ:
+    import tempfile
+    import atexit
+    import shutil
+    os.environ["DISPATCH_JIT_CACHE_DIR"] = _cache_dir = tempfile.mkdtemp(prefix="dispatch_jit_test_cache_")
+    atexit.register(shutil.rmtree, _cache_dir, True)
+
 import dispatch_jit as dj
+
+ON_SIMULATOR = dj.cuda.is_available() and dj.cuda.is_simulator()
+HAS_REAL_GPU = dj.cuda.is_available() and not dj.cuda.is_simulator()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a real CUDA GPU (running on the Numba CUDA simulator or on a CPU)")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_REAL_GPU:
+            item.add_marker(skip_gpu)
 
 _ns_counter = itertools.count()
 

@@ -21,6 +21,12 @@ EXPECTED = {
     "(cpu, sparse_csr)": (["[call] op=[aten::matmul], key=[SparseCsrCPU]"], dj.float32),
     "(cpu, float32, autocast)": (["[call] op=[aten::matmul], key=[AutocastCPU]",
                                   " [call] op=[aten::matmul], key=[CPU]"], dj.float16),
+    # on a GPU, or on the CUDA simulator (tests/conftest.py)
+    "(cuda, float32, requires_grad)": (["[call] op=[aten::matmul], key=[AutogradCUDA]",
+                                        " [redispatch] op=[aten::matmul], key=[CUDA]"], dj.float32),
+    "(cuda, float16)": (["[call] op=[aten::matmul], key=[CUDA]"], dj.float16),
+    "(cuda, float32, autocast)": (["[call] op=[aten::matmul], key=[AutocastCUDA]",
+                                   " [call] op=[aten::matmul], key=[CUDA]"], dj.float16),
 }
 
 
@@ -34,7 +40,8 @@ def test_row_dispatches_to_the_seed_kernel(name, fn):
 
 def test_dump_table_shows_every_row_key():
     text = dj.dump_table("aten::matmul")
-    for key in ("CPU", "QuantizedCPU", "SparseCsrCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA"):
+    for key in ("CPU", "CUDA", "QuantizedCPU", "SparseCsrCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA",
+                "AutogradCUDA"):
         line = next(l for l in text.splitlines() if l.strip().startswith(key + " "))
         assert "[missing]" not in line, line
 
@@ -42,4 +49,5 @@ def test_dump_table_shows_every_row_key():
 def test_example_runs(capsys):
     table.main()
     out = capsys.readouterr().out
-    assert "key=[QuantizedCPU]" in out and "skipped: no CUDA backend" in out
+    assert "key=[QuantizedCPU]" in out
+    assert ("key=[AutocastCUDA]" in out) == dj.cuda.is_available()

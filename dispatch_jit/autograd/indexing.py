@@ -20,21 +20,26 @@ def _is_basic(index) -> bool:
 
 
 def getitem(t, index):
-    a = t._data[index]
     basic = _is_basic(index)
-    if basic and not isinstance(a, np.ndarray):
-        # every index an integer: NumPy returns a scalar; a trailing ``...`` makes it a 0-d view
-        a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
-    out = wrap_view(t, a) if basic else wrap(np.array(a, copy=True))
+    if t.is_cuda:
+        from ..kernels import cuda_index
+        a = cuda_index.getitem(t._data, index)      # a view, or a fresh gathered array
+        out = wrap_view(t, a) if basic else wrap(a)
+    else:
+        a = t._data[index]
+        if basic and not isinstance(a, np.ndarray):
+            # every index an integer: NumPy returns a scalar; a trailing ``...`` makes it a 0-d view
+            a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
+        out = wrap_view(t, a) if basic else wrap(np.array(a, copy=True))
     if t.requires_grad and is_grad_enabled() and out.dtype.category >= 2:
         from ..creation import zeros
         from .kernel import mark_output
-        shape, dtype = tuple(t.shape), t.dtype
+        shape, dtype, dev = tuple(t.shape), t.dtype, t.device
 
         def formula(grads, saved, ctx, needs):
             g = grads[0]
-            gz = zeros(*shape, dtype=dtype)
-            np.add.at(gz._data, index, g._data)   # repeated advanced indices accumulate
+            gz = zeros(*shape, dtype=dtype, device=dev)
+            _index_add(gz, index, g)               # repeated advanced indices accumulate
             return (gz,)
         node = _IndexBackward(formula, (edge_of(t),), {}, {}, "aten::index")
         mark_output(out, node)
@@ -42,6 +47,22 @@ def getitem(t, index):
             from .views import record_view
             record_view(out, t, lambda r: r[index])
     return out
+
+
+def _index_add(gz, index, g) -> None:
+    if gz.is_cuda:
+        from ..kernels import cuda_index
+        cuda_index.index_add(gz._data, index, g._data)
+    else:
+        np.add.at(gz._data, index, g._data)
+
+
+def _assign_zero(t, index) -> None:
+    if t.is_cuda:
+        from ..kernels import cuda_index
+        cuda_index.setitem_data(t._data, index, 0)
+    else:
+        t._data[index] = 0
 
 
 _IndexPutBackward = node_class("IndexPutBackward")
@@ -74,10 +95,10 @@ def setitem(t, index, value, write) -> None:
     def formula(grads, saved, ctx, needs):
         g = grads[0]
         gt = g.clone()
-        gt._data[index] = 0                      # overwritten elements had no say in the result
+        _assign_zero(gt, index)                  # overwritten elements had no say in the result
         gv = None
         if needs[1]:
-            gv = sum_to(wrap(np.array(g._data[index], copy=True)), vshape)
+            gv = sum_to(getitem(g.detach(), index).clone(), vshape)
         return gt, gv
 
     t.__dict__.pop("_output_nr", None)

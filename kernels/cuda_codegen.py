@@ -1,0 +1,102 @@
+"""Shared pieces of the generated CUDA kernels.
+
+Every CUDA kernel of the op library indexes flat device buffers: an operand
+is (buffer, element offset, element strides), and a thread turns its linear
+index over the output into one flat index per operand.  The generated
+source is compiled with ``numba.cuda.jit`` once per (source, globals),
+lazily, on the dispatcher's miss path.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+import threading
+
+import numpy as np
+
+from dispatch_jit.cuda.runtime import cuda_module
+
+__all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers"]
+
+_CACHE: dict = {}
+_LOCK = threading.Lock()
+
+
+def compiled_cuda_kernels() -> int:
+    return len(_CACHE)
+
+
+def operand_params(name: str, ndim: int) -> list[str]:
+    """Kernel parameters of one strided operand: buffer, offset, one stride per dim."""
+    return [name, f"{name}_o"] + [f"{name}_s{d}" for d in range(ndim)]
+
+
+def operand_args(arr, ndim: int) -> list:
+    """The matching call arguments for a CudaArray (already broadcast to ``ndim`` dims)."""
+    return [arr.storage.buf, arr.offset, *arr.elem_strides()]
+
+
+def unravel(ndim: int, operands: list[str], indent: str, linear: str = "i", contiguous: tuple = ()) -> list[str]:
+    """Source lines that set ``{op}_k`` (flat index into operand op's buffer) from the
+    linear index over the output shape ``n0..n{ndim-1}``.  Operands listed in
+    ``contiguous`` are C-contiguous with the output's shape: their index is ``op_o + i``."""
+    lines = []
+    strided = [op for op in operands if op not in contiguous]
+    for op in operands:
+        if op in contiguous:
+            lines.append(f"{indent}{op}_k = {op}_o + {linear}")
+    if not strided:
+        return lines
+    if ndim == 0:
+        return lines + [f"{indent}{op}_k = {op}_o" for op in strided]
+    lines.append(f"{indent}_r = {linear}")
+    for op in strided:
+        lines.append(f"{indent}{op}_k = {op}_o")
+    for d in reversed(range(ndim)):
+        if d:
+            lines.append(f"{indent}_c = _r % n{d}")
+            lines.append(f"{indent}_r = _r // n{d}")
+            c = "_c"
+        else:
+            c = "_r"
+        for op in strided:
+            lines.append(f"{indent}{op}_k += {c} * {op}_s{d}")
+    return lines
+
+
+def device_helpers() -> dict:
+    """The scalar helpers of scalar_helpers.py as CUDA device functions."""
+    h = _HELPERS.get("cuda")
+    if h is None:
+        from .scalar_helpers import HELPERS
+        cuda = cuda_module()
+        h = {name: cuda.jit(device=True)(fn) for name, fn in HELPERS.items()}
+        # the CPU's vectorizable float32 exp is built from bit tricks; CUDA has expf
+        h["_exp_f32"] = cuda.jit(device=True)(_exp)
+        _HELPERS["cuda"] = h
+    return h
+
+
+_HELPERS: dict = {}
+
+
+def _exp(x):
+    return math.exp(x)
+
+
+def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
+    """``numba.cuda.jit`` of the function ``name`` defined by ``src`` (cached by source)."""
+    key = (src, tuple(sorted((k, id(v)) for k, v in (extra_globals or {}).items())))
+    k = _CACHE.get(key)
+    if k is not None:
+        return k
+    with _LOCK:
+        k = _CACHE.get(key)
+        if k is None:
+            cuda = cuda_module()
+            g = {"cuda": cuda, "np": np, "math": math, "cmath": cmath, **device_helpers(), **(extra_globals or {})}
+            exec(compile(src, f"<dispatch_jit cuda {name}>", "exec"), g)
+            k = cuda.jit(g[name])
+            _CACHE[key] = k
+    return k

@@ -1,0 +1,153 @@
+"""CUDA indexing: ``t[index]``, ``t[index] = v`` and the scatter-add of its gradient.
+
+Basic indices (ints, slices, None, ``...``) give views, computed by NumPy
+on the tensor's layout.  Advanced indices (integer arrays, boolean masks)
+are turned into the flat element positions they select, on the host, with
+NumPy's own indexing rules: the position of element (i0, i1, ...) is
+``offset + i0*s0 + i1*s1 + ...``, so indexing one zero-stride broadcast
+``arange`` per dimension and summing gives the positions without ever
+materializing the source.  Index tensors on the GPU are copied to the host
+for that (a boolean mask must be anyway: the result's size depends on it;
+PyTorch synchronizes there too).  Then one kernel gathers, scatters or
+scatter-adds (with atomics, so repeated indices accumulate) on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.cuda import array as cuda_array
+from dispatch_jit.cuda.array import CudaArray
+from dispatch_jit.cuda.launch import elementwise_config
+from dispatch_jit.errors import DTypeError
+
+from .cuda_codegen import compile_cuda
+from .cuda_copy import cast_expr, copy_into, fill
+
+__all__ = ["getitem", "setitem", "setitem_data", "index_add", "is_basic"]
+
+
+def is_basic(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (int, slice, type(None), type(Ellipsis))) and not isinstance(i, bool) for i in items)
+
+
+def _host_index(index):
+    """Index components as NumPy understands them (device index arrays copied to the host)."""
+    def conv(i):
+        if isinstance(i, CudaArray):
+            return i.to_host()
+        if hasattr(i, "_data") and hasattr(i, "_sig"):          # a Tensor left in a list
+            return np.asarray(i)
+        return i
+    return tuple(conv(i) for i in index) if isinstance(index, tuple) else conv(index)
+
+
+def _positions(arr: CudaArray, index) -> np.ndarray:
+    """Flat buffer positions of the elements ``arr[index]`` selects (int64, the result's shape)."""
+    shape, strides = arr.shape, arr.elem_strides()
+    pos = np.full((), arr.offset, np.int64)
+    comps = []
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        c = (np.arange(n, dtype=np.int64) * s).reshape([-1 if k == d else 1 for k in range(len(shape))])
+        comps.append(np.broadcast_to(c, shape))
+    if not comps:
+        return np.asarray(np.broadcast_to(pos, ())[index], np.int64)
+    for c in comps:
+        pos = pos + c[index]
+    return np.ascontiguousarray(pos, np.int64)
+
+
+def getitem(arr: CudaArray, index) -> CudaArray:
+    """``arr[index]``: a view for basic indices, a new array (gathered on the device) otherwise."""
+    if is_basic(index):
+        items = index if isinstance(index, tuple) else (index,)
+        if all(isinstance(i, int) for i in items):
+            items = items + (Ellipsis,)        # a 0-d view rather than a scalar
+        return arr.view_as(lambda l: l[items])
+    pos = _positions(arr, _host_index(index))
+    out = cuda_array.empty(pos.shape, arr.dtype, arr.device_index)
+    if pos.size:
+        dpos = cuda_array.from_host(pos, arr.device_index)
+        k = _index_kernel("gather", arr.dtype, arr.dtype)
+        blocks, threads = elementwise_config(pos.size, arr.device_index)
+        k[blocks, threads](out.storage.buf, arr.storage.buf, dpos.storage.buf, 0, 0, pos.size)
+    return out
+
+
+_BODIES = {
+    # out[i] = src[pos[i]]
+    "gather": "        o[i] = {cast}",
+    # dst[pos[i]] = src[src_o + i * src_step] (src_step 0: one value for all)
+    "scatter": "        o[p[i]] = {cast}",
+    "scatter_add": "        cuda.atomic.add(o, p[i], {cast})",
+}
+
+
+def _index_kernel(kind: str, sdt: np.dtype, ddt: np.dtype):
+    read = "s[p[i]]" if kind == "gather" else "s[s_o + i * s_step]"
+    lines = ["def index_kernel(o, s, p, s_o, s_step, total):",
+             "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)",
+             "    while i < total:",
+             _BODIES[kind].format(cast=cast_expr(read, np.dtype(sdt), np.dtype(ddt))),
+             "        i += step"]
+    return compile_cuda("\n".join(lines) + "\n", "index_kernel", {"_dt": np.dtype(ddt).type})
+
+
+def _as_device(value, like: CudaArray) -> CudaArray:
+    if isinstance(value, CudaArray):
+        return value
+    return cuda_array.from_host(np.asarray(value), like.device_index)
+
+
+def setitem_data(arr: CudaArray, index, value) -> None:
+    """``arr[index] = value`` (value: a scalar, a CudaArray or a host array), cast to arr's dtype."""
+    if is_basic(index):
+        items = index if isinstance(index, tuple) else (index,)
+        dst = arr.view_as(lambda l: l[items + (Ellipsis,)])
+        if isinstance(value, (bool, int, float, complex, np.generic)):
+            fill(dst, value)
+        else:
+            copy_into(dst, _as_device(value, arr))
+        return
+    pos = _positions(arr, _host_index(index))
+    if not pos.size:
+        return
+    _scatter("scatter", arr, pos, value)
+
+
+def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, value) -> None:
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        src = cuda_array.from_host(np.asarray([value], arr.dtype), arr.device_index)
+        s_o, s_step = 0, 0
+    else:
+        src = _as_device(value, arr)
+        if src.shape != pos.shape:
+            src = src.view_as(lambda l: np.broadcast_to(l, pos.shape))
+        if not src.flags.c_contiguous:
+            from .cuda_copy import contiguous_copy
+            src = contiguous_copy(src)
+        s_o, s_step = src.offset, 1
+    dpos = cuda_array.from_host(pos.reshape(-1), arr.device_index)
+    k = _index_kernel(kind, src.dtype, arr.dtype)
+    blocks, threads = elementwise_config(pos.size, arr.device_index)
+    k[blocks, threads](arr.storage.buf, src.storage.buf, dpos.storage.buf, s_o, s_step, pos.size)
+
+
+def index_add(arr: CudaArray, index, src: CudaArray) -> None:
+    """``arr[index] += src`` where repeated indices accumulate (np.add.at); the gradient of indexing."""
+    if arr.dtype.kind == "c" or arr.dtype == np.float16:
+        raise DTypeError(f"indexing backward on CUDA needs an atomic add, which {arr.dtype} lacks; "
+                         f"compute the gradient in float32/float64")
+    pos = _positions(arr, _host_index(index))
+    if pos.size:
+        _scatter("scatter_add", arr, pos, src)
+
+
+def setitem(t, index, value) -> None:
+    """``Tensor.__setitem__`` for a CUDA tensor (casting was checked by the caller)."""
+    v = value
+    if hasattr(value, "_sig") and hasattr(value, "_data"):
+        v = value._data
+    setitem_data(t._data, index, v)
