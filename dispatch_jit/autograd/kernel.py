@@ -9,6 +9,7 @@ redispatch to the backend kernel plus the bookkeeping of one Node.
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -182,44 +183,73 @@ class AutogradKernel:
             return out
         if list_pos or is_view:
             return run
+        # Which inputs require grad is part of each tensor's signature, so of this specialization:
+        # the generated code records exactly those edges, with no per-call checks.
+        needs = [_requires_grad(call.metas[i]) for i in tensor_pos]
+        ag_bits = _AG_CUDA if any(call.metas[i].device != "cpu" for i in tensor_pos
+                                  if call.metas[i].kind == "tensor") else _AG_CPU
+        dense_dtypes = [call.metas[i].dtype.index if call.metas[i].kind == "tensor"
+                        and call.metas[i].keyset & _DENSE_KS else None for i in tensor_pos]
         return _generated_run(len(args_schema), tensor_pos, out_pos, statics, save_pos, save_result, below,
-                              run, node_cls, formula, opname)
+                              run, node_cls, formula, opname, needs, ag_bits, dense_dtypes)
+
+
+_NOSAVED = types.MappingProxyType({})
+_DENSE_KS = (1 << DispatchKey.CPU.value) | (1 << DispatchKey.CUDA.value)
+_AG_KS = (_AG_CPU | _AG_CUDA) >> 16
+
+
+def _requires_grad(meta) -> bool:
+    """A plain (dense) tensor argument whose signature carries an Autograd key: it requires grad."""
+    return meta.kind == "tensor" and bool(meta.keyset & _AG_KS) and bool(meta.keyset & _DENSE_KS)
 
 
 def _generated_run(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, slow, node_cls, formula,
-                   opname):
+                   opname, needs, ag_bits, dense_dtypes):
     """The same recording as the generic ``run``, as straight-line code for this
-    op's argument positions: a recorded call is on the hot path of training loops."""
+    op's argument positions and for which of them require grad (``needs``, known
+    from the signature): a recorded call is on the hot path of training loops."""
     p = [f"p{i}" for i in range(nargs)]
     lines = [f"def run({', '.join(p)}):"]
     if out_pos is not None:
         lines.append(f"    if p{out_pos} is not None:\n        return _slow({', '.join(p)})")
     lines.append(f"    out = _below({', '.join(p)})")
-    for i in tensor_pos:
-        lines.append(f"    r{i} = p{i}.__class__ is _T and p{i}.requires_grad")
-    lines.append(f"    if not ({' or '.join(f'r{i}' for i in tensor_pos)}) "
-                 f"or (out._sig >> 6) & 15 not in _DIFF{''.join(f' or out is p{i}' for i in tensor_pos)}:")
-    lines.append("        return out")
-    edges = ", ".join(f"_edge(p{i}) if r{i} else None" for i in tensor_pos)
+    if not any(needs):
+        lines.append("    return out")
+    else:
+        lines.append(f"    if (out._sig >> 6) & 15 not in _DIFF{''.join(f' or out is p{i}' for i in tensor_pos)}:")
+        lines.append("        return out")
+    edges = []
+    for i, need in zip(tensor_pos, needs):
+        if need:
+            # edge_of, inlined: an interior tensor's (grad_fn, output index), or a leaf's cached edge
+            lines.append(f"    f{i} = p{i}.grad_fn")
+            lines.append(f"    e{i} = (f{i}, p{i}.__dict__.get('_output_nr', 0)) if f{i} is not None else "
+                         f"(p{i}.__dict__.get('_leaf_edge') or _edge(p{i}))")
+            edges.append(f"e{i}")
+        else:
+            edges.append("None")
     saved = ", ".join(f"'{n}': (_Saved(p{i}, name='{n}') if p{i}.__class__ is _T else p{i})" for n, i in save_pos)
-    shapes = ", ".join(f"p{i}._data.shape if p{i}.__class__ is _T else None" for i in tensor_pos)
-    dtypes = ", ".join(f"(p{i}._sig >> 6) & 15 if p{i}.__class__ is _T else None" for i in tensor_pos)
+    # a dense tensor's dtype is in its signature (a constant here); other arguments have no shape
+    shapes = ", ".join(f"p{i}._data.shape" if d is not None else "None" for i, d in zip(tensor_pos, dense_dtypes))
+    dtypes = ", ".join(str(d) for d in dense_dtypes)
     ctx = ", ".join([f"'{n}': p{i}" for n, i in statics] + [f"'shapes': ({shapes},)", f"'dtypes': ({dtypes},)"])
-    lines += [f"    saved = {{{saved}}}",
+    # nothing to save (add, sub, neg, ...): every node shares one empty, read-only mapping
+    lines += [f"    saved = {{{saved}}}" if saved or save_result else "    saved = _NOSAVED",
               "    node = _new(_Node)",
-              f"    node.next_functions = ({edges},)",
+              f"    node.next_functions = ({', '.join(edges)},)",
               "    node.saved = saved",
               f"    node.ctx = {{{ctx}}}",
               # mark_output, inlined
               "    out.requires_grad = True",
               "    out.grad_fn = node",
-              "    out._sig |= _AG_CUDA if out._sig & _CUDA_KS else _AG_CPU"]
+              "    out._sig |= _AG"]
     if save_result:
         lines.append("    saved['result'] = _Saved(out, is_output=True, name='result')")
     lines.append("    return out")
     g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": _DIFFERENTIABLE, "_edge": edge_of, "_Saved": SavedTensor,
-         "_new": object.__new__, "_Node": node_class(node_cls.__name__, formula, opname), "_AG_CPU": _AG_CPU,
-         "_AG_CUDA": _AG_CUDA, "_CUDA_KS": _CUDA_KS}
+         "_new": object.__new__, "_Node": node_class(node_cls.__name__, formula, opname), "_AG": ag_bits,
+         "_NOSAVED": _NOSAVED}
     exec(compile("\n".join(lines) + "\n", f"<dispatch_jit autograd {opname}>", "exec"), g)
     return g["run"]
 
