@@ -108,7 +108,30 @@ def _cmd_demo(args) -> int:
     print(f"  eager {te * 1e3:7.2f} ms (7 kernels, 7 passes over memory)   compiled {tc * 1e3:7.2f} ms "
           f"(one fused loop)   speedup {te / tc:4.1f}x")
     print(f"  {cf.cache_info()}")
+    _demo_cuda()
     return 0
+
+
+def _demo_cuda() -> None:
+    import contextlib
+    import io
+    import dispatch_jit as dj
+    print("\n== CUDA: the same ops on device tensors ==")
+    if not dj.cuda.is_available():
+        print("  no CUDA device (no GPU, and NUMBA_ENABLE_CUDASIM is not set): skipped.  Run with "
+              "NUMBA_ENABLE_CUDASIM=1 to see the CUDA backend on Numba's simulator")
+        return
+    print(f"  device: {dj.cuda.get_device_name()}")
+    a = dj.arange(8.0, device="cuda")
+    w = dj.ones(8, device="cuda", requires_grad=True)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), dj.show_dispatch_trace():
+        y = (a * w).sum()
+    for line in buf.getvalue().splitlines():
+        print(f"  {line}")
+    y.backward()
+    print(f"  (a * w).sum() = {y.item()}   w.grad on {w.grad.device}: {w.grad.tolist()}")
+    print(f"  memory: {dj.cuda.memory_stats()}")
 
 
 def _cmd_tradeoff(args) -> int:

@@ -3,8 +3,20 @@
 The hot path of a compiled function builds its key (dispatch state, default
 dtype, each tensor's signature int, each other argument's type and value),
 makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
-and (lazily, per loop variant) compiles; or, when the call cannot be
-compiled, caches an eager entry that says why.  Sizes are not in the key.
+and (lazily, per loop variant) compiles or loads the loop from the disk
+cache (diskcache.py); or, when the call cannot be compiled, caches an eager
+entry that says why.  Sizes are not in the key.
+
+CUDA tensors: the device is part of each tensor's signature, so CPU and
+CUDA calls of one function are separate entries; a fused region on CUDA
+tensors is one ``numba.cuda.jit`` grid-stride kernel (compiler/cuda.py),
+and everything else runs through the eager dispatcher's CUDA kernels.
+
+Autograd: when grad mode is on and a tensor input requires grad, the fused
+plan runs with no graph recorded and its outputs get one node
+(``CompiledBackward``, from a ``dj.autograd.Function``) whose backward
+re-runs the function eagerly on detached inputs and differentiates it: the
+gradients are eager mode's, the backward is not fused yet.
 """
 
 from __future__ import annotations
@@ -14,19 +26,26 @@ import inspect
 import warnings
 from collections import namedtuple
 
-from dispatch_jit.autograd import is_grad_enabled
+from dispatch_jit import autograd as _autograd
+from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.signature import decode
 from dispatch_jit.tensor import Tensor
 
+from .codegen import last_outcome
 from .passes import optimize
 from .plan import Plan, Stats
+from .ir import Var
 from .trace import TraceAbort, _state, install_tracer_fallback, trace
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
 
-CacheInfo = namedtuple("CacheInfo", "calls hits traces compiles eager_calls entries")
+CacheInfo = namedtuple("CacheInfo", "calls hits traces compiles disk_hits eager_calls entries")
+CacheInfo.__doc__ = """Counters of a compiled function: ``calls``; ``hits`` (signature found in the
+cache); ``traces``; ``compiles`` (fused loops compiled by Numba); ``disk_hits``
+(fused loops loaded from the disk cache instead); ``eager_calls`` (calls run
+eagerly); ``entries`` (signatures cached)."""
 _AUTOGRAD_SIG_BITS = 0b111 << (16 + 9)   # AutogradOther, AutogradCPU, AutogradCUDA
 
 
@@ -67,6 +86,37 @@ def _tensors(x, out: list) -> list:
     return out
 
 
+def _replace_tensors(x, it):
+    """``x`` with its tensors replaced, in ``_tensors`` order, by the next ones of ``it``."""
+    if isinstance(x, Tensor):
+        return next(it)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_replace_tensors(y, it) for y in x)
+    if isinstance(x, dict):
+        return {k: _replace_tensors(v, it) for k, v in x.items()}
+    return x
+
+
+class _Stats(Stats):
+    """``Stats`` plus ``disk_hits``.  The plan adds ``compile_source``'s "compiled"
+    flag to ``compiles`` right after each call; that call's outcome tells a
+    load from the disk cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.disk_hits = 0      # after: the base class's ``compiles = 0`` went through the setter
+
+    @property
+    def compiles(self):
+        return self._compiles
+
+    @compiles.setter
+    def compiles(self, value):
+        if last_outcome() == "disk":
+            self.disk_hits += 1
+        self._compiles = value
+
+
 class _CompiledEntry:
     def __init__(self, graph, optimized, plan, notes):
         self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
@@ -74,6 +124,45 @@ class _CompiledEntry:
 
     def __call__(self, fn, args, kwargs):
         return self.plan.run(_tensors((args, kwargs), []))
+
+
+class Compiled(_autograd.Function):
+    """One autograd node for a whole compiled call (its node reads ``CompiledBackward``).
+
+    ``apply(entry, fn, args, kwargs, *tensors)``: forward runs the fused plan
+    (grad recording is off) and returns its tensors flat; backward re-runs
+    ``fn`` eagerly on detached copies of the inputs under ``enable_grad`` and
+    returns ``dj.autograd.grad`` of the outputs."""
+
+    @staticmethod
+    def forward(ctx, entry, fn, args, kwargs, *tensors):
+        ctx.fn, ctx.args, ctx.kwargs = fn, args, kwargs
+        ctx.save_for_backward(*tensors)
+        return tuple(_tensors(entry.plan.run(list(tensors)), []))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        needs = ctx.needs_input_grad[4:]
+        with enable_grad():
+            xs = [t.detach().requires_grad_(True) if need else t.detach() for t, need in zip(tensors, needs)]
+            it = iter(xs)
+            out = ctx.fn(*_replace_tensors(ctx.args, it), **_replace_tensors(ctx.kwargs, it))
+            pairs = [(o, g) for o, g in zip(_tensors(out, []), grads) if g is not None and o.requires_grad]
+            wrt = [x for x, need in zip(xs, needs) if need]
+            res = iter(_autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
+                       if pairs and wrt else [None] * len(wrt))
+        return (None, None, None, None) + tuple(next(res) if need else None for need in needs)
+
+
+class _GradEntry(_CompiledEntry):
+    """A compiled signature whose inputs require grad: fused forward, one autograd node."""
+
+    reason = ""
+
+    def __call__(self, fn, args, kwargs):
+        flat = Compiled.apply(self, fn, args, kwargs, *_tensors((args, kwargs), []))
+        return _fill(self.plan.outputs, iter(flat))
 
 
 class _EagerEntry:
@@ -89,9 +178,45 @@ class _EagerEntry:
 def _describe_sig(s) -> dict:
     if isinstance(s, int) and s >= 0:
         m = decode(s)
-        return {"dtype": m.dtype.name, "ndim": m.ndim, "contiguous": m.contiguous,
+        return {"dtype": m.dtype.name, "ndim": m.ndim, "contiguous": m.contiguous, "device": m.device,
                 "requires_grad": bool(s & _AUTOGRAD_SIG_BITS)}
     return {"value": s}
+
+
+def _grad_obstacle(graph) -> str:
+    """Why one autograd node cannot stand for the whole graph ('' if it can)."""
+    outs = _flat_vars(graph.outputs, [])
+    consts = {v for n in graph.nodes if n.op == "const" for v in n.outs}
+    if any(v in graph.inputs for v in outs):
+        return "the function returns an input tensor itself"
+    if any(v in consts for v in outs):
+        return "the function returns a captured tensor"
+    if len(set(outs)) != len(outs):
+        return "the function returns one tensor twice"
+    return ""
+
+
+def _fill(x, it):
+    """The plan's output structure with its values (Vars) taken in order from ``it``."""
+    if isinstance(x, Var):
+        return next(it)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_fill(y, it) for y in x)
+    if isinstance(x, dict):
+        return {k: _fill(v, it) for k, v in x.items()}
+    return x
+
+
+def _flat_vars(x, out: list) -> list:
+    if isinstance(x, Var):
+        out.append(x.id)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _flat_vars(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _flat_vars(y, out)
+    return out
 
 
 class CompiledFunction:
@@ -102,7 +227,7 @@ class CompiledFunction:
         self.fn, self.parallel, self.max_recompiles = fn, parallel, max_recompiles
         self._cache: dict = {}
         self._calls = self._hits = self._traces = 0
-        self._stats = Stats()
+        self._stats = _Stats()
         self._last = None
         self._last_recompile = "no recompile yet"
         self._warned = False
@@ -145,11 +270,7 @@ class CompiledFunction:
 
     def _build(self, key, args, kwargs):
         tensors = _tensors((args, kwargs), [])
-        if is_grad_enabled():
-            for i, t in enumerate(tensors):
-                if t.requires_grad:
-                    return _EagerEntry(f"input tensor {i} requires grad: compiled mode has no autograd yet, "
-                                       f"so the call runs eagerly to keep gradients correct")
+        grad = is_grad_enabled() and any(t.requires_grad for t in tensors)
         compiled = sum(isinstance(e, _CompiledEntry) for e in self._cache.values())
         if compiled >= self.max_recompiles:
             if not self._warned:
@@ -163,6 +284,11 @@ class CompiledFunction:
         except TraceAbort as e:
             return _EagerEntry(f"trace aborted: {e.reason}")
         optimized, notes = optimize(graph)
+        if grad:
+            why = _grad_obstacle(graph)
+            if why:
+                return _EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
+            return _GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes)
         return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes)
 
     def _arg_name(self, i) -> str:
@@ -196,7 +322,8 @@ class CompiledFunction:
     # -- introspection -------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
         eager = sum(e.calls for e in self._cache.values() if isinstance(e, _EagerEntry))
-        return CacheInfo(self._calls, self._hits, self._traces, self._stats.compiles, eager, len(self._cache))
+        return CacheInfo(self._calls, self._hits, self._traces, self._stats.compiles, self._stats.disk_hits, eager,
+                         len(self._cache))
 
     def _entry(self):
         last = self._last
@@ -228,7 +355,8 @@ class CompiledFunction:
         """What the last call did, why the last recompile happened, and what ran eagerly."""
         info = self.cache_info()
         lines = [f"{self.__name__}: {info.calls} calls, {info.hits} cache hits, {info.traces} traces, "
-                 f"{info.compiles} loop compiles, {info.eager_calls} eager calls, {info.entries} signatures"]
+                 f"{info.compiles} loop compiles, {info.disk_hits} loops from the disk cache, "
+                 f"{info.eager_calls} eager calls, {info.entries} signatures"]
         lines.append(f"last recompile: {self._last_recompile}")
         if isinstance(self._last, _EagerEntry):
             lines.append(f"last call ran eagerly: {self._last.reason}")
@@ -236,8 +364,23 @@ class CompiledFunction:
         if e is not None:
             lines.append(f"compiled plan: {len(e.plan.fused)} fused loop(s), "
                          f"{sum(1 for n in e.optimized.nodes if n.op not in ('fused', 'const'))} eager step(s)")
+            for f in e.plan.fused:
+                if getattr(f, "device", "cpu") == "cuda":
+                    from dispatch_jit.cuda.runtime import is_simulator
+                    sim = " (Numba's CUDA simulator)" if is_simulator() else ""
+                    red = f.region.reduce
+                    epi = (f"; {red.kind} epilogue: block partials in shared memory, merged by a second "
+                           f"one-block kernel" if red is not None else "")
+                    lines.append(f"  fused#{f.region.index}: device cuda, one numba.cuda.jit grid-stride "
+                                 f"kernel{sim}{epi}; {f.launches} launch(es)")
+                else:
+                    lines.append(f"  fused#{f.region.index}: device cpu, numba.njit loop")
             for name, why in e.notes:
                 lines.append(f"  eager step {name}: {why}")
+        if isinstance(self._last, _GradEntry):
+            lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
+                         "outputs got one CompiledBackward node, whose backward re-runs the function "
+                         "eagerly and differentiates it (the backward is not fused)")
         for k, ent in self._cache.items():
             if isinstance(ent, _EagerEntry):
                 lines.append(f"eager signature ({ent.calls} calls): {ent.reason}")

@@ -11,8 +11,25 @@ arguments, not literals, so a new constant value reuses the compiled loop.
 Two loop shapes, as the eager kernels: ``flat`` (every input C-contiguous and
 of the iteration shape: one 1-D loop, which LLVM vectorizes) and ``strided``
 (one loop per dimension over NumPy broadcast views).  Outputs are allocated by
-the caller.  Compiled loops are cached process-wide by (source, argument
-types, parallel), so functions with the same structure share them.
+the caller.
+
+A region with a reduction epilogue folds the reduced value into an
+accumulator of the eager kernel's accumulator dtype (float64 for float32
+sums) instead of storing it, in one of three shapes: ``full`` (every axis:
+the flat range, or the outermost dimension, split into chunks, prange over
+the chunks, one private accumulator each in a ``p0`` buffer, merged at the
+end), ``rows`` (the reduced axes are the last ones: one register
+accumulator per output element, prange over the first kept dimension) and
+``cols`` (any other axes: accumulators in a ``p0`` array of the keepdim
+shape, visited in memory order; prange only when dimension 0 is kept).
+Float sums and products step through ``Codegen.radd``/``rmul``, compiled
+with reassociation allowed, so LLVM vectorizes the accumulation even though
+the loop itself is compiled strictly.  Compiled loops are cached process-wide by (source, argument
+types, parallel), so functions with the same structure share them, and on
+disk (diskcache.py), so that a fresh process loads them instead.
+
+``Codegen(..., target="cuda")`` builds the same body with the expressions
+as CUDA device code compiles them; cuda.py wraps it in a grid-stride kernel.
 """
 
 from __future__ import annotations
@@ -29,14 +46,23 @@ from numba import types as nbt
 from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
 from dispatch_jit.kernels.cpu_elementwise import _JIT_HELPERS, _NB_DTYPE
 
+from .diskcache import compile_cached
 from .ir import Var
 
-__all__ = ["Codegen", "compile_source", "compiled_loops"]
+__all__ = ["Codegen", "compile_source", "compiled_loops", "disk_hits", "last_outcome"]
 
 _NAMES = ("x", "y", "z")
 _TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
 _KERNELS: dict = {}
 _lock = threading.Lock()
+_DISK_HITS = [0]
+
+
+class _Outcome(threading.local):
+    last = None
+
+
+_outcome = _Outcome()
 
 
 def compiled_loops() -> int:
@@ -71,8 +97,15 @@ def _substitute(expr: str, names: dict[str, str]) -> str:
 class Codegen:
     """The source of one region's loop, and the scalar arguments it takes."""
 
-    def __init__(self, region, types):
+    def __init__(self, region, types, target: str = "cpu"):
+        """``target`` "cuda": the expressions as CUDA device code compiles them (see cuda.py)."""
         self.region, self.types = region, types
+        expression = (lambda sop, cat, present, ct: sop.expression(cat, present, ct))
+        if target == "cuda":
+            from dispatch_jit.cuda.runtime import is_simulator
+            from dispatch_jit.kernels.cuda_elementwise import cuda_expression
+            sim = is_simulator()
+            expression = (lambda sop, cat, present, ct: cuda_expression(sop, info.compute, present, sim))
         self.scalars: list = []          # values passed as s0, s1, ... (fixed by the trace)
         self.preamble: list[str] = []
         self.body: list[str] = []
@@ -106,7 +139,7 @@ class Codegen:
                 c = f"{name}{vid}"
                 self.preamble.append(f"{c} = _t_{ct}({lit})")
                 names[name] = c
-            expr = _substitute(info.sop.expression(info.compute.category, tuple(present), ct), names)
+            expr = _substitute(expression(info.sop, info.compute.category, tuple(present), ct), names)
             rt = info.result
             rhs = expr if rt.category == BOOL else f"_t_{rt.name}({expr})"
             self.body.append(f"v{vid} = {rhs}")
@@ -121,8 +154,145 @@ class Codegen:
     def _cast(src: str, cast: str, ct: str) -> str:
         return {"compute": f"_t_{ct}({src})", "bool": f"({src} != 0)", "none": src}[cast]
 
+    # accumulator steps with reassociation allowed: LLVM inlines them into the strictly compiled
+    # loop and vectorizes the reduction (measured: 3.7 ms against 6.4 ms for 1e7 float32 on one core)
+    radd = staticmethod(numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a + b))
+    rmul = staticmethod(numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a * b))
+
+    @property
+    def reduce_mode(self) -> str | None:
+        """"full", "rows" or "cols" (see the module docstring), or None without an epilogue."""
+        red = self.region.reduce
+        if red is None:
+            return None
+        return "full" if red.full else "rows" if red.trailing else "cols"
+
+    def _red_init(self) -> str:
+        red = self.region.reduce
+        a = red.acc
+        if red.kind in ("sum", "mean"):
+            lit = "0"
+        elif red.kind == "prod":
+            lit = "1"
+        elif a.category == FLOAT:
+            lit = "-math.inf" if red.kind == "max" else "math.inf"
+        elif a.category == BOOL:
+            lit = "False" if red.kind == "max" else "True"
+        else:
+            info = np.iinfo(a.np)
+            lit = str(int(info.min if red.kind == "max" else info.max))
+        return f"_t_{a.name}({lit})"
+
+    def _red_step(self, acc: str, value: str, merge: bool = False) -> list[str]:
+        """Statements folding ``value`` (an element, or another partial when ``merge``) into ``acc``."""
+        red = self.region.reduce
+        at = red.acc.name
+        x = value if merge else f"_t_{at}({value})"
+        if red.kind in ("max", "min"):
+            cmp = ">" if red.kind == "max" else "<"
+            # NaN propagates as in the eager kernel: a NaN is taken, and nothing replaces it
+            return [f"xr = {x}", f"if xr {cmp} {acc} or xr != xr:", f"    {acc} = xr"]
+        op = "+" if red.kind in ("sum", "mean") else "*"
+        if red.acc.category == FLOAT and not merge:
+            return [f"{acc} = {'_radd' if op == '+' else '_rmul'}({acc}, {x})"]
+        return [f"{acc} {op}= {x}"]
+
+    def _red_final(self, acc: str, count: str) -> str:
+        red = self.region.reduce
+        rt = red.result.name
+        if red.kind == "mean":   # eager: the sum stored in the result dtype, then divided in it
+            return f"_t_{rt}(_t_{rt}({acc}) / _t_{rt}({count}))"
+        return acc if red.kind in ("max", "min") else f"_t_{rt}({acc})"
+
+    def _reduce_source(self, flat: bool) -> str:
+        r, red, mode = self.region, self.region.reduce, self.reduce_mode
+        nin, nout, nd = len(r.inputs), len(r.outputs), r.ndim
+        params = [f"a{i}" for i in range(nin)] + [f"s{i}" for i in range(len(self.scalars))] + \
+                 [f"o{j}" for j in range(nout)] + ["r0"] + ([] if mode == "rows" else ["p0"])
+        lines = ["from dispatch_jit.compiler.codegen import Codegen as _Codegen",
+                 "_radd, _rmul = _Codegen.radd, _Codegen.rmul", "",
+                 f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
+        lines.append(f"    init_r = {self._red_init()}")
+        value = self.local[red.src]
+        dims = ", ".join(f"n{d}" for d in range(nd)) + ("," if nd == 1 else "")
+        full_idx = ", ".join(f"i{d}" for d in range(nd))
+
+        def element(ind: str, src: str, dst: str, idx: str) -> list[str]:
+            out = [f"{ind}x{i} = {src}{i}[{idx}]" for i in range(nin)]
+            out += [f"{ind}{b}" for b in self.body]
+            out += [f"{ind}{dst}{j}[{idx}] = {self.local[v]}" for j, v in enumerate(r.outputs)]
+            return out
+
+        if mode == "full":
+            flat_loop = flat
+            if flat_loop:
+                for i in range(nin):
+                    lines.append(f"    f{i} = a{i}" + ("" if nd == 1 else f".reshape(a{i}.size)"))
+                for j in range(nout):
+                    lines.append(f"    g{j} = o{j}" + ("" if nd == 1 else f".reshape(o{j}.size)"))
+                lines += ["    n = f0.shape[0]", "    cnt = n"]
+                outer = "n"
+            else:
+                lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in range(nd))}"]
+                outer = "n0"
+            lines += ["    nc = p0.shape[0]",
+                      "    for ch in prange(nc):",
+                      f"        lo = ch * {outer} // nc",
+                      f"        hi = (ch + 1) * {outer} // nc",
+                      "        acc = init_r"]
+            # each chunk loops from 0 over its own slices: ``range(lo, hi)`` over the whole arrays
+            # does not vectorize (measured 60 ms against 11 ms for 1e7 float32 on one core)
+            src, dst = ("f", "g") if flat_loop else ("a", "o")
+            lines += [f"        h{i} = {src}{i}[lo:hi]" for i in range(nin)]
+            lines += [f"        k{j} = {dst}{j}[lo:hi]" for j in range(nout)]
+            if flat_loop:
+                lines.append("        for i in range(hi - lo):")
+                ind = "            "
+                lines += element(ind, "h", "k", "i")
+            else:
+                lines.append("        for i0 in range(hi - lo):")
+                for d in range(1, nd):
+                    lines.append(f"{'    ' * (d + 2)}for i{d} in range(n{d}):")
+                ind = "    " * (nd + 2)
+                lines += element(ind, "h", "k", full_idx)
+            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
+            lines += ["        p0[ch] = acc", "    tot = p0[0]", "    for ch in range(1, nc):"]
+            lines += [f"        {s}" for s in self._red_step("tot", "p0[ch]", merge=True)]
+            ridx = ", ".join("0" for _ in range(red.out_ndim)) or "()"
+            lines.append(f"    r0[{ridx}] = {self._red_final('tot', 'cnt')}")
+        elif mode == "rows":
+            k = nd - len(red.axes)
+            lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}"]
+            for d in range(nd):
+                if d == k:
+                    lines.append(f"{'    ' * (d + 1)}acc = init_r")
+                lines.append(f"{'    ' * (d + 1)}for i{d} in {'prange' if d == 0 else 'range'}(n{d}):")
+            ind = "    " * (nd + 1)
+            lines += element(ind, "a", "o", full_idx)
+            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
+            ridx = [f"i{d}" for d in range(k)] + (["0"] * len(red.axes) if red.keepdim else [])
+            lines.append(f"{'    ' * (k + 1)}r0[{', '.join(ridx)}] = {self._red_final('acc', 'cnt')}")
+        else:
+            lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}",
+                      "    q = p0.reshape(p0.size)", "    for j in range(q.shape[0]):", "        q[j] = init_r"]
+            for d in range(nd):
+                loop = "prange" if d == 0 and 0 not in red.axes else "range"
+                lines.append(f"{'    ' * (d + 1)}for i{d} in {loop}(n{d}):")
+            ind = "    " * (nd + 1)
+            lines += element(ind, "a", "o", full_idx)
+            pidx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd))
+            lines.append(f"{ind}acc = p0[{pidx}]")
+            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
+            lines.append(f"{ind}p0[{pidx}] = acc")
+            # r0 holds p0's elements in the same C order (only size-1 dims differ)
+            lines += ["    w = r0.reshape(r0.size)", "    for j in range(q.shape[0]):",
+                      f"        w[j] = {self._red_final('q[j]', 'cnt')}"]
+        return "\n".join(lines) + "\n"
+
     def source(self, flat: bool) -> str:
         r = self.region
+        if r.reduce is not None:
+            return self._reduce_source(flat)
         nin, nout, nd = len(r.inputs), len(r.outputs), r.ndim
         params = [f"a{i}" for i in range(nin)] + [f"s{i}" for i in range(len(self.scalars))] + \
                  [f"o{j}" for j in range(nout)]
@@ -147,26 +317,54 @@ class Codegen:
         return "\n".join(lines) + "\n"
 
     def argtypes(self, in_dtypes: list[DType], out_dtypes: list[DType], flat: bool) -> tuple:
+        """Numba types of the loop's arguments; ``out_dtypes`` are the stored outputs' (not the reduction's)."""
         layout, nd = ("C" if flat else "A"), self.region.ndim
-        return tuple([nbt.Array(_NB_DTYPE[d.np], nd, layout) for d in in_dtypes]
-                     + [_scalar_nbtype(s) for s in self.scalars]
-                     + [nbt.Array(_NB_DTYPE[d.np], nd, layout) for d in out_dtypes])
+        types = [nbt.Array(_NB_DTYPE[d.np], nd, layout) for d in in_dtypes] + \
+                [_scalar_nbtype(s) for s in self.scalars] + \
+                [nbt.Array(_NB_DTYPE[d.np], nd, layout) for d in out_dtypes]
+        red = self.region.reduce
+        if red is not None:
+            types.append(nbt.Array(_NB_DTYPE[red.result.np], red.out_ndim, "C"))
+            mode = self.reduce_mode
+            if mode != "rows":
+                types.append(nbt.Array(_NB_DTYPE[red.acc.np], 1 if mode == "full" else nd, "C"))
+        return tuple(types)
 
 
 def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
-    """(entry point, whether this call compiled it)."""
+    """(entry point, whether this call compiled it).
+
+    Loops are cached in memory by (source, argument types, parallel), then on
+    disk (see diskcache.py): a loop loaded from disk is not a compile; the
+    thread's ``last_outcome()`` says which of "memory", "disk" or "compiled"
+    the last call was.
+    """
     key = (src, argtypes, parallel)
     ep = _KERNELS.get(key)
     if ep is not None:
+        _outcome.last = "memory"
         return ep, False
     with _lock:
         ep = _KERNELS.get(key)
         if ep is not None:
+            _outcome.last = "memory"
             return ep, False
         g = {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
              **_JIT_HELPERS, **_TYPE_FNS}
-        exec(compile(src, f"<dispatch_jit {name}>", "exec"), g)
-        disp = numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(g[name])
-        ep = disp.compile(argtypes)
+        ep, how = compile_cached(src, name, argtypes, parallel, g, _JIT_HELPERS)
         _KERNELS[key] = ep
-    return ep, True
+        _DISK_HITS[0] += how == "disk"
+    _outcome.last = how
+    return ep, how == "compiled"
+
+
+def last_outcome() -> str | None:
+    """What this thread's last ``compile_source`` call did ("memory", "disk", "compiled"), once:
+    reading it clears it."""
+    how, _outcome.last = _outcome.last, None
+    return how
+
+
+def disk_hits() -> int:
+    """Fused loops loaded from the on-disk cache in this process (all functions)."""
+    return _DISK_HITS[0]

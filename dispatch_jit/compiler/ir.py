@@ -30,9 +30,11 @@ class GraphError(AssertionError):
 class TensorType:
     dtype: DType
     ndim: int
+    device: str = "cpu"      # "cpu" or "cuda" (the device index is read from the tensors at run time)
 
     def __str__(self) -> str:
-        return f"{self.dtype.name}[{self.ndim}d]"
+        dev = "" if self.device == "cpu" else f"@{self.device}"
+        return f"{self.dtype.name}[{self.ndim}d]{dev}"
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,13 @@ class Graph:
             ty = ", ".join(str(self.types[v]) for v in n.outs)
             name = f"fused#{n.value.index}" if n.op == "fused" else n.name
             lines.append(f"  {lhs} = {name}({', '.join(args)}) : {ty}")
-            if n.op == "fused":   # the region's body, one line per elementwise node
-                for m in n.value.nodes:
+            if n.op == "fused":   # the region's body, one line per node, its epilogue last
+                red = getattr(n.value, "reduce", None)
+                for m in n.value.nodes + ([red.node] if red is not None else []):
                     margs = [_fmt(a) for a in m.args] + [f"{k}={_fmt(v)}" for k, v in m.kwargs.items()
                                                          if v is not None]
                     mty = ", ".join(str(self.types[v]) for v in m.outs)
-                    lines.append(f"      %{m.outs[0]} = {m.name}({', '.join(margs)}) : {mty}")
+                    tag = "   (epilogue: accumulated in the loop)" if red is not None and m is red.node else ""
+                    lines.append(f"      %{m.outs[0]} = {m.name}({', '.join(margs)}) : {mty}{tag}")
         lines.append(f"  return {_fmt(self.outputs)}")
         return "\n".join(lines)

@@ -49,7 +49,7 @@ from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.signature import decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
-from .elementwise import result_of
+from .elementwise import reduced_shape, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var
 from .passes import optimize
 from .plan import Plan, Stats
@@ -178,6 +178,8 @@ def _decomposition(op):
 
 
 _sig_ok: dict = {}
+_is_reduction: dict = {}         # op -> whether it may end a fused region (see elementwise.reduction_info)
+_REDUCTION_NAMES = frozenset(["aten::sum", "aten::prod", "aten::mean", "aten::max", "aten::min"])
 
 
 def _plain_cpu(sig) -> bool:
@@ -224,6 +226,14 @@ class LazyRecorder:
         cia = _decomposition(op)
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
+        if args and args[0].__class__ is LazyTensor:
+            r = _is_reduction.get(op)
+            if r is None:
+                r = _is_reduction[op] = op.name() in _REDUCTION_NAMES
+            if r:
+                t = self._record_reduction(op, args, kwargs)
+                if t is not None:
+                    return t
         enc, shapes, sigs = [], [], []
         added = 0
         for x in args:
@@ -290,6 +300,31 @@ class LazyRecorder:
                     return self._append(op, tuple(enc), kenc, known, shape)
         self._rollback(added)
         return self._eager(op, args, kwargs)
+
+    def _record_reduction(self, op, args: tuple, kwargs: dict):
+        """A reduction of a pending value: recorded, so that fusion makes it the epilogue of
+        the loop that computes the value (which is then never stored).  None: run it eagerly."""
+        x = args[0]
+        lazy = x.__dict__.get("_lazy")
+        if lazy is None or lazy[0] is not self or len(args) > 3 or any(v is not None for v in kwargs.values()):
+            return None
+        axis = args[1] if len(args) > 1 else None
+        keepdims = args[2] if len(args) > 2 else False
+        if isinstance(axis, list):
+            axis = tuple(axis)
+        if not (axis is None or axis.__class__ is int or (axis.__class__ is tuple
+                                                          and all(a.__class__ is int for a in axis))):
+            return None
+        if keepdims.__class__ is not bool:
+            return None
+        node = Node(op, (Var(lazy[1]), axis, keepdims), {}, ())
+        red, _ = reduction_info(node, self.types)
+        if red is None:
+            return None
+        ty = TensorType(red.result, red.out_ndim)
+        known = (ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True))
+        enc = (lazy[1], (type(axis), axis), (bool, keepdims))
+        return self._append(op, enc, (), known, reduced_shape(x.__dict__["_shape"], red.axes, keepdims))
 
     def _append(self, op, enc, kenc, known, shape):
         ty, sig = known

@@ -5,6 +5,10 @@
 * ``cse``: one node for identical elementwise computations.
 * ``fuse``: replace each maximal run of fusible elementwise nodes with one
   "fused" node holding a ``Region``; codegen turns a region into one loop.
+  A reduction that reads a value of the run ends it as the region's
+  epilogue: the loop folds that value into accumulators instead of storing
+  it, so only the reduction's result is materialized (plus whatever the rest
+  of the graph reads).  The next run starts after the reduction.
 
 Runs are taken in program order, so a region's inputs are all defined before
 it and its outputs used only after it: no cycles by construction.  All
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .elementwise import Elementwise, elementwise_info, scalar_op_of
+from .elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, vars_in
 
 __all__ = ["Region", "dce", "cse", "fuse", "optimize"]
@@ -84,7 +88,9 @@ def cse(g: Graph) -> Graph:
 @dataclass
 class Region:
     """A fused loop: elementwise nodes, the tensors it reads (``inputs``) and
-    the values it writes (``outputs``), all of ``ndim`` dimensions."""
+    the values it writes (``outputs``), all of ``ndim`` dimensions; and
+    optionally a ``reduce`` epilogue over one of its values, whose result is
+    the fused node's last output."""
 
     nodes: list[Node]
     infos: list[Elementwise]
@@ -93,9 +99,16 @@ class Region:
     ndim: int
     index: int = 0
     deps: dict = field(default_factory=dict)   # output -> indices of the inputs it depends on
+    reduce: Reduction | None = None
+    reduce_deps: list = field(default_factory=list)   # indices of the inputs the reduced value reads
+
+    @property
+    def all_outputs(self) -> list[int]:
+        """The values the fused node defines: the stored outputs, then the reduction's."""
+        return self.outputs + ([self.reduce.out] if self.reduce else [])
 
 
-def _region(nodes, infos, used_after: set[int], g: Graph) -> Region:
+def _region(nodes, infos, used_after: set[int], g: Graph, red: Reduction | None = None) -> Region:
     defined = {v for n in nodes for v in n.outs}
     inputs: list[int] = []
     deps: dict[int, set] = {}
@@ -112,7 +125,10 @@ def _region(nodes, infos, used_after: set[int], g: Graph) -> Region:
             deps[v] = d
     outputs = [v for n in nodes for v in n.outs if v in used_after]
     ndim = max(g.types[v].ndim for n in nodes for v in n.outs)
-    return Region(nodes, infos, inputs, outputs, ndim, deps={v: sorted(deps[v]) for v in outputs})
+    r = Region(nodes, infos, inputs, outputs, ndim, deps={v: sorted(deps[v]) for v in outputs})
+    if red is not None:
+        r.reduce, r.reduce_deps = red, sorted(deps[red.src])
+    return r
 
 
 def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
@@ -129,37 +145,48 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
     out_nodes, notes, run = [], [], []
     regions = 0
 
-    def flush(end: int):
+    def flush(end: int, red: Reduction | None = None):
+        """Close the run before node ``end``; ``red`` (node ``end``) ends it as its epilogue."""
         nonlocal regions
         if not run:
             return
-        if len(run) == 1:
+        if len(run) == 1 and red is None:
             i = run[0]
             out_nodes.append(nodes[i])
             notes.append((nodes[i].name, "a lone elementwise op: its eager kernel is already one loop"))
             run.clear()
             return
-        used = reads_after[end - 1]
+        # the epilogue's own read of its input does not make that input an output
+        used = reads_after[end] if red is not None else reads_after[end - 1]
         rn, ri = [nodes[i] for i in run], [infos[i][0] for i in run]
-        whole = _region(rn, ri, used, g)
+        whole = _region(rn, ri, used, g, red)
         parts = [whole]
-        if any(g.types[v].ndim < whole.ndim for v in whole.outputs):
+        if any(g.types[v].ndim < whole.ndim for v in whole.outputs) or \
+                (red is not None and red.ndim < whole.ndim):
             parts = []
             defined_later = set()
             for nd in sorted({g.types[n.outs[0]].ndim for n in rn}, reverse=True):
                 sel = [k for k, n in enumerate(rn) if g.types[n.outs[0]].ndim == nd]
-                parts.insert(0, _region([rn[k] for k in sel], [ri[k] for k in sel], used | defined_later, g))
+                parts.insert(0, _region([rn[k] for k in sel], [ri[k] for k in sel], used | defined_later, g,
+                                        red if red is not None and red.ndim == nd else None))
                 defined_later |= {v for k in sel for v in rn[k].inputs()}
         for r in parts:
             r.index = regions
             regions += 1
-            out_nodes.append(Node("fused", tuple(Var(v) for v in r.inputs), {}, tuple(r.outputs), value=r))
+            out_nodes.append(Node("fused", tuple(Var(v) for v in r.inputs), {}, tuple(r.all_outputs), value=r))
         run.clear()
 
     for i, (n, (info, why)) in enumerate(zip(nodes, infos)):
         if info is not None:
             run.append(i)
             continue
+        if run:
+            red, rwhy = reduction_info(n, g.types)
+            if red is not None and any(red.src in nodes[k].outs for k in run):
+                flush(i, red)
+                continue
+            if red is None and n.outs and g.types[n.outs[0]].device == "cuda" and rwhy != "not a reduction":
+                why = rwhy      # say why a CUDA reduction is not the region's epilogue
         flush(i)
         out_nodes.append(n)
         if n.op != "const":

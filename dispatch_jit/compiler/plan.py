@@ -10,10 +10,17 @@
   If the sizes make an output smaller than the iteration shape (equal ndim,
   broadcast dims), or do not broadcast at all, the region runs its nodes
   eagerly for that call, which also raises eager mode's own errors.
+  A region with a reduction epilogue also allocates the reduction's output
+  (and its per-chunk or per-output accumulator buffer) and defines it as
+  the step's last value; an empty iteration space runs eagerly (max/min of
+  nothing raise there, sum/mean/prod give their identities).
+* ``cuda.CudaFusedStep``: the same for a region on CUDA tensors, one
+  ``numba.cuda.jit`` grid-stride kernel (see cuda.py).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
@@ -21,6 +28,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
 from .codegen import Codegen, compile_source
+from .elementwise import reduced_shape
 from .ir import Graph, Var
 
 __all__ = ["Plan", "Stats"]
@@ -75,12 +83,22 @@ class FusedStep:
         self.out_dtypes = [graph.types[v].dtype for v in r.outputs]
         self.out_np = [d.np for d in self.out_dtypes]
         self.out_sigs = [make_sig(CPU_BITS, d, r.ndim, True) for d in self.out_dtypes]
+        if r.reduce is not None:
+            self.out_sigs.append(make_sig(CPU_BITS, r.reduce.result, r.reduce.out_ndim, True))
         self.scalars = tuple(self.gen.scalars)
         self.name = f"fused_{r.index}"
         # outputs that do not read every input may be smaller than the iteration shape
         self.partial = [(j, idx) for j, (v, idx) in enumerate(r.deps.items()) if len(idx) < len(r.inputs)]
         self.loops: dict = {}
         self.eager = [EagerStep(n) for n in r.nodes]
+        red = r.reduce
+        if red is not None:
+            self.eager.append(EagerStep(red.node))
+            self.partial.append(("reduced value", r.reduce_deps))
+            self.red_np, self.acc_np = red.result.np, red.acc.np
+            self.mode = self.gen.reduce_mode
+        # a "cols" epilogue reducing dimension 0 has no race-free prange: its loop stays serial
+        self.threads = red is None or self.gen.reduce_mode != "cols" or 0 not in red.axes
 
     def source(self, flat: bool = True) -> str:
         return self.gen.source(flat)
@@ -110,15 +128,32 @@ class FusedStep:
         except ValueError:
             return self.run_eagerly(env, "input shapes do not broadcast")
         for j, idx in self.partial:
-            if np.broadcast_shapes(*[shapes[i] for i in idx]) != shape:
+            if len(idx) < len(arrays) and np.broadcast_shapes(*[shapes[i] for i in idx]) != shape:
                 return self.run_eagerly(env, f"output {j} is smaller than the loop's shape {shape}")
+        red = self.region.reduce
+        n = 1
+        for d in shape:
+            n *= d
+        if red is not None and n == 0:
+            return self.run_eagerly(env, f"{red.kind} over an empty shape {shape}")
         flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
         if not flat:
             arrays = [a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays]
         outs = [np.empty(shape, d) for d in self.out_np]
-        n = outs[0].size
-        self.loop(flat, self.parallel and n >= PARALLEL_MIN)(*arrays, *self.scalars, *outs)
-        for v, o, sig in zip(self.region.outputs, outs, self.out_sigs):
+        parallel = self.parallel and n >= PARALLEL_MIN and self.threads
+        extra = []
+        if red is not None:
+            extra.append(np.empty(reduced_shape(shape, red.axes, red.keepdim), self.red_np))
+            if self.mode == "full":
+                # chunks of >= 64K elements, a few per thread so uneven threads still balance
+                nc = max(1, min(n >> 16, 4 * numba.get_num_threads())) if parallel else 1
+                extra.append(np.empty(nc if flat else min(nc, shape[0]), self.acc_np))
+            elif self.mode == "cols":
+                extra.append(np.empty(reduced_shape(shape, red.axes, True), self.acc_np))
+        self.loop(flat, parallel)(*arrays, *self.scalars, *outs, *extra)
+        if red is not None:
+            outs.append(extra[0])
+        for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
             t = Tensor.__new__(Tensor)
             t._data = o
             t._sig = sig
@@ -135,7 +170,11 @@ class Plan:
             if n.op == "const":
                 self.steps.append(ConstStep(n))
             elif n.op == "fused":
-                f = FusedStep(n, graph, stats, parallel)
+                if graph.types[n.outs[0]].device == "cuda":
+                    from .cuda import CudaFusedStep
+                    f = CudaFusedStep(n, graph, stats)
+                else:
+                    f = FusedStep(n, graph, stats, parallel)
                 self.steps.append(f)
                 self.fused.append(f)
             else:

@@ -61,19 +61,26 @@ class Tracer:
         self.graph = Graph()
         self.aborted: str | None = None
         self.in_meta = 0     # >0 while eager kernels run on the placeholders: guards stand aside
+        self.cuda_index = 0  # the device of CUDA placeholders: the first CUDA input's
 
     def abort(self, reason: str):
         self.aborted = self.aborted or reason
         raise TraceAbort(self.aborted)
 
     def symbolic(self, ty: TensorType, vid: int) -> Tensor:
-        t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
+        if ty.device == "cuda":    # a CUDA placeholder: ops run for their meta launch CUDA kernels
+            from dispatch_jit.cuda.array import empty
+            t = wrap(empty((1,) * ty.ndim, ty.dtype.np, self.cuda_index))
+        else:
+            t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
         t.__class__ = SymbolicTensor
         t.__dict__["_sym"] = (self, vid)
         return t
 
     def add_input(self, t: Tensor) -> Tensor:
-        ty = TensorType(t.dtype, t.ndim)
+        ty = _type_of(t)
+        if ty.device == "cuda" and not any(self.graph.types[v].device == "cuda" for v in self.graph.inputs):
+            self.cuda_index = t._data.device_index
         vid = self.graph.new_value(ty)
         self.graph.inputs.append(vid)
         return self.symbolic(ty, vid)
@@ -88,7 +95,7 @@ class Tracer:
                 return Var(sym[1])
             if x.requires_grad:
                 self.abort("a captured tensor requires grad (compiled mode has no autograd yet)")
-            vid = self.graph.new_value(TensorType(x.dtype, x.ndim))
+            vid = self.graph.new_value(_type_of(x))
             self.graph.nodes.append(Node("const", (), {}, (vid,), value=x))
             return Var(vid)
         if isinstance(x, (list, tuple)):
@@ -125,7 +132,8 @@ class Tracer:
     def _meta(self, op, args, kwargs):
         self.in_meta += 1
         try:
-            with ExcludeDispatchKeyGuard(_K.Tracer):
+            # the placeholders hold garbage: overflow warnings from running on them mean nothing
+            with ExcludeDispatchKeyGuard(_K.Tracer), np.errstate(all="ignore"):
                 out = op(*args, **kwargs)
         except TraceAbort:
             raise
@@ -135,10 +143,14 @@ class Tracer:
         finally:
             self.in_meta -= 1
         if isinstance(out, Tensor):
-            return [TensorType(out.dtype, out.ndim)], True
+            return [_type_of(out)], True
         if isinstance(out, (tuple, list)) and out and all(isinstance(o, Tensor) for o in out):
-            return [TensorType(o.dtype, o.ndim) for o in out], False
+            return [_type_of(o) for o in out], False
         self.abort(f"{op.name()} returned {type(out).__name__}, which tracing does not handle")
+
+
+def _type_of(t: Tensor) -> TensorType:
+    return TensorType(t.dtype, t.ndim, "cuda" if t.is_cuda else "cpu")
 
 
 def tracer_fallback(op, keyset, args, kwargs):
@@ -196,6 +208,20 @@ class SymbolicTensor(Tensor):
     __slots__ = ()
 
 
+def _guarded_to(self, *args, **kwargs):
+    """``to(dtype)`` traces (aten::to.dtype); a move to another device is not an op: abort."""
+    sym = self.__dict__.get("_sym")
+    if sym is not None and not sym[0].in_meta:
+        dev = kwargs.get("device")
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
+                dev = a
+        if dev is not None and self.device != dev:
+            sym[0].abort(f"moving a traced tensor to {dev} is not traced (device copies run eagerly)")
+    return Tensor.to(self, *args, **kwargs)
+
+
+SymbolicTensor.to = _guarded_to
 for _name, _reason in _GUARDED.items():
     setattr(SymbolicTensor, _name, _guard(_name, _reason))
 for _name, _reason in _GUARDED_PROPS.items():

@@ -42,7 +42,7 @@ def test_headline_matches_eager_and_numpy():
     A, B, C = a.numpy(), b.numpy(), c.numpy()
     ref = np.maximum((A * B + C) * np.float32(2) - A, 0) * np.exp(-B)
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6, atol=1e-7)
-    assert len(f.cache_info()) == 6 and f.cache_info().traces == 1
+    assert len(f.cache_info()) == 7 and f.cache_info().traces == 1
 
 
 # (name, function, input builder, NumPy reference or None)

@@ -127,7 +127,7 @@ def test_records_lazily_and_forces_on_leaving():
 
 @pytest.mark.parametrize("access", [
     lambda t: t.numpy(), lambda t: np.asarray(t), lambda t: t.tolist(), repr, str,
-    lambda t: t[1], lambda t: t.sum(), lambda t: t.detach(), lambda t: list(t), lambda t: t.contiguous(),
+    lambda t: t[1], lambda t: t.detach(), lambda t: list(t), lambda t: t.contiguous(),
     lambda t: t.reshape((5, 1)), lambda t: t.clone(),
 ])
 def test_every_access_path_forces(access):
@@ -138,6 +138,16 @@ def test_every_access_path_forces(access):
         got = access(y)
         assert type(y) is dj.Tensor      # materialized
     assert repr(got) == repr(want)
+
+
+def test_a_reduction_of_a_pending_value_becomes_the_fused_epilogue():
+    a, b, c = _abc()
+    want = (a * b + c).relu().sum()
+    with mode("compiled"):
+        y = (a * b + c).relu().sum()
+        assert type(y) is LazyTensor and y.shape == ()      # recorded, not forced
+        got = y.item()
+    assert got == pytest.approx(want.item(), rel=1e-6)
 
 
 def test_copy_and_pickle_force():

@@ -1,0 +1,274 @@
+"""Fused regions on CUDA tensors: one ``numba.cuda.jit`` grid-stride kernel per region.
+
+The kernel body is the CPU loop's (``Codegen`` with ``target="cuda"``: the
+same per-node casts, scalar expressions and result dtypes, so a fused CUDA
+chain stores what eager mode would, computed in registers), inside the
+grid-stride loop of the eager CUDA kernels (kernels/cuda_elementwise.py).
+Operands are (flat device buffer, element offset, element strides), as
+``kernels/cuda_codegen`` passes them.  Two shapes:
+
+* ``flat``: every input C-contiguous with the iteration shape: each index is
+  ``offset + i``;
+* ``strided``: the linear index is unravelled into one flat index per input
+  (``cuda_codegen.unravel``) over broadcast views whose broadcast
+  dimensions have stride 0, so nothing is copied; outputs are fresh
+  C-contiguous arrays, indexed ``offset + i`` either way.
+
+Outputs come from the CUDA caching allocator (``dispatch_jit.cuda.array.empty``);
+intermediates stay in registers.
+
+A full reduction (every axis: ``sum``, ``mean``, ``prod``, ``max``, ``min``)
+ends a CUDA region as its epilogue: each thread folds the reduced value of
+its grid-stride elements into a register accumulator of the eager kernels'
+accumulator dtype (float64 for float32 sums), the block merges its threads'
+accumulators with a shared-memory tree (no warp shuffles, so the simulator
+runs the same code) and writes one partial, and a second kernel of one
+block (``fused_{index}_final``) merges the blocks' partials the same way and
+stores the result (divided by the count for ``mean``): two launches, and the
+reduced value is never stored.  Reductions over some axes are left to the
+eager CUDA reduction kernel by ``elementwise.reduction_info``: the region
+stores the reduced value and the reduction is the plan's next (eager) step.
+
+Kernels are cached in memory by source (``compile_cuda``); there is no
+on-disk cache for CUDA kernels.  Sizes are kernel arguments, so a new size
+neither regenerates nor recompiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.cuda.array import empty
+from dispatch_jit.cuda.launch import elementwise_config
+from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
+from dispatch_jit.kernels.cuda_codegen import compile_cuda, compiled_cuda_kernels, operand_args, operand_params, unravel
+from dispatch_jit.signature import make_sig
+from dispatch_jit.tensor import CUDA_BITS, Tensor
+
+from .codegen import Codegen
+
+__all__ = ["CudaFusedStep", "cuda_region_source"]
+
+_TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
+
+
+TPB_MAX = 256      # the shared-memory tree of a reduction epilogue holds one block of partials
+
+
+def _red(gen: Codegen, acc: str, value: str, merge: bool = False) -> list[str]:
+    return [x.replace("_radd(", "_cadd(").replace("_rmul(", "_cmul(") for x in gen._red_step(acc, value, merge)]
+
+
+def cuda_region_source(gen: Codegen, flat: bool) -> str:
+    """The grid-stride kernel ``fused_{index}`` of ``gen``'s region; with a (full)
+    reduction epilogue it also folds the reduced value into one partial per block."""
+    r = gen.region
+    nin, nout = len(r.inputs), len(r.outputs)
+    nd = 0 if flat else r.ndim
+    ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
+    params = [p for a in ins for p in operand_params(a, nd)]
+    params += [f"s{k}" for k in range(len(gen.scalars))]
+    params += [p for o in outs for p in (o, f"{o}_o")]           # outputs: fresh and C-contiguous
+    red = r.reduce
+    if red is not None:
+        params.append("p0")                                       # one partial per block
+    params += [f"n{d}" for d in range(nd)] + ["total"]
+    lines = [f"def fused_{r.index}({', '.join(params)}):"]
+    lines += [f"    {p}" for p in gen.preamble]
+    if red is not None:
+        lines.append(f"    acc = {gen._red_init().replace('math.inf', '_inf')}")
+    lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while i < total:"]
+    ind = "        "
+    lines += unravel(nd, ins + outs, ind, contiguous=tuple(ins + outs) if flat else tuple(outs))
+    lines += [f"{ind}x{i} = a{i}[a{i}_k]" for i in range(nin)]
+    lines += [f"{ind}{b}" for b in gen.body]
+    lines += [f"{ind}o{j}[o{j}_k] = {gen.local[v]}" for j, v in enumerate(r.outputs)]
+    if red is not None:
+        lines += [f"{ind}{x}" for x in _red(gen, "acc", gen.local[red.src])]
+    lines.append(f"{ind}i += step")
+    if red is not None:
+        lines += _block_tree(gen)
+        lines += ["    if t == 0:", "        p0[cuda.blockIdx.x] = sh[0]"]
+    return "\n".join(lines) + "\n"
+
+
+def _block_tree(gen: Codegen) -> list[str]:
+    """Lines merging the threads' ``acc`` of one block into ``sh[0]``: a shared-memory tree
+    (blockDim.x is a power of two <= TPB_MAX; no warp shuffles, so the simulator runs it too)."""
+    lines = [f"    sh = cuda.shared.array({TPB_MAX}, _acc_t)",
+             "    t = cuda.threadIdx.x",
+             "    sh[t] = acc",
+             "    cuda.syncthreads()",
+             "    s = cuda.blockDim.x // 2",
+             "    while s > 0:",
+             "        if t < s:",
+             "            acc = sh[t]"]
+    lines += [f"            {x}" for x in _red(gen, "acc", "sh[t + s]", merge=True)]
+    lines += ["            sh[t] = acc",
+              "        cuda.syncthreads()",
+              "        s //= 2"]
+    return lines
+
+
+def cuda_final_source(gen: Codegen) -> str:
+    """The reduction epilogue's second kernel ``fused_{index}_final``, launched as one
+    block: the blocks' partials merged into the result (divided by the count for mean)."""
+    lines = [f"def fused_{gen.region.index}_final(p0, nb, r0, r0_o, cnt):",
+             f"    acc = {gen._red_init().replace('math.inf', '_inf')}",
+             "    j = cuda.threadIdx.x",
+             "    while j < nb:"]
+    lines += [f"        {x}" for x in _red(gen, "acc", "p0[j]", merge=True)]
+    lines += ["        j += cuda.blockDim.x"]
+    lines += _block_tree(gen)
+    lines += ["    if t == 0:", f"        r0[r0_o] = {gen._red_final('sh[0]', 'cnt')}"]
+    return "\n".join(lines) + "\n"
+
+
+_RED_GLOBALS: dict = {}
+
+
+def _reduce_globals(acc_np) -> dict:
+    """Globals of a reduction epilogue's kernels (one object each, so ``compile_cuda``'s key is stable)."""
+    g = _RED_GLOBALS.get(acc_np)
+    if g is None:
+        import math
+        from dispatch_jit.cuda.runtime import cuda_module
+        base = _RED_GLOBALS.get("base")
+        if base is None:
+            jit = cuda_module().jit(device=True)
+            base = _RED_GLOBALS["base"] = {"_cadd": jit(lambda a, b: a + b), "_cmul": jit(lambda a, b: a * b),
+                                           "_inf": math.inf}
+        g = _RED_GLOBALS[acc_np] = {**base, "_acc_t": np.dtype(acc_np).type}
+    return g
+
+
+class CudaFusedStep:
+    """A fused region on CUDA tensors: per call, the broadcast shape of its inputs
+    is the iteration shape; one kernel launch computes every output (two with a
+    reduction epilogue).  Sizes that make an output smaller than the iteration
+    shape, or inputs that are not all on one CUDA device, run the region's
+    nodes eagerly for that call (which also raises eager mode's errors)."""
+
+    device = "cuda"
+
+    def __init__(self, node, graph, stats):
+        from .plan import EagerStep
+        self.region = r = node.value
+        red = r.reduce
+        assert red is None or red.full, "CUDA epilogues are full reductions (elementwise.reduction_info)"
+        self.gen = Codegen(r, graph.types, target="cuda")
+        self.stats = stats
+        self.out_dtypes = [graph.types[v].dtype for v in r.outputs]
+        self.out_np = [d.np for d in self.out_dtypes]
+        self.scalars = tuple(self.gen.scalars)
+        self.name = f"fused_{r.index}"
+        self.partial = [(j, idx) for j, (v, idx) in enumerate(r.deps.items()) if len(idx) < len(r.inputs)]
+        self.kernels: dict = {}
+        self.launches = 0          # kernel launches of this step (tests count them)
+        self.out_sigs: dict = {}   # device index -> the outputs' signatures
+        self.eager = [EagerStep(n) for n in r.nodes]
+        self.final = None
+        if red is not None:
+            self.eager.append(EagerStep(red.node))
+            self.partial.append(("reduced value", r.reduce_deps))
+            self.red_np, self.acc_np = red.result.np, red.acc.np
+            self.red_sig: dict = {}
+
+    def source(self, flat: bool = True) -> str:
+        src = cuda_region_source(self.gen, flat)
+        if self.region.reduce is not None:
+            src += "\n\n" + cuda_final_source(self.gen)
+        return src
+
+    def _globals(self) -> dict:
+        from dispatch_jit.kernels.cuda_elementwise import _helpers
+        g = {**_TYPE_FNS, **_helpers()}
+        if self.region.reduce is not None:
+            g.update(_reduce_globals(self.acc_np))
+        return g
+
+    def kernel(self, flat: bool):
+        k = self.kernels.get(flat)
+        if k is None:
+            before = compiled_cuda_kernels()
+            k = compile_cuda(cuda_region_source(self.gen, flat), self.name, self._globals())
+            if self.region.reduce is not None and self.final is None:
+                self.final = compile_cuda(cuda_final_source(self.gen), f"{self.name}_final", self._globals())
+            self.stats.compiles += compiled_cuda_kernels() > before
+            self.kernels[flat] = k
+        return k
+
+    def run_eagerly(self, env, why: str):
+        self.stats.region_eager_runs += 1
+        self.stats.region_eager_reason = f"fused#{self.region.index}: {why}"
+        for s in self.eager:
+            s(env)
+
+    def __call__(self, env):
+        tensors = [env[v] for v in self.region.inputs]
+        if not all(t.is_cuda for t in tensors):
+            return self.run_eagerly(env, "an input is not a CUDA tensor")
+        arrays = [t._data for t in tensors]
+        dev = arrays[0].device_index
+        if any(a.device_index != dev for a in arrays):
+            return self.run_eagerly(env, "inputs on different CUDA devices")
+        shapes = [a.shape for a in arrays]
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            return self.run_eagerly(env, "input shapes do not broadcast")
+        for j, idx in self.partial:
+            if np.broadcast_shapes(*[shapes[i] for i in idx]) != shape:
+                return self.run_eagerly(env, f"output {j} is smaller than the loop's shape {shape}")
+        n = 1
+        for d in shape:
+            n *= d
+        red = self.region.reduce
+        if red is not None:
+            if n == 0:
+                return self.run_eagerly(env, f"{red.kind} over an empty shape {shape}")
+            blocks, threads = elementwise_config(n, dev)
+            if threads > TPB_MAX or threads & (threads - 1):
+                return self.run_eagerly(env, f"{threads} threads per block do not fit the reduction tree")
+        outs = [empty(shape, d, dev) for d in self.out_np]
+        if n:
+            flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
+            args = []
+            if flat:
+                for a in arrays:
+                    args += [a.storage.buf, a.offset]
+            else:
+                nd = len(shape)
+                for a in arrays:
+                    if a.shape != shape:
+                        a = a.view_as(lambda l: np.broadcast_to(l, shape))
+                    args += operand_args(a, nd)
+            args += self.scalars
+            for o in outs:
+                args += [o.storage.buf, o.offset]
+            blocks, threads = elementwise_config(n, dev)
+            if red is not None:
+                part = empty((blocks,), self.acc_np, dev)
+                args.append(part.storage.buf)
+            if not flat:
+                args += shape
+            args.append(n)
+            self.kernel(flat)[blocks, threads](*args)
+            self.launches += 1
+            if red is not None:
+                r0 = empty(tuple(1 for _ in shape) if red.keepdim else (), self.red_np, dev)
+                self.final[1, threads](part.storage.buf, blocks, r0.storage.buf, r0.offset, n)
+                self.launches += 1
+        sigs = self.out_sigs.get(dev)
+        if sigs is None:
+            sigs = self.out_sigs[dev] = [make_sig(CUDA_BITS, d, len(shape), True, dev) for d in self.out_dtypes]
+        for v, o, sig in zip(self.region.outputs, outs, sigs):
+            t = Tensor.__new__(Tensor)
+            t._data = o
+            t._sig = sig
+            env[v] = t
+        if red is not None:
+            t = Tensor.__new__(Tensor)
+            t._data = r0
+            t._sig = make_sig(CUDA_BITS, red.result, r0.ndim, True, dev)
+            env[red.out] = t
