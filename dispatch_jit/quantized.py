@@ -35,9 +35,10 @@ from .signature import MAX_NDIM, make_sig
 from .tensor import Tensor, wrap, _new
 
 __all__ = ["QDType", "qint8", "quint8", "QuantizedTensor", "quantize_per_tensor", "make_quantized",
-           "QUANTIZED_CPU_BITS", "per_tensor_affine"]
+           "QUANTIZED_CPU_BITS", "QUANTIZED_CUDA_BITS", "per_tensor_affine"]
 
 QUANTIZED_CPU_BITS = 1 << DispatchKey.QuantizedCPU.value
+QUANTIZED_CUDA_BITS = 1 << DispatchKey.QuantizedCUDA.value
 per_tensor_affine = "per_tensor_affine"
 
 
@@ -72,10 +73,79 @@ quint8 = QDType("quint8", np.uint8)
 _BY_STORAGE = {qint8.np: qint8, quint8.np: quint8}
 
 
+def _on_cuda(a) -> bool:
+    return type(a) is not np.ndarray and hasattr(a, "storage")     # a CudaArray
+
+
 class QuantizedTensor(Tensor):
-    """A per-tensor affine quantized CPU tensor; make one with ``quantize_per_tensor``."""
+    """A per-tensor affine quantized tensor; make one with ``quantize_per_tensor``.
+
+    Its integer storage is a NumPy array (key QuantizedCPU) or a CudaArray
+    (key QuantizedCUDA, kernels in kernels/cuda_quantized.py)."""
 
     __slots__ = ()
+
+    # -- device ------------------------------------------------------------------
+    @property
+    def device(self):
+        from .tensor import device, CPU_DEVICE
+        return device("cuda", self._data.device_index) if _on_cuda(self._data) else CPU_DEVICE
+
+    @property
+    def is_cuda(self) -> bool:
+        return _on_cuda(self._data)
+
+    def _host(self) -> np.ndarray:
+        return self._data.to_host() if _on_cuda(self._data) else self._data
+
+    def numpy(self) -> np.ndarray:
+        """The stored integers (a host copy for a CUDA tensor)."""
+        return self._host()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._host()
+        return a if dtype is None else a.astype(dtype)
+
+    def cuda(self, device=None) -> "QuantizedTensor":
+        """The same quantized tensor with its integers in device memory (key QuantizedCUDA)."""
+        from .tensor import device as _device
+        d = _device("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+        if d.type != "cuda":
+            raise ValueError(f"cuda(): expected a CUDA device, got {d}")
+        return self._to_device(d)
+
+    def cpu(self) -> "QuantizedTensor":
+        from .tensor import CPU_DEVICE
+        return self._to_device(CPU_DEVICE)
+
+    def to(self, *args, **kwargs):
+        """``q.to("cuda")`` / ``q.to("cpu")`` move the integers; other conversions dispatch
+        (and raise the missing-kernel error: dequantize() first)."""
+        from .tensor import device as _device
+        dev = kwargs.get("device")
+        rest = []
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or type(a).__name__ == "device":
+                dev = a
+            else:
+                rest.append(a)
+        if dev is not None and not rest and kwargs.keys() <= {"device"}:
+            return self._to_device(_device(dev))
+        return Tensor.to(self, *args, **kwargs)
+
+    def _to_device(self, d) -> "QuantizedTensor":
+        if d == self.device:
+            return self
+        if d.type == "cuda":
+            from .cuda.array import from_host
+            from .cuda.runtime import require
+            require(d.index or 0)
+            data = from_host(self._host(), d.index or 0)
+        elif d.type == "cpu":
+            data = self._host().copy() if not _on_cuda(self._data) else self._data.to_host()
+        else:
+            raise ValueError(f"quantized tensors live on 'cpu' or 'cuda', not {d}")
+        return make_quantized(data, self.scale, self.zero_point, self.qdtype)
 
     @property
     def dtype(self) -> QDType:
@@ -95,11 +165,17 @@ class QuantizedTensor(Tensor):
         return self.zero_point
 
     def int_repr(self) -> Tensor:
-        """The stored integers as a dense int8/uint8 tensor (a copy)."""
+        """The stored integers as a dense int8/uint8 tensor (a copy, on this tensor's device)."""
+        if _on_cuda(self._data):
+            from .kernels.cuda_copy import contiguous_copy
+            return wrap(contiguous_copy(self._data))
         return wrap(self._data.copy())
 
     def dequantize(self) -> Tensor:
-        """The represented real values, ``(q - zero_point) * scale``, as float32."""
+        """The represented real values, ``(q - zero_point) * scale``, as float32 (on this tensor's device)."""
+        if _on_cuda(self._data):
+            from .kernels.cuda_quantized import dequantize_cuda
+            return wrap(dequantize_cuda(self._data, self.scale, self.zero_point))
         return wrap(dequantize_array(self._data, self.scale, self.zero_point))
 
     def requires_grad_(self, requires_grad: bool = True):
@@ -112,9 +188,10 @@ class QuantizedTensor(Tensor):
 
     def __repr__(self) -> str:
         from .printing import format_data
-        body = format_data(dequantize_array(self._data, self.scale, self.zero_point))
+        body = format_data(dequantize_array(self._host(), self.scale, self.zero_point))
+        dev = f", device='{self.device}'" if _on_cuda(self._data) else ""
         return (f"tensor({body}, size={tuple(self.shape)}, dtype=dj.{self.qdtype.name}, "
-                f"quantization_scheme={per_tensor_affine}, scale={self.scale}, zero_point={self.zero_point})")
+                f"quantization_scheme={per_tensor_affine}, scale={self.scale}, zero_point={self.zero_point}{dev})")
 
 
 def dequantize_array(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
@@ -122,11 +199,20 @@ def dequantize_array(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray
     return (q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
 
 
-def make_quantized(data: np.ndarray, scale: float, zero_point: int, qdtype: QDType) -> QuantizedTensor:
-    """Wrap integer storage (no copy, no checks): the kernels' output path."""
+def quantized_sig(data) -> int:
+    """The signature of quantized storage ``data``: QuantizedCPU for a NumPy array,
+    QuantizedCUDA (with its device index) for a CudaArray."""
+    if _on_cuda(data):
+        return make_sig(QUANTIZED_CUDA_BITS, from_numpy_dtype(data.dtype), data.ndim, data.flags.c_contiguous,
+                        data.device_index)
+    return make_sig(QUANTIZED_CPU_BITS, from_numpy_dtype(data.dtype), data.ndim, data.flags.c_contiguous)
+
+
+def make_quantized(data, scale: float, zero_point: int, qdtype: QDType) -> QuantizedTensor:
+    """Wrap integer storage (a NumPy array or a CudaArray; no copy, no checks): the kernels' output path."""
     t = _new(QuantizedTensor)
     t._data = data
-    t._sig = make_sig(QUANTIZED_CPU_BITS, from_numpy_dtype(data.dtype), data.ndim, data.flags.c_contiguous)
+    t._sig = quantized_sig(data)
     t.scale, t.zero_point, t.qdtype = scale, zero_point, qdtype
     return t
 
@@ -182,6 +268,9 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     scale, zero_point = check_qparams(scale, zero_point, dtype)
     if t.ndim > MAX_NDIM:
         raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
+    if _on_cuda(t._data):
+        from .kernels.cuda_quantized import quantize_cuda
+        return make_quantized(quantize_cuda(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
     return make_quantized(quantize_array(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
 
 

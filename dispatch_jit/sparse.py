@@ -49,7 +49,10 @@ __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr"
 sparse_csr = "sparse_csr"   # the layout marker: ``A.layout == dj.sparse_csr``
 
 SPARSE_CSR_CPU_BITS = 1 << DispatchKey.SparseCsrCPU.value
+SPARSE_CSR_CUDA_BITS = 1 << DispatchKey.SparseCsrCUDA.value
+SPARSE_CSR_BITS = SPARSE_CSR_CPU_BITS | SPARSE_CSR_CUDA_BITS     # either device
 _AUTOGRAD_CPU_BITS = 1 << DispatchKey.AutogradCPU.value
+_AUTOGRAD_CUDA_BITS = 1 << DispatchKey.AutogradCUDA.value
 _new = object.__new__
 
 
@@ -111,6 +114,51 @@ class SparseCsrTensor(Tensor):
 
     def __len__(self) -> int:
         return self._shape[0]
+
+    # -- device: the three arrays live together, in host or device memory ----------------
+    @property
+    def device(self):
+        return self._values_t.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._values_t.is_cuda
+
+    def cuda(self, device=None) -> "SparseCsrTensor":
+        """This matrix with its three arrays in device memory (key SparseCsrCUDA).
+        The values move differentiably: gradients flow back to the CPU values."""
+        from .tensor import device as _device
+        d = _device("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+        if d.type != "cuda":
+            raise ValueError(f"cuda(): expected a CUDA device, got {d}")
+        return self._to_device(d)
+
+    def cpu(self) -> "SparseCsrTensor":
+        from .tensor import CPU_DEVICE
+        return self._to_device(CPU_DEVICE)
+
+    def to(self, *args, **kwargs):
+        """``A.to("cuda")`` / ``A.to("cpu")`` move the matrix; a dtype converts the values."""
+        from .tensor import device as _device
+        dev = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or type(a).__name__ == "device":
+                dev = a
+            else:
+                dtype = a
+        t = self if dev is None else self._to_device(_device(dev))
+        if dtype is not None:
+            t = _make(t._crow, t._col, t._values_t.to(dtype), t._shape)
+        return t
+
+    def _to_device(self, d) -> "SparseCsrTensor":
+        if d == self.device:
+            return self
+        if d.type not in ("cpu", "cuda"):
+            raise ValueError(f"sparse CSR tensors live on 'cpu' or 'cuda', not {d}")
+        crow, col = _move_index(self._crow, d), _move_index(self._col, d)
+        return _make(crow, col, self._values_t.to(d), self._shape)
 
     # -- components ------------------------------------------------------------
     def crow_indices(self) -> Tensor:
@@ -175,18 +223,45 @@ class SparseCsrTensor(Tensor):
         raise SparseLayoutError("a sparse CSR tensor has no strides; convert it with .to_dense() first")
 
     def __array__(self, dtype=None, copy=None):
-        a = self.to_dense()._data
+        a = _host(self.to_dense()._data)
         return a if dtype is None else a.astype(dtype)
 
     def __repr__(self) -> str:
-        return (f"tensor(crow_indices={self._crow.tolist()}, col_indices={self._col.tolist()}, "
-                f"values={self._data.tolist()}, size={self._shape}, nnz={self.nnz}, "
-                f"dtype={self.dtype}, layout=dj.sparse_csr)")
+        dev = f", device='{self.device}'" if self.is_cuda else ""
+        return (f"tensor(crow_indices={_host(self._crow).tolist()}, col_indices={_host(self._col).tolist()}, "
+                f"values={_host(self._data).tolist()}, size={self._shape}, nnz={self.nnz}, "
+                f"dtype={self.dtype}, layout=dj.sparse_csr{dev})")
+
+
+def _on_cuda(a) -> bool:
+    return type(a) is not np.ndarray and hasattr(a, "storage")     # a CudaArray
+
+
+def _host(a) -> np.ndarray:
+    return a.to_host() if _on_cuda(a) else a
+
+
+def _move_index(a, d):
+    """Index array ``a`` (host or device) on device ``d``."""
+    if d.type == "cuda":
+        if _on_cuda(a) and a.device_index == (d.index or 0):
+            return a
+        from .cuda.array import from_host
+        from .cuda.runtime import require
+        require(d.index or 0)
+        return from_host(_host(a), d.index or 0)
+    return _host(a)
 
 
 def _csr_sig(values_t: Tensor) -> int:
+    """SparseCsrCPU (+ AutogradCPU) for host values, SparseCsrCUDA (+ AutogradCUDA) and the
+    device index for device values."""
+    a = values_t._data
+    if _on_cuda(a):
+        ks = SPARSE_CSR_CUDA_BITS | (_AUTOGRAD_CUDA_BITS if values_t.requires_grad else 0)
+        return make_sig(ks, from_numpy_dtype(a.dtype), 2, True, a.device_index)
     ks = SPARSE_CSR_CPU_BITS | (_AUTOGRAD_CPU_BITS if values_t.requires_grad else 0)
-    return make_sig(ks, from_numpy_dtype(values_t._data.dtype), 2, True)
+    return make_sig(ks, from_numpy_dtype(a.dtype), 2, True)
 
 
 def _make(crow: np.ndarray, col: np.ndarray, values, shape: tuple) -> SparseCsrTensor:
@@ -250,7 +325,7 @@ def check_csr_invariants(crow: np.ndarray, col: np.ndarray, nvalues: int, shape:
 
 
 def _index_array(x, name: str) -> np.ndarray:
-    a = x._data if isinstance(x, Tensor) else np.asarray(x)
+    a = x._host() if isinstance(x, Tensor) else np.asarray(x)
     if a.size == 0 and a.dtype.kind == "f":
         a = a.astype(np.int64)
     if a.dtype.kind not in "iu":
@@ -258,8 +333,8 @@ def _index_array(x, name: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, requires_grad: bool = False,
-                      check_invariants: bool = True) -> SparseCsrTensor:
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
+                      requires_grad: bool = False, check_invariants: bool = True) -> SparseCsrTensor:
     """A sparse CSR matrix from its three arrays (validated unless told not to).
 
     Args:
@@ -269,6 +344,9 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
             gradients flow back to it; anything else is converted).
         size: (rows, cols); inferred as (len(crow) - 1, max(col) + 1) if None.
         dtype: convert the values to this dtype.
+        device: "cpu" or "cuda[:N]"; by default the device of the values (or of the
+            index tensors) when they are CUDA tensors, else the CPU.  Validation
+            runs on the host before the arrays are uploaded.
         requires_grad: make the values a leaf that requires grad.
 
     >>> import dispatch_jit.kernels.sparse
@@ -281,13 +359,22 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     ...
     ValueError: sparse_csr_tensor: unsorted column indices in row 0: col_indices[0] = 1 then col_indices[1] = 0...
     """
+    from .tensor import device as _device
+    if device is None:
+        for x in (values, crow_indices, col_indices):
+            if isinstance(x, Tensor) and x.is_cuda:
+                device = x.device
+                break
+    dev = None if device is None else _device(device)
+    if dev is not None and dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"sparse_csr_tensor: device must be 'cpu' or 'cuda', got {dev}")
     crow = _index_array(crow_indices, "crow_indices")
     col = _index_array(col_indices, "col_indices")
     if isinstance(values, Tensor) and not isinstance(values, SparseCsrTensor) and \
             (dtype is None or as_dtype(dtype) == values.dtype):
         vt = values
     else:
-        v = np.asarray(values._data if isinstance(values, Tensor) else values)
+        v = np.asarray(values._host() if isinstance(values, Tensor) else values)
         if dtype is not None:
             v = v.astype(as_dtype(dtype).np)
         elif v.dtype.kind in "f" and not isinstance(values, np.ndarray):
@@ -298,7 +385,11 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     if vt._data.ndim != 1:
         raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
     if not vt._data.flags.c_contiguous:
-        vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
+        if vt.is_cuda:
+            from .kernels.cuda_copy import contiguous_copy
+            vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
+        else:
+            vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
     if size is None:
         size = (max(crow.shape[0] - 1, 0), int(col.max()) + 1 if col.size else 0)
     size = tuple(int(s) for s in size)
@@ -306,6 +397,11 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         raise ShapeError(f"sparse_csr_tensor: size must be (rows, cols) with non-negative entries, got {size}")
     if check_invariants:
         check_csr_invariants(crow, col, vt._data.shape[0], size)
+    if dev is not None:
+        # (a move of values that require grad is differentiable: gradients flow back to them)
+        vt = vt.to(dev)
+        if dev.type == "cuda":
+            crow, col = _move_index(crow, dev), _move_index(col, dev)
     if requires_grad:
         vt.requires_grad_(True)
     return _make(crow, col, vt, size)
@@ -321,6 +417,12 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
     if isinstance(t, SparseCsrTensor):
         return t
     a = t._data
+    if _on_cuda(a):
+        if a.ndim != 2:
+            raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
+        from .kernels.cuda_sparse import dense_to_csr
+        crow, col, val = dense_to_csr(a)
+        return _make(crow, col, val, a.shape)
     if a.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
     rows, cols = np.nonzero(a)       # row-major order: sorted within each row

@@ -42,7 +42,8 @@ def rows():
     yield from cuda_rows(a32, b32)
 
 
-CUDA_ROWS = ("(cuda, float32, requires_grad)", "(cuda, float16)", "(cuda, float32, autocast)")
+CUDA_ROWS = ("(cuda, float32, requires_grad)", "(cuda, float16)", "(cuda, float32, autocast)",
+             "(cuda, int8 quantized)", "(cuda, sparse_csr)")
 
 
 def cuda_rows(a32, b32):
@@ -57,6 +58,11 @@ def cuda_rows(a32, b32):
         with dj.autocast("cuda"):
             return ca @ cb
     yield CUDA_ROWS[2], autocast_row
+    qa = dj.quantize_per_tensor(ca, 0.01, 0, dj.qint8)
+    qb = dj.quantize_per_tensor(cb, 0.01, 0, dj.qint8)
+    yield CUDA_ROWS[3], lambda: qa @ qb
+    sp = dj.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0]]).cuda().to_sparse_csr()
+    yield CUDA_ROWS[4], lambda: sp @ cb
 
 
 def main() -> None:

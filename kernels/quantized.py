@@ -463,3 +463,6 @@ for _name, _kernel in KERNELS.items():
 quantized_matmul = lookup("aten::quantized_matmul").entry
 quantized_add = lookup("aten::quantized_add").entry
 quantized_linear = lookup("aten::quantized_linear").entry
+
+# the QuantizedCUDA kernels register themselves (numba.cuda is imported on first use only)
+from . import cuda_quantized  # noqa: E402,F401

@@ -34,7 +34,7 @@ from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.library import Library
 from dispatch_jit.registry import lookup
-from dispatch_jit.sparse import SPARSE_CSR_CPU_BITS, SparseCsrTensor, _make
+from dispatch_jit.sparse import SPARSE_CSR_BITS, SPARSE_CSR_CPU_BITS, SparseCsrTensor, _make
 from dispatch_jit.tensor import Tensor, wrap
 
 __all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
@@ -227,6 +227,10 @@ def _sparse_mm_cpu(crow, col, values, dense, ncols):
 
 def _sparse_mm_grads(g, s, c):
     crow, col, vals, dense = s["crow_indices"]._data, s["col_indices"]._data, s["values"], s["dense"]
+    if g.is_cuda:
+        from .cuda_sparse import sparse_mm_grads_cuda
+        gvals, gdense = sparse_mm_grads_cuda(crow, col, vals, dense, g)
+        return None, None, gvals, gdense
     ga = g._data
     npdt = ga.dtype
     d = _as(dense._data, npdt)
@@ -249,24 +253,25 @@ SPARSE_MM_DERIVATIVE = Derivative("SparseCsrMmBackward", _sparse_mm_grads,
 
 
 class MatmulAutogradRouter:
-    """aten::matmul at AutogradCPU: CSR self -> aten::sparse_csr_mm (which has
-    the sparse derivative); anything else -> the Autograd alias kernel, as
-    before this module registered (decided once per signature)."""
+    """aten::matmul at AutogradCPU and AutogradCUDA: CSR self (either device) ->
+    aten::sparse_csr_mm (which has the sparse derivative); anything else -> the
+    Autograd alias kernel, as before this module registered (decided once per
+    signature)."""
 
     __name__ = "autograd_matmul_sparse_router"
 
     def specialize(self, call):
         a = call.metas[0]
-        if a.kind == "tensor" and a.keyset & SPARSE_CSR_CPU_BITS:
+        if a.kind == "tensor" and a.keyset & SPARSE_CSR_BITS:
             mm = lookup("aten::sparse_csr_mm").entry
             b = call.metas[1]
-            if b.kind == "tensor" and b.keyset & SPARSE_CSR_CPU_BITS:
+            if b.kind == "tensor" and b.keyset & SPARSE_CSR_BITS:
                 raise SchemaError("matmul: CSR @ CSR is not implemented; convert one operand with .to_dense()")
 
             def run(x, y):
                 return mm(x.crow_indices(), x.col_indices(), x._values_t, y, x._shape[1])
             return run
-        if a.kind == "tensor" and call.metas[1].kind == "tensor" and call.metas[1].keyset & SPARSE_CSR_CPU_BITS:
+        if a.kind == "tensor" and call.metas[1].kind == "tensor" and call.metas[1].keyset & SPARSE_CSR_BITS:
             raise SchemaError("matmul: dense @ CSR is not implemented; compute (B^T @ A^T)^T or convert "
                               "with .to_dense()")
         alias = call.op.kernels[DispatchKey.Autograd].fn
@@ -421,3 +426,8 @@ aten_sparse_autograd = Library("aten", "IMPL", "Autograd")
 aten_sparse_autograd.impl("sparse_csr_mm", AutogradKernel(SPARSE_MM_DERIVATIVE))
 aten_sparse_ag_cpu = Library("aten", "IMPL", "AutogradCPU")
 aten_sparse_ag_cpu.impl("matmul", MatmulAutogradRouter())
+aten_sparse_ag_cuda = Library("aten", "IMPL", "AutogradCUDA")
+aten_sparse_ag_cuda.impl("matmul", MatmulAutogradRouter())
+
+# the SparseCsrCUDA kernels register themselves (numba.cuda is imported on first use only)
+from . import cuda_sparse  # noqa: E402,F401

@@ -27,6 +27,8 @@ EXPECTED = {
     "(cuda, float16)": (["[call] op=[aten::matmul], key=[CUDA]"], dj.float16),
     "(cuda, float32, autocast)": (["[call] op=[aten::matmul], key=[AutocastCUDA]",
                                    " [call] op=[aten::matmul], key=[CUDA]"], dj.float16),
+    "(cuda, int8 quantized)": (["[call] op=[aten::matmul], key=[QuantizedCUDA]"], dj.qint8),
+    "(cuda, sparse_csr)": (["[call] op=[aten::matmul], key=[SparseCsrCUDA]"], dj.float32),
 }
 
 
@@ -41,7 +43,7 @@ def test_row_dispatches_to_the_seed_kernel(name, fn):
 def test_dump_table_shows_every_row_key():
     text = dj.dump_table("aten::matmul")
     for key in ("CPU", "CUDA", "QuantizedCPU", "SparseCsrCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA",
-                "AutogradCUDA"):
+                "AutogradCUDA", "QuantizedCUDA", "SparseCsrCUDA"):
         line = next(l for l in text.splitlines() if l.strip().startswith(key + " "))
         assert "[missing]" not in line, line
 
