@@ -44,7 +44,7 @@ from dispatch_jit.quantized import QUANTIZED_CUDA_BITS, QuantizedTensor, check_q
 
 from .cuda_codegen import compile_cuda
 from .cuda_copy import contiguous_copy
-from .quantized import _MAX_K, minmax_qparams
+from .quantized import _MAX_K, _Kernel as _CpuKernel, check_matmul_shapes, minmax_qparams
 
 __all__ = ["quantize_cuda", "dequantize_cuda", "CUDA_QUANTIZED_KERNELS"]
 
@@ -237,42 +237,16 @@ def _matmul_cuda(a: CudaArray, za: int, sa: float, b: CudaArray, zb: int, sb: fl
     return out, so, zo
 
 
-def _require_quantized_cuda(opname: str, metas, names) -> None:
-    for m, name in zip(metas, names):
-        if m is None or m.kind != "tensor" or not m.keyset & QUANTIZED_CUDA_BITS:
-            what = "a Python number" if m is not None and m.kind == "scalar" else \
-                "a dense tensor" if m is not None and m.kind == "tensor" else "not a tensor"
-            raise DTypeError(f"{opname}: argument '{name}' must be a quantized tensor, got {what}; "
-                             f"quantize it with dj.quantize_per_tensor(...) or dequantize() the others")
+class _Kernel(_CpuKernel):
+    """A QuantizedCUDA kernel: the CPU kernels' checks, at the QuantizedCUDA key."""
 
-
-class _Kernel:
-    """A QuantizedCUDA kernel: checks the metas once on the miss path, then runs ``impl``."""
-
-    names: tuple = ()
-
-    def __init__(self, opname: str):
-        self.opname = opname
-        self.__name__ = f"{opname}_quantized_cuda"
-
-    def specialize(self, call):
-        _require_quantized_cuda(call.op.name, call.metas, self.names)
-        rec = call.op.compiled.setdefault(self.__name__, [])
-        dts = "x".join(m.dtype.name for m in call.metas[:len(self.names)])
-        if dts not in rec:
-            rec.append(dts)
-        return self.run
+    key_bits = QUANTIZED_CUDA_BITS
+    suffix = "quantized_cuda"
 
 
 def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="matmul"):
     a, b = x._data, y._data
-    if a.ndim < 1 or b.ndim < 1 or b.ndim > 2:
-        raise ShapeError(f"quantized {name}: supports a (..., k) @ (k, n) or (k,), got shapes "
-                         f"{a.shape} and {b.shape}")
-    k = a.shape[-1]
-    if b.shape[0] != k:
-        raise ShapeError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be multiplied "
-                         f"({k} != {b.shape[0]})")
+    k = check_matmul_shapes(a, b, name)
     lead = a.shape[:-1]
     b2 = b if b.ndim == 2 else b.view_as(lambda l: l.reshape(k, 1))
     if a.ndim != 2:

@@ -43,6 +43,7 @@ from dispatch_jit.tensor import Tensor, wrap
 
 from .cuda_codegen import compile_cuda
 from .cuda_copy import contiguous_copy, fill
+from .sparse import _check_float_or_int, _record, mul_plan
 
 __all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "CUDA_SPARSE_KERNELS"]
 
@@ -192,17 +193,6 @@ def _what(m) -> str:
     if m.kind != "tensor":
         return m.kind
     return "CSR" if m.keyset & SPARSE_CSR_CUDA_BITS else "dense"
-
-
-def _record(call, name: str, dt) -> None:
-    rec = call.op.compiled.setdefault(name, [])
-    if dt.name not in rec:
-        rec.append(dt.name)
-
-
-def _check_float_or_int(dt, opname):
-    if dt.category < 1 or dt.category > 2:
-        raise DTypeError(f"{opname}: sparse CSR kernels support integer and floating dtypes, got {dt.name}")
 
 
 def _require_cuda(t: Tensor, opname: str) -> None:
@@ -417,21 +407,8 @@ class SparseMulCUDA:
     __name__ = "sparse_csr_mul_cuda"
 
     def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        swap = not (a.kind == "tensor" and a.keyset & SPARSE_CSR_CUDA_BITS)
-        s, o = (b, a) if swap else (a, b)
-        if o.kind == "tensor" and o.keyset & SPARSE_CSR_CUDA_BITS:
-            raise SchemaError("mul: CSR * CSR is not implemented; convert one operand with .to_dense()")
-        if o.kind == "scalar":
-            dt = result_type(s.dtype, o.pytype(0))
-        elif o.kind == "tensor":
-            dt = result_type(s.dtype, o.dtype) if o.ndim else result_type(s.dtype, o.dtype.np.type(0))
-        else:
-            raise SchemaError(f"mul: cannot multiply a sparse CSR tensor by {o.kind}")
-        _check_float_or_int(dt, "mul")
-        _record(call, self.__name__, dt)
+        swap, dt, dense_other = mul_plan(call, SPARSE_CSR_CUDA_BITS, self.__name__)
         npdt = dt.np
-        dense_other = o.kind == "tensor" and o.ndim > 0
 
         def run(x, y, out=None):
             if out is not None:

@@ -308,9 +308,9 @@ def quantized_matmul_arrays(a: np.ndarray, za: int, sa: float, b: np.ndarray, zb
 
 # --- dispatcher kernels ------------------------------------------------------------------------
 
-def _require_quantized(opname: str, metas, names) -> None:
+def _require_quantized(opname: str, metas, names, bits: int = QUANTIZED_CPU_BITS) -> None:
     for m, name in zip(metas, names):
-        if m is None or m.kind != "tensor" or not m.keyset & QUANTIZED_CPU_BITS:
+        if m is None or m.kind != "tensor" or not m.keyset & bits:
             what = "a Python number" if m is not None and m.kind == "scalar" else \
                 "a dense tensor" if m is not None and m.kind == "tensor" else "not a tensor"
             raise DTypeError(f"{opname}: argument '{name}' must be a quantized tensor, got {what}; "
@@ -323,16 +323,19 @@ def _out_qparams(so, zo, qdtype):
 
 
 class _Kernel:
-    """A QuantizedCPU kernel: checks the metas once on the miss path, then runs ``impl``."""
+    """A QuantizedCPU kernel: checks the metas once on the miss path, then runs ``impl``.
+    (The QuantizedCUDA kernels subclass it with their key's bits and suffix.)"""
 
     names: tuple = ()
+    key_bits = QUANTIZED_CPU_BITS
+    suffix = "quantized_cpu"
 
     def __init__(self, opname: str):
         self.opname = opname
-        self.__name__ = f"{opname}_quantized_cpu"
+        self.__name__ = f"{opname}_{self.suffix}"
 
     def specialize(self, call):
-        _require_quantized(call.op.name, call.metas, self.names)
+        _require_quantized(call.op.name, call.metas, self.names, self.key_bits)
         rec = call.op.compiled.setdefault(self.__name__, [])
         dts = "x".join(m.dtype.name for m in call.metas[:len(self.names)])
         if dts not in rec:
@@ -340,8 +343,8 @@ class _Kernel:
         return self.run
 
 
-def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="matmul"):
-    a, b = x._data, y._data
+def check_matmul_shapes(a, b, name: str) -> int:
+    """The quantized matmul's shape rule, (..., k) @ (k, n) or (k,); returns k."""
     if a.ndim < 1 or b.ndim < 1 or b.ndim > 2:
         raise ShapeError(f"quantized {name}: supports a (..., k) @ (k, n) or (k,), got shapes "
                          f"{a.shape} and {b.shape}")
@@ -349,6 +352,12 @@ def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="m
     if b.shape[0] != k:
         raise ShapeError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be multiplied "
                          f"({k} != {b.shape[0]})")
+    return k
+
+
+def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="matmul"):
+    a, b = x._data, y._data
+    k = check_matmul_shapes(a, b, name)
     lead = a.shape[:-1]
     b2 = b if b.ndim == 2 else b.reshape(k, 1)
     a2 = a.reshape(-1, k)

@@ -317,6 +317,26 @@ class SparseAdd:
         return run
 
 
+def mul_plan(call, csr_bits: int, kernel_name: str):
+    """CSR * scalar / dense, resolved once per signature (for the CPU and CUDA kernels):
+    (whether the CSR operand is second, the result dtype, whether the other operand is a
+    dense tensor of ndim > 0)."""
+    a, b = call.metas[0], call.metas[1]
+    swap = not (a.kind == "tensor" and a.keyset & csr_bits)
+    s, o = (b, a) if swap else (a, b)
+    if o.kind == "tensor" and o.keyset & csr_bits:
+        raise SchemaError("mul: CSR * CSR is not implemented; convert one operand with .to_dense()")
+    if o.kind == "scalar":
+        dt = result_type(s.dtype, o.pytype(0))
+    elif o.kind == "tensor":
+        dt = result_type(s.dtype, o.dtype) if o.ndim else result_type(s.dtype, o.dtype.np.type(0))
+    else:
+        raise SchemaError(f"mul: cannot multiply a sparse CSR tensor by {o.kind}")
+    _check_float_or_int(dt, "mul")
+    _record(call, kernel_name, dt)
+    return swap, dt, o.kind == "tensor" and o.ndim > 0
+
+
 class SparseMul:
     """aten::mul.Tensor at SparseCsrCPU: CSR * scalar (or 0-d tensor) and CSR *
     dense broadcast to the CSR's shape -> CSR with the same pattern."""
@@ -324,21 +344,8 @@ class SparseMul:
     __name__ = "sparse_csr_mul_cpu"
 
     def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        swap = not (a.kind == "tensor" and a.keyset & SPARSE_CSR_CPU_BITS)
-        s, o = (b, a) if swap else (a, b)
-        if o.kind == "tensor" and o.keyset & SPARSE_CSR_CPU_BITS:
-            raise SchemaError("mul: CSR * CSR is not implemented; convert one operand with .to_dense()")
-        if o.kind == "scalar":
-            dt = result_type(s.dtype, o.pytype(0))
-        elif o.kind == "tensor":
-            dt = result_type(s.dtype, o.dtype) if o.ndim else result_type(s.dtype, o.dtype.np.type(0))
-        else:
-            raise SchemaError(f"mul: cannot multiply a sparse CSR tensor by {o.kind}")
-        _check_float_or_int(dt, "mul")
-        _record(call, self.__name__, dt)
+        swap, dt, dense_other = mul_plan(call, SPARSE_CSR_CPU_BITS, self.__name__)
         npdt = dt.np
-        dense_other = o.kind == "tensor" and o.ndim > 0
 
         def run(x, y, out=None):
             if out is not None:
