@@ -30,13 +30,13 @@ import numba
 import numpy as np
 from numba import types as nbt
 
-from dispatch_jit.dtypes import ALL_DTYPES, can_cast, float16, float32
-from dispatch_jit.errors import BroadcastError, CastingError, DTypeError, ShapeError
+from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
+from dispatch_jit.errors import DTypeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
 from .scalar_helpers import HELPERS
-from .scalar_ops import ScalarOp, resolve
+from .scalar_ops import ScalarOp, broadcast_shape, check_output, resolve
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
 
@@ -272,34 +272,14 @@ class _Plan:
         self._check_statics(args)
         inputs = [args[i] for i in self.in_idx]
         arrays = [x._data if k == "array" else x for x, k in zip(inputs, self.kinds)]
-        shapes = [a.shape for a, k in zip(arrays, self.kinds) if k == "array"]
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            raise BroadcastError(f"{self.opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
-                                 f"cannot be broadcast together") from None
+        shape = broadcast_shape(self.opname, [a.shape for a, k in zip(arrays, self.kinds) if k == "array"])
         if self.kern.mode == "inplace":
             out_t = inputs[0]
         else:
             out_t = args[self.out_pos] if self.out_pos is not None else None
         if out_t is not None:
-            if not isinstance(out_t, Tensor):
-                raise TypeError(f"{self.opname}: out= must be a Tensor, got {type(out_t).__name__}")
-            if not can_cast(self.result, out_t.dtype):
-                raise CastingError(f"{self.opname}: result type {self.result.name} can't be cast to the "
-                                   f"desired output type {out_t.dtype.name}; use an output of dtype "
-                                   f"{self.result.name} or convert the inputs first")
-            what = "in-place operand" if self.kern.mode == "inplace" else "out="
-            if tuple(out_t.shape) != tuple(shape):
-                raise ShapeError(f"{self.opname}: {what} has shape {tuple(out_t.shape)}, which doesn't match "
-                                 f"the broadcast shape {tuple(shape)}")
+            check_output(self.opname, self.kern.mode == "inplace", self.result, out_t, shape)
             out_arr = out_t._data
-            # Numba writes through NumPy's read-only flag: check it here.  expand() views are
-            # read-only because several of their elements are one memory location (as torch, refuse).
-            if not out_arr.flags.writeable:
-                raise ShapeError(f"{self.opname}: {what} of shape {tuple(out_t.shape)} and strides "
-                                 f"{out_t.strides} is read-only (an expand()ed view, whose elements share "
-                                 f"memory, or a read-only NumPy buffer); write into a .clone() of it instead")
         else:
             out_arr = np.empty(shape, self.result.np)
         ndim = len(shape)

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.dtypes import can_cast, float16, float32
-from dispatch_jit.errors import BroadcastError, CastingError, DeviceMismatchError, DTypeError, ShapeError
+from dispatch_jit.dtypes import float16, float32
+from dispatch_jit.errors import DeviceMismatchError, DTypeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
-from .scalar_ops import ScalarOp, resolve
+from .scalar_ops import ScalarOp, broadcast_shape, check_output, resolve
 
 __all__ = ["ElementwiseCUDA", "kernel_source", "CUDA_UNSUPPORTED"]
 
@@ -260,28 +260,15 @@ class _PlanCUDA:
         inputs = [args[i] for i in self.in_idx]
         kinds = self.kinds
         tens = [x._data for x, k in zip(inputs, kinds) if k in ("array", "host")]
-        shapes = [a.shape for a in tens]
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            raise BroadcastError(f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
-                                 f"cannot be broadcast together") from None
+        shape = broadcast_shape(opname, [a.shape for a in tens])
         if self.kern.mode == "inplace":
             out_t = inputs[0]
         else:
             out_t = args[self.out_pos] if self.out_pos is not None else None
         device_index = next((x._data.device_index for x, k in zip(inputs, kinds) if k == "array"), None)
         if out_t is not None:
-            if not isinstance(out_t, Tensor):
-                raise TypeError(f"{opname}: out= must be a Tensor, got {type(out_t).__name__}")
-            if not can_cast(self.result, out_t.dtype):
-                raise CastingError(f"{opname}: result type {self.result.name} can't be cast to the "
-                                   f"desired output type {out_t.dtype.name}; use an output of dtype "
-                                   f"{self.result.name} or convert the inputs first")
+            check_output(opname, self.kern.mode == "inplace", self.result, out_t, shape)
             what = "in-place operand" if self.kern.mode == "inplace" else "out="
-            if tuple(out_t.shape) != tuple(shape):
-                raise ShapeError(f"{opname}: {what} has shape {tuple(out_t.shape)}, which doesn't match "
-                                 f"the broadcast shape {tuple(shape)}")
             if not out_t.is_cuda:
                 # only a zero-dim CPU tensor gets here (the dispatcher refuses the others)
                 other = f"cuda:{device_index}" if device_index is not None else "cuda:0"
@@ -289,10 +276,6 @@ class _PlanCUDA:
                                           f"and cpu (in {opname}): the {what} of a CUDA computation must be "
                                           f"a CUDA tensor")
             out_arr = out_t._data
-            if not out_arr.flags.writeable:
-                raise ShapeError(f"{opname}: {what} of shape {tuple(out_t.shape)} and strides "
-                                 f"{out_t.strides} is read-only (an expand()ed view, whose elements share "
-                                 f"memory, or a read-only NumPy buffer); write into a .clone() of it instead")
             if device_index is None:
                 device_index = out_arr.device_index
         else:

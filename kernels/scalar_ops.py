@@ -20,7 +20,8 @@ from typing import Callable
 
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32, float64, get_default_dtype
 
-__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve"]
+__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
+           "check_output"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
 NUM = frozenset({INT, FLOAT, COMPLEX})
@@ -224,3 +225,37 @@ def resolve(op: ScalarOp, call) -> Resolved:
                          f"(got {compute.name}); supported dtypes: {', '.join(ok)}")
     return Resolved(in_idx, static_idx, tuple(schema_args[i].name for i in static_idx), out_pos, in_metas,
                     compute, result, casts)
+
+
+def broadcast_shape(opname: str, shapes: list) -> tuple:
+    """The broadcast shape of the tensor operands, or the op's BroadcastError."""
+    import numpy as np
+    from dispatch_jit.errors import BroadcastError
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise BroadcastError(f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+                             f"cannot be broadcast together") from None
+
+
+def check_output(opname: str, inplace: bool, result: DType, out_t, shape: tuple) -> None:
+    """An ``out=`` tensor or in-place operand must take the result's dtype and shape, and be writeable."""
+    from dispatch_jit.dtypes import can_cast
+    from dispatch_jit.errors import CastingError, ShapeError
+    from dispatch_jit.tensor import Tensor
+    if not isinstance(out_t, Tensor):
+        raise TypeError(f"{opname}: out= must be a Tensor, got {type(out_t).__name__}")
+    if not can_cast(result, out_t.dtype):
+        raise CastingError(f"{opname}: result type {result.name} can't be cast to the "
+                           f"desired output type {out_t.dtype.name}; use an output of dtype "
+                           f"{result.name} or convert the inputs first")
+    what = "in-place operand" if inplace else "out="
+    if tuple(out_t.shape) != tuple(shape):
+        raise ShapeError(f"{opname}: {what} has shape {tuple(out_t.shape)}, which doesn't match "
+                         f"the broadcast shape {tuple(shape)}")
+    # Numba writes through NumPy's read-only flag: check it here.  expand() views are
+    # read-only because several of their elements are one memory location (as torch, refuse).
+    if not out_t._data.flags.writeable:
+        raise ShapeError(f"{opname}: {what} of shape {tuple(out_t.shape)} and strides "
+                         f"{out_t.strides} is read-only (an expand()ed view, whose elements share "
+                         f"memory, or a read-only NumPy buffer); write into a .clone() of it instead")
