@@ -47,11 +47,8 @@ class OpOverload:
     def __repr__(self) -> str:
         return f"<OpOverload {self._entry.name}>"
 
-    def __eq__(self, other):
-        return isinstance(other, OpOverload) and other._entry is self._entry
-
-    def __hash__(self):
-        return hash(self._entry.name)
+    # Equality and hashing are identity's (C speed, used as dict keys on hot paths): there is
+    # one OpOverload per operator entry (overload_of), so identity is equality by entry.
 
 
 def _is_tensor(v) -> bool:
