@@ -1,7 +1,7 @@
 """CUDA reduction kernels: sum, prod, mean, max, min, argmax, argmin, var, std, all, any, logsumexp.
 
 The ops are the CPU's: every op's dtype rules, states, steps, merges, posts
-and finals are read from ``reduction.REDUCTIONS`` (the same scalar snippets
+and finals are read from ``reduction_table.REDUCTIONS`` (the same scalar snippets
 the CPU kernels paste into their loops), so NaN propagation, first-occurrence
 ties, the two-pass variance and logsumexp's shift match by construction.
 This module only supplies the CUDA loop shapes around those snippets.
@@ -53,7 +53,7 @@ from dispatch_jit.cuda.runtime import device_attributes, is_simulator
 from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.tensor import wrap
 
-from . import reduction
+from . import reduction, reduction_table
 from .reduction_ops import CPU_KERNELS
 from .cuda_codegen import compile_cuda
 from .cuda_copy import astype
@@ -108,14 +108,14 @@ class _Op:
     """What the generated source of one (op, input dtype) needs, from the CPU's table."""
 
     def __init__(self, name: str, dt: np.dtype):
-        spec = reduction.REDUCTIONS[name]
+        spec = reduction_table.REDUCTIONS[name]
         self.name, self.dt, self.spec = name, dt, spec
         self.kname = spec.kernel or name
-        kspec = reduction.REDUCTIONS[self.kname]
-        self.kin = reduction._kernel_dtype(kspec, dt)
+        kspec = reduction_table.REDUCTIONS[self.kname]
+        self.kin = reduction_table.kernel_dtype(kspec, dt)
         self.acc = kspec.acc(self.kin)
         self.passes = kspec.passes(self.kin)
-        self.states = reduction._state_dtypes(kspec, self.kin)     # [(name, dtype)] over all passes
+        self.states = reduction_table.state_dtypes(kspec, self.kin)     # [(name, dtype)] over all passes
         self.rdt = spec.result(dt)
         self.kout = kspec.result(self.kin)
         self.arg = float(spec.arg)
@@ -483,14 +483,14 @@ class ReductionCUDA:
     def specialize(self, call):
         meta = call.metas[0]
         name, extra = self.name, self.extra
-        reduction.result_dtype(name, meta.dtype.np)   # raises DTypeError for unsupported dtypes, as on the CPU
+        reduction_table.result_dtype(name, meta.dtype.np)   # raises DTypeError for unsupported dtypes, as on the CPU
         single = name in ("argmax", "argmin")
         ops: dict = {}
 
         def op_for(dt):
             o = ops.get(dt)
             if o is None:
-                reduction.result_dtype(name, dt)
+                reduction_table.result_dtype(name, dt)
                 o = ops[dt] = _Op(name, dt)
             return o
 
@@ -505,7 +505,7 @@ class ReductionCUDA:
             if dtype is not None:
                 d = as_dtype(dtype)
                 if d.np != a.dtype:
-                    reduction.result_dtype(name, d.np)
+                    reduction_table.result_dtype(name, d.np)
                     a = astype(a, d.np)
             op = op_for(a.dtype)
             arg = float(kw.pop(op.static_arg)) if op.static_arg in kw else op.arg

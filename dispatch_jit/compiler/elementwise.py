@@ -10,7 +10,7 @@ mode would have materialized it in.
 A reduction (``sum``, ``prod``, ``mean``, ``max``, ``min``) fuses as the
 epilogue of a region when ``reduction_info`` resolves it: its axes are
 static, it has no ``dtype=``, and its dtype rules (result and accumulator)
-are read from the eager kernels' table in kernels/reduction.py, so the fused
+are read from the eager kernels' table in kernels/reduction_table.py, so the fused
 loop accumulates as eager mode does (ints in int64, floats in float64).
 
 Devices: a value's type carries its device ("cpu" or "cuda"); an
@@ -26,7 +26,7 @@ import numpy as np
 
 from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
 from dispatch_jit.kernels.aten import ELEMENTWISE_SCHEMAS
-from dispatch_jit.kernels.reduction import REDUCTIONS
+from dispatch_jit.kernels.reduction_table import REDUCTIONS
 from dispatch_jit.kernels.scalar_ops import SCALAR_OPS, ScalarOp, type_rule
 
 from .ir import Node, TensorType, Var

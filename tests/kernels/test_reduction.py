@@ -1,4 +1,4 @@
-"""Oracle tests for kernels/reduction.py: op x dtype x axis x layout against NumPy.
+"""Oracle tests for kernels/reduction.py (and its table and codegen): op x dtype x axis x layout against NumPy.
 
 NumPy computes every reference in float64/complex128/int64 and the result is
 cast to the dtype *our* rules give (PyTorch's and the array API's, which
@@ -12,25 +12,13 @@ compiles parallel variants.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import pathlib
-import sys
 import zlib
 
 import numpy as np
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "kernels" / "reduction.py"
-try:
-    from dispatch_jit.kernels import reduction as R
-    if pathlib.Path(R.__file__).resolve() != _path:   # an install of another checkout
-        raise ImportError(R.__file__)
-except Exception:  # the package is mid-construction, not installed, or elsewhere: load the file
-    _spec = importlib.util.spec_from_file_location("dispatch_jit_kernels_reduction", _path)
-    R = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = R
-    _spec.loader.exec_module(R)
+from dispatch_jit.kernels import reduction as R, reduction_codegen as RC
 
 DTypeError, ShapeError = R.DTypeError, R.ShapeError
 dt = np.dtype
@@ -274,7 +262,7 @@ def test_logsumexp_infinities():
 def test_polynomial_exp_accuracy():
     # logsumexp's exp is range reduction + polynomial (vectorizable); check it against libm
     y = np.concatenate([np.linspace(-708, 0, 3001), np.linspace(0, 709.78, 301), [-1e-300, 1e-300, -0.0]])
-    for fn, max_rel in ((R._exp, 4e-16), (R._exp_f32, 5e-10)):
+    for fn, max_rel in ((RC._exp, 4e-16), (RC._exp_f32, 5e-10)):
         got = np.array([fn(v) for v in y])
         np.testing.assert_allclose(got, np.exp(y), rtol=max_rel, atol=0)
         assert [fn(v) for v in (-np.inf, -708.5, 709.8, np.inf)] == [0.0, 0.0, np.inf, np.inf]
@@ -341,9 +329,9 @@ def test_callables_and_kernels_are_cached():
     f(np.ones(3, np.float32), None, False)
     sigs = R.compiled_signatures()
     assert "float32" in sigs["sum"]
-    n = len(R._ENTRY)
+    n = len(RC._ENTRY)
     f(np.ones((4, 5), np.float32), (0,), True)
-    assert len(R._ENTRY) == n   # a new shape, axis or layout compiles nothing
+    assert len(RC._ENTRY) == n   # a new shape, axis or layout compiles nothing
 
 
 def test_parallel_variant_just_above_threshold(monkeypatch):
@@ -369,7 +357,7 @@ def test_parallel_variant_just_above_threshold(monkeypatch):
 def test_lane_kernel_long_runs(op, d):
     # Rows longer than _LANE_MIN run the lanes kernel: ties spread over lanes,
     # NaN in a lane block and in the tail, and a row that is all ties.
-    n = R._LANE_MIN + 300
+    n = RC.LANE_MIN + 300
     rng = np.random.default_rng(6)
     x = np.round(rng.standard_normal((4, n)) * 2).astype(d)
     x[1, 700] = x[1, 40] = np.nan
