@@ -7,6 +7,9 @@ Targets (the autograd issue), reported as ratios by the ``track_*`` benchmarks
   < 1.0 x ``torch.add`` on the same data            (track_add16_grad_ratio_vs_torch)
 * forward + backward of a 10-op elementwise chain on 1e6 float32:
   <= 1.5 x PyTorch eager                             (track_chain_fwd_bwd_ratio_vs_torch)
+* forward + backward of a 20,000-op chain on one element (per-node overhead,
+  the cycle collector's passes over the graph included), reported against
+  PyTorch eager                                      (track_long_chain_ratio_vs_torch)
 
 Without torch these benchmarks are skipped (setup raises NotImplementedError).
 """
@@ -102,3 +105,39 @@ class ChainForwardBackward:
         return ours / theirs
 
     track_chain_fwd_bwd_ratio_vs_torch.slow = True
+
+
+class LongChain:
+    """``y = y * 1.0`` 20,000 times, then backward: what one recorded node costs, in the
+    forward (the node, and the full GC passes that traverse the growing graph) and in the
+    engine's loop.  The tensors are one element, so the kernels cost nothing."""
+
+    unit = "ratio"
+    timeout = 300
+    n = 20_000
+
+    def setup(self):
+        self.torch = _torch()
+        self.run_dj()                      # compile outside the timing
+
+    def _run(self, M, x):
+        y = x
+        for _ in range(self.n):
+            y = y * 1.0
+        y.backward()
+
+    def run_dj(self):
+        self._run(dj, dj.tensor([1.5], dtype=dj.float64, requires_grad=True))
+
+    def run_torch(self):
+        self._run(self.torch, self.torch.tensor([1.5], dtype=self.torch.float64, requires_grad=True))
+
+    def time_dj(self):
+        self.run_dj()
+
+    def track_long_chain_ratio_vs_torch(self):
+        ours, theirs = _interleaved_best(["run_dj()", "run_torch()"],
+                                         {"run_dj": self.run_dj, "run_torch": self.run_torch}, 1, 5)
+        return ours / theirs
+
+    track_long_chain_ratio_vs_torch.slow = True

@@ -405,9 +405,13 @@ def bump_version(t) -> None:
 
 
 def wrap_view(base: Tensor, a: np.ndarray) -> Tensor:
-    """A tensor viewing ``base``'s storage: it shares the version counter."""
+    """A tensor viewing ``base``'s storage: it shares the version counter, and
+    remembers ``base`` (``_base``) so that an in-place op on the view can give
+    the tensor owning the storage autograd history (autograd/views.py)."""
     t = wrap(a)
-    t.__dict__["_vc"] = version_box(base)
+    d = t.__dict__
+    d["_vc"] = version_box(base)
+    d["_base"] = base
     return t
 
 

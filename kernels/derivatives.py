@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from dispatch_jit.autograd.kernel import Derivative
+from dispatch_jit.autograd.kernel import Derivative, Grad
 from dispatch_jit.ops import entries
 
 __all__ = ["DERIVATIVES", "INPLACE_OF"]
@@ -29,6 +29,10 @@ _2_SQRTPI = 2.0 / math.sqrt(math.pi)
 
 def _zeros(g):
     return A.mul(g, 0.0)
+
+
+def _scaled(g, alpha):
+    return g if alpha == 1 else A.mul(g, alpha)
 
 
 def _expand_back(g, c, keepdims_key="keepdims"):
@@ -75,45 +79,51 @@ def _std_grad(g, s, c):
     return A.div(A.mul(_expand_back(g, c), A.sub(s["self"], mean)), A.mul(_expand_back(s["result"], c), n))
 
 
-def _matmul_grads(g, s, c):
-    a, b = s["self"], s["other"]
+def _matmul_lift(g, c):
+    """``g`` with the dimensions a 1-d operand lost put back (as matmul's 1-d rule adds them)."""
     sa, sb = c["shapes"]
+    if len(sa) == 1:
+        g = A.unsqueeze(g, -2)
+    if len(sb) == 1:
+        g = A.unsqueeze(g, -1)
+    return g
+
+
+def _matmul_grad_self(g, s, c):
+    b, (sa, sb) = s["other"], c["shapes"]
     if len(sa) == 1 and len(sb) == 1:
-        return A.mul(g, b), A.mul(g, a)
-    a2 = A.unsqueeze(a, 0) if len(sa) == 1 else a
+        return A.mul(g, b)
     b2 = A.unsqueeze(b, -1) if len(sb) == 1 else b
-    g2 = g
-    if len(sa) == 1:
-        g2 = A.unsqueeze(g2, -2)
-    if len(sb) == 1:
-        g2 = A.unsqueeze(g2, -1)
-    ga = A.matmul(g2, A.transpose(b2, -1, -2))
-    gb = A.matmul(A.transpose(a2, -1, -2), g2)
-    if len(sa) == 1:
-        ga = A.squeeze(ga, -2)
-    if len(sb) == 1:
-        gb = A.squeeze(gb, -1)
-    return ga, gb   # batch dimensions are summed back to each input's shape by the kernel
+    ga = A.matmul(_matmul_lift(g, c), A.transpose(b2, -1, -2))
+    return A.squeeze(ga, -2) if len(sa) == 1 else ga   # batch dimensions are summed back by the kernel
 
 
-def _pow_grads(g, s, c):
-    # either side may be a Python number (x ** 2.0, 2.0 ** x): only tensors get a gradient.
-    # As PyTorch: no gradient to x where y == 0, none to y where x == 0 and y >= 0 (0 * log 0).
+def _matmul_grad_other(g, s, c):
+    a, (sa, sb) = s["self"], c["shapes"]
+    if len(sa) == 1 and len(sb) == 1:
+        return A.mul(g, a)
+    a2 = A.unsqueeze(a, 0) if len(sa) == 1 else a
+    gb = A.matmul(A.transpose(a2, -1, -2), _matmul_lift(g, c))
+    return A.squeeze(gb, -1) if len(sb) == 1 else gb
+
+
+# pow: either side may be a Python number (x ** 2.0, 2.0 ** x); only a tensor gets a gradient.
+# As PyTorch: no gradient to x where y == 0, none to y where x == 0 and y >= 0 (0 * log 0).
+def _pow_grad_self(g, s, c):
     x, y = s["self"], s["other"]
-    x_t, y_t = hasattr(x, "_sig"), hasattr(y, "_sig")
-    gx = gy = None
-    if x_t and y_t:
-        gx = A.where(A.eq(y, 0.0), 0.0, A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))))
-    elif x_t:
-        gx = A.mul(A.mul(g, y), A.pow(x, y - 1)) if y != 0 else _zeros(g)
-    if y_t:
-        log_x = A.log(x) if x_t else (math.log(x) if x > 0 else -math.inf if x == 0 else math.nan)
-        gy = A.mul(A.mul(g, s["result"]), log_x)
-        if x_t:
-            gy = A.where(A.logical_and(A.eq(x, 0.0), A.ge(y, 0.0)), 0.0, gy)
-        elif x == 0:
-            gy = A.where(A.ge(y, 0.0), 0.0, gy)
-    return gx, gy
+    if hasattr(y, "_sig"):
+        return A.where(A.eq(y, 0.0), 0.0, A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))))
+    return A.mul(A.mul(g, y), A.pow(x, y - 1)) if y != 0 else _zeros(g)
+
+
+def _pow_grad_other(g, s, c):
+    x, y = s["self"], s["other"]
+    x_t = hasattr(x, "_sig")
+    log_x = A.log(x) if x_t else (math.log(x) if x > 0 else -math.inf if x == 0 else math.nan)
+    gy = A.mul(A.mul(g, s["result"]), log_x)
+    if x_t:
+        return A.where(A.logical_and(A.eq(x, 0.0), A.ge(y, 0.0)), 0.0, gy)
+    return A.where(A.ge(y, 0.0), 0.0, gy) if x == 0 else gy
 
 
 def _prod_grad(g, s, c):
@@ -198,17 +208,20 @@ def _permute_grad(g, s, c):
 _D = Derivative
 DERIVATIVES: dict[str, Derivative] = {
     # -- arithmetic ----------------------------------------------------------------------------
-    "add.Tensor": _D("AddBackward", lambda g, s, c: (g, A.mul(g, c["alpha"]))),
-    "sub.Tensor": _D("SubBackward", lambda g, s, c: (g, A.mul(g, -c["alpha"]))),
-    "mul.Tensor": _D("MulBackward", lambda g, s, c: (A.mul(g, s["other"]), A.mul(g, s["self"])), ("self", "other")),
-    "div.Tensor": _D("DivBackward", lambda g, s, c: (A.div(g, s["other"]),
-                                                     A.neg(A.div(A.mul(g, s["result"]), s["other"]))),
-                     ("other", "result")),
+    # a Grad per input: a node saves only what the inputs that require grad read (x * 2.0 saves the 2.0)
+    "add.Tensor": _D("AddBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, c["alpha"])))),
+    "sub.Tensor": _D("SubBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, -c["alpha"])))),
+    "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, s["other"]), ("other",)),
+                                     Grad(lambda g, s, c: A.mul(g, s["self"]), ("self",)))),
+    "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, s["other"]), ("other",)),
+                                     Grad(lambda g, s, c: A.neg(A.div(A.mul(g, s["result"]), s["other"])),
+                                          ("result", "other")))),
     "neg": _D("NegBackward", lambda g, s, c: A.neg(g)),
     "abs": _D("AbsBackward", lambda g, s, c: A.mul(g, A.sign(s["self"])), ("self",)),
     "square": _D("SquareBackward", lambda g, s, c: A.mul(g, A.mul(s["self"], 2.0)), ("self",)),
     "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, A.square(s["result"]))), ("result",)),
-    "pow.Tensor": _D("PowBackward", _pow_grads, ("self", "other", "result")),
+    "pow.Tensor": _D("PowBackward", (Grad(_pow_grad_self, ("self", "other")),
+                                     Grad(_pow_grad_other, ("self", "other", "result")))),
     "maximum.Tensor": _D("MaximumBackward", lambda g, s, c: (
         A.mul(g, A.add(A.gt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5))),
         A.mul(g, A.add(A.lt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))),
@@ -220,8 +233,9 @@ DERIVATIVES: dict[str, Derivative] = {
     "atan2.Tensor": _D("Atan2Backward", lambda g, s, c: (
         A.div(A.mul(g, s["other"]), A.add(A.square(s["self"]), A.square(s["other"]))),
         A.div(A.mul(g, A.neg(s["self"])), A.add(A.square(s["self"]), A.square(s["other"])))), ("self", "other")),
-    "remainder.Tensor": _D("RemainderBackward", lambda g, s, c: (
-        g, A.mul(A.neg(g), A.floor_divide(s["self"], s["other"]))), ("self", "other")),
+    "remainder.Tensor": _D("RemainderBackward", (
+        Grad(lambda g, s, c: g),
+        Grad(lambda g, s, c: A.mul(A.neg(g), A.floor_divide(s["self"], s["other"])), ("self", "other")))),
     "floor_divide.Tensor": _D("FloorDivideBackward", lambda g, s, c: (_zeros(g), _zeros(g))),
     # -- transcendental -------------------------------------------------------------------------
     "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, s["result"]), ("result",)),
@@ -267,8 +281,9 @@ DERIVATIVES: dict[str, Derivative] = {
         _expand_back(g, c), A.exp(A.sub(s["self"], _expand_back(s["result"], c)))), ("self", "result"),
         unbroadcast=False),
     # -- linear algebra --------------------------------------------------------------------------
-    "matmul": _D("MatmulBackward", _matmul_grads, ("self", "other")),
-    "dot": _D("DotBackward", lambda g, s, c: (A.mul(g, s["other"]), A.mul(g, s["self"])), ("self", "other")),
+    "matmul": _D("MatmulBackward", (Grad(_matmul_grad_self, ("other",)), Grad(_matmul_grad_other, ("self",)))),
+    "dot": _D("DotBackward", (Grad(lambda g, s, c: A.mul(g, s["other"]), ("other",)),
+                              Grad(lambda g, s, c: A.mul(g, s["self"]), ("self",)))),
     # -- views and shape ops ---------------------------------------------------------------------
     "reshape": _D("ReshapeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
     "view": _D("ViewBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),

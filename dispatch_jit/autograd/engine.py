@@ -21,6 +21,28 @@ def _accumulate(buf: list, idx: int, g):
     buf[idx] = g if cur is None else cur + g
 
 
+def _run_pre_hooks(node, grads: list) -> None:
+    for idx, hooks in node.pre_hooks.items():
+        if grads[idx] is not None:
+            for h in hooks:
+                r = h(grads[idx])
+                if r is not None:
+                    grads[idx] = r
+
+
+def _accumulate_into_leaf(node, g, create_graph: bool) -> None:
+    var = node.variable()
+    if var is None:
+        return
+    if var.grad is None:
+        # .grad is the user's to modify in place (zero_(), optimizer steps): never a read-only
+        # broadcast view, nor an alias of a tensor the graph or the caller holds (under no_grad
+        # this clone records nothing; with create_graph it is differentiable)
+        var.grad = g.clone()
+    else:
+        var.grad = var.grad + (g if create_graph else g.detach())
+
+
 def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
@@ -76,46 +98,33 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
                 raise AutogradError(f"input {i} of autograd.grad does not require grad")
             want.setdefault(e, []).append(i)
 
+    # per node, its incoming gradients (one slot per output), summed as they arrive
     buffers: dict = {}
-
-    def buf_of(node):
-        b = buffers.get(node)
-        if b is None:
-            b = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
-        return b
-
     for (node, idx), g in root_edges:
-        _accumulate(buf_of(node), idx, g)
-    ready = [n for n in {n for (n, _), _g in root_edges} if deps.get(n, 0) == 0]
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
+        _accumulate(buf, idx, g)
+    ready = [n for n in buffers if deps.get(n, 0) == 0]
 
+    # 2. run each node once all its gradients are in.  This loop runs once per recorded op
+    # (100,000 times for a long chain): the common steps are inlined, the rare ones guarded.
     mode = enable_grad if create_graph else no_grad
     with mode():
         while ready:
             node = ready.pop()
-            grads = buffers.pop(node, None) or [None]
-            for idx, hooks in node.pre_hooks.items():
-                if grads[idx] is not None:
-                    for h in hooks:
-                        r = h(grads[idx])
-                        if r is not None:
-                            grads[idx] = r
+            grads = buffers.pop(node)
+            if node.pre_hooks:
+                _run_pre_hooks(node, grads)
             if capture is not None:
                 for idx, g in enumerate(grads):
                     for i in want.get((node, idx), ()):
                         capture[i] = g
-            if isinstance(node, AccumulateGrad):
-                var = node.variable()
-                if capture is None and var is not None and grads[0] is not None:
-                    g = grads[0]
-                    if var.grad is None:
-                        # .grad is the user's to modify in place (zero_(), optimizer steps): never a
-                        # read-only broadcast view, nor an alias of a tensor the graph or the caller holds
-                        # (under no_grad this clone records nothing; with create_graph it is differentiable)
-                        var.grad = g.clone()
-                    else:
-                        var.grad = var.grad + (g if create_graph else g.detach())
+            if node.__class__ is AccumulateGrad:
+                if capture is None and grads[0] is not None:
+                    _accumulate_into_leaf(node, grads[0], create_graph)
                 continue
-            if all(g is None for g in grads):
+            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
                 out = (None,) * len(node.next_functions)
             else:
                 out = node.apply(tuple(grads))
@@ -125,9 +134,15 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
                 if e is None:
                     continue
                 nxt, idx = e
-                _accumulate(buf_of(nxt), idx, g)
-                deps[nxt] -= 1
-                if deps[nxt] == 0:
+                buf = buffers.get(nxt)
+                if buf is None:
+                    buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
+                if g is not None:
+                    cur = buf[idx]
+                    buf[idx] = g if cur is None else cur + g
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
                     ready.append(nxt)
     if capture is not None:
         result = []

@@ -7,6 +7,8 @@ user's ``backward(ctx, *grads)``.
 
 from __future__ import annotations
 
+import weakref
+
 from ..errors import AutogradError
 from .grad_mode import is_grad_enabled, no_grad
 from .graph import SavedTensor, edge_of, node_class
@@ -19,10 +21,20 @@ class FunctionCtx:
     """What ``forward`` and ``backward`` share: saved tensors and flags."""
 
     def __init__(self, needs_input_grad: tuple):
+        self._node_ref = None
         self.needs_input_grad = needs_input_grad
         self._saved: tuple = ()
-        self._node = None
         self.materialize_grads = True
+
+    # The node's formula holds the ctx: a strong reference back would make a
+    # cycle that only the cyclic GC could free, so the node is held weakly.
+    @property
+    def _node(self):
+        return self._node_ref() if self._node_ref is not None else None
+
+    @_node.setter
+    def _node(self, node):
+        self._node_ref = weakref.ref(node) if node is not None else None
 
     def set_materialize_grads(self, value: bool) -> None:
         """By default an output that received no gradient gets zeros in
@@ -35,7 +47,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
-        if self._node is not None and self._node.released:
+        # as in PyTorch, a freed graph fails only where backward reads what forward saved
+        if self._saved and self._node is not None and self._node.released:
             raise AutogradError("Trying to backward through the graph a second time: the saved tensors of this "
                                 "Function were freed; specify retain_graph=True on the first backward")
         return tuple(s.unpack(self._node) if s is not None else None for s in self._saved)

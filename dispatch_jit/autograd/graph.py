@@ -59,7 +59,9 @@ class SavedTensor:
 
 class Node:
     """One recorded call.  ``next_functions``: per differentiable input, the
-    (node, output index) its gradient flows to, or None."""
+    (node, output index) its gradient flows to, or None.  ``saved``: what the
+    formula reads (SavedTensor, or a number passed for a Tensor argument);
+    None once freed."""
 
     # A node is made on every differentiable call: keep construction to a few
     # stores (hooks and metadata are rare and default at class level).
@@ -67,7 +69,7 @@ class Node:
     # read-only defaults: assign a fresh dict to change them on one node
     pre_hooks = types.MappingProxyType({})
     metadata = types.MappingProxyType({})
-    released = False
+    released = False        # True once a backward without retain_graph has run through the node
     # per-op node classes (see node_class(..., formula=...)) carry these at class level
     formula = None
     op_name = ""
@@ -77,29 +79,35 @@ class Node:
         self.next_functions = next_functions
         self.saved = saved
         self.ctx = ctx
-        self.released = False
         self.op_name = op_name
 
     @property
     def needs_input_grad(self) -> tuple:
-        return tuple(e is not None for e in self.next_functions)
+        return tuple([e is not None for e in self.next_functions])
 
     def name(self) -> str:
         return type(self).__name__
 
     def apply(self, grads: tuple) -> tuple:
-        if self.released:
+        saved = self.saved
+        if saved is None:
             raise AutogradError(
                 f"Trying to backward through the graph a second time (or directly access saved tensors "
                 f"after they have already been freed) in {self.name()}. Saved intermediate values of the "
                 f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
                 f"if you need to backward through the graph a second time.")
-        saved = {k: v.unpack(self) if isinstance(v, SavedTensor) else v for k, v in self.saved.items()}
+        if saved:
+            saved = {k: v.unpack(self) if isinstance(v, SavedTensor) else v for k, v in saved.items()}
         return self.formula(grads, saved, self.ctx, self.needs_input_grad)
 
     def release(self) -> None:
-        self.saved = {}
+        """Free what the node saved for backward (a backward without retain_graph).
+
+        As in PyTorch, only a node that saved something can no longer run: one
+        that saved nothing (add, sum, a view) is run again by a second backward."""
         self.released = True
+        if self.saved:
+            self.saved = None
 
     def register_prehook(self, output_nr: int, fn) -> None:
         if "pre_hooks" not in self.__dict__:

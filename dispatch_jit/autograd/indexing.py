@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..creation import zeros
+from ..errors import AutogradError
 from ..tensor import wrap, wrap_view
+from .grad_mode import is_grad_enabled, no_grad
 from .graph import edge_of, node_class
-from .grad_mode import is_grad_enabled
+from .kernel import mark_output, sum_to
 
 __all__ = ["getitem"]
 
@@ -32,24 +35,25 @@ def getitem(t, index):
             a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
         out = wrap_view(t, a) if basic else wrap(np.array(a, copy=True))
     if t.requires_grad and is_grad_enabled() and out.dtype.category >= 2:
-        from ..creation import zeros
-        from .kernel import mark_output
-        shape, dtype, dev = tuple(t.shape), t.dtype, t.device
-
-        def formula(grads, saved, ctx, needs):
-            g = grads[0]
-            gz = zeros(*shape, dtype=dtype, device=dev)
-            _index_add(gz, index, g)               # repeated advanced indices accumulate
-            return (gz,)
-        node = _IndexBackward(formula, (edge_of(t),), {}, {}, "aten::index")
-        mark_output(out, node)
+        ctx = {"shape": tuple(t.shape), "dtype": t.dtype, "device": t.device}
+        # As PyTorch: a basic index (ints, slices) is kept with the node, and a second backward
+        # works; an advanced index's arrays are saved, and freed by backward (IndexBackward)
         if basic:
-            from .views import record_view
-            record_view(out, t, lambda r: r[index])
+            ctx["index"] = index
+        saved = {} if basic else {"index": index}
+        mark_output(out, _IndexBackward(_index_backward, (edge_of(t),), saved, ctx, "aten::index"))
     return out
 
 
-def _index_add(gz, index, g) -> None:
+def _index_backward(grads, saved, ctx, needs):
+    index = saved["index"] if saved else ctx["index"]
+    gz = zeros(*ctx["shape"], dtype=ctx["dtype"], device=ctx["device"])
+    index_add(gz, index, grads[0])               # repeated advanced indices accumulate
+    return (gz,)
+
+
+def index_add(gz, index, g) -> None:
+    """``gz[index] += g`` in place, repeated indices accumulating (no autograd)."""
     if gz.is_cuda:
         from ..kernels import cuda_index
         cuda_index.index_add(gz._data, index, g._data)
@@ -66,16 +70,18 @@ def _assign_zero(t, index) -> None:
 
 
 _IndexPutBackward = node_class("IndexPutBackward")
+_CopyBackwards = node_class("CopyBackwards")
 
 
 def setitem(t, index, value, write) -> None:
     """``t[index] = value`` where ``write()`` does the (cast-checked) store.
 
-    Under autograd the assignment is an in-place op: ``t`` gets an
-    IndexPutBackward node (zero gradient where it was overwritten, the
+    Under autograd the assignment is an in-place op, recorded as PyTorch does:
+    a basic index copies into the view ``t[index]``, so the tensor owning the
+    storage gets a CopySlices node (views.py); an advanced index records
+    IndexPutBackward on ``t`` (zero gradient where it was overwritten, the
     region's gradient to ``value``), and a view's base is rebased as for any
     in-place op on a view."""
-    from ..errors import AutogradError
     value_grad = getattr(value, "requires_grad", False)
     if not is_grad_enabled() or not (t.requires_grad or value_grad):
         write()
@@ -83,25 +89,43 @@ def setitem(t, index, value, write) -> None:
     if t.requires_grad and t.grad_fn is None:
         raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
                             "(item assignment); assign under dj.no_grad() or to a clone")
-    from .views import check_inplace_on_view, rebase_root
-    view = t.__dict__.get("_view_of")
-    if view is not None:
-        check_inplace_on_view(t, "setitem")
-    edges = (edge_of(t), edge_of(value) if value_grad else None)
-    vshape = tuple(value.shape) if value_grad else None
+    from .views import check_inplace_on_view, copy_slices, root_of, view_history
+    root = root_of(t)
+    if root is not None:
+        check_inplace_on_view(root, "setitem")
+    vedge = edge_of(value) if value_grad else None
+    if _is_basic(index):
+        with no_grad():
+            region = getitem(t, index)
+        write()
+        node = None
+        if value_grad:
+            node = _CopyBackwards(_copy_backward, (vedge,), {}, {"shape": tuple(value.shape), "dtype": value.dtype},
+                                  "aten::copy_")
+        copy_slices(root if root is not None else t, region, node)
+        if root is not None:
+            view_history(t, root)
+        return
+    ctx = {"shape": tuple(value.shape) if value_grad else None}
+    node = _IndexPutBackward(_index_put_backward, (edge_of(t), vedge), {"index": index}, ctx, "aten::index_put_")
     write()
-    from .kernel import mark_output, sum_to
+    if root is None:
+        t.__dict__.pop("_output_nr", None)
+        mark_output(t, node)
+    else:
+        view_history(t, root, copy_slices(root, t, node))
 
-    def formula(grads, saved, ctx, needs):
-        g = grads[0]
-        gt = g.clone()
-        _assign_zero(gt, index)                  # overwritten elements had no say in the result
-        gv = None
-        if needs[1]:
-            gv = sum_to(getitem(g.detach(), index).clone(), vshape)
-        return gt, gv
 
-    t.__dict__.pop("_output_nr", None)
-    mark_output(t, _IndexPutBackward(formula, edges, {}, {}, "aten::index_put_"))
-    if view is not None:
-        rebase_root(t, t.grad_fn)
+def _copy_backward(grads, saved, ctx, needs):
+    g = sum_to(grads[0], ctx["shape"])
+    return (g if g.dtype == ctx["dtype"] else g.to(ctx["dtype"]),)
+
+
+def _index_put_backward(grads, saved, ctx, needs):
+    g, index = grads[0], saved["index"]
+    gt = g.clone()
+    _assign_zero(gt, index)                      # overwritten elements had no say in the result
+    gv = None
+    if needs[1]:
+        gv = sum_to(getitem(g.detach(), index).clone(), ctx["shape"])
+    return gt, gv

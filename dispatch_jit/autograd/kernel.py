@@ -21,7 +21,8 @@ from ..keys import DispatchKey
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
 
-__all__ = ["Derivative", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to", "grad_to_shape"]
+__all__ = ["Derivative", "Grad", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to",
+           "grad_to_shape"]
 
 _AG_CPU = 1 << (DispatchKey.AutogradCPU.value + 16)
 _AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + 16)
@@ -31,21 +32,43 @@ _DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
 
 
 @dataclass(frozen=True)
+class Grad:
+    """The gradient of one input, as a line of PyTorch's derivatives.yaml: ``fn(g, saved,
+    ctx)`` returns it, and ``reads`` names the saved values it uses."""
+
+    fn: Callable
+    reads: tuple = ()
+
+
+@dataclass(frozen=True)
 class Derivative:
     """One row of the derivative table.
 
-    ``backward(g, saved, ctx)`` returns one gradient per tensor input (None
-    where there is none); ``save`` names the inputs it reads (``"result"``
-    is the output); ``ctx`` gets the static arguments and each input's shape
-    and dtype.  Gradients are summed back over broadcast dimensions and cast
+    ``backward`` is either one formula, ``backward(g, saved, ctx)`` returning one
+    gradient per tensor input (None where there is none), which reads the inputs
+    named in ``save`` (``"result"`` is the output); or one ``Grad`` per tensor
+    input.  With ``Grad`` rows a node saves only what the gradients of the inputs that
+    require grad read, and computes only those, as PyTorch does (``x * 2.0``
+    saves the 2.0, not ``x``).  ``ctx`` gets the static arguments and each input's
+    shape and dtype.  Gradients are summed back over broadcast dimensions and cast
     to each input's dtype by the kernel, not by every formula.
     """
 
     name: str                      # node class name, e.g. "MulBackward"
-    backward: Callable
+    backward: Callable | tuple
     save: tuple = ()
     unbroadcast: bool = True
     extra: dict = field(default_factory=dict)
+
+    def saves_for(self, needs) -> tuple:
+        """The names a node saves when the inputs flagged in ``needs`` require grad."""
+        if not isinstance(self.backward, tuple):
+            return self.save
+        names: list = []
+        for grad, need in zip(self.backward, needs):
+            if need:
+                names += [n for n in grad.reads if n not in names]
+        return tuple(names)
 
 
 def sum_to(g, shape: tuple):
@@ -89,10 +112,16 @@ def mark_output(out, node, output_nr: int = 0):
 def _make_formula(d: Derivative):
     """The node formula of one derivative row: shared by all its nodes (no
     per-call closure); per-call facts (input shapes, dtypes) live in ctx."""
+    per_input = d.backward if isinstance(d.backward, tuple) else None
+
     def formula(grads, saved, ctx, needs):
-        res = d.backward(grads[0], saved, ctx)
-        if not isinstance(res, tuple):
-            res = (res,)
+        if per_input is not None:
+            g = grads[0]
+            res = tuple([grad.fn(g, saved, ctx) if need else None for grad, need in zip(per_input, needs)])
+        else:
+            res = d.backward(grads[0], saved, ctx)
+            if not isinstance(res, tuple):
+                res = (res,)
         out = []
         for g, shape, dti, need in zip(res, ctx["shapes"], ctx["dtypes"], needs):
             if g is None or not need or shape is None:
@@ -126,16 +155,12 @@ class AutogradKernel:
         names = [a.name for a in args_schema]
         statics = [(names[i], i) for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
         d, node_cls, opname, formula = self.d, self.node_cls, call.op.name, self.formula
-        save_pos = [(n, names.index(n)) for n in d.save if n != "result"]
-        save_result = "result" in d.save
         T = _T
-        # a view op (schema returns Tensor(a)): its output remembers its base, for in-place ops on it
-        is_view = bool(call.op.schema.returns) and call.op.schema.returns[0].type.alias is not None
-        if is_view:
-            from .views import record_view
-            entry = call.op.entry
-            kwnames = [a.name for a in args_schema if a.kwarg_only]
-            npos = len(args_schema) - len(kwnames)
+
+        def saving(needs) -> tuple:
+            """(input name, position) of each saved input, and whether the result is saved."""
+            save = d.saves_for(needs)
+            return [(n, names.index(n)) for n in save if n != "result"], "result" in save
 
         def run(*args):
             if out_pos is not None and args[out_pos] is not None:
@@ -156,6 +181,7 @@ class AutogradKernel:
                     edges.append(None)
             if not record or (out._sig >> 6) & 15 not in _DIFFERENTIABLE:
                 return out
+            save_pos, save_result = saving([e is not None for e in edges])
             saved = {}
             for n, i in save_pos:
                 v = args[i]
@@ -177,15 +203,13 @@ class AutogradKernel:
                 # saved after mark_output: the saved output must require grad (and carry the
                 # autograd key), or a double backward (create_graph=True) treats it as a constant
                 saved["result"] = SavedTensor(out, is_output=True, name="result")
-            if is_view:
-                rest, kw = args[1:npos], dict(zip(kwnames, args[npos:]))
-                record_view(out, args[0], lambda r: entry(r, *rest, **kw))
             return out
-        if list_pos or is_view:
+        if list_pos:
             return run
         # Which inputs require grad is part of each tensor's signature, so of this specialization:
         # the generated code records exactly those edges, with no per-call checks.
         needs = [_requires_grad(call.metas[i]) for i in tensor_pos]
+        save_pos, save_result = saving(needs)
         ag_bits = _AG_CUDA if any(call.metas[i].device != "cpu" for i in tensor_pos
                                   if call.metas[i].kind == "tensor") else _AG_CPU
         dense_dtypes = [call.metas[i].dtype.index if call.metas[i].kind == "tensor"
@@ -265,7 +289,7 @@ class AutogradInplaceKernel:
 
     def specialize(self, call):
         from ..registry import lookup
-        from .views import check_inplace_on_view, rebase_root
+        from .views import check_inplace_on_view, copy_slices, root_of, view_history
         below = call.redispatch()
         functional = lookup(self.functional_name).entry
         opname = call.op.name
@@ -275,9 +299,10 @@ class AutogradInplaceKernel:
             if self_.requires_grad and self_.grad_fn is None:
                 raise AutogradError(f"{opname}: a leaf Variable that requires grad is being used in an in-place "
                                     f"operation; do it under dj.no_grad() or on a clone")
-            view = self_.__dict__.get("_view_of")
-            if view is not None:
-                check_inplace_on_view(self_, opname)
+            # a view writes into the storage of its root, whose history changes with it (views.py)
+            root = root_of(self_)
+            if root is not None:
+                check_inplace_on_view(root, opname)
             if not any(getattr(t, "requires_grad", False) for t in (self_, *rest)):
                 r = below(self_, *rest)
                 return r
@@ -289,12 +314,21 @@ class AutogradInplaceKernel:
             if not can_cast(result.dtype, self_.dtype):
                 raise CastingError(f"{opname}: result type {result.dtype.name} can't be cast to the "
                                    f"desired output type {self_.dtype.name}")
-            import numpy as np
-            np.copyto(self_._data, result._data, casting="unsafe")
+            _write_into(self_, result)
             bump_version(self_)
             self_.__dict__.pop("_output_nr", None)    # it may have been output 1 of a multi-output node
-            mark_output(self_, result.grad_fn)
-            if view is not None:
-                rebase_root(self_, result.grad_fn)    # the write went into the view's base too
+            if root is None:
+                mark_output(self_, result.grad_fn)
+            else:
+                view_history(self_, root, copy_slices(root, self_, result.grad_fn))
             return self_
         return run
+
+
+def _write_into(dst, src) -> None:
+    """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
+    if dst.is_cuda:
+        from ..kernels.cuda_copy import copy_into
+        copy_into(dst._data, src._data)
+    else:
+        np.copyto(dst._data, src._data, casting="unsafe")

@@ -297,3 +297,61 @@ def test_grad_matches_torch(row, i):
         assert a.grad.dtype is dt and tuple(a.grad.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol,
                                    err_msg=f"{row} case {i}: gradient of input {k}")
+
+
+# -- what a node saves: per-input formulas (Grad rows) -------------------------------------------
+def test_a_node_saves_only_what_the_gradients_it_will_compute_read():
+    """As PyTorch: ``x * 2.0`` saves the 2.0, ``c * x`` saves c, and only ``x * x`` saves both."""
+    x = dj.tensor([1.0, 2.0], dtype=dj.float64, requires_grad=True)
+    c = dj.tensor([3.0, 4.0], dtype=dj.float64)
+    m, k = x.reshape((1, 2)), c.reshape((2, 1))
+    saved = {
+        "x * 2.0": (x * 2.0, {"other"}), "c * x": (c * x, {"self"}), "x * x": (x * x, {"self", "other"}),
+        "x + c": (x + c, set()), "x / c": (x / c, {"other"}), "c / x": (c / x, {"result", "other"}),
+        "x ** 2.0": (x ** 2.0, {"self", "other"}), "2.0 ** x": (2.0 ** x, {"self", "other", "result"}),
+        "m @ k": (m @ k, {"other"}), "k @ m": (k @ m, {"self"}),
+    }
+    for what, (y, names) in saved.items():
+        assert set(y.grad_fn.saved) == names, what
+
+
+def test_backward_computes_only_the_gradients_that_are_needed():
+    seen = []
+
+    class Record(dj.DispatchMode):
+        def __dispatch__(self, op, types, args, kwargs):
+            seen.append(op.name())
+            return op(*args, **kwargs)
+    x = dj.tensor([1.0, 2.0], dtype=dj.float64, requires_grad=True)
+    y = (x * 2.0 + 1.0).sum()
+    with Record():
+        y.backward()
+    assert seen.count("aten::mul.Tensor") == 1          # g * 2.0; not g * x for the number
+    assert "aten::add.Tensor" not in seen               # nor g * alpha for it
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+def _modify_an_operand_that_was_not_saved(M, mk):
+    x = mk([1.0, 2.0])
+    h = x * 1.0
+    y = h * M.tensor([3.0, 4.0], dtype=M.float64)      # h's gradient reads the constant, not h
+    h.add_(10.0)
+    y.sum().backward()
+    return x.grad.numpy().copy()
+
+
+def _dj_leaf(values):
+    return dj.tensor(values, dtype=dj.float64, requires_grad=True)
+
+
+def test_an_operand_that_was_not_saved_may_be_modified_in_place():
+    np.testing.assert_array_equal(_modify_an_operand_that_was_not_saved(dj, _dj_leaf), [3.0, 4.0])
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+def test_an_operand_that_was_not_saved_may_be_modified_in_place_as_in_torch():
+    ours = _modify_an_operand_that_was_not_saved(dj, _dj_leaf)
+    theirs = _modify_an_operand_that_was_not_saved(
+        torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
+    np.testing.assert_array_equal(ours, theirs)
