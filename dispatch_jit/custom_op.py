@@ -231,23 +231,12 @@ class _BackendKernel:
 
 class _Ctx(FunctionCtx):
     """``ctx`` of setup_context/backward.  Outputs are saved without their
-    grad_fn (no cycle output -> node -> ctx -> output), and the node is held
-    weakly."""
+    grad_fn (no cycle output -> node -> ctx -> output); the node is held
+    weakly, as by every FunctionCtx."""
 
     def __init__(self, needs_input_grad: tuple, outputs: tuple):
-        self._node_ref = None
         super().__init__(needs_input_grad)
         self._outputs = outputs
-        self.materialize_grads = True
-
-    @property
-    def _node(self):
-        return self._node_ref() if self._node_ref is not None else None
-
-    @_node.setter
-    def _node(self, node):
-        import weakref
-        self._node_ref = weakref.ref(node) if node is not None else None
 
     def save_for_backward(self, *tensors) -> None:
         outs = self._outputs or ()
