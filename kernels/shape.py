@@ -40,10 +40,13 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
 def reshape(self, shape):
     shape = tuple(shape)
     try:
-        return wrap_view(self, self._data.reshape(shape))
+        r = self._data.reshape(shape)
     except ValueError:
         raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of size {self._data.size} "
                          f"(shape {tuple(self.shape)})") from None
+    # NumPy copies where the strides cannot express the new shape: a copy is a new tensor, with its
+    # own version counter (an in-place op on it must not look like a change to ``self``)
+    return wrap_view(self, r) if np.may_share_memory(r, self._data) else wrap(r)
 
 
 def view(self, shape):

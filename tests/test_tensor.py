@@ -41,6 +41,20 @@ def test_view_errors():
         x.unsqueeze(4)
 
 
+def test_reshape_that_copies_is_a_new_tensor():
+    """A reshape NumPy answers with a copy shares neither storage nor version counter with its source."""
+    from dispatch_jit.tensor import version_of
+    x = dj.arange(6.0).reshape((2, 3))
+    y = x.T
+    z = y.reshape((6,))                  # strides cannot express it: a copy
+    v = version_of(y)
+    z.add_(1.0)
+    assert version_of(y) == v and x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    w = x.reshape((3, 2))                # a view: writes and versions are shared
+    w.add_(1.0)
+    assert version_of(x) == v + 1 and x.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+
+
 def test_contiguous_and_clone():
     x = dj.arange(6.0).reshape((2, 3)).T
     c = x.contiguous()
