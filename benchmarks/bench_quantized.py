@@ -10,19 +10,28 @@
   (``np.dot`` inside njit, bound to SciPy's OpenBLAS sgemm);
 * ``time_np_matmul_float32``: ``np.matmul`` on float32 (NumPy's OpenBLAS).
 
-Targets, reported by ``QuantizedTargets`` as ratios measured in one process:
+Targets, reported by ``QuantizedTargets`` as ratios (quantized time / float32
+time, below 1.0 means the int8 product is faster) measured in one process:
 
 * quantized int8 matmul 1024x1024 / ``dj.matmul`` float32 on the same shapes: < 1.0
-* quantized int8 matmul 1024x1024 / ``np.matmul`` float32 (BLAS): reported, no target
+* quantized int8 matmul 1024x1024 / ``np.matmul`` float32 (BLAS sgemm): reported, no target
 
-Each callable is timed in its own block (min of ``samples`` calls) after a
-0.3 s pause: interleaving OpenBLAS calls with the Numba thread pool call by
-call is unfair to whichever runs second (see kernels/linalg.py).  The
-1024x1024 ratios are marked ``slow = True`` like bench_kernels' targets.
+The two sides are timed in alternating blocks (best of ``samples`` calls each,
+a 0.3 s pause before every block, ``rounds`` rounds) and each ratio is best
+over best: interleaving OpenBLAS calls with the Numba thread pool call by call
+is unfair to whichever runs second (the other pool's threads are still
+spinning, see kernels/linalg.py), and alternating blocks let a burst of load
+from elsewhere hit both sides.  The 1024x1024 ratios are marked ``slow = True``
+like bench_kernels' targets.
+
+Single-threaded figures: ``OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1`` in the
+environment (both pools read it at start).  ``python benchmarks/bench_quantized.py``
+prints the ratios, the times and the machine's load.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import timeit
 
@@ -51,10 +60,17 @@ def _operands(n: int):
     return a, b, qa, qb, so
 
 
-def _best(fn, number: int, samples: int) -> float:
-    fn()
-    time.sleep(0.3)  # let the other library's thread pool go idle
-    return min(timeit.timeit(fn, number=number) / number for _ in range(samples))
+def _alternating_best(fns, samples: int, rounds: int, pause: float = 0.3) -> list[float]:
+    """Seconds per call of each callable: min over ``rounds`` blocks of ``samples`` calls,
+    the callables' blocks alternating, each after ``pause`` s (the other pool goes idle)."""
+    for f in fns:
+        f()
+    best = [math.inf] * len(fns)
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            time.sleep(pause)
+            best[i] = min(best[i], min(timeit.repeat(f, number=1, repeat=samples)))
+    return best
 
 
 class QuantizedMatmul:
@@ -107,33 +123,59 @@ class QuantizedElementwise:
 
 
 class QuantizedTargets:
-    """Quantized matmul time / float32 matmul time, 1024x1024, one process."""
+    """Quantized matmul time / float32 matmul time, 1024x1024, one process (below 1.0: int8 is faster)."""
 
     unit = "ratio"
     timeout = 300
     samples = 5
+    rounds = 4
 
     def setup(self):
         self.a, self.b, self.qa, self.qb, self.so = _operands(1024)
         self.x, self.y = dj.from_numpy(self.a), dj.from_numpy(self.b)
+        self.calls = {
+            "int8": lambda: OPS.quantized_matmul(self.qa, self.qb, self.so, 0),
+            "int8 auto": lambda: dj.matmul(self.qa, self.qb),
+            "dj float32": lambda: dj.matmul(self.x, self.y),
+            "np float32": lambda: np.matmul(self.a, self.b),
+        }
 
-    def _quantized(self):
-        return _best(lambda: OPS.quantized_matmul(self.qa, self.qb, self.so, 0), 1, self.samples)
+    def times(self, *names) -> dict[str, float]:
+        """Best seconds per call of the named callables, timed in alternating blocks."""
+        return dict(zip(names, _alternating_best([self.calls[k] for k in names], self.samples, self.rounds)))
+
+    def _ratio(self, num: str, den: str) -> float:
+        t = self.times(num, den)
+        return t[num] / t[den]
 
     @_slow
     def track_quantized_matmul_1024_ratio_vs_dj_float32(self):
         """quantized int8 matmul / dj.matmul float32 (Numba path), 1024x1024.  Target: < 1.0."""
-        q = self._quantized()
-        return q / _best(lambda: dj.matmul(self.x, self.y), 1, self.samples)
+        return self._ratio("int8", "dj float32")
 
     @_slow
     def track_quantized_matmul_1024_ratio_vs_numpy_float32(self):
         """quantized int8 matmul / np.matmul float32 (OpenBLAS sgemm), 1024x1024.  Reported."""
-        q = self._quantized()
-        return q / _best(lambda: np.matmul(self.a, self.b), 1, self.samples)
+        return self._ratio("int8", "np float32")
 
     @_slow
     def track_quantized_matmul_auto_1024_ratio_vs_dj_float32(self):
         """dj.matmul on qint8 (min/max output parameters) / dj.matmul float32, 1024x1024."""
-        q = _best(lambda: dj.matmul(self.qa, self.qb), 1, self.samples)
-        return q / _best(lambda: dj.matmul(self.x, self.y), 1, self.samples)
+        return self._ratio("int8 auto", "dj float32")
+
+
+if __name__ == "__main__":   # one process, all four sides alternating: python benchmarks/bench_quantized.py
+    import os
+
+    import numba
+
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    print(f"numba threads: {numba.get_num_threads()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    bench = QuantizedTargets()
+    bench.setup()
+    t = bench.times(*bench.calls)
+    for name, sec in t.items():
+        print(f"  {name:11s} {sec * 1e3:8.2f} ms")
+    for num in ("int8", "int8 auto"):
+        print(f"  {num} / dj.matmul float32: {t[num] / t['dj float32']:.2f}    "
+              f"{num} / np.matmul float32: {t[num] / t['np float32']:.2f}")

@@ -157,6 +157,69 @@ def test_kernels_read_scale_at_call_time():
     _within_one_quantum(r2, a2.dequantize().numpy() @ a2.dequantize().numpy())
 
 
+# -- the int8 matmul kernel: exact against an int64 product -------------------------------------
+
+def _exact(a, za, b, zb, mult, colbias, zo, qd):
+    """The kernel's contract: exact int accumulation, then one float64 requantization."""
+    acc = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    return np.clip(np.rint(acc * mult + colbias) + zo, qd.qmin, qd.qmax).astype(np.int64)
+
+
+def _storage(shape, qd, seed):
+    return np.random.default_rng(seed).integers(qd.qmin, qd.qmax + 1, shape).astype(qd.np)
+
+
+# sizes around the 6 x 16 register tile and the 48-row block, odd k (a zero-padded last pair),
+# k = 0, k over two blocks of 512, and b given transposed (linear's weight.T: packed without a copy)
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (5, 1, 17), (7, 33, 16), (49, 8, 31), (13, 0, 3), (3, 1031, 18)])
+@pytest.mark.parametrize("qa, qb, zb", [(Q.qint8, Q.qint8, 0), (Q.quint8, Q.qint8, -7), (Q.qint8, Q.quint8, 255)])
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_int8_matmul_is_exact(m, k, n, qa, qb, zb, b_transposed):
+    a, b = _storage((m, k), qa, m), _storage((k, n), qb, n)
+    if b_transposed:
+        b = np.asfortranarray(b)
+    za, sa, sb, so, zo = qa.qmin + 3, 0.02, 0.03, 0.05, qa.qmin + 120
+    bias = np.linspace(-1, 1, n)
+    out, so_, zo_ = K.quantized_matmul_arrays(a, za, sa, b, zb, sb, qa, so, zo, bias)
+    assert (so_, zo_, out.dtype, out.shape) == (so, zo, qa.np, (m, n))
+    assert np.array_equal(out.astype(np.int64), _exact(a, za, b, zb, sa * sb / so, bias / so, zo, qa))
+    out, so, zo = K.quantized_matmul_arrays(a, za, sa, b, zb, sb, qa)          # min/max output parameters
+    assert np.array_equal(out.astype(np.int64), _exact(a, za, b, zb, sa * sb / so, 0.0, zo, qa))
+
+
+def test_int8_matmul_parallel_blocks_are_exact(monkeypatch):
+    """The prange variant (when there are 2+ threads): 3 blocks of rows taken from the shared
+    counter, the last one partial, n and k not multiples of the tile."""
+    monkeypatch.setattr(K, "_PARALLEL_MIN", 0)
+    qd = Q.quint8
+    a, b = _storage((2 * K._MCR + 5, 9), qd, 1), _storage((9, 19), qd, 2)
+    out, _, _ = K.quantized_matmul_arrays(a, 128, 0.1, b, 120, 0.1, qd, 2.0, 100)
+    assert np.array_equal(out.astype(np.int64), _exact(a, 128, b, 120, 0.1 * 0.1 / 2.0, 0.0, 100, qd))
+
+
+def test_int8_matmul_extreme_values_do_not_overflow():
+    """|q - zp| = 255 everywhere at the largest k: k * 255 * 255 = 2147385600 < 2**31."""
+    k = K._MAX_K
+    a = np.full((2, k), 255, np.uint8)
+    b = np.full((k, 3), -128, np.int8)
+    out, _, _ = K.quantized_matmul_arrays(a, 0, 1.0, b, 127, 1.0, Q.qint8, 1e8, 0)
+    assert out.tolist() == [[-21] * 3] * 2
+    with pytest.raises(ShapeError, match="overflow"):
+        K.quantized_matmul_arrays(np.zeros((1, K._MAX_K + 1), np.int8), 0, 1.0,
+                                  np.zeros((K._MAX_K + 1, 1), np.int8), 0, 1.0, Q.qint8, 1.0, 0)
+
+
+def test_int8_matmul_inner_loop_is_vpmaddwd():
+    """On an AVX2 host the microkernel's k loop is 12 vpmaddwd (VNNI: vpdpwssd), 6 rows x 2 vectors
+    of 8 columns, not the vpmulld that LLVM's own vectorizer makes of an int16 dot product."""
+    import llvmlite.binding as llvm
+    if "+avx2" not in llvm.get_host_cpu_features().flatten():
+        pytest.skip("the host has no AVX2")
+    K.quantized_matmul_arrays(np.ones((2, 2), np.int8), 0, 1.0, np.ones((2, 2), np.int8), 0, 1.0, Q.qint8, 1.0, 0)
+    asm = K._qmm_serial.inspect_asm(K._qmm_serial.signatures[0])
+    assert asm.count("vpmaddwd") + asm.count("vpdpwssd") >= 12 and "vpmulld" not in asm
+
+
 # -- errors and dispatch -----------------------------------------------------------------------
 
 def test_op_without_quantized_kernel_raises_no_kernel_error():
