@@ -6,6 +6,10 @@ run.  ``MatmulCUDA.track_tflops`` states the figure,
 ``MatmulCUDARatioTorch`` / ``MatmulCUDARatioCupy`` measure dj / torch and
 dj / CuPy in one process, interleaved.
 
+Target (issue 6): a float32 matmul chain under ``dj.autocast("cuda")``
+(float16 kernels) runs faster than without it: ``AutocastChainCUDA.
+track_speedup_autocast`` is time without / time with autocast (> 1).
+
 Every benchmark here needs a real CUDA GPU: on a CPU-only machine, or under
 Numba's CUDA simulator, ``setup`` raises NotImplementedError, which is
 asv's documented skip.  Importing this module touches no GPU and imports
@@ -184,3 +188,39 @@ class MatmulCUDARatioCupy(_Ratio):
         cp = self.cp
         return self._ratio(lambda: cp.matmul(self.ca, self.cb), cp.cuda.Device().synchronize)
     track_ratio_vs_cupy.unit = "ratio"
+
+
+class AutocastChainCUDA:
+    """A chain of 4 float32 matmuls (2048x2048) with and without ``dj.autocast("cuda")``, alternating
+    sample by sample in one process: the speedup autocast's float16 kernels give (target > 1)."""
+    calls_per_sample = 3
+    samples = 5
+    timeout = 600
+    n = 2048
+
+    def setup(self):
+        _require_gpu()
+        self.x = dj.rand(self.n, self.n, device="cuda")
+        self.ws = [dj.rand(self.n, self.n, device="cuda") * (1.0 / self.n) for _ in range(4)]
+        self._chain()
+        with dj.autocast("cuda"):
+            self._chain()           # compiles the float16 kernels and fills the region's cast cache
+        dj.cuda.synchronize()
+
+    def _chain(self):
+        y = self.x
+        for w in self.ws:
+            y = dj.matmul(y, w)
+        return y
+
+    def _autocast_chain(self):
+        with dj.autocast("cuda"):
+            return self._chain()
+
+    def track_speedup_autocast(self):
+        plain = mixed = float("inf")
+        for _ in range(self.samples):
+            plain = min(plain, _best_seconds(self._chain, dj.cuda.synchronize, self.calls_per_sample, 1))
+            mixed = min(mixed, _best_seconds(self._autocast_chain, dj.cuda.synchronize, self.calls_per_sample, 1))
+        return plain / mixed
+    track_speedup_autocast.unit = "x"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_autograd", "bench_sparse", "bench_compiled", "bench_quantized",
+MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_autograd", "bench_sparse", "bench_compiled", "bench_compiled_views", "bench_quantized",
            "bench_cuda_linalg", "bench_cuda", "bench_cuda_compiled"]
 PREFIXES = ("time_", "track_", "timeraw_")
 # knob -> quick value, set on a benchmark's class or module where it has one
@@ -74,7 +74,8 @@ def test_benchmark_runs_on_smallest_params(modname, clsname, name, monkeypatch):
         if hasattr(owner, knob):
             monkeypatch.setattr(owner, knob, value)
     fn = getattr(owner, name)
-    if getattr(fn, "slow", False):
+    # ``slow`` on the function, or on its class (a bound method does not see class attributes)
+    if getattr(fn, "slow", False) or (clsname and getattr(owner, "slow", False)):
         pytest.skip("marked slow = True (1e7 elements or 1024x1024): run it with asv")
     params = _smallest(getattr(fn, "params", None) or getattr(owner, "params", None))
     setup = getattr(owner, "setup", None) if clsname else None
