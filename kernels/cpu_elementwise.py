@@ -30,6 +30,7 @@ import numba
 import numpy as np
 from numba import types as nbt
 
+from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
 from dispatch_jit.errors import DTypeError
 from dispatch_jit.signature import make_sig
@@ -251,10 +252,16 @@ class _Plan:
                 kargs.append(pos_of[self.in_idx[j]])
         kargs += [pos_of[i] for i in self.static_idx]
         test = " and ".join(cond) if cond else "True"
+        # a large output comes from the output pool (dispatch_jit/bufferpool.py): memory whose pages
+        # are mapped already, once nothing refers to a previous output any more
         body += [f"    if {test}:",
-                 "        r = _empty(s, _odt)",
-                 "        n = r.size",
-                 f"        (_ks if n < _PAR else _v.get(n))({', '.join(kargs + ['r'])})",
+                 f"        n = {first}.size",
+                 "        if n < _PAR:",
+                 "            r = _empty(s, _odt)",
+                 f"            _ks({', '.join(kargs + ['r'])})",
+                 "        else:",
+                 "            r = _pool_empty(s, _odt, n)",
+                 f"            _v.get(n)({', '.join(kargs + ['r'])})",
                  # wrap_like_sig, inlined: a call costs as much as the two stores
                  "        t = _new(_T)",
                  "        t._data = r",
@@ -262,6 +269,7 @@ class _Plan:
                  "        return t",
                  f"    return _general({', '.join(names)})"]
         g = {"_empty": np.empty, "_odt": self.kresult.np, "_ks": v.serial, "_PAR": PARALLEL_MIN, "_v": v,
+             "_pool_empty": pool.empty,
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
         exec(compile("\n".join(body) + "\n", f"<dispatch_jit {self.opname} fast path>", "exec"), g)
