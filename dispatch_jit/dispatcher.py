@@ -23,7 +23,8 @@ promotion, the table walk and compilation happen once per signature, in
    - the op's fallthrough keys;
 5. take the highest key and its entry in the op's computed table
    (NoKernelError if missing);
-6. let the kernel specialize itself on the ArgMetas (lazy compile);
+6. let the kernel specialize itself on the ArgMetas (lazy compile); a
+   backend fallback is boxed, unless it too has ``specialize(call, boxed)``;
 7. wrap it to print when dispatch tracing is on; memoize.
 """
 
@@ -374,6 +375,10 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
     call = Call(op, key, ks, metas, trace)
     if source.startswith("backend fallback"):
         kern = _boxed(op, fn, ks)
+        if hasattr(fn, "specialize"):
+            # a fallback may specialize per signature too (the Tracer's, for lazy recording): it gets the
+            # Call and the boxed kernel, and returns a kernel taking the schema's arguments positionally
+            kern = fn.specialize(call, kern)
     elif hasattr(fn, "specialize"):
         kern = fn.specialize(call)
     else:

@@ -5,7 +5,11 @@ dtype, each tensor's signature int, each other argument's type and value),
 makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
 cache (diskcache.py); or, when the call cannot be compiled, caches an eager
-entry that says why.  Sizes are not in the key.
+entry that says why.  Sizes are not in the key.  An entry whose arguments
+are all positional tensors and whose plan is one fused loop runs, once that
+loop is compiled, through straight-line generated code (fastpath.py).
+Outputs that the passes merged (``x * 2, x * 2`` after cse) are given
+separate memory again, as eager mode gives them.
 
 CUDA tensors: the device is part of each tensor's signature, so CPU and
 CUDA calls of one function are separate entries; a fused region on CUDA
@@ -23,21 +27,28 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import warnings
 from collections import namedtuple
 
+import numpy as np
+
 from dispatch_jit import autograd as _autograd
 from dispatch_jit.autograd import enable_grad, is_grad_enabled
+from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.signature import decode
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import Tensor, wrap_like_sig
 
 from .codegen import last_outcome
+from .fastpath import NEVER, NOT_YET, fast_runner
 from .passes import optimize
 from .plan import Plan, Stats
 from .ir import Var
 from .trace import TraceAbort, _state, install_tracer_fallback, trace
+from .views import is_view
+from .views import view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
 
@@ -47,6 +58,7 @@ cache); ``traces``; ``compiles`` (fused loops compiled by Numba); ``disk_hits``
 (fused loops loaded from the disk cache instead); ``eager_calls`` (calls run
 eagerly); ``entries`` (signatures cached)."""
 _AUTOGRAD_SIG_BITS = 0b111 << (16 + 9)   # AutogradOther, AutogradCPU, AutogradCUDA
+_FLOATS = frozenset([float, np.float16, np.float32, np.float64])
 
 
 class _Report(str):
@@ -54,6 +66,9 @@ class _Report(str):
 
     def __repr__(self):
         return str(self)
+
+
+_new_tensor = object.__new__
 
 
 class _Unhashable(Exception):
@@ -71,6 +86,10 @@ def _leaf_key(x):
         hash(x)
     except TypeError:
         raise _Unhashable(type(x).__name__) from None
+    if x.__class__ in _FLOATS and not (x and x == x):
+        # -0.0 == 0.0 and hashes alike, but x * -0.0 differs from x * 0.0; a NaN is unequal even to
+        # itself, so as a key it would never hit
+        return (type(x), "nan" if x != x else math.copysign(1.0, x))
     return (type(x), x)
 
 
@@ -118,12 +137,59 @@ class _Stats(Stats):
 
 
 class _CompiledEntry:
-    def __init__(self, graph, optimized, plan, notes):
+    def __init__(self, graph, optimized, plan, notes, direct: bool = False):
         self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
         self.reason = ""
+        self.aliases = _aliases(graph, optimized)
+        # the key says every argument is a positional tensor: they are the plan's inputs as they are,
+        # and a plan of one fused loop gets a generated runner (fastpath.py) once its loop is compiled
+        self.direct = direct
+        self.fast = NOT_YET if direct and not self.aliases else NEVER
+
+    def run(self, tensors):
+        out = self.plan.run(tensors)
+        return _unalias(out, self.aliases) if self.aliases else out
 
     def __call__(self, fn, args, kwargs):
-        return self.plan.run(_tensors((args, kwargs), []))
+        fast = self.fast
+        if fast:
+            return fast(*args)
+        out = self.run(args if self.direct else _tensors((args, kwargs), []))
+        if fast is NOT_YET:
+            self.fast = fast_runner(self.plan)
+        return out
+
+
+def _aliases(graph, optimized) -> tuple:
+    """Output positions (in ``_tensors`` order) that the passes made the same value as an
+    earlier output although the function returned two different tensors (``x * 2, x * 2``
+    after cse): eager mode gives those separate memory, or for views separate view
+    tensors, and so must a compiled call.  ``(position, is a view)`` each."""
+    traced, opt = _flat_vars(graph.outputs, []), _flat_vars(optimized.outputs, [])
+    if len(set(opt)) == len(opt) or len(traced) != len(opt):
+        return ()
+    made_by = {v: n for n in optimized.nodes for v in n.outs}
+    first, out = {}, []
+    for i, (t, o) in enumerate(zip(traced, opt)):
+        j = first.setdefault(o, i)
+        if j != i and traced[j] != t:
+            n = made_by.get(o)
+            out.append((i, n is not None and is_view(n)))
+    return tuple(out)
+
+
+def _unalias(out, aliases):
+    flat = _tensors(out, [])
+    for i, view in aliases:
+        t = flat[i]
+        if view:
+            c = _new_tensor(Tensor)
+            c._data, c._sig = t._data.view(), t._sig
+            c.__dict__.update(t.__dict__)        # the version counter and base it shares
+        else:
+            c = wrap_like_sig(t._data.copy(), t._sig)
+        flat[i] = c
+    return _replace_tensors(out, iter(flat))
 
 
 class Compiled(_autograd.Function):
@@ -138,7 +204,7 @@ class Compiled(_autograd.Function):
     def forward(ctx, entry, fn, args, kwargs, *tensors):
         ctx.fn, ctx.args, ctx.kwargs = fn, args, kwargs
         ctx.save_for_backward(*tensors)
-        return tuple(_tensors(entry.plan.run(list(tensors)), []))
+        return tuple(_tensors(entry.run(list(tensors)), []))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -242,8 +308,8 @@ class CompiledFunction:
         if _state.tracer is not None:     # called inside another trace: inline it
             return self.fn(*args, **kwargs)
         try:
-            key = (tls.k, get_default_dtype(), tuple(a._sig if a.__class__ is Tensor else _leaf_key(a) for a in args),
-                   tuple((k, _leaf_key(v)) for k, v in kwargs.items()) if kwargs else ())
+            key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else _leaf_key(a) for a in args]),
+                   tuple([(k, _leaf_key(v)) for k, v in kwargs.items()]) if kwargs else ())
         except _Unhashable as e:
             return self._eager_once(f"an argument of type {e} is not hashable (not part of a cache key)",
                                     args, kwargs)
@@ -289,7 +355,8 @@ class CompiledFunction:
             if why:
                 return _EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
             return _GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes)
-        return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes)
+        direct = not key[3] and all(s.__class__ is int for s in key[2])     # ints: tensor signatures
+        return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct)
 
     def _arg_name(self, i) -> str:
         return f"'{self._params[i]}'" if i < len(self._params) else f"#{i}"
@@ -374,9 +441,14 @@ class CompiledFunction:
                     lines.append(f"  fused#{f.region.index}: device cuda, one numba.cuda.jit grid-stride "
                                  f"kernel{sim}{epi}; {f.launches} launch(es)")
                 else:
-                    lines.append(f"  fused#{f.region.index}: device cpu, numba.njit loop")
+                    tiled = any(len(k) == 3 for k in f.loops)
+                    lines.append(f"  fused#{f.region.index}: device cpu, numba.njit loop" +
+                                 (" (tiled over the last two dims: an input is read crosswise)" if tiled else ""))
             for name, why in e.notes:
                 lines.append(f"  eager step {name}: {why}")
+            for name, n in view_copies(e.optimized):
+                lines.append(f"  view step {name} copied its input {n} time(s): its strides cannot express the "
+                             f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
         if isinstance(self._last, _GradEntry):
             lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
                          "outputs got one CompiledBackward node, whose backward re-runs the function "
@@ -384,6 +456,9 @@ class CompiledFunction:
         for k, ent in self._cache.items():
             if isinstance(ent, _EagerEntry):
                 lines.append(f"eager signature ({ent.calls} calls): {ent.reason}")
+        pool = pool_info()
+        lines.append(f"output pool (process-wide): {pool.hits} hits, {pool.misses} misses, "
+                     f"{pool.free_bytes / 2**20:.1f} of {pool.bytes / 2**20:.1f} MiB free for reuse")
         if self._stats.region_eager_runs:
             lines.append(f"fused regions run eagerly {self._stats.region_eager_runs} time(s); last: "
                          f"{self._stats.region_eager_reason}")

@@ -84,6 +84,11 @@ def _fmt(x) -> str:
         return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
     if isinstance(x, DType):
         return x.name
+    if isinstance(x, slice):     # basic indexing (getitem nodes): 1:, ::2
+        s = f"{'' if x.start is None else x.start}:{'' if x.stop is None else x.stop}"
+        return s if x.step is None else f"{s}:{x.step}"
+    if x is Ellipsis:
+        return "..."
     return repr(x)
 
 
@@ -97,6 +102,7 @@ class Graph:
     outputs: object = None
     types: dict[int, TensorType] = field(default_factory=dict)
     next_id: int = 0
+    notes: dict[int, str] = field(default_factory=dict)   # value id -> why a pass left its node alone
 
     def new_value(self, ty: TensorType) -> int:
         vid = self.next_id
@@ -106,7 +112,7 @@ class Graph:
 
     def copy(self) -> "Graph":
         return Graph(list(self.inputs), [Node(n.op, n.args, dict(n.kwargs), n.outs, n.value) for n in self.nodes],
-                     self.outputs, dict(self.types), self.next_id)
+                     self.outputs, dict(self.types), self.next_id, dict(self.notes))
 
     def uses(self) -> dict[int, int]:
         """How many times each value is read (by nodes and by the outputs)."""

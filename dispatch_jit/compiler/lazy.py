@@ -10,6 +10,15 @@ graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
 not computed yet (its shape, dtype and ndim are known).  Every other op
 first forces the pending graph, then runs eagerly.
 
+Recording is as cheap as eager dispatch: the Tracer fallback specializes per
+call signature (``_specialize``), so the dispatcher's memo holds, for each
+signature, generated code that knows already whether the op fuses, its
+output type and its node encoding, and per call only looks up the inputs'
+value ids and shapes, appends one record and makes one LazyTensor (whose
+pending state lives in its ``_data`` slot, not an instance dict).  Which
+recorded values are still wanted is read from reference counts at the flush,
+not kept with weak references.
+
 Forcing ("flush") runs the pending graph through the passes, plan and
 codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region);
 values whose lazy tensors were dropped are never computed.  Plans are cached
@@ -37,12 +46,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import math
 import os
+import sys
 import threading
 import weakref
 
 import numpy as np
 
+from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import fallthrough_kernel
@@ -53,7 +65,7 @@ from .elementwise import reduced_shape, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var
 from .passes import optimize
 from .plan import Plan, Stats
-from .trace import _state, install_tracer_fallback
+from .trace import _state, install_tracer_fallback, tracer_fallback
 
 __all__ = ["set_mode", "get_mode", "mode", "LazyTensor", "flush", "lazy_info", "max_pending",
            "set_max_pending", "init_mode_from_env", "MODES"]
@@ -62,6 +74,7 @@ MODES = ("eager", "compiled")
 _K = DispatchKey
 _TRACER_BIT = 1 << _K.Tracer.value
 _SLOT_DATA = Tensor.__dict__["_data"]     # the slot descriptor
+_get_slot, _set_slot = _SLOT_DATA.__get__, _SLOT_DATA.__set__
 _new = object.__new__
 _MAX_PENDING = [int(os.environ.get("DISPATCH_JIT_MAX_PENDING", "512"))]
 _MAX_PLANS = 4096
@@ -76,42 +89,53 @@ def set_max_pending(n: int) -> None:
     if n < 1:
         raise ValueError(f"max_pending must be >= 1, got {n}")
     _MAX_PENDING[0] = int(n)
+    for g in _GENERATED:
+        g["_LIMIT"] = int(n)
+
+
+_GENERATED: list = []     # the globals of the generated record functions (they read _LIMIT)
 
 
 class LazyTensor(Tensor):
     """A ``dj.Tensor`` whose data a pending graph has yet to compute.  Reading
-    ``_data`` forces the graph; the tensor then becomes a plain ``Tensor``."""
+    ``_data`` forces the graph; the tensor then becomes a plain ``Tensor``.
+
+    While pending, its ``_data`` slot holds ``(recorder, value id, shape, TensorType)``
+    instead of an array (no instance dict: a LazyTensor costs what a Tensor does).
+    ``_lazy`` is that same slot under another name, read and written at C speed
+    where ``_data`` is the forcing property."""
 
     __slots__ = ()
+    _lazy = _SLOT_DATA
 
     @property
     def _data(self):
         _force(self)
-        return _SLOT_DATA.__get__(self, Tensor)
+        return _get_slot(self, Tensor)
 
     @_data.setter
     def _data(self, value):
         _force(self)
-        _SLOT_DATA.__set__(self, value)
+        _set_slot(self, value)
 
     # metadata known without computing anything
     @property
     def shape(self) -> tuple:
-        return self.__dict__["_shape"]
+        return _get_slot(self, Tensor)[2]
 
     @property
     def ndim(self) -> int:
-        return len(self.__dict__["_shape"])
+        return len(_get_slot(self, Tensor)[2])
 
     def dim(self) -> int:
-        return len(self.__dict__["_shape"])
+        return len(_get_slot(self, Tensor)[2])
 
     @property
     def dtype(self):
-        return self.__dict__["_dtype"]
+        return _get_slot(self, Tensor)[3].dtype
 
     def size(self, dim: int | None = None):
-        s = self.__dict__["_shape"]
+        s = _get_slot(self, Tensor)[2]
         if dim is None:
             return s
         if not -len(s) <= dim < max(len(s), 1):
@@ -120,7 +144,7 @@ class LazyTensor(Tensor):
         return s[dim]
 
     def numel(self) -> int:
-        return int(np.prod(self.__dict__["_shape"], dtype=np.int64))
+        return int(np.prod(_get_slot(self, Tensor)[2], dtype=np.int64))
 
     # copies and pickles are of the computed tensor (forcing turns self into a plain Tensor)
     def __copy__(self):
@@ -137,12 +161,17 @@ class LazyTensor(Tensor):
 
 
 def _force(t) -> None:
-    lazy = t.__dict__.get("_lazy")
-    if lazy is not None:
-        lazy[0].flush()
-        err = t.__dict__.get("_lazy_error")
-        if err is not None:
-            raise RuntimeError("a pending compiled-mode graph failed to run") from err
+    z = _get_slot(t, Tensor)
+    if z.__class__ is tuple:
+        z[0].flush()
+        if z[0] is _FAILED:
+            raise RuntimeError("a pending compiled-mode graph failed to run") from z[1]
+
+
+def _pending(t):
+    """``(recorder, vid, shape, type)`` of a LazyTensor still pending, else None."""
+    z = _get_slot(t, Tensor)
+    return z if z.__class__ is tuple else None
 
 
 _stats = Stats()
@@ -154,13 +183,18 @@ _counters = {"records": 0, "flushes": 0, "plan_hits": 0, "plans": 0, "eager_ops"
 def lazy_info() -> dict:
     """Counters of compiled mode (all threads): ops recorded, flushes, plan cache
     hits and builds, ops run eagerly, flushes caused by the size limit, fused
-    loops compiled, and recorded values never computed because they were dropped."""
-    return dict(_counters, loop_compiles=_stats.compiles, plan_cache_size=len(_plans))
+    loops compiled, recorded values never computed because they were dropped,
+    and the output pool's hits and misses (all compiled and eager large outputs)."""
+    r = _mstate.recorder
+    info = dict(_counters, loop_compiles=_stats.compiles, plan_cache_size=len(_plans),
+                pool_hits=_pool.hits, pool_misses=_pool.misses)
+    info["records"] += r.pending if r is not None else 0     # counted per flush; this thread's pending too
+    return info
 
 
 _MISS = object()
 _sig_type: dict = {}  # tensor sig -> TensorType
-_types: dict = {}     # (op, arg signatures/types) -> (output TensorType, output sig), or None: not recorded
+_specs: dict = {}     # (op, arg signatures/types, kwarg names/types) -> _Spec, or None: not recorded
 _decomps: dict = {}
 _SCALARS = frozenset([bool, int, float, type(None), np.float32, np.float64, np.int64, np.int32, np.bool_])
 
@@ -190,27 +224,236 @@ def _plain_cpu(sig) -> bool:
     return ok
 
 
+# -- the encoding of a recorded call --------------------------------------------------------
+class _NegZero:
+    """Stands for the constant -0.0 in a record: ``-0.0 == 0.0`` (and hashes alike), but
+    ``x * -0.0`` and ``x * 0.0`` differ in sign, so the plan cache must tell them apart."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "-0.0"
+
+
+_NEG0 = _NegZero()
+
+
+def _canon(x):
+    """A falsy constant as a record stores it (the records' fast path tests truth first)."""
+    return _NEG0 if x.__class__ in _FLOATS and math.copysign(1.0, x) < 0 else x
+
+
+_FLOATS = frozenset([float, np.float32, np.float64])
+
+
+class _Spec:
+    """How the records of one call signature encode it: a record is the tuple
+    ``(spec, out vid, *slots)`` and the spec says which slots are tensor value
+    ids (``tpos``), which are constants, and where the node's arguments come from.
+    Specs compare by identity, so a record is also the node's part of the plan
+    cache key, and a cache hit builds no Graph at all.
+
+    ``args``/``kwargs``: per argument ``("v", i)`` (Var of slot i), ``("c", i)``
+    (the constant in slot i) or ``("k", value)`` (fixed by the signature)."""
+
+    __slots__ = ("op", "args", "kwargs", "tpos", "ty")
+
+    def __init__(self, op, args: tuple, kwargs: tuple, ty=None):
+        self.op, self.args, self.kwargs, self.ty = op, args, kwargs, ty    # ty: the output's, if the spec fixes it
+        self.tpos = tuple(i for kind, i in list(args) + [a for _, a in kwargs] if kind == "v")
+
+    @staticmethod
+    def _value(rec, kind, x):
+        if kind == "v":
+            return Var(rec[x])
+        if kind == "c":
+            v = rec[x]
+            return -0.0 if v is _NEG0 else v
+        return x
+
+    def node(self, rec) -> Node:
+        val = self._value
+        return Node(self.op, tuple([val(rec, *a) for a in self.args]),
+                    {name: val(rec, *a) for name, a in self.kwargs}, (rec[1],))
+
+
+def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
+    """The spec of a record made by ``LazyRecorder.record``: ``kinds`` is "v" (a tensor)
+    or the constant's type per positional slot, ``kwargs`` (name, type) per keyword slot.
+    The types are part of the spec because ``1 == 1.0 == True`` in a key."""
+    key = ("generic", op, kinds, kwargs)
+    s = _specs.get(key)
+    if s is None:
+        s = _specs[key] = _Spec(op, tuple(("v" if k == "v" else "c", 2 + i) for i, k in enumerate(kinds)),
+                                tuple((n, ("c", 2 + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
+    return s
+
+
+def _broadcast(*shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+
+
+# -- the fast path: the Tracer fallback specialized per signature ---------------------------
+def _specialize(call, boxed):
+    """The Tracer key's kernel for one call signature (the dispatcher memoizes it, as it
+    does an eager kernel): for an elementwise op on plain CPU tensors, Python scalars and
+    ``out=None``, generated code that records the call in a few dict and list operations;
+    for anything else, or outside compiled mode (``dj.compile``'s tracer shares this
+    memo entry), ``boxed``, the generic fallback.
+
+    What the signature fixes is decided here or on the first call, once: the node's
+    encoding, whether the op fuses, and the output's type and signature (``result_of``
+    needs the constants' types, which the memo key fixes; their values never matter).
+    Per call: each tensor's value id and shape, the output shape (no broadcasting when
+    the shapes are equal), one record appended, one LazyTensor made."""
+    from dispatch_jit.ops import overload_of
+    from .elementwise import scalar_op_of
+    op = overload_of(call.op)
+    if _decomposition(op) is not None or scalar_op_of(op) is None:
+        return boxed
+    params, slots, tensors, args, kwargs = [], [], [], [], []
+    for a, m in zip(call.op.schema.arguments, call.metas):
+        p = f"a{len(params)}"
+        params.append(p)
+        if a.type.is_tensor_like:
+            if a.type.is_list or m is None:
+                return boxed
+            if m.kind == "tensor":
+                if m.keyset != CPU_BITS or m.device != "cpu":
+                    return boxed
+                desc = ("v", 2 + len(slots))
+                slots.append(f"v{len(tensors)}")
+                tensors.append((p, TensorType(m.dtype, m.ndim)))
+            elif m.kind == "scalar" and m.pytype in _SCALARS:
+                desc = ("c", 2 + len(slots))
+                slots.append(f"({p} if {p} else _canon({p}))")
+            elif m.kind == "none":
+                desc = ("k", None)
+            else:
+                return boxed
+        elif a.type.base == "Scalar" and not a.type.is_list:     # its type is in the memo key
+            desc = ("c", 2 + len(slots))
+            slots.append(f"({p} if {p} else _canon({p}))")
+        else:
+            return boxed                                         # a value the memo key does not fix
+        if a.kwarg_only:
+            kwargs.append((a.name, desc))
+        else:
+            args.append(desc)
+    if not tensors:
+        return boxed
+    spec = _Spec(op, tuple(args), tuple(kwargs))
+    sig = ", ".join(params)
+    fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
+    lines = [f"def {fname}({sig}):",
+             "    r = _state.tracer",
+             "    if r.__class__ is not _LR or _OUT is None:",
+             f"        return _first(r, ({sig},))"]
+    for k, (p, _) in enumerate(tensors):
+        lines += [f"    c = {p}.__class__",
+                  "    if c is _LT:",
+                  f"        z = {p}._lazy",
+                  "        if z[0] is not r:",
+                  f"            return _boxed({sig})",
+                  f"        v{k} = z[1]",
+                  f"        s{k} = z[2]",
+                  "    elif c is _T:",
+                  f"        v{k} = r.input_ids.get({p})",
+                  f"        if v{k} is None:",
+                  f"            v{k} = r.add_input({p}, _TY{k})",
+                  f"        s{k} = {p}._data.shape",
+                  "    else:",
+                  f"        return _boxed({sig})"]
+    shapes = [f"s{k}" for k in range(len(tensors))]
+    if len(shapes) == 1:
+        lines.append("    shape = s0")
+    else:
+        lines += [f"    shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
+                  "    if shape is None:",
+                  f"        return _boxed({sig})        # eager mode raises its own error"]
+    lines += ["    vid = r.next",
+              "    r.next = vid + 1",
+              "    recs = r.records",
+              f"    recs.append((_S, vid, {', '.join(slots)}))",
+              "    t = _new(_LT)",
+              "    t._sig = _SIG",
+              "    t._lazy = (r, vid, shape, _OUT)",
+              "    r.lazies.append(t)",
+              "    if len(recs) >= _LIMIT:",
+              "        r.size_flush()",
+              "    return t"]
+    g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": _new, "_S": spec,
+         "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": _MAX_PENDING[0],
+         "_OUT": None, "_SIG": None}
+    for k, (_, ty) in enumerate(tensors):
+        g[f"_TY{k}"] = ty
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<dispatch_jit lazy record {op.name()}>", "exec"), g)
+    _GENERATED.append(g)
+    fast = g[fname]
+    never = []
+
+    def first(r, a):
+        """Outside compiled mode: the generic fallback.  The first recorded call decides
+        whether the op fuses for this signature and its output type, once."""
+        if r.__class__ is not LazyRecorder or never:
+            return boxed(*a)
+        types = {k: ty for k, (_, ty) in enumerate(tensors)}
+        pos = {p: k for k, (p, _) in enumerate(tensors)}
+        vals = dict(zip(params, a))
+
+        def value(p, desc):
+            return Var(pos[p]) if desc[0] == "v" else desc[1] if desc[0] == "k" else vals[p]
+        names = iter(params)
+        descs = [(next(names), d) for d in args]
+        kdescs = [(n, (next(names), d)) for n, d in kwargs]
+        node = Node(op, tuple(value(p, d) for p, d in descs), {n: value(p, d) for n, (p, d) in kdescs}, ())
+        ty = result_of(node, types)
+        if ty is None:
+            never.append(True)
+            return boxed(*a)
+        g["_SIG"] = make_sig(CPU_BITS, ty.dtype, ty.ndim, True)
+        spec.ty = g["_OUT"] = ty
+        return fast(*a)
+    g["_first"] = first
+    fast.__source__ = src
+    return fast
+
+
 class LazyRecorder:
     """One thread's pending graph, kept as flat records until it is flushed:
-    ``(op, args, kwargs, out)`` with each tensor argument as its value id (an
-    int) and each constant as ``(type, value)``; that tuple is also the node's
-    part of the structural cache key, so a cache hit builds no Graph at all."""
+    ``(spec, out vid, *slots)`` (see ``_Spec``), which is also the node's part of
+    the structural cache key, so a cache hit builds no Graph at all."""
 
     def __init__(self):
         self._reset()
 
     def _reset(self):
-        self.records: list = []           # (op, args, kwargs, out vid)
+        self.records: list = []           # (spec, out vid, *slots)
         self.types: dict = {}             # vid -> TensorType
         self.next = 0
         self.inputs: list = []            # input vids, in order
         self.tensors: list = []           # the real input tensors, same order
-        self.input_ids: dict = {}         # id(tensor) -> vid
-        self.lazies: dict = {}            # vid -> weakref to its LazyTensor
+        # tensor -> vid.  Tensors hash by identity (object.__hash__) and ``==`` is never called:
+        # equal hashes mean the same object, as the list above keeps every key alive
+        self.input_ids: dict = {}
+        self.lazies: list = []            # the LazyTensors made; liveness is read at flush (_live)
 
     @property
     def pending(self) -> int:
         return len(self.records)
+
+    def add_input(self, x, ty) -> int:
+        vid = self.next
+        self.next += 1
+        self.types[vid] = ty
+        self.inputs.append(vid)
+        self.tensors.append(x)
+        self.input_ids[x] = vid
+        return vid
 
     def _rollback(self, added: int):
         if added:
@@ -223,6 +466,8 @@ class LazyRecorder:
 
     # -- recording -----------------------------------------------------------------------
     def record(self, op, args: tuple, kwargs: dict):
+        """The generic path (the Tracer fallback, boxed): decompositions, reductions of
+        pending values, and whatever ``_specialize`` left to it."""
         cia = _decomposition(op)
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
@@ -234,22 +479,23 @@ class LazyRecorder:
                 t = self._record_reduction(op, args, kwargs)
                 if t is not None:
                     return t
-        enc, shapes, sigs = [], [], []
+        kinds, vals, shapes, sigs = [], [], [], []
         added = 0
         for x in args:
             cls = x.__class__
             if cls is LazyTensor:
-                d = x.__dict__
-                lazy = d.get("_lazy")
-                if lazy is None or lazy[0] is not self:
+                z = _pending(x)
+                if z is None or z[0] is not self:
                     break
-                enc.append(lazy[1])
-                shapes.append(d["_shape"])
+                self.types[z[1]] = z[3]
+                kinds.append("v")
+                vals.append(z[1])
+                shapes.append(z[2])
                 sigs.append(x._sig)
             elif cls is Tensor:
                 sig = x._sig
                 data = _SLOT_DATA.__get__(x, Tensor)
-                vid = self.input_ids.get(id(x))
+                vid = self.input_ids.get(x)
                 if vid is None:
                     ty = _sig_type.get(sig)
                     if ty is None:
@@ -257,47 +503,40 @@ class LazyRecorder:
                             break
                         m = decode(sig)
                         ty = _sig_type[sig] = TensorType(m.dtype, m.ndim)
-                    vid = self.next
-                    self.next += 1
-                    self.types[vid] = ty
-                    self.inputs.append(vid)
-                    self.tensors.append(x)
-                    self.input_ids[id(x)] = vid
+                    vid = self.add_input(x, ty)
                     added += 1
-                enc.append(vid)
+                kinds.append("v")
+                vals.append(vid)
                 shapes.append(data.shape)
                 sigs.append(sig)
             elif cls in _SCALARS:
-                enc.append((cls, x))
+                kinds.append(cls)
+                vals.append(x if x else _canon(x))
                 sigs.append(cls)
             else:
                 break
         else:
-            if kwargs:
-                kenc = tuple([(k, v.__class__, v) for k, v in kwargs.items()])
-                ok = all(c in _SCALARS and (k != "out" or v is None) for k, c, v in kenc)
-            else:
-                kenc, ok = (), True
+            kclasses = tuple([(k, v.__class__) for k, v in kwargs.items()])
+            ok = all(c in _SCALARS and (k != "out" or c is type(None)) for k, c in kclasses)
             if ok and shapes:
-                mkey = (op, tuple(sigs), tuple([e[:2] for e in kenc]))
-                known = _types.get(mkey, _MISS)
+                mkey = (op, tuple(sigs), kclasses)
+                known = _specs.get(mkey, _MISS)
                 if known is _MISS:
-                    node = Node(op, tuple([Var(a) if a.__class__ is int else a[1] for a in enc]),
-                                {k: v for k, _, v in kenc}, ())
+                    node = Node(op, tuple([Var(v) if k == "v" else x for k, v, x in zip(kinds, vals, args)]),
+                                dict(kwargs), ())
                     ty = result_of(node, self.types)
-                    known = _types[mkey] = None if ty is None else \
-                        (ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True))
+                    known = _specs[mkey] = None if ty is None else \
+                        (_generic_spec(op, tuple(kinds), kclasses), ty,
+                         make_sig(CPU_BITS, ty.dtype, ty.ndim, True))
                 if known is not None:
                     shape = shapes[0]
                     for s in shapes:
                         if s != shape:
-                            try:
-                                shape = np.broadcast_shapes(*shapes)
-                            except ValueError:
-                                known = None       # eager mode raises its own error
+                            shape = _broadcast(*shapes)
                             break
-                if known is not None:
-                    return self._append(op, tuple(enc), kenc, known, shape)
+                    if shape is not None:          # else eager mode raises its own error
+                        vals += [v if v else _canon(v) for v in kwargs.values()]
+                        return self._append(known[0], vals, known[1], known[2], shape)
         self._rollback(added)
         return self._eager(op, args, kwargs)
 
@@ -305,9 +544,10 @@ class LazyRecorder:
         """A reduction of a pending value: recorded, so that fusion makes it the epilogue of
         the loop that computes the value (which is then never stored).  None: run it eagerly."""
         x = args[0]
-        lazy = x.__dict__.get("_lazy")
-        if lazy is None or lazy[0] is not self or len(args) > 3 or any(v is not None for v in kwargs.values()):
+        z = _pending(x)
+        if z is None or z[0] is not self or len(args) > 3 or any(v is not None for v in kwargs.values()):
             return None
+        self.types[z[1]] = z[3]
         axis = args[1] if len(args) > 1 else None
         keepdims = args[2] if len(args) > 2 else False
         if isinstance(axis, list):
@@ -317,33 +557,31 @@ class LazyRecorder:
             return None
         if keepdims.__class__ is not bool:
             return None
-        node = Node(op, (Var(lazy[1]), axis, keepdims), {}, ())
+        node = Node(op, (Var(z[1]), axis, keepdims), {}, ())
         red, _ = reduction_info(node, self.types)
         if red is None:
             return None
         ty = TensorType(red.result, red.out_ndim)
-        known = (ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True))
-        enc = (lazy[1], (type(axis), axis), (bool, keepdims))
-        return self._append(op, enc, (), known, reduced_shape(x.__dict__["_shape"], red.axes, keepdims))
+        spec = _generic_spec(op, ("v", axis.__class__, bool), ())
+        return self._append(spec, (z[1], axis, keepdims), ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True),
+                            reduced_shape(z[2], red.axes, keepdims))
 
-    def _append(self, op, enc, kenc, known, shape):
-        ty, sig = known
+    def _append(self, spec, vals, ty, sig, shape):
         vid = self.next
         self.next += 1
         self.types[vid] = ty
-        self.records.append((op, enc, kenc, vid))
+        self.records.append((spec, vid, *vals))
         t = _new(LazyTensor)
         t._sig = sig
-        d = t.__dict__
-        d["_lazy"] = (self, vid)
-        d["_shape"] = shape
-        d["_dtype"] = ty.dtype
-        self.lazies[vid] = weakref.ref(t)
-        _counters["records"] += 1
+        t._lazy = (self, vid, shape, ty)
+        self.lazies.append(t)
         if len(self.records) >= _MAX_PENDING[0]:
-            _counters["size_flushes"] += 1
-            self.flush()
+            self.size_flush()
         return t
+
+    def size_flush(self) -> None:
+        _counters["size_flushes"] += 1
+        self.flush()
 
     def _eager(self, op, args, kwargs):
         _counters["eager_ops"] += 1
@@ -356,14 +594,11 @@ class LazyRecorder:
         records = self.records
         if not records:
             return
-        live = []
-        for vid, ref in self.lazies.items():
-            t = ref()
-            if t is not None and "_lazy" in t.__dict__:
-                live.append((vid, t))
+        live = _live(self.lazies, _DEAD_RC)
         inputs, tensors, types, next_id = self.inputs, self.tensors, self.types, self.next
         self._reset()
         _counters["flushes"] += 1
+        _counters["records"] += len(records)
         if not live:
             _counters["dead_values"] += len(records)
             return
@@ -371,11 +606,15 @@ class LazyRecorder:
         needed = {v for v, _ in live}
         keep = []
         for r in reversed(records):
-            if r[3] in needed:
+            if r[1] in needed:
                 keep.append(r)
-                needed.update([a for a in r[1] if a.__class__ is int])
+                for i in r[0].tpos:
+                    needed.add(r[i])
         keep.reverse()
         _counters["dead_values"] += len(records) - len(keep)
+        for r in keep:
+            if r[0].ty is not None:      # the fast path's records: the spec knows the type
+                types[r[1]] = r[0].ty
         ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
         outs_v = tuple([v for v, _ in live])
         key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
@@ -384,8 +623,7 @@ class LazyRecorder:
             if plan is None:
                 g = Graph(inputs=[v for v, _ in ins], types=types, next_id=next_id,
                           outputs=tuple(Var(v) for v in outs_v))
-                g.nodes = [Node(op, tuple([Var(a) if a.__class__ is int else a[1] for a in enc]),
-                                {k: v for k, _, v in kenc}, (out,)) for op, enc, kenc, out in keep]
+                g.nodes = [r[0].node(r) for r in keep]
                 optimized, _ = optimize(g.check())
                 plan = Plan(optimized, _stats, True)
                 if len(_plans) >= _MAX_PLANS:
@@ -403,16 +641,53 @@ class LazyRecorder:
                 _state.tracer = prev
         except BaseException as e:
             for _, t in live:
-                d = t.__dict__
-                d["_lazy"] = (_FAILED, None)
-                d["_lazy_error"] = e
+                z = _get_slot(t, Tensor)
+                _set_slot(t, (_FAILED, e, z[2], z[3]))
             raise
+        given = set()
         for (_, t), o in zip(live, outs):
-            _SLOT_DATA.__set__(t, o._data)
+            a = o._data
+            if id(a) in given:
+                a = a.copy()       # cse merged two values that eager mode keeps in separate memory
+            given.add(id(a))
+            _set_slot(t, a)
             t._sig = o._sig
-            d = t.__dict__
-            del d["_lazy"], d["_shape"], d["_dtype"]
             t.__class__ = Tensor
+
+
+def _live(lazies: list, limit: int) -> list:
+    """(vid, tensor) of each pending LazyTensor that something besides the recorder refers to.
+    The recorder holds its LazyTensors strongly until the flush (a list append per record is
+    cheaper than a weak reference); one that nothing else refers to (its refcount, as seen
+    from here, is at most ``limit``) and no weak reference can reach can never be read, so
+    its value is never computed."""
+    live = []
+    rc, wc = sys.getrefcount, weakref.getweakrefcount
+    for i in range(len(lazies)):
+        if rc(lazies[i]) > limit or wc(lazies[i]):
+            t = lazies[i]
+            z = t._lazy if t.__class__ is LazyTensor else None
+            if z is not None and z[0] is not _FAILED:
+                live.append((z[1], t))
+    return live
+
+
+def _calibrate() -> int:
+    """The ``limit`` of ``_live``: measured, since interpreters differ in the temporary
+    references they hold."""
+    t = _new(LazyTensor)
+    t._lazy = (None, 0, (), None)
+    lst = [t]
+    del t
+    for limit in range(1, 16):
+        if not _live(lst, limit):
+            held = lst[0]                  # a second reference must make it live
+            ok = len(_live(lst, limit)) == 1
+            del held
+            if ok:
+                return limit
+            break
+    raise RuntimeError("compiled mode: cannot calibrate reference counts on this interpreter")
 
 
 class _Failed:
@@ -531,4 +806,7 @@ def _install_forcing_hooks():
         setattr(Tensor, name, hooked)
 
 
+_DEAD_RC = _calibrate()
 install_tracer_fallback()
+# the Tracer fallback specializes per call signature (dispatcher.py: backend fallbacks with .specialize)
+tracer_fallback.specialize = _specialize

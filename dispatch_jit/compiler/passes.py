@@ -2,7 +2,10 @@
 
 * ``dce``: drop elementwise and constant nodes whose values nobody reads
   (other ops are kept: they may consume random numbers or raise).
-* ``cse``: one node for identical elementwise computations.
+* ``cse``: one node for identical elementwise computations and views.
+* ``sink_views`` (views.py): a view of a single-use elementwise chain moves
+  onto the chain's leaves, so the chain fuses with what reads the view;
+  views of inputs go first, as zero-copy steps the fused loop reads.
 * ``fuse``: replace each maximal run of fusible elementwise nodes with one
   "fused" node holding a ``Region``; codegen turns a region into one loop.
   A reduction that reads a value of the run ends it as the region's
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 
 from .elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, vars_in
+from .views import ViewOp, is_view, sink_views
 
 __all__ = ["Region", "dce", "cse", "fuse", "optimize"]
 
@@ -39,7 +43,7 @@ def _rename(x, m: dict[int, int]):
 
 
 def _pure(n: Node) -> bool:
-    return n.op == "const" or scalar_op_of(n.op) is not None
+    return n.op == "const" or scalar_op_of(n.op) is not None or is_view(n)
 
 
 def dce(g: Graph) -> Graph:
@@ -72,8 +76,9 @@ def cse(g: Graph) -> Graph:
     nodes = []
     for n in g.nodes:
         n.args, n.kwargs = _rename(n.args, rename), _rename(n.kwargs, rename)
-        if scalar_op_of(n.op) is not None:
-            key = (n.name, _const_key(n.args), _const_key(n.kwargs))
+        if scalar_op_of(n.op) is not None or is_view(n):
+            op = n.op.key if isinstance(n.op, ViewOp) else n.name
+            key = (op, _const_key(n.args), _const_key(n.kwargs))
             prev = seen.get(key)
             if prev is not None:
                 rename.update(zip(n.outs, prev.outs))
@@ -143,6 +148,7 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
         reads_after[i] = set(acc)
         acc.update(nodes[i].inputs())
     out_nodes, notes, run = [], [], []
+    sources = set(g.inputs) | {v for n in nodes if n.op == "const" for v in n.outs}
     regions = 0
 
     def flush(end: int, red: Reduction | None = None):
@@ -189,6 +195,16 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
                 why = rwhy      # say why a CUDA reduction is not the region's epilogue
         flush(i)
         out_nodes.append(n)
+        if is_view(n):
+            if all(v in sources for v in n.inputs()):
+                sources.update(n.outs)
+                why = ("a view of an input: a zero-copy strided view per call, which the next loop reads in place"
+                       if g.types[n.outs[0]].device == "cpu" else "a view (CUDA views are not sunk into regions)")
+                if isinstance(n.op, ViewOp) and n.op.may_copy:
+                    why += " (a reshape copies where the input's strides cannot express the new shape)"
+            else:
+                why = "a view of a computed value, not sunk into a region: " + \
+                      g.notes.get(n.outs[0], "not a view of a single-use elementwise chain")
         if n.op != "const":
             notes.append((n.name, why))
     flush(len(nodes))
@@ -197,4 +213,4 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
 
 
 def optimize(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
-    return fuse(dce(cse(g)))
+    return fuse(dce(cse(sink_views(cse(g)))))

@@ -7,6 +7,9 @@
   the broadcast shape of its inputs as the iteration shape, allocates the
   outputs with NumPy, picks the flat or strided loop (serial or parallel by
   size, as the eager kernels do) and compiles that variant on first use.
+  Large outputs (and accumulator buffers) come from the output pool
+  (dispatch_jit/bufferpool.py): memory a previous call's output used, once
+  nothing refers to that output any more, so its pages are already mapped.
   If the sizes make an output smaller than the iteration shape (equal ndim,
   broadcast dims), or do not broadcast at all, the region runs its nodes
   eagerly for that call, which also raises eager mode's own errors.
@@ -23,11 +26,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
-from .codegen import Codegen, compile_source
+from .codegen import Codegen, compile_source, crosswise
 from .elementwise import reduced_shape
 from .ir import Graph, Var
 
@@ -106,11 +110,11 @@ class FusedStep:
     def source(self, flat: bool = True) -> str:
         return self.gen.source(flat)
 
-    def loop(self, flat: bool, parallel: bool):
-        key = (flat, parallel)
+    def loop(self, flat: bool, parallel: bool, tiled: bool = False):
+        key = (flat, parallel, True) if tiled else (flat, parallel)
         ep = self.loops.get(key)
         if ep is None:
-            src = self.gen.source(flat)
+            src = self.gen.source(flat, tiled)
             ep, new = compile_source(src, self.name, self.gen.argtypes(self.in_dtypes, self.out_dtypes, flat),
                                      parallel)
             self.stats.compiles += new
@@ -124,19 +128,24 @@ class FusedStep:
             s(env)
 
     def __call__(self, env):
-        arrays = [env[v]._data for v in self.region.inputs]
+        tensors = [env[v] for v in self.region.inputs]
+        arrays = [t._data for t in tensors]
         if self.region.reduce is None and arrays:
             # the common case first: same-shape contiguous inputs, no reduction.  np.broadcast_shapes
-            # alone costs ~2 us, more than the whole loop on small inputs.
+            # alone costs ~2 us, more than the whole loop on small inputs; contiguity is the
+            # signature's bit, as the eager fast paths read it (a.flags costs an object per array)
             shape = arrays[0].shape
-            for a in arrays:
-                if a.shape != shape or not a.flags.c_contiguous:
+            for t, a in zip(tensors, arrays):
+                if a.shape != shape or not t._sig & 1:
                     break
             else:
                 n = arrays[0].size
                 parallel = self.parallel and n >= PARALLEL_MIN and self.threads
                 ep = self.loops.get((True, parallel)) or self.loop(True, parallel)
-                outs = [np.empty(shape, d) for d in self.out_np]
+                if n < _pool.small:
+                    outs = [np.empty(shape, d) for d in self.out_np]
+                else:
+                    outs = [_pool.empty(shape, d, n) for d in self.out_np]
                 ep(*arrays, *self.scalars, *outs)
                 for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
                     t = _new(Tensor)
@@ -161,18 +170,21 @@ class FusedStep:
         flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
         if not flat:
             arrays = [a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays]
-        outs = [np.empty(shape, d) for d in self.out_np]
+        empty = _pool.empty if n >= _pool.small else np.empty    # small ones skip the pool's call
+        outs = [empty(shape, d) for d in self.out_np]
         parallel = self.parallel and n >= PARALLEL_MIN and self.threads
         extra = []
         if red is not None:
-            extra.append(np.empty(reduced_shape(shape, red.axes, red.keepdim), self.red_np))
+            extra.append(empty(reduced_shape(shape, red.axes, red.keepdim), self.red_np))
             if self.mode == "full":
                 # chunks of >= 64K elements, a few per thread so uneven threads still balance
                 nc = max(1, min(n >> 16, 4 * numba.get_num_threads())) if parallel else 1
                 extra.append(np.empty(nc if flat else min(nc, shape[0]), self.acc_np))
             elif self.mode == "cols":
-                extra.append(np.empty(reduced_shape(shape, red.axes, True), self.acc_np))
-        self.loop(flat, parallel)(*arrays, *self.scalars, *outs, *extra)
+                extra.append(empty(reduced_shape(shape, red.axes, True), self.acc_np))
+        # a transposed input: the nest walks tiles (codegen.crosswise), a variant compiled when first needed
+        tiled = not flat and red is None and crosswise(arrays)
+        self.loop(flat, parallel, tiled)(*arrays, *self.scalars, *outs, *extra)
         if red is not None:
             outs.append(extra[0])
         for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
@@ -202,9 +214,18 @@ class Plan:
             else:
                 self.steps.append(EagerStep(n))
         self.inputs, self.outputs = graph.inputs, graph.outputs
+        out = self.outputs
+        # the common output structures without _subst's walk
+        self._out1 = out.id if isinstance(out, Var) else None
+        self._outn = tuple(v.id for v in out) if (type(out) is tuple and out
+                                                   and all(isinstance(v, Var) for v in out)) else None
 
-    def run(self, tensors: list):
+    def run(self, tensors):
         env = dict(zip(self.inputs, tensors))
         for s in self.steps:
             s(env)
+        if self._out1 is not None:
+            return env[self._out1]
+        if self._outn is not None:
+            return tuple([env[v] for v in self._outn])
         return _subst(self.outputs, env)

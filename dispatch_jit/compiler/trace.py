@@ -10,8 +10,11 @@ eagerly on the placeholders with the Tracer key excluded (the meta function
 for now: sizes are not part of the cache key, so only dtype and ndim matter).
 
 Anything that needs real data (``bool(t)``, ``t.item()``, ``t.numpy()``,
-``t.shape``, indexing, in-place writes) raises ``TraceAbort``; the compiled
-function then runs that call eagerly and records the reason.
+``t.shape``, advanced indexing, in-place writes) raises ``TraceAbort``; the
+compiled function then runs that call eagerly and records the reason.
+Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
+becomes a ``getitem`` node, and the views whose meta cannot run on size-1
+placeholders get their types from views.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dispatch_jit.tensor import Tensor, wrap
 
 from .elementwise import result_of
 from .ir import Graph, Node, TensorType, Var
+from .views import GETITEM, index_type, view_type
 
 __all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback"]
 
@@ -119,6 +123,10 @@ class Tracer:
         gargs, gkwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
         node = Node(op, gargs, gkwargs, ())
         ty = result_of(node, self.graph.types)
+        if ty is None:
+            ty = view_type(op, gargs, gkwargs, self.graph.types)
+            if isinstance(ty, str):
+                self.abort(ty)
         if ty is not None:
             types = [ty]
             single = True
@@ -128,6 +136,18 @@ class Tracer:
         self.graph.nodes.append(node)
         outs = [self.symbolic(t, v) for t, v in zip(types, node.outs)]
         return outs[0] if single else tuple(outs)
+
+    def record_getitem(self, t: Tensor, index):
+        """``t[index]`` with a basic index: a ``getitem`` node (views.py); anything else aborts."""
+        if self.aborted:
+            raise TraceAbort(self.aborted)
+        src = self.to_arg(t)
+        index, ty = index_type(index, self.graph.types[src.id])
+        if index is None:
+            self.abort(ty)
+        vid = self.graph.new_value(ty)
+        self.graph.nodes.append(Node(GETITEM, (src, index), {}, (vid,)))
+        return self.symbolic(ty, vid)
 
     def _meta(self, op, args, kwargs):
         self.in_meta += 1
@@ -170,7 +190,7 @@ _GUARDED = {
     "__float__": "float() of a traced tensor", "__int__": "int() of a traced tensor",
     "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
     "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
-    "__getitem__": "indexing is not traced yet", "__setitem__": "item assignment is not traced yet",
+    "__setitem__": "item assignment is not traced yet",
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
     "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
@@ -221,7 +241,16 @@ def _guarded_to(self, *args, **kwargs):
     return Tensor.to(self, *args, **kwargs)
 
 
+def _traced_getitem(self, index):
+    """Basic indexing (a view) is recorded; advanced indexing aborts the trace."""
+    sym = self.__dict__.get("_sym")
+    if sym is not None and not sym[0].in_meta:
+        return sym[0].record_getitem(self, index)
+    return Tensor.__getitem__(self, index)
+
+
 SymbolicTensor.to = _guarded_to
+SymbolicTensor.__getitem__ = _traced_getitem
 for _name, _reason in _GUARDED.items():
     setattr(SymbolicTensor, _name, _guard(_name, _reason))
 for _name, _reason in _GUARDED_PROPS.items():

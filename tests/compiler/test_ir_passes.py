@@ -6,6 +6,7 @@ import dispatch_jit as dj
 from dispatch_jit.compiler.ir import Graph, GraphError, Node, TensorType, Var
 from dispatch_jit.compiler.passes import cse, dce, fuse
 from dispatch_jit.compiler.trace import trace
+from dispatch_jit.compiler.views import ViewOp, sink_views
 
 
 def _traced(fn, *shapes):
@@ -61,3 +62,53 @@ def test_region_with_lower_ndim_output_is_split_by_ndim():
     g, _ = fuse(_traced(lambda a, b: (dj.exp(a) * 2.0, dj.exp(a) * 2.0 + b), (3,), (2, 3)))
     regions = [n.value for n in g.nodes if n.op == "fused"]
     assert [r.ndim for r in regions] == [1, 2]
+
+
+# -- views (compiler/views.py) ---------------------------------------------------------------
+def test_basic_indexing_is_a_getitem_node():
+    g = _traced(lambda a: a[1:, ::2, None] * 2.0, (3, 4))
+    assert "%1 = getitem(%0, (1:, ::2, None)) : float32[3d]" in str(g)
+
+
+def test_reshape_traces_with_sizes_the_placeholders_lack():
+    g = _traced(lambda a: a.reshape((4, -1)) + a.narrow(0, 2, 2).reshape((4, -1)), (8,))
+    assert [str(g.types[n.outs[0]]) for n in g.nodes] == ["float32[2d]", "float32[1d]", "float32[2d]", "float32[2d]"]
+
+
+def test_sink_views_moves_a_transpose_onto_the_leaves():
+    g = sink_views(_traced(lambda a, b: (a * b).T + 1.0, (2, 3), (3,)))
+    view, mul, add = g.nodes
+    assert isinstance(view.op, ViewOp) and [v.id for v in view.args] == [0, 1]   # both leaves, one step
+    assert view.op.name() == "view[aten::permute((1, 0))]"
+    assert mul.inputs() == list(view.outs) and add.inputs() == list(mul.outs)
+    assert g.types[view.outs[1]].ndim == 2          # the 1-D leaf is viewed as the 2-D chain was
+    _, notes = fuse(g)
+    assert notes == [("view[aten::permute((1, 0))]",
+                      "a view of an input: a zero-copy strided view per call, which the next loop reads in place")]
+
+
+def test_sink_views_hoists_views_of_inputs_so_they_never_split_a_run():
+    g, _ = fuse(sink_views(_traced(lambda a, b: (a * 2.0).T + (b * 3.0).T, (2, 3), (2, 3))))
+    assert [n.name for n in g.nodes] == ["aten::permute", "aten::permute", "fused"]
+
+
+def test_a_view_of_a_multi_use_value_stays_and_says_why():
+    g = sink_views(cse(_traced(lambda a: (a * 2.0).T + (a * 2.0).sum(), (2, 2))))
+    assert "aten::permute" in [n.name for n in g.nodes if n.op != "fused"]
+    assert any("materialized anyway" in why for why in g.notes.values())
+
+
+def test_a_view_that_would_change_promotion_is_not_sunk():
+    # f32[2d] * f64[0d] is float32; sunk to a 0-d view of the f32 leaf it would promote to float64
+    g = trace(lambda a, s: (a * s)[0, 0] + 1.0, (dj.zeros((2, 3)), dj.tensor(2.0, dtype=dj.float64)), {})
+    g2 = sink_views(g)
+    assert [n.name for n in g2.nodes] == [n.name for n in g.nodes]
+    assert "change a dtype" in next(iter(g2.notes.values()))
+
+
+def test_cse_merges_identical_views_and_dce_drops_dead_ones():
+    def fn(a):
+        _ = a.T
+        return a[1:] * a[1:]
+    g = dce(cse(_traced(fn, (3, 3))))
+    assert [n.name for n in g.nodes] == ["getitem", "aten::mul.Tensor"]

@@ -305,3 +305,77 @@ def test_environment_variable():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["compiled", "LazyTensor", "[2.0,", "4.0]"]
+
+
+# -- the recording fast path (the Tracer fallback specialized per signature) -----------------
+def test_constants_that_compare_equal_get_their_own_plans():
+    # -0.0 == 0.0, 1 == 1.0 == True: the plan cache must not mix them up (results bit for bit)
+    x = dj.tensor([1.0, -2.0, 3.0])
+    xi = dj.tensor([1, 2, 3])
+    for c in (0.0, -0.0, 0.0, -0.0):
+        want = (x * c).numpy()
+        with mode("compiled"):
+            got = (x * c).numpy()
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    for c in (1, 1.0, True, 1, np.float32(1.0)):
+        want = xi + c
+        with mode("compiled"):
+            got = xi + c
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with mode("compiled"):
+        assert np.isnan((x * float("nan")).numpy()).all()
+
+
+def test_ops_that_do_not_fuse_for_a_signature_run_eagerly():
+    h = dj.tensor([1.0, 2.0], dtype=dj.float16)
+    i = dj.tensor([1, 2])
+    with mode("compiled"):
+        before = lazy_info()["eager_ops"]
+        y = h + 1.0                                  # float16 is not fused: eager
+        assert type(y) is dj.Tensor and y.dtype == dj.float16
+        np.testing.assert_array_equal(y.numpy(), [2.0, 3.0])
+        assert lazy_info()["eager_ops"] > before
+        with pytest.raises(Exception) as rec:
+            dj.add(i, 1, alpha=0.5)                  # eager mode's error, not a recorded node
+    with pytest.raises(type(rec.value)):
+        dj.add(i, 1, alpha=0.5)
+
+
+def test_recording_threads_share_the_specialized_kernel():
+    errors = []
+    x = dj.from_numpy(np.arange(8, dtype=np.float32))
+
+    def worker(k):
+        try:
+            with mode("compiled"):
+                for j in range(50):
+                    y = (x + float(k)) * 2.0 - j
+                    if type(y) is not LazyTensor:
+                        errors.append("not recorded")
+                    np.testing.assert_array_equal(y.numpy(), (np.arange(8, dtype=np.float32) + k) * 2 - j)
+        except Exception as e:        # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_lazy_tensor_metadata_and_a_tensor_of_another_thread():
+    x = dj.tensor([[1.0, 2.0, 3.0]])
+    box = {}
+    with mode("compiled"):
+        y = x * 2.0 + dj.tensor([1.0, 1.0, 1.0])
+        assert (y.shape, y.ndim, y.dtype, y.size(-1), y.numel()) == ((1, 3), 2, dj.float32, 3, 3)
+
+        def other():                                  # a pending value of this thread's graph
+            with mode("compiled"):
+                box["z"] = (y + 1.0).numpy().copy()
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    np.testing.assert_array_equal(box["z"], [[4.0, 6.0, 8.0]])
+    np.testing.assert_array_equal(y.numpy(), [[3.0, 5.0, 7.0]])

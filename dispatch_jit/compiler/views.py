@@ -1,0 +1,374 @@
+"""Views in compiled mode: how they are traced, and the pass that sinks them
+out of fused chains so that one loop computes the whole chain.
+
+A view (permute, transpose, expand, unsqueeze, reshape, view, flatten,
+narrow, basic indexing ``t[1:, ::2, None, 0]``) moves no data: it is new
+strides over the same buffer.  Elementwise ops commute with views: for an
+elementwise tree ``y = E(x1, ..., xk)`` whose output shape is ``S`` (the
+broadcast of the leaves' shapes),
+
+    V(E(x1, ..., xk)) == E(V(expand(x1, S)), ..., V(expand(xk, S)))
+
+exactly, for every view ``V``: ``expand`` is itself a view (stride 0), and
+an elementwise op computes each element from the same-position elements of
+its operands.  ``sink_views`` applies that identity to a view of a
+single-use elementwise chain whose result feeds more elementwise work (or a
+reduction): the view moves onto the chain's leaves, which are inputs,
+constants or materialized values, and the chain becomes part of the same
+fused region as its consumers.  At call time a ``ViewOp`` step builds the
+leaves' views as zero-copy NumPy strided views, and the region's loop reads
+them with their strides (the "index arithmetic"); the common shape ``S`` is
+only computed when the leaves' shapes differ, and a broadcast leaf becomes a
+stride-0 view.  Only ``reshape``/``flatten`` may copy, where NumPy must
+(strides that cannot express the new shape: a non-contiguous or broadcast
+leaf); the step counts that and ``explain()`` says so.
+
+What does not sink: a view of a value that other nodes also read (the value
+is materialized anyway), a view whose result is only returned (materializing
+the chain in its own layout and returning a view of it is the cheaper
+order), views on CUDA values, a rewrite that would change a dtype (a view
+to 0-d turns "dimensioned" operands into 0-d ones, which promote
+differently): those stay eager steps, as before.
+
+Tracing: sizes are not part of a trace, so ``reshape``/``view``/``narrow``
+get their output type here (the placeholders have size 1, on which running
+them fails); ``squeeze`` aborts the trace (which dims it drops depends on
+the sizes); basic indexing is recorded as a ``getitem`` node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.errors import BroadcastError
+from dispatch_jit.tensor import wrap_view
+
+from .elementwise import elementwise_info, reduction_info, result_of
+from .ir import Graph, Node, TensorType, Var, vars_in
+
+__all__ = ["GETITEM", "ViewOp", "is_view", "view_type", "index_type", "sink_views", "hoist_input_views",
+           "view_copies"]
+
+
+class _GetItem:
+    """The pseudo-op of basic indexing in a graph: ``getitem(t, index)`` is ``t[index]``."""
+
+    def name(self) -> str:
+        return "getitem"
+
+    def __call__(self, t, index):
+        return t[index]
+
+    def __repr__(self):
+        return "<getitem>"
+
+
+GETITEM = _GetItem()
+
+# view op -> whether it may copy (NumPy's reshape copies when the strides cannot express the new shape)
+VIEW_OPS = {"aten::permute": False, "aten::transpose.int": False, "aten::expand": False, "aten::unsqueeze": False,
+            "aten::view": False, "aten::narrow": False, "getitem": False, "aten::reshape": True,
+            "aten::flatten": True}
+
+
+def _op_name(op) -> str | None:
+    if isinstance(op, str):
+        return None
+    if isinstance(op, ViewOp):
+        return "view-group"
+    return op.name()
+
+
+def is_view(n: Node) -> bool:
+    """A node that only re-describes memory (one of VIEW_OPS, or a ViewOp group)."""
+    name = _op_name(n.op)
+    return name == "view-group" or name in VIEW_OPS
+
+
+def _fmt_index_item(i) -> str:
+    if isinstance(i, slice):
+        s = f"{'' if i.start is None else i.start}:{'' if i.stop is None else i.stop}"
+        return s + ("" if i.step is None else f":{i.step}")
+    return "..." if i is Ellipsis else repr(i)
+
+
+def fmt_index(index) -> str:
+    items = index if isinstance(index, tuple) else (index,)
+    return "[" + ", ".join(_fmt_index_item(i) for i in items) + "]"
+
+
+class ViewOp:
+    """One view applied to k tensors at once: the leaves of an elementwise chain
+    the view was sunk through (k >= 1).  Leaves of different shapes are first
+    expanded to their common (broadcast) shape, so each view sees the shape
+    the chain's result had.  ``copies`` counts the calls where reshape had to
+    copy (see the module docstring)."""
+
+    def __init__(self, op, statics: tuple, kwargs: dict):
+        self.op, self.statics, self.kwargs = op, tuple(statics), dict(kwargs)
+        self.may_copy = VIEW_OPS.get(op.name(), False)
+        self.copies = 0
+        self.key = (op.name(), repr(self.statics), repr(sorted(self.kwargs.items())))
+
+    def name(self) -> str:
+        if self.op is GETITEM:
+            return f"view{fmt_index(self.statics[0])}"
+        args = [repr(s) for s in self.statics] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"view[{self.op.name()}({', '.join(args)})]"
+
+    def __repr__(self):
+        return f"<ViewOp {self.name()}>"
+
+    def __call__(self, *xs):
+        if len(xs) > 1:
+            shape = xs[0]._data.shape
+            for x in xs:
+                if x._data.shape != shape:
+                    xs = _expand_all(xs)
+                    break
+        op, statics, kwargs = self.op, self.statics, self.kwargs
+        outs = [op(x, *statics, **kwargs) for x in xs]
+        if self.may_copy:
+            for x, o in zip(xs, outs):
+                if o._data.size and not np.may_share_memory(o._data, x._data):
+                    self.copies += 1
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _expand_all(xs):
+    shapes = [x._data.shape for x in xs]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise BroadcastError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together") from None
+    return [x if x._data.shape == shape else wrap_view(x, np.broadcast_to(x._data, shape)) for x in xs]
+
+
+# -- tracing: output types without running the op ----------------------------------------------
+def _int_list(x) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                                                for s in x)
+
+
+def view_type(op, args: tuple, kwargs: dict, types: dict) -> TensorType | str | None:
+    """The output type of a traced view whose meta cannot run on size-1 placeholders;
+    a string: why the trace must abort; None: not handled here (run the op's meta)."""
+    name = op.name()
+    if name not in ("aten::reshape", "aten::view", "aten::narrow", "aten::squeeze"):
+        return None
+    if not args or not isinstance(args[0], Var):
+        return None
+    t = types[args[0].id]
+    if name == "aten::squeeze":
+        return ("squeeze: which dimensions it drops depends on the sizes (not part of the cache key); "
+                "use reshape or index with 0")
+    if name == "aten::narrow":
+        return TensorType(t.dtype, t.ndim, t.device)
+    shape = args[1] if len(args) > 1 else kwargs.get("shape")
+    if not _int_list(shape) or sum(int(s) == -1 for s in shape) > 1:
+        return None      # the eager kernel's own check (run on the placeholders) says what is wrong
+    return TensorType(t.dtype, len(shape), t.device)
+
+
+def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
+    """Basic indexing (ints, slices of ints, None, one ``...``) as (normalized index
+    tuple, output type), or (None, why it is not traced)."""
+    items = index if isinstance(index, tuple) else (index,)
+    out, ints, nones, used, ell = [], 0, 0, 0, 0
+    for i in items:
+        if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            out.append(int(i))
+            ints += 1
+            used += 1
+        elif isinstance(i, slice):
+            parts = (i.start, i.stop, i.step)
+            if not all(p is None or (isinstance(p, (int, np.integer)) and not isinstance(p, bool)) for p in parts):
+                return None, "a slice with non-integer bounds is not traced"
+            out.append(slice(*(None if p is None else int(p) for p in parts)))
+            used += 1
+        elif i is None:
+            out.append(None)
+            nones += 1
+        elif i is Ellipsis:
+            out.append(Ellipsis)
+            ell += 1
+        else:
+            return None, f"indexing with {type(i).__name__} (advanced indexing) is not traced yet"
+    if ell > 1 or used > ty.ndim:
+        return None, "an invalid index (eager mode raises)"
+    return tuple(out), TensorType(ty.dtype, ty.ndim - ints + nones, ty.device)
+
+
+# -- the pass ----------------------------------------------------------------------------------
+def _consumers(g: Graph) -> dict[int, list[Node]]:
+    cons: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for v in set(n.inputs()):
+            cons.setdefault(v, []).append(n)
+    return cons
+
+
+def _feeds_fusion(v: int, g: Graph, cons: dict, depth: int = 0) -> bool:
+    """Whether value ``v`` is read by a fusible elementwise node or reduction, directly or
+    through further views: only then does sinking a view that defines it pay."""
+    for n in cons.get(v, ()):
+        if elementwise_info(n, g.types)[0] is not None:
+            return True
+        if reduction_info(n, g.types)[0] is not None:
+            return True
+        if depth < 16 and is_view(n) and not isinstance(n.op, ViewOp) and n.args[0] == Var(v) and \
+                _feeds_fusion(n.outs[0], g, cons, depth + 1):
+            return True
+    return False
+
+
+def _sink_one(g: Graph, view: Node, producers: dict, uses: dict, outputs: set, cons: dict):
+    """(the nodes replacing ``view`` and the chain under it, the chain's old nodes, the new
+    types, the next free value id), or why the view stays where it is."""
+    src = view.args[0]
+    if not isinstance(src, Var):
+        return "not a view of a tensor"
+    if g.types[src.id].device != "cpu":
+        return "views of CUDA values are not sunk into regions"
+    root = producers.get(src.id)
+    if root is None or elementwise_info(root, g.types)[0] is None:
+        return "a view of a value no fused elementwise op computes"
+    if src.id in outputs:
+        return "the value it views is also returned, so it is materialized anyway"
+    if uses.get(src.id, 0) != 1:
+        return "the value it views is read elsewhere too, so it is materialized anyway"
+    if not _feeds_fusion(view.outs[0], g, cons):
+        return ("no elementwise op or reduction reads the view: the chain is computed in its own layout "
+                "and viewed for free")
+    # the single-use elementwise chain under the view, each node read once (by the chain)
+    chain, stack = {id(root): root}, [root]
+    while stack:
+        n = stack.pop()
+        for x in n.inputs():
+            p = producers.get(x)
+            if p is not None and id(p) not in chain and uses.get(x, 0) == 1 and x not in outputs and \
+                    g.types[x].ndim > 0 and elementwise_info(p, g.types)[0] is not None:
+                chain[id(p)] = p
+                stack.append(p)
+    defined = {v for n in chain.values() for v in n.outs}
+    order = [n for n in g.nodes if id(n) in chain]
+    leaves = []
+    for n in order:
+        for x in n.inputs():
+            if x not in defined and x not in leaves:
+                leaves.append(x)
+    # 0-d leaves broadcast to any shape and keep their (lower) promotion rank: they stay as they are
+    nd = g.types[src.id].ndim
+    viewed = [x for x in leaves if nd == 0 or g.types[x].ndim > 0]
+    if VIEW_OPS[view.op.name()] or view.op.name() == "aten::view":
+        # a reshape of a permuted or sliced leaf copies it: materializing the chain (contiguous) and
+        # reshaping that for free is the cheaper order
+        if any(_strided_view(producers.get(x)) for x in viewed):
+            return ("a reshape of the chain's permuted or sliced leaves would copy them: the chain is "
+                    "materialized and reshaped for free")
+    out_ty = g.types[view.outs[0]]
+    types = dict(g.types)
+    new_nodes, rename = [], {}
+    if viewed:
+        op = view.op
+        if op.name() == "aten::view":     # the chain's result was contiguous; a leaf may not be
+            from dispatch_jit.ops import ops
+            op = ops.aten.reshape.default
+        outs = []
+        for x in viewed:
+            vid = g.next_id + len(outs)
+            types[vid] = TensorType(g.types[x].dtype, out_ty.ndim, out_ty.device)
+            outs.append(vid)
+        if len(viewed) == 1 and not VIEW_OPS[op.name()]:
+            new_nodes.append(Node(op, (Var(viewed[0]),) + tuple(view.args[1:]), dict(view.kwargs), tuple(outs)))
+        else:
+            new_nodes.append(Node(ViewOp(op, view.args[1:], view.kwargs), tuple(Var(x) for x in viewed), {},
+                                  tuple(outs)))
+        rename.update(zip(viewed, outs))
+    next_id = g.next_id + len(viewed)
+    for n in order:
+        old = n.outs[0]
+        new = view.outs[0] if n is root else next_id
+        if n is not root:
+            next_id += 1
+        m = Node(n.op, _rename(n.args, rename), _rename(n.kwargs, rename), (new,))
+        ty = result_of(m, types)
+        if ty is None or ty.dtype is not g.types[old].dtype or ty.ndim != out_ty.ndim:
+            return "sinking it would change a dtype (0-d operands promote differently)"
+        types[new] = ty
+        rename[old] = new
+        new_nodes.append(m)
+    return new_nodes, order, types, next_id
+
+
+def _strided_view(n: Node | None) -> bool:
+    """Whether ``n`` is a view that is in general not contiguous (anything but a reshape)."""
+    if n is None or not is_view(n):
+        return False
+    op = n.op.op if isinstance(n.op, ViewOp) else n.op
+    return op.name() not in ("aten::reshape", "aten::view", "aten::flatten")
+
+
+def _rename(x, m: dict):
+    if isinstance(x, Var):
+        return Var(m.get(x.id, x.id))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_rename(y, m) for y in x)
+    if isinstance(x, dict):
+        return {k: _rename(v, m) for k, v in x.items()}
+    return x
+
+
+def sink_views(g: Graph) -> Graph:
+    """Move each view of a single-use elementwise chain onto the chain's leaves
+    (see the module docstring), then hoist views of inputs and constants to the
+    front, so that they never split a run of fusible nodes."""
+    if not any(is_view(n) for n in g.nodes):
+        return g
+    g = g.copy()
+    i = 0
+    while i < len(g.nodes):
+        n = g.nodes[i]
+        if is_view(n) and not isinstance(n.op, ViewOp):
+            producers = {v: m for m in g.nodes for v in m.outs}
+            res = _sink_one(g, n, producers, g.uses(), {v.id for v in vars_in(g.outputs)}, _consumers(g))
+            if isinstance(res, str):
+                g.notes[n.outs[0]] = res
+            else:
+                new_nodes, old, types, next_id = res
+                gone = {id(m) for m in old}
+                before = [m for m in g.nodes[:i] if id(m) not in gone]
+                g.nodes = before + new_nodes + g.nodes[i + 1:]
+                g.types, g.next_id = types, next_id
+                i = len(before) + len(new_nodes)
+                continue
+        i += 1
+    live = set(g.inputs) | {v for m in g.nodes for v in m.outs}
+    g.types = {v: t for v, t in g.types.items() if v in live}   # drop the removed chain nodes' values
+    return hoist_input_views(g).check()
+
+
+def hoist_input_views(g: Graph) -> Graph:
+    """Views whose sources are inputs, constants or such views go first (after the
+    constants); a view of an input that may copy becomes a one-tensor ViewOp, so
+    that its copies are counted."""
+    base = set(g.inputs) | {v for n in g.nodes if n.op == "const" for v in n.outs}
+    consts, hoisted, rest = [], [], []
+    for n in g.nodes:
+        if n.op == "const":
+            consts.append(n)
+        elif is_view(n) and all(v in base for v in n.inputs()) and \
+                all(g.types[v].device == "cpu" for v in n.outs):
+            if not isinstance(n.op, ViewOp) and VIEW_OPS.get(n.op.name(), False):
+                n = Node(ViewOp(n.op, n.args[1:], n.kwargs), n.args[:1], {}, n.outs)
+            hoisted.append(n)
+            base.update(n.outs)
+        else:
+            rest.append(n)
+    g.nodes = consts + hoisted + rest
+    return g
+
+
+def view_copies(g: Graph) -> list[tuple[str, int]]:
+    """(view, number of copies) for each view step of ``g`` that had to copy."""
+    return [(n.op.name(), n.op.copies) for n in g.nodes if isinstance(n.op, ViewOp) and n.op.copies]
