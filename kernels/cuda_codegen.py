@@ -72,8 +72,9 @@ def device_helpers() -> dict:
         from .scalar_helpers import HELPERS
         cuda = cuda_module()
         h = {name: cuda.jit(device=True)(fn) for name, fn in HELPERS.items()}
-        # the CPU's vectorizable float32 exp is built from bit tricks; CUDA has expf
+        # the CPU's vectorizable float32 exp and tanh are built from bit tricks; CUDA has expf and tanhf
         h["_exp_f32"] = cuda.jit(device=True)(_exp)
+        h["_tanh_f32"] = cuda.jit(device=True)(_tanh)
         _HELPERS["cuda"] = h
     return h
 
@@ -83,6 +84,10 @@ _HELPERS: dict = {}
 
 def _exp(x):
     return math.exp(x)
+
+
+def _tanh(x):
+    return math.tanh(x)
 
 
 def compile_cuda(src: str, name: str, extra_globals: dict | None = None):

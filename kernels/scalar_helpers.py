@@ -12,6 +12,7 @@ from __future__ import annotations
 
 
 import numpy as np
+from numba.extending import register_jitable
 
 from .intrinsics import f32_from_bits
 
@@ -61,6 +62,7 @@ _EXP_HI = np.float32(88.72283)
 _EXP_LO = np.float32(-87.33654)
 
 
+@register_jitable    # callable from the other helpers' compiled code (_tanh_f32), still a plain function
 def _exp_f32(x):
     """float32 exp as range reduction + polynomial (Cephes expf, <= 2 ulp).
 
@@ -93,4 +95,24 @@ def _exp_f32(x):
     return y
 
 
-HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32)}
+def _tanh_f32(x):
+    """float32 tanh from ``_exp_f32`` (Cephes tanhf, a few ulp), so that the loop vectorizes.
+
+    libm's tanhf per element made tanh 5x slower than NumPy's.  Both branches
+    are computed and one selected (a branch would stop LLVM's vectorizer): an
+    odd polynomial below |x| = 0.625, where 1 - 2/(e^2|x| + 1) would cancel,
+    and the exp form above it (exp saturates to inf, giving exactly 1).
+    Within 1.3 ulp of float64 tanh over [-12, 12] (measured).
+    """
+    a = abs(x)
+    s = x * x
+    p = ((((np.float32(-5.70498872745e-3) * s + np.float32(2.06390887954e-2)) * s
+           - np.float32(5.37397155531e-2)) * s + np.float32(1.33314422036e-1)) * s
+         - np.float32(3.33332819422e-1)) * s * x + x
+    e = np.float32(1.0) - np.float32(2.0) / (_exp_f32(a + a) + np.float32(1.0))
+    e = -e if x < 0 else e
+    y = p if a < np.float32(0.625) else e
+    return y if a > np.float32(0.0) else x      # NaN and -0.0 come back as they are
+
+
+HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32)}
