@@ -12,7 +12,6 @@ from __future__ import annotations
 
 
 import numpy as np
-from numba.extending import register_jitable
 
 from .intrinsics import f32_from_bits
 
@@ -60,9 +59,30 @@ def _ipow(a, b):
 
 _EXP_HI = np.float32(88.72283)
 _EXP_LO = np.float32(-87.33654)
+# float32 constants as module globals: Numba types a global NumPy scalar as a constant, while each
+# np.float32(...) call in a body is one more call for type inference to resolve (compile time)
+_LOG2E = np.float32(1.44269504088896341)
+_HALF = np.float32(0.5)
+_LN2_HI = np.float32(0.693359375)
+_LN2_LO = np.float32(-2.12194440e-4)
+_E5 = np.float32(1.9875691500e-4)
+_E4 = np.float32(1.3981999507e-3)
+_E3 = np.float32(8.3334519073e-3)
+_E2 = np.float32(4.1665795894e-2)
+_E1 = np.float32(1.6666665459e-1)
+_E0 = np.float32(5.0000001201e-1)
+_ONE = np.float32(1.0)
+_INF = np.float32(np.inf)
+_ZERO = np.float32(0.0)
+_T4 = np.float32(-5.70498872745e-3)
+_T3 = np.float32(2.06390887954e-2)
+_T2 = np.float32(5.37397155531e-2)
+_T1 = np.float32(1.33314422036e-1)
+_T0 = np.float32(3.33332819422e-1)
+_TWO = np.float32(2.0)
+_TANH_POLY_MAX = np.float32(0.625)
 
 
-@register_jitable    # callable from the other helpers' compiled code (_tanh_f32), still a plain function
 def _exp_f32(x):
     """float32 exp as range reduction + polynomial (Cephes expf, <= 2 ulp).
 
@@ -72,31 +92,31 @@ def _exp_f32(x):
     """
     xc = min(max(x, _EXP_LO), _EXP_HI)
     # stay in float32/int32 throughout: int64 conversions do not vectorize well
-    nf = np.floor(xc * np.float32(1.44269504088896341) + np.float32(0.5))
-    r = xc - nf * np.float32(0.693359375) - nf * np.float32(-2.12194440e-4)
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
+    nf = np.floor(xc * _LOG2E + _HALF)
+    r = xc - nf * _LN2_HI - nf * _LN2_LO
+    p = _E5
+    p = p * r + _E4
+    p = p * r + _E3
+    p = p * r + _E2
+    p = p * r + _E1
+    p = p * r + _E0
     # 2**n as two exact powers of two: n reaches 128 near the top of the range,
     # one past the largest float32 exponent
     n = np.int32(nf)
     h = n >> np.int32(1)
-    y = (p * (r * r) + r + np.float32(1.0)) * f32_from_bits(np.int32((h + 127) << 23)) \
+    y = (p * (r * r) + r + _ONE) * f32_from_bits(np.int32((h + 127) << 23)) \
         * f32_from_bits(np.int32((n - h + 127) << 23))
     if x > _EXP_HI:
-        y = np.float32(np.inf)
+        y = _INF
     if x < _EXP_LO:
-        y = np.float32(0.0)
+        y = _ZERO
     if x != x:
         y = x
     return y
 
 
 def _tanh_f32(x):
-    """float32 tanh from ``_exp_f32`` (Cephes tanhf, a few ulp), so that the loop vectorizes.
+    """float32 tanh with ``_exp_f32``'s exp (Cephes tanhf), so that the loop vectorizes.
 
     libm's tanhf per element made tanh 5x slower than NumPy's.  Both branches
     are computed and one selected (a branch would stop LLVM's vectorizer): an
@@ -106,13 +126,21 @@ def _tanh_f32(x):
     """
     a = abs(x)
     s = x * x
-    p = ((((np.float32(-5.70498872745e-3) * s + np.float32(2.06390887954e-2)) * s
-           - np.float32(5.37397155531e-2)) * s + np.float32(1.33314422036e-1)) * s
-         - np.float32(3.33332819422e-1)) * s * x + x
-    e = np.float32(1.0) - np.float32(2.0) / (_exp_f32(a + a) + np.float32(1.0))
+    p = ((((_T4 * s + _T3) * s - _T2) * s + _T1) * s - _T0) * s * x + x
+    # exp(2|x|) with _exp_f32's reduction and polynomial written out (a nested helper call costs
+    # ~0.5 s more to compile in every loop that uses tanh)
+    xc = min(a + a, _EXP_HI)
+    nf = np.floor(xc * _LOG2E + _HALF)
+    r = xc - nf * _LN2_HI - nf * _LN2_LO
+    q = ((((_E5 * r + _E4) * r + _E3) * r + _E2) * r + _E1) * r + _E0
+    n = np.int32(nf)
+    h = n >> np.int32(1)
+    z = (q * (r * r) + r + _ONE) * f32_from_bits(np.int32((h + 127) << 23)) \
+        * f32_from_bits(np.int32((n - h + 127) << 23))
+    e = _ONE - _TWO / (z + _ONE)
     e = -e if x < 0 else e
-    y = p if a < np.float32(0.625) else e
-    return y if a > np.float32(0.0) else x      # NaN and -0.0 come back as they are
+    y = p if a < _TANH_POLY_MAX else e
+    return y if a > _ZERO else x      # NaN and -0.0 come back as they are
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32)}
