@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from dispatch_jit.dtypes import DType
 
-__all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in"]
+__all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in", "rename_vars"]
 
 
 class GraphError(AssertionError):
@@ -76,6 +76,17 @@ def vars_in(x) -> list[Var]:
         elif isinstance(y, dict):
             stack.extend(reversed(list(y.values())))
     return out
+
+
+def rename_vars(x, m: dict[int, int]):
+    """``x`` (a nested structure of tuples, lists and dicts) with each Var's id mapped through ``m``."""
+    if isinstance(x, Var):
+        return Var(m.get(x.id, x.id))
+    if isinstance(x, (list, tuple)):
+        return type(x)(rename_vars(y, m) for y in x)
+    if isinstance(x, dict):
+        return {k: rename_vars(v, m) for k, v in x.items()}
+    return x
 
 
 def _fmt(x) -> str:

@@ -26,20 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
-from .ir import Graph, Node, Var, vars_in
+from .ir import Graph, Node, Var, rename_vars, vars_in
 from .views import ViewOp, is_view, sink_views
 
 __all__ = ["Region", "dce", "cse", "fuse", "optimize"]
-
-
-def _rename(x, m: dict[int, int]):
-    if isinstance(x, Var):
-        return Var(m.get(x.id, x.id))
-    if isinstance(x, (list, tuple)):
-        return type(x)(_rename(y, m) for y in x)
-    if isinstance(x, dict):
-        return {k: _rename(v, m) for k, v in x.items()}
-    return x
 
 
 def _pure(n: Node) -> bool:
@@ -75,7 +65,7 @@ def cse(g: Graph) -> Graph:
     rename: dict[int, int] = {}
     nodes = []
     for n in g.nodes:
-        n.args, n.kwargs = _rename(n.args, rename), _rename(n.kwargs, rename)
+        n.args, n.kwargs = rename_vars(n.args, rename), rename_vars(n.kwargs, rename)
         if scalar_op_of(n.op) is not None or is_view(n):
             op = n.op.key if isinstance(n.op, ViewOp) else n.name
             key = (op, _const_key(n.args), _const_key(n.kwargs))
@@ -86,7 +76,7 @@ def cse(g: Graph) -> Graph:
             seen[key] = n
         nodes.append(n)
     g.nodes = nodes
-    g.outputs = _rename(g.outputs, rename)
+    g.outputs = rename_vars(g.outputs, rename)
     return g.check()
 
 

@@ -44,7 +44,7 @@ from dispatch_jit.errors import BroadcastError
 from dispatch_jit.tensor import wrap_view
 
 from .elementwise import elementwise_info, reduction_info, result_of
-from .ir import Graph, Node, TensorType, Var, vars_in
+from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
 __all__ = ["GETITEM", "ViewOp", "is_view", "view_type", "index_type", "sink_views", "hoist_input_views",
            "view_copies"]
@@ -291,7 +291,7 @@ def _sink_one(g: Graph, view: Node, producers: dict, uses: dict, outputs: set, c
         new = view.outs[0] if n is root else next_id
         if n is not root:
             next_id += 1
-        m = Node(n.op, _rename(n.args, rename), _rename(n.kwargs, rename), (new,))
+        m = Node(n.op, rename_vars(n.args, rename), rename_vars(n.kwargs, rename), (new,))
         ty = result_of(m, types)
         if ty is None or ty.dtype is not g.types[old].dtype or ty.ndim != out_ty.ndim:
             return "sinking it would change a dtype (0-d operands promote differently)"
@@ -307,16 +307,6 @@ def _strided_view(n: Node | None) -> bool:
         return False
     op = n.op.op if isinstance(n.op, ViewOp) else n.op
     return op.name() not in ("aten::reshape", "aten::view", "aten::flatten")
-
-
-def _rename(x, m: dict):
-    if isinstance(x, Var):
-        return Var(m.get(x.id, x.id))
-    if isinstance(x, (list, tuple)):
-        return type(x)(_rename(y, m) for y in x)
-    if isinstance(x, dict):
-        return {k: _rename(v, m) for k, v in x.items()}
-    return x
 
 
 def sink_views(g: Graph) -> Graph:
