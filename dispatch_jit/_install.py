@@ -64,6 +64,21 @@ def _T(self):
     return self.permute(tuple(range(self.ndim - 1, -1, -1)))
 
 
+# PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
+# is ``x.permute((1, 0))``; the ops themselves (``dj.reshape``) take one int list, as their schemas say
+SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand")
+
+
+def _size_varargs(entry):
+    def method(self, *size, **kwargs):
+        if len(size) > 1 or (size and not isinstance(size[0], (tuple, list))):
+            size = (size,)
+        return entry(self, *size, **kwargs)
+    method.__name__ = entry.__name__
+    method.__doc__ = entry.__doc__
+    return method
+
+
 def _cast(dt):
     def method(self):
         return self.to(dt)
@@ -82,7 +97,8 @@ def install(namespace: dict) -> list[str]:
         namespace[alias] = namespace[real]
         names.append(alias)
     for meth, opname in METHODS.items():
-        setattr(Tensor, meth, lookup(f"aten::{opname}").entry)
+        entry = lookup(f"aten::{opname}").entry
+        setattr(Tensor, meth, _size_varargs(entry) if meth in SIZE_VARARG_METHODS else entry)
     for dunder, (opname, reflected) in OPERATORS.items():
         entry = lookup(f"aten::{opname}").entry
         unary = len(entry._op.schema.positional) == 1

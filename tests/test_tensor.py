@@ -41,6 +41,16 @@ def test_view_errors():
         x.unsqueeze(4)
 
 
+def test_size_methods_take_varargs_as_pytorch():
+    x = dj.arange(16.0)
+    assert x.reshape(4, 4).shape == x.reshape((4, 4)).shape == (4, 4)
+    assert x.view(2, 8).shape == (2, 8) and x.reshape(-1).shape == (16,) and x.reshape(np.int64(16)).shape == (16,)
+    assert x.reshape(4, 4).permute(1, 0).tolist() == x.reshape((4, 4)).permute((1, 0)).tolist()
+    assert x.expand(2, 16).shape == (2, 16) and x.reshape(shape=[2, 8]).shape == (2, 8)
+    with pytest.raises(ShapeError, match="invalid for input of size 16"):
+        x.reshape(3, 3)
+
+
 def test_reshape_that_copies_is_a_new_tensor():
     """A reshape NumPy answers with a copy shares neither storage nor version counter with its source."""
     from dispatch_jit.tensor import version_of
