@@ -133,6 +133,19 @@ def test_set_limits_shrinks():
     assert p.info().blocks == 0
     with pytest.raises(ValueError, match="max_bytes"):
         p.set_limits(max_bytes=-1)
+    with pytest.raises(ValueError, match="min_bytes"):
+        p.set_limits(min_bytes=0)
+
+
+def test_limit_environment_variables_are_numbers_of_bytes(monkeypatch):
+    from dispatch_jit.bufferpool import _env_bytes
+    monkeypatch.setenv("DISPATCH_JIT_POOL_MAX_BYTES", "1048576")
+    assert _env_bytes("DISPATCH_JIT_POOL_MAX_BYTES", 7) == 1 << 20
+    monkeypatch.setenv("DISPATCH_JIT_POOL_MAX_BYTES", " ")
+    assert _env_bytes("DISPATCH_JIT_POOL_MAX_BYTES", 7) == 7
+    monkeypatch.setenv("DISPATCH_JIT_POOL_MAX_BYTES", "256MB")
+    with pytest.raises(ValueError, match=r"DISPATCH_JIT_POOL_MAX_BYTES='256MB': expected a number of bytes"):
+        _env_bytes("DISPATCH_JIT_POOL_MAX_BYTES", 7)
 
 
 def test_threads_never_share_a_live_block():

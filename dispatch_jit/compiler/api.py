@@ -47,8 +47,7 @@ from .passes import optimize
 from .plan import Plan, Stats
 from .ir import Var
 from .trace import TraceAbort, _state, install_tracer_fallback, trace
-from .views import is_view
-from .views import view_copies
+from .views import is_view, view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
 
