@@ -22,6 +22,9 @@ measured in one process (min of interleaved repeats):
 * elementwise add and exp, 1e7 float32, vs NumPy  <= 1.0
 * sum, 1e7 float32, vs ``np.sum``                 <= 1.3
 * matmul, 1024x1024 float32, vs ``np.matmul``     <= 1.2
+* sin + cos, 1e6 float32, vs torch (no target of its own: the autograd chain's
+  forward and backward use them); and sin where every 2048-element chunk holds
+  one |x| >= 2**24 (the exact, table-reduced form), vs NumPy
 
 Those use 1e7 elements or 1024x1024 matrices and are marked ``slow = True``,
 which tests/test_benchmarks_import.py honours.
@@ -151,7 +154,7 @@ class _NumPy:
 
 
 class _UnaryParams:
-    params = [["exp", "sqrt", "abs"], DTYPES, SIZES]
+    params = [["exp", "sqrt", "abs", "sin"], DTYPES, SIZES]
     param_names = ["op", "dtype", "n"]
     build = staticmethod(_unary)
 
@@ -316,3 +319,21 @@ class Targets:
         a, b = _data((1024, 1024), "float32", seed=1), _data((1024, 1024), "float32", seed=2)
         x, y = dj.from_numpy(a), dj.from_numpy(b)
         return self._ratio(lambda: dj.matmul(x, y), lambda: np.matmul(a, b), number=1)
+
+    def track_sincos_1e6_float32_ratio_vs_torch(self):
+        """(dj.sin + dj.cos) / (torch.sin + torch.cos), 1e6 float32, standard normal times 3."""
+        try:
+            import torch
+        except ImportError:
+            raise NotImplementedError("torch is not installed") from None
+        a = _data((1_000_000,), "float32", seed=3) * np.float32(3)
+        x, tx = dj.from_numpy(a), torch.from_numpy(a)
+        return self._ratio(lambda: (dj.sin(x), dj.cos(x)), lambda: (torch.sin(tx), torch.cos(tx)), number=5)
+
+    def track_sin_huge_args_1e6_float32_ratio_vs_numpy(self):
+        """dj.sin / np.sin, 1e6 float32 with one |x| = 1e30 in every 2048 elements: each chunk
+        runs the exact form (Payne-Hanek table reduction for the large element)."""
+        a = _data((1_000_000,), "float32", seed=3) * np.float32(3)     # a new array: _data is cached
+        a[::2048] = np.float32(1e30)
+        x = dj.from_numpy(a)
+        return self._ratio(lambda: dj.sin(x), lambda: np.sin(a), number=5)

@@ -37,6 +37,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
 from .scalar_helpers import HELPERS
+from .sincos_f32 import GUARD_GLOBALS
 from .scalar_ops import ScalarOp, broadcast_shape, check_output, resolve
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
@@ -65,6 +66,7 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     """One loop nest.  ``kinds[i]`` is "array", "scalar" or "none" per input."""
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = op.expression(compute.category, present, compute.name)
+    guarded = op.fast_expression(compute.category, present, compute.name) if ndim else None
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
     lines = [f"def kernel({', '.join(params)}):", "    _zero = _ct(0)", "    _one = _ct(1)"]
     for s in static_names:
@@ -85,21 +87,52 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
             if k == "array":
                 lines.append(f"    f{i} = a{i}" + ("" if ndim == 1 else f".reshape(a{i}.size)"))
         lines.append("    fo = out" + ("" if ndim == 1 else ".reshape(out.size)"))
-        lines.append("    for i in prange(fo.shape[0]):")
-        idx, store, indent = "i", "fo[i]", "        "
+        lines.append("    n0 = fo.shape[0]")
+        outer, inner, store = [], "i", "fo[{}]"
     elif ndim == 0:
-        idx, store, indent = "()", "out[()]", "    "
+        lines += [f"    {_NAMES[i]} = {r.replace('IDX', '()')}" for i, r in reads.items()]
+        return "\n".join(lines + [f"    out[()] = {expr}"]) + "\n"
     else:
         lines.append(f"    {', '.join(f'n{d}' for d in range(ndim))}{',' if ndim == 1 else ''} = out.shape")
-        for d in range(ndim):
-            loop = "prange" if d == 0 else "range"
-            lines.append(f"{'    ' * (d + 1)}for i{d} in {loop}(n{d}):")
-        idx = ", ".join(f"i{d}" for d in range(ndim))
-        store, indent = f"out[{idx}]", "    " * (ndim + 1)
-    for i, r in reads.items():
-        lines.append(f"{indent}{_NAMES[i]} = {r.replace('IDX', idx)}")
-    lines.append(f"{indent}{store} = {expr}")
+        outer, inner = [f"i{d}" for d in range(ndim - 1)], f"i{ndim - 1}"
+        store = "out[" + ", ".join(outer + ["{}"]) + "]"
+    for d, v in enumerate(outer):
+        lines.append(f"{'    ' * (d + 1)}for {v} in {'prange' if d == 0 else 'range'}(n{d}):")
+    indent = "    " * (len(outer) + 1)
+    last = f"n{ndim - 1}" if not flat else "n0"
+    par = "prange" if not outer else "range"
+
+    def loop(ind: str, lo: str, hi: str, value: str | None, guard: str | None = None) -> list:
+        idx = ", ".join(outer + [inner]) if not flat else inner
+        out = [f"{ind}for {inner} in range({lo}, {hi}):" if lo != "0" else f"{ind}for {inner} in {hi}:"]
+        out += [f"{ind}    {_NAMES[i]} = {r.replace('IDX', idx)}" for i, r in reads.items()]
+        if guard is not None:
+            out.append(f"{ind}    ok &= {guard}")
+        else:
+            out.append(f"{ind}    {store.format(inner)} = {value}")
+        return out
+
+    if guarded is None:
+        lines += loop(indent, "0", f"{par}({last})", expr)
+        return "\n".join(lines) + "\n"
+    # A fast form valid only where a guard holds (sincos_f32.py): per chunk, a vectorized scan
+    # of the guard, then the fast loop or the exact one.  Both give the same bits where the
+    # guard holds, so the result of an element never depends on its neighbours.
+    fast, guard = guarded
+    lines += [f"{indent}for c in {par}(({last} + {_CHUNK - 1}) // {_CHUNK}):",
+              f"{indent}    lo = c * {_CHUNK}",
+              f"{indent}    hi = min(lo + {_CHUNK}, {last})",
+              f"{indent}    ok = True"]
+    lines += loop(indent + "    ", "lo", "hi", None, guard)
+    lines.append(f"{indent}    if ok:")
+    lines += loop(indent + "        ", "lo", "hi", fast)
+    lines.append(f"{indent}    else:")
+    lines += loop(indent + "        ", "lo", "hi", expr)
     return "\n".join(lines) + "\n"
+
+
+# elements per guard scan: a chunk's inputs stay in L1 between the scan and the loop
+_CHUNK = 2048
 
 
 def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
@@ -111,7 +144,7 @@ def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
         ep = _COMPILED.get(key)
         if ep is None:
             g = {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
-                 "prange": numba.prange if parallel else range, **_JIT_HELPERS}
+                 "prange": numba.prange if parallel else range, **_JIT_HELPERS, **GUARD_GLOBALS}
             exec(compile(src, "<dispatch_jit elementwise>", "exec"), g)
             # nogil only where the loop is long: releasing the GIL costs ~100 ns a call
             disp = numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(g["kernel"])

@@ -72,9 +72,10 @@ def device_helpers() -> dict:
         from .scalar_helpers import HELPERS
         cuda = cuda_module()
         h = {name: cuda.jit(device=True)(fn) for name, fn in HELPERS.items()}
-        # the CPU's vectorizable float32 exp and tanh are built from bit tricks; CUDA has expf and tanhf
-        h["_exp_f32"] = cuda.jit(device=True)(_exp)
-        h["_tanh_f32"] = cuda.jit(device=True)(_tanh)
+        # the CPU's vectorizable float32 exp, tanh, sin and cos are built from bit tricks and
+        # tables; CUDA has expf, tanhf, sinf and cosf (with their own exact large-argument path)
+        for name, fn in (("_exp_f32", _exp), ("_tanh_f32", _tanh), ("_sin_f32", _sin), ("_cos_f32", _cos)):
+            h[name] = cuda.jit(device=True)(fn)
         _HELPERS["cuda"] = h
     return h
 
@@ -88,6 +89,14 @@ def _exp(x):
 
 def _tanh(x):
     return math.tanh(x)
+
+
+def _sin(x):
+    return math.sin(x)
+
+
+def _cos(x):
+    return math.cos(x)
 
 
 def compile_cuda(src: str, name: str, extra_globals: dict | None = None):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .intrinsics import f32_from_bits
+from .sincos_f32 import functions as sincos_functions
 
 
 def _maximum(a, b):
@@ -144,3 +145,4 @@ def _tanh_f32(x):
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32)}
+HELPERS.update(sincos_functions())

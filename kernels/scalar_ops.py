@@ -20,6 +20,8 @@ from typing import Callable
 
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32, float64, get_default_dtype
 
+from .sincos_f32 import GUARD as SINCOS_GUARD
+
 __all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
            "check_output"]
 
@@ -45,11 +47,18 @@ class ScalarOp:
     inplace: bool = True
     method: bool = True
     operator: tuple = ()                           # Python operators that map to it
+    # dtype name -> (expression, guard): a faster form that equals the exact one wherever the
+    # guard (an expression over x) holds; eager CPU loops use it on chunks where it holds for all
+    fast: dict = field(default_factory=dict)
 
     def expression(self, category: int, present: tuple[str, ...], dtype_name: str = "") -> str:
         # most specific first: an override for the compute dtype, then its category
         e = self.by_cat.get(dtype_name) or self.by_cat.get(category, self.expr)
         return e(present) if callable(e) else e
+
+    def fast_expression(self, category: int, present: tuple[str, ...], dtype_name: str = ""):
+        """``(fast expression, guard)`` for this compute dtype, or None."""
+        return self.fast.get(dtype_name)
 
 
 def _clamp_expr(present: tuple[str, ...]) -> str:
@@ -82,8 +91,12 @@ _OPS = [
              by_cat={COMPLEX: "_one / cmath.sqrt(x)"}),
     ScalarOp("square", 1, "x * x", cats=NUM),
     ScalarOp("reciprocal", 1, "_one / x", rule="float", cats=FLT_C),
-    ScalarOp("sin", 1, "math.sin(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sin(x)"}),
-    ScalarOp("cos", 1, "math.cos(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.cos(x)"}),
+    ScalarOp("sin", 1, "math.sin(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "cmath.sin(x)", "float32": "_sin_f32(x)"},
+             fast={"float32": ("_sin_f32_fast(x)", SINCOS_GUARD)}),
+    ScalarOp("cos", 1, "math.cos(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "cmath.cos(x)", "float32": "_cos_f32(x)"},
+             fast={"float32": ("_cos_f32_fast(x)", SINCOS_GUARD)}),
     ScalarOp("tan", 1, "math.tan(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.tan(x)"}),
     ScalarOp("asin", 1, "math.asin(x)", rule="float", cats=FLT),
     ScalarOp("acos", 1, "math.acos(x)", rule="float", cats=FLT),
