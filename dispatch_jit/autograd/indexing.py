@@ -47,9 +47,28 @@ def getitem(t, index):
 
 def _index_backward(grads, saved, ctx, needs):
     index = saved["index"] if saved else ctx["index"]
-    gz = zeros(*ctx["shape"], dtype=ctx["dtype"], device=ctx["device"])
-    index_add(gz, index, grads[0])               # repeated advanced indices accumulate
-    return (gz,)
+    return (scatter_add_into_zeros(grads[0], index, ctx["shape"], ctx["dtype"]),)
+
+
+_ScatterBackward = node_class("IndexAddBackward")
+
+
+def scatter_add_into_zeros(g, index, shape: tuple, dtype, flat: bool = False):
+    """A zero tensor of ``shape`` with ``g`` added at ``index`` (of its flattened form when
+    ``flat``), repeated indices accumulating: the backward of a gather.  Differentiable in
+    ``g`` (its own backward is the gather again), so that backward formulas using it work
+    under ``create_graph=True``."""
+    gz = zeros(*shape, dtype=dtype, device=g.device)
+    index_add(gz.reshape((-1,)) if flat else gz, index, g.detach())   # reshape of fresh zeros: a view
+    if g.requires_grad and is_grad_enabled():
+        mark_output(gz, _ScatterBackward(_scatter_backward, (edge_of(g),), {}, {"index": index, "flat": flat},
+                                         "aten::index_add"))
+    return gz
+
+
+def _scatter_backward(grads, saved, ctx, needs):
+    gg = grads[0]
+    return (getitem(gg.reshape((-1,)) if ctx["flat"] else gg, ctx["index"]),)
 
 
 def index_add(gz, index, g) -> None:
@@ -123,9 +142,13 @@ def _copy_backward(grads, saved, ctx, needs):
 
 def _index_put_backward(grads, saved, ctx, needs):
     g, index = grads[0], saved["index"]
-    gt = g.clone()
-    _assign_zero(gt, index)                      # overwritten elements had no say in the result
-    gv = None
+    gt = gv = None
+    if needs[0]:
+        # overwritten elements had no say in the result: g times a mask, so that the formula
+        # is itself differentiable (create_graph)
+        mask = zeros(*g.shape, dtype=g.dtype, device=g.device) + 1
+        _assign_zero(mask, index)
+        gt = g * mask
     if needs[1]:
-        gv = sum_to(getitem(g.detach(), index).clone(), ctx["shape"])
+        gv = sum_to(getitem(g, index).clone(), ctx["shape"])
     return gt, gv

@@ -116,12 +116,9 @@ def view_history(view, root, pos: np.ndarray | None = None) -> None:
 
 
 def _as_strided_backward(grads, saved, ctx, needs):
-    from ..creation import zeros
-    from .indexing import index_add
+    from .indexing import scatter_add_into_zeros
     g = grads[0]
-    gz = zeros(*ctx["shape"], dtype=g.dtype, device=g.device)
-    index_add(gz.reshape((-1,)), ctx["positions"], g)          # a view of gz: the sum lands in gz
-    return (gz,)
+    return (scatter_add_into_zeros(g, ctx["positions"], ctx["shape"], g.dtype, flat=True),)
 
 
 def copy_slices(root, region, node) -> np.ndarray:
