@@ -142,12 +142,7 @@ def _prod_grad(g, s, c):
     return A.mul(ge, grad)
 
 
-def _where_grads(g, s, c):
-    cond = s["condition"]
-    return None, A.where(cond, g, 0.0), A.where(cond, 0.0, g)
-
-
-def _clamp_grads(g, s, c):
+def _clamp_grad_self(g, s, c):
     x, lo, hi = s["self"], s["min"], s["max"]
     inside = None
     if lo is not None:
@@ -155,10 +150,21 @@ def _clamp_grads(g, s, c):
     if hi is not None:
         le = A.le(x, hi)
         inside = le if inside is None else A.logical_and(inside, le)
-    gx = A.where(inside, g, 0.0) if inside is not None else g
-    glo = A.where(A.lt(x, lo), g, 0.0) if hasattr(lo, "_sig") else None
-    ghi = A.where(A.gt(x, hi), g, 0.0) if hasattr(hi, "_sig") else None
-    return gx, glo, ghi
+    return A.where(inside, g, 0.0) if inside is not None else g
+
+
+def _max_min_grad(pick):
+    """maximum/minimum: the gradient goes to the input ``pick`` selects (gt/lt), and is split
+    in halves on ties, as PyTorch does."""
+    def grad(g, s, c):
+        return A.mul(g, A.add(pick(s).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))
+    return Grad(grad, ("self", "other"))
+
+
+def _atan2_grad(num):
+    def grad(g, s, c):
+        return A.div(A.mul(g, num(s)), A.add(A.square(s["self"]), A.square(s["other"])))
+    return Grad(grad, ("self", "other"))
 
 
 def _cat_grads(g, s, c):
@@ -222,17 +228,11 @@ DERIVATIVES: dict[str, Derivative] = {
     "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, A.square(s["result"]))), ("result",)),
     "pow.Tensor": _D("PowBackward", (Grad(_pow_grad_self, ("self", "other")),
                                      Grad(_pow_grad_other, ("self", "other", "result")))),
-    "maximum.Tensor": _D("MaximumBackward", lambda g, s, c: (
-        A.mul(g, A.add(A.gt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5))),
-        A.mul(g, A.add(A.lt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))),
-        ("self", "other")),
-    "minimum.Tensor": _D("MinimumBackward", lambda g, s, c: (
-        A.mul(g, A.add(A.lt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5))),
-        A.mul(g, A.add(A.gt(s["self"], s["other"]).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))),
-        ("self", "other")),
-    "atan2.Tensor": _D("Atan2Backward", lambda g, s, c: (
-        A.div(A.mul(g, s["other"]), A.add(A.square(s["self"]), A.square(s["other"]))),
-        A.div(A.mul(g, A.neg(s["self"])), A.add(A.square(s["self"]), A.square(s["other"])))), ("self", "other")),
+    "maximum.Tensor": _D("MaximumBackward", (_max_min_grad(lambda s: A.gt(s["self"], s["other"])),
+                                             _max_min_grad(lambda s: A.lt(s["self"], s["other"])))),
+    "minimum.Tensor": _D("MinimumBackward", (_max_min_grad(lambda s: A.lt(s["self"], s["other"])),
+                                             _max_min_grad(lambda s: A.gt(s["self"], s["other"])))),
+    "atan2.Tensor": _D("Atan2Backward", (_atan2_grad(lambda s: s["other"]), _atan2_grad(lambda s: A.neg(s["self"])))),
     "remainder.Tensor": _D("RemainderBackward", (
         Grad(lambda g, s, c: g),
         Grad(lambda g, s, c: A.mul(A.neg(g), A.floor_divide(s["self"], s["other"])), ("self", "other")))),
@@ -267,8 +267,12 @@ DERIVATIVES: dict[str, Derivative] = {
     "round": _D("RoundBackward", lambda g, s, c: _zeros(g)),
     "trunc": _D("TruncBackward", lambda g, s, c: _zeros(g)),
     # -- selection -------------------------------------------------------------------------------
-    "where.self": _D("WhereBackward", _where_grads, ("condition",)),
-    "clamp": _D("ClampBackward", _clamp_grads, ("self", "min", "max")),
+    "where.self": _D("WhereBackward", (Grad(lambda g, s, c: None),
+                                       Grad(lambda g, s, c: A.where(s["condition"], g, 0.0), ("condition",)),
+                                       Grad(lambda g, s, c: A.where(s["condition"], 0.0, g), ("condition",)))),
+    "clamp": _D("ClampBackward", (Grad(_clamp_grad_self, ("self", "min", "max")),
+                                  Grad(lambda g, s, c: A.where(A.lt(s["self"], s["min"]), g, 0.0), ("self", "min")),
+                                  Grad(lambda g, s, c: A.where(A.gt(s["self"], s["max"]), g, 0.0), ("self", "max")))),
     # -- reductions ------------------------------------------------------------------------------
     "sum": _D("SumBackward", lambda g, s, c: _expand_back(g, c), unbroadcast=False),
     "mean": _D("MeanBackward", lambda g, s, c: A.div(_expand_back(g, c), float(_count(c))), unbroadcast=False),
