@@ -30,7 +30,7 @@ from .modes import DispatchMode
 from .ops import OpOverload, OpOverloadPacket, ops
 from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
 
-from . import kernels as _kernels  # noqa: E402  defines "aten" and registers its kernels
+from . import kernels as _kernels  # noqa: E402,F401  defines "aten" and registers its kernels
 from ._install import install as _install  # noqa: E402
 from .compiler import CompiledFunction, compile  # noqa: E402,A001  registers the Tracer fallback
 from .compiler import get_mode, mode, set_mode  # noqa: E402

@@ -329,7 +329,7 @@ def test_introspection(lib):
     lib.impl("intro", lambda x: x, "CompositeImplicitAutograd")
     text = dj.dump(f"{lib.ns}::intro")
     assert "CompositeImplicitAutograd" in text and "alias kernel" in text
-    assert f"[CompositeImplicitAutograd]" in dj.dump_table(f"{lib.ns}::intro")
+    assert "[CompositeImplicitAutograd]" in dj.dump_table(f"{lib.ns}::intro")
     assert "aten::add.Tensor" in dj.list_operators("aten")
 
 

@@ -261,7 +261,7 @@ def test_bind_int_lists_accept_bare_ints():
 def test_bind_list_defaults_are_not_shared():
     s = parse_schema("f(int[] e=[3, 4]) -> ()")
     a, b = bind(s, (), {})["e"], bind(s, (), {})["e"]
-    assert a == (3, 4) and isinstance(a, tuple)  # immutable: nothing to share
+    assert a == b == (3, 4) and isinstance(a, tuple)  # immutable: nothing to share
     assert s.arguments[0].default == (3, 4)
 
 

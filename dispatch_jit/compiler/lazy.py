@@ -7,8 +7,20 @@ in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
 ``dj.compile``'s fusion: ``elementwise.result_of``) on CPU tensors that do
 not require grad is *recorded*: it appends a node to the thread's pending
 graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
-not computed yet (its shape, dtype and ndim are known).  Every other op
-first forces the pending graph, then runs eagerly.
+not computed yet (its shape, dtype and ndim are known).  So are, of a value
+pending in the graph: a reduction (it becomes the epilogue of the loop that
+computes the value), a view (permute, transpose, expand, unsqueeze, view,
+reshape, flatten, narrow; views.py's VIEW_OPS) with int arguments, and basic
+indexing (``t[1:, ::2]``, ``t[0]``, ``t[None]``, ``t[..., 1]``), whose output
+shapes are computed from the input's (views.py: ``view_shape``,
+``index_shape``) and whose static arguments are part of the record, so that
+``sink_views`` fuses them into the loops around them as it does for
+``dj.compile``.  A view whose arguments eager mode would reject is not
+recorded: it runs eagerly and raises there.  Every other op runs eagerly,
+first forcing the pending graph if it reads a pending value or writes into a
+tensor (in place, ``out=``); an op that does neither (a view of an input, a
+creation function) leaves the graph pending, so ``(a * 2) + b.T`` is still one
+loop, reading ``b.T`` with its strides.
 
 Recording is as cheap as eager dispatch: the Tracer fallback specializes per
 call signature (``_specialize``), so the dispatcher's memo holds, for each
@@ -27,12 +39,25 @@ live), so a loop that records the same chain again reuses the plan, and the
 Numba loops are shared process-wide by source in any case.
 
 What forces: any access to a lazy tensor's data (``.numpy()``,
-``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, indexing,
-``backward()``, ``detach()``; anything that reads ``_data``), any op that is
-not recorded, ``t[...] = v`` / ``.numpy()`` on any tensor while a graph is
-pending, leaving compiled mode, and a pending graph of ``max_pending()``
+``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, advanced
+indexing (tensors, lists, bools), ``backward()``, ``detach()``; anything that
+reads ``_data``), any op that is not recorded and reads a pending value or
+writes into a tensor (in place, ``out=``), ``t[...] = v`` / ``.numpy()`` on
+any tensor while a graph is pending, leaving compiled mode, and a pending graph of ``max_pending()``
 nodes.  Results equal eager mode's bit for bit (the fused loops apply eager
 mode's per-op casts).
+
+Views keep eager mode's aliasing and layout: a view that is still wanted at
+the flush is made after the run, by the eager view op, from the tensor that
+the value it views became (the plan returns that value too, even when only
+the view is wanted), so it shares that tensor's memory, version counter and
+``_base`` (in-place ops on either are seen by both; autograd's in-place rules
+apply) and has eager mode's strides (an ``expand`` is read-only, a reshape
+copies where eager mode's does).  Views nothing holds on to are the ones
+``sink_views`` fuses.  Until it is computed, a view's signature claims
+contiguity only where eager mode's would be contiguous, and ``view`` is
+recorded only of such a value (eager mode raises where the strides do not
+allow it).
 
 The mode is per thread (the dispatcher's include set is thread-local); the
 environment variable sets the importing thread's mode.  Known gap: writing
@@ -59,13 +84,14 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.signature import decode, make_sig
-from dispatch_jit.tensor import CPU_BITS, Tensor
+from dispatch_jit.tensor import CPU_BITS, Tensor, wrap
 
 from .elementwise import reduced_shape, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var
 from .passes import optimize
 from .plan import Plan, Stats
 from .trace import _state, install_tracer_fallback, tracer_fallback
+from .views import GETITEM, VIEW_SHAPES, index_shape, index_type, view_shape, view_type
 
 __all__ = ["set_mode", "get_mode", "mode", "LazyTensor", "flush", "lazy_info", "max_pending",
            "set_max_pending", "init_mode_from_env", "MODES"]
@@ -146,6 +172,16 @@ class LazyTensor(Tensor):
     def numel(self) -> int:
         return int(np.prod(_get_slot(self, Tensor)[2], dtype=np.int64))
 
+    def __getitem__(self, index):
+        # basic indexing of a value pending in this thread's graph is recorded (a getitem node,
+        # which sink_views can fuse); anything else reads _data, which forces the graph
+        z = _get_slot(self, Tensor)
+        if z.__class__ is tuple and z[0] is _state.tracer:
+            t = z[0].record_getitem(z, index)
+            if t is not None:
+                return t
+        return Tensor.__getitem__(self, index)
+
     # copies and pickles are of the computed tensor (forcing turns self into a plain Tensor)
     def __copy__(self):
         _force(self)
@@ -212,7 +248,6 @@ def _decomposition(op):
 
 
 _sig_ok: dict = {}
-_is_reduction: dict = {}         # op -> whether it may end a fused region (see elementwise.reduction_info)
 _REDUCTION_NAMES = frozenset(["aten::sum", "aten::prod", "aten::mean", "aten::max", "aten::min"])
 
 
@@ -257,6 +292,7 @@ class _Spec:
     (the constant in slot i) or ``("k", value)`` (fixed by the signature)."""
 
     __slots__ = ("op", "args", "kwargs", "tpos", "ty")
+    view = False       # a _ViewSpec's records are views (flush makes some from the values they view)
 
     def __init__(self, op, args: tuple, kwargs: tuple, ty=None):
         self.op, self.args, self.kwargs, self.ty = op, args, kwargs, ty    # ty: the output's, if the spec fixes it
@@ -287,6 +323,83 @@ def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
         s = _specs[key] = _Spec(op, tuple(("v" if k == "v" else "c", 2 + i) for i, k in enumerate(kinds)),
                                 tuple((n, ("c", 2 + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
     return s
+
+
+class _ViewSpec(_Spec):
+    """The spec of a recorded view of a pending value: the record is ``(spec, out vid, source
+    vid, *static arguments)``, the statics as the op takes them but hashable (records are plan
+    cache keys): lists as tuples, and a getitem's index with each slice as a
+    ``(start, stop, step)`` tuple (slices hash only from Python 3.12 on)."""
+
+    __slots__ = ()
+    view = True
+
+    def __init__(self, op, n: int):
+        super().__init__(op, (("v", 2),) + tuple(("c", 3 + i) for i in range(n)), ())
+
+    def statics(self, rec) -> tuple:
+        if self.op is GETITEM:
+            return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[3]]),)
+        return rec[3:]
+
+    def node(self, rec) -> Node:
+        return Node(self.op, (Var(rec[2]),) + self.statics(rec), {}, (rec[1],))
+
+
+def _view_spec(op, n: int) -> _ViewSpec:
+    key = ("view", op, n)
+    s = _specs.get(key)
+    if s is None:
+        s = _specs[key] = _ViewSpec(op, n)
+    return s
+
+
+def _encode_index(index: tuple) -> tuple:
+    return tuple([(i.start, i.stop, i.step) if i.__class__ is slice else i for i in index])
+
+
+def _static_int(x):
+    """An int argument of a view as eager mode reads it, or None: not an int (bools included),
+    so the call runs eagerly."""
+    if x.__class__ is int:
+        return x
+    return int(x) if isinstance(x, np.integer) else None
+
+
+_view_lists: dict = {}    # view op -> per static argument, whether its schema type is an int list
+
+
+def _view_statics(op, rest: tuple) -> tuple | None:
+    """A view's arguments after the tensor, hashable (int lists as tuples of ints), or None:
+    something else (eager mode handles, or rejects, it)."""
+    lists = _view_lists.get(op)
+    if lists is None:
+        lists = _view_lists[op] = tuple(a.type.is_list for a in op.schema.arguments[1:])
+    if len(rest) != len(lists):
+        return None
+    out = []
+    for x, is_list in zip(rest, lists):
+        if is_list:
+            if x.__class__ is not tuple and x.__class__ is not list:
+                return None
+            x = tuple([_static_int(i) for i in x])
+            if None in x:
+                return None
+        else:
+            x = _static_int(x)
+            if x is None:
+                return None
+        out.append(x)
+    return tuple(out)
+
+
+# the layouts eager mode gives views, as far as the signature's contiguity bit must tell: ``view``
+# raises where the strides cannot express the new shape (so it is recorded only of a value eager
+# mode would hold contiguous), and these views of a contiguous value are contiguous.  Every other
+# view claims non-contiguous until it is computed (a claim the eager fast paths can only underuse)
+_NEEDS_CONTIGUOUS = frozenset(["aten::view"])
+_KEEPS_CONTIGUOUS = frozenset(["aten::view", "aten::reshape", "aten::flatten", "aten::unsqueeze"])
+_BASIC_INDEX = frozenset([int, slice, type(None), type(Ellipsis)])   # eager mode's basic indexing: a view
 
 
 def _broadcast(*shapes):
@@ -441,6 +554,7 @@ class LazyRecorder:
         # equal hashes mean the same object, as the list above keeps every key alive
         self.input_ids: dict = {}
         self.lazies: list = []            # the LazyTensors made; liveness is read at flush (_live)
+        self.views = 0                    # view records among them
 
     @property
     def pending(self) -> int:
@@ -466,17 +580,17 @@ class LazyRecorder:
 
     # -- recording -----------------------------------------------------------------------
     def record(self, op, args: tuple, kwargs: dict):
-        """The generic path (the Tracer fallback, boxed): decompositions, reductions of
-        pending values, and whatever ``_specialize`` left to it."""
+        """The generic path (the Tracer fallback, boxed): decompositions, reductions and
+        views of pending values, and whatever ``_specialize`` left to it."""
         cia = _decomposition(op)
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
         if args and args[0].__class__ is LazyTensor:
-            r = _is_reduction.get(op)
-            if r is None:
-                r = _is_reduction[op] = op.name() in _REDUCTION_NAMES
-            if r:
-                t = self._record_reduction(op, args, kwargs)
+            how = _of_pending.get(op, _MISS)
+            if how is _MISS:
+                how = _of_pending[op] = _OF_PENDING.get(op.name())
+            if how is not None:
+                t = how(self, op, args, kwargs)
                 if t is not None:
                     return t
         kinds, vals, shapes, sigs = [], [], [], []
@@ -566,6 +680,51 @@ class LazyRecorder:
         return self._append(spec, (z[1], axis, keepdims), ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True),
                             reduced_shape(z[2], red.axes, keepdims))
 
+    def _record_view(self, op, args: tuple, kwargs: dict):
+        """A view of a pending value: recorded, so that sink_views can move it into the loop
+        around it (views.py).  None: run it eagerly, which raises eager mode's own error where
+        the arguments are wrong: nothing eager mode would reject is recorded."""
+        x = args[0]
+        z = _pending(x)
+        if z is None or z[0] is not self or kwargs:
+            return None
+        name = op.name()
+        statics = _view_statics(op, args[1:])
+        if statics is None or (name in _NEEDS_CONTIGUOUS and not x._sig & 1):
+            return None
+        shape = view_shape(name, z[2], statics)
+        if shape is None:
+            return None
+        self.types[z[1]] = z[3]
+        ty = view_type(op, (Var(z[1]),) + statics, {}, self.types)
+        if isinstance(ty, str):
+            return None
+        if ty is None:     # views.py leaves the type to the op's meta: a view keeps the dtype
+            ty = TensorType(z[3].dtype, len(shape), z[3].device)
+        contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
+        return self._append_view(_view_spec(op, len(statics)), (z[1],) + statics, ty, shape, contiguous)
+
+    def record_getitem(self, z, index):
+        """``t[index]`` of a pending ``t`` (``z``: its pending state) with a basic index (ints,
+        slices, None, ``...``): a getitem node (views.py).  None: advanced indexing (eager mode
+        copies), or an index eager mode rejects: ``t`` is forced and indexed eagerly."""
+        items = index if index.__class__ is tuple else (index,)
+        for i in items:
+            if i.__class__ not in _BASIC_INDEX:
+                return None
+        norm, ty = index_type(index, z[3])
+        if norm is None:
+            return None
+        shape = index_shape(norm, z[2])
+        if shape is None:
+            return None
+        self.types[z[1]] = z[3]
+        return self._append_view(_view_spec(GETITEM, 1), (z[1], _encode_index(norm)), ty, shape, False)
+
+    def _append_view(self, spec, vals, ty, shape, contiguous):
+        self.views += 1
+        return self._append(spec, vals, ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, bool(contiguous)), shape)
+
     def _append(self, spec, vals, ty, sig, shape):
         vid = self.next
         self.next += 1
@@ -585,7 +744,11 @@ class LazyRecorder:
 
     def _eager(self, op, args, kwargs):
         _counters["eager_ops"] += 1
-        self.flush()
+        # an op that reads no pending value and writes into nothing can neither see the pending
+        # graph nor change what it reads (a view or a copy of an input, a creation function):
+        # it runs without forcing it
+        if self.records and (_reads_pending(args, kwargs) or _writes(op, args, kwargs)):
+            self.flush()
         with ExcludeDispatchKeyGuard(_K.Tracer):
             return op(*args, **kwargs)
 
@@ -596,14 +759,19 @@ class LazyRecorder:
             return
         live = _live(self.lazies, _DEAD_RC)
         inputs, tensors, types, next_id = self.inputs, self.tensors, self.types, self.next
+        derived, roots = _derived_views(records, live) if self.views else ([], [])
         self._reset()
         _counters["flushes"] += 1
         _counters["records"] += len(records)
         if not live:
             _counters["dead_values"] += len(records)
             return
+        if derived:
+            later = {r[1] for r, _ in derived}
+            live = [x for x in live if x[0] not in later]
         # drop what no live value needs, before the key is built
         needed = {v for v, _ in live}
+        needed.update(roots)
         keep = []
         for r in reversed(records):
             if r[1] in needed:
@@ -611,12 +779,12 @@ class LazyRecorder:
                 for i in r[0].tpos:
                     needed.add(r[i])
         keep.reverse()
-        _counters["dead_values"] += len(records) - len(keep)
+        _counters["dead_values"] += len(records) - len(keep) - sum(1 for r, _ in derived if r[1] not in needed)
         for r in keep:
             if r[0].ty is not None:      # the fast path's records: the spec knows the type
                 types[r[1]] = r[0].ty
         ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
-        outs_v = tuple([v for v, _ in live])
+        outs_v = tuple([v for v, _ in live] + roots)
         key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
         plan = _plans.get(key)
         try:
@@ -640,9 +808,7 @@ class LazyRecorder:
             finally:
                 _state.tracer = prev
         except BaseException as e:
-            for _, t in live:
-                z = _get_slot(t, Tensor)
-                _set_slot(t, (_FAILED, e, z[2], z[3]))
+            _fail([t for _, t in live] + [t for _, t in derived if t is not None], e)
             raise
         given = set()
         for (_, t), o in zip(live, outs):
@@ -653,6 +819,93 @@ class LazyRecorder:
             _set_slot(t, a)
             t._sig = o._sig
             t.__class__ = Tensor
+        if derived:
+            made = dict(live)
+            for v, o in zip(roots, outs[len(live):]):
+                if id(o._data) in given:     # the same: a temporary of its own, as in eager mode
+                    o = wrap(o._data.copy())
+                given.add(id(o._data))
+                made[v] = o
+            _derive(derived, made)
+
+
+def _reads_pending(args: tuple, kwargs: dict) -> bool:
+    for x in (*args, *kwargs.values()):
+        if x.__class__ is LazyTensor or (x.__class__ in (list, tuple)
+                                         and any(y.__class__ is LazyTensor for y in x)):
+            return True
+    return False
+
+
+_mutable_args: dict = {}     # op -> (position, name) of each argument its schema marks written (a!)
+
+
+def _writes(op, args: tuple, kwargs: dict) -> bool:
+    """Whether this call writes into a tensor it was given (an in-place op, ``out=``)."""
+    where = _mutable_args.get(op)
+    if where is None:
+        where = _mutable_args[op] = tuple((i, a.name) for i, a in enumerate(op.schema.arguments) if a.is_mutable)
+    for i, name in where:
+        if (args[i] if i < len(args) else kwargs.get(name)) is not None:
+            return True
+    return False
+
+
+def _derived_views(records: list, live: list) -> tuple[list, list]:
+    """The views a flush makes after the run, with the eager view ops, from the tensors that the
+    values they view became: each live view, and the views between it and the first value it
+    views that is not a view (its *root*), as ``(record, its LazyTensor or None)`` in program
+    order; and the roots that are not live, which the plan then returns too.
+
+    So a live view is what eager mode's would be: it shares its memory, version counter and
+    ``_base`` (autograd's in-place rules follow it) with the tensor it views, whether or not cse
+    merged that value with another, and it has eager mode's strides (sink_views moves no view
+    of a value the plan returns: it would compute the view contiguously, in its loop)."""
+    views = {r[1]: r for r in records if r[0].view}
+    is_live = {v for v, _ in live}
+    chain, roots = {}, []
+    for v, _ in live:
+        r = views.get(v)
+        while r is not None and r[1] not in chain:
+            chain[r[1]] = r
+            src = r[2]
+            r = views.get(src)
+            if r is None and src not in is_live and src not in roots:
+                roots.append(src)
+    if not chain:
+        return [], []
+    tensor = dict(live)
+    return [(chain[v], tensor.get(v)) for v in sorted(chain)], roots
+
+
+def _derive(derived: list, made: dict) -> None:
+    """Make the views ``_derived_views`` chose; ``made``: vid -> the tensor of each root and
+    each live value (it gains the views)."""
+    prev = _state.tracer
+    _state.tracer = None
+    try:
+        with ExcludeDispatchKeyGuard(_K.Tracer):
+            for r, t in derived:
+                o = r[0].op(made[r[2]], *r[0].statics(r))
+                if t is not None:
+                    _set_slot(t, o._data)
+                    t._sig = o._sig
+                    t.__dict__.update(o.__dict__)      # the version counter and _base it shares
+                    t.__class__ = Tensor
+                    o = t
+                made[r[1]] = o
+    except BaseException as e:
+        _fail([t for _, t in derived if t is not None and t.__class__ is LazyTensor], e)
+        raise
+    finally:
+        _state.tracer = prev
+
+
+def _fail(lazies: list, e: BaseException) -> None:
+    """Mark pending tensors failed: reading them raises, chained to ``e``."""
+    for t in lazies:
+        z = _get_slot(t, Tensor)
+        _set_slot(t, (_FAILED, e, z[2], z[3]))
 
 
 def _live(lazies: list, limit: int) -> list:
@@ -805,6 +1058,12 @@ def _install_forcing_hooks():
             return _orig(self, *a, **k)
         setattr(Tensor, name, hooked)
 
+
+# ops recorded when their first argument is a value pending in the graph: reductions (they become
+# the epilogue of the loop computing it) and views (sink_views moves them into the loops around them)
+_OF_PENDING = dict.fromkeys(_REDUCTION_NAMES, LazyRecorder._record_reduction)
+_OF_PENDING.update(dict.fromkeys(VIEW_SHAPES, LazyRecorder._record_view))
+_of_pending: dict = {}       # op -> its _OF_PENDING entry (None: none), per OpOverload
 
 _DEAD_RC = _calibrate()
 install_tracer_fallback()

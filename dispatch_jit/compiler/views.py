@@ -34,9 +34,17 @@ Tracing: sizes are not part of a trace, so ``reshape``/``view``/``narrow``
 get their output type here (the placeholders have size 1, on which running
 them fails); ``squeeze`` aborts the trace (which dims it drops depends on
 the sizes); basic indexing is recorded as a ``getitem`` node.
+
+The global compiled mode (lazy.py) records views and basic indexing of
+pending values as the same nodes, so its flushes go through this pass too.
+It knows sizes, so it computes each view's output shape (``view_shape``,
+``index_shape``: what the eager kernel would give, or None where it would
+raise; such a call runs eagerly instead and raises there).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -46,8 +54,8 @@ from dispatch_jit.tensor import wrap_view
 from .elementwise import elementwise_info, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
-__all__ = ["GETITEM", "ViewOp", "is_view", "view_type", "index_type", "sink_views", "hoist_input_views",
-           "view_copies"]
+__all__ = ["GETITEM", "ViewOp", "is_view", "view_type", "index_type", "view_shape", "index_shape", "VIEW_SHAPES",
+           "sink_views", "hoist_input_views", "view_copies"]
 
 
 class _GetItem:
@@ -197,6 +205,120 @@ def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
     if ell > 1 or used > ty.ndim:
         return None, "an invalid index (eager mode raises)"
     return tuple(out), TensorType(ty.dtype, ty.ndim - ints + nones, ty.device)
+
+
+# -- compiled mode (lazy.py): output shapes of views of pending values, without data -------------
+# Each function answers as the eager kernel (kernels/shape.py, NumPy's basic indexing) would for a
+# tensor of ``shape``, or None where that kernel raises: the call then runs eagerly and raises there.
+def _axis(d: int, ndim: int) -> int | None:
+    n = max(ndim, 1)          # as kernels/shape.py's normalize_axis: a 0-d tensor takes 0 and -1
+    return d % n if -n <= d < n else None
+
+
+def _permute_shape(s: tuple, dims: tuple):
+    axes = [_axis(d, len(s)) for d in dims]
+    if None in axes or sorted(axes) != list(range(len(s))):
+        return None
+    return tuple(s[a] for a in axes)
+
+
+def _transpose_shape(s: tuple, dim0: int, dim1: int):
+    if not s:
+        return ()             # eager mode ignores the dims of a 0-d tensor
+    a, b = _axis(dim0, len(s)), _axis(dim1, len(s))
+    if a is None or b is None:
+        return None
+    out = list(s)
+    out[a], out[b] = s[b], s[a]
+    return tuple(out)
+
+
+def _expand_shape(s: tuple, size: tuple):
+    lead = len(size) - len(s)
+    if lead < 0:
+        return None
+    out = list(size[:lead])   # new leading dims: any size, but no -1
+    for have, want in zip(s, size[lead:]):
+        want = have if want == -1 else want
+        if want != have and have != 1:
+            return None       # only size-1 dims grow (a size-1 dim may also become 0)
+        out.append(want)
+    return None if any(n < 0 for n in out) else tuple(out)
+
+
+def _unsqueeze_shape(s: tuple, axis: int):
+    a = _axis(axis, len(s) + 1)
+    return None if a is None else s[:a] + (1,) + s[a:]
+
+
+def _reshape_shape(s: tuple, shape: tuple):
+    if any(n < -1 for n in shape) or shape.count(-1) > 1:
+        return None
+    size, known = math.prod(s), math.prod(n for n in shape if n != -1)
+    if -1 not in shape:
+        return shape if known == size else None
+    if known == 0 or size % known:
+        return None           # NumPy cannot infer the -1 (0 elements left to share, or a remainder)
+    return tuple(size // known if n == -1 else n for n in shape)
+
+
+def _flatten_shape(s: tuple, start_dim: int, end_dim: int):
+    if not s:
+        return (1,)           # eager mode ignores the dims of a 0-d tensor
+    a, b = _axis(start_dim, len(s)), _axis(end_dim, len(s))
+    if a is None or b is None or a > b:
+        return None
+    return s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:]
+
+
+def _narrow_shape(s: tuple, axis: int, start: int, length: int):
+    a = _axis(axis, len(s))
+    if a is None or not s:
+        return None           # a 0-d tensor has no dimension to narrow (eager raises)
+    n = s[a]
+    st = start + n if start < 0 else start
+    if not (0 <= st <= n and length >= 0 and st + length <= n):
+        return None
+    return s[:a] + (length,) + s[a + 1:]
+
+
+# view op -> its output shape from the input's shape and the static arguments (ints, tuples of ints)
+VIEW_SHAPES = {"aten::permute": _permute_shape, "aten::transpose.int": _transpose_shape,
+               "aten::expand": _expand_shape, "aten::unsqueeze": _unsqueeze_shape,
+               "aten::view": _reshape_shape, "aten::reshape": _reshape_shape,
+               "aten::flatten": _flatten_shape, "aten::narrow": _narrow_shape}
+
+
+def view_shape(name: str, shape: tuple, statics: tuple) -> tuple | None:
+    """The shape of view op ``name`` applied to a tensor of ``shape`` with the static arguments
+    ``statics``, or None where eager mode raises.  ``view`` is answered as ``reshape``: whether
+    the strides allow it is the caller's to know."""
+    return VIEW_SHAPES[name](shape, *statics)
+
+
+def index_shape(index: tuple, shape: tuple) -> tuple | None:
+    """The shape of ``t[index]`` for a tensor of ``shape`` and an index normalized by
+    ``index_type`` (ints, slices of ints, None, at most one ``...``), or None where eager
+    mode raises (an int out of range, a slice step of 0)."""
+    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    out, d = [], 0
+    for i in index:
+        if i is Ellipsis:
+            k = len(shape) - used
+            out += shape[d:d + k]
+            d += k
+        elif i is None:
+            out.append(1)
+        elif i.__class__ is slice:
+            if i.step == 0:
+                return None
+            out.append(len(range(*i.indices(shape[d]))))
+            d += 1
+        else:
+            if not -shape[d] <= i < shape[d]:
+                return None
+            d += 1
+    return tuple(out) + tuple(shape[d:])
 
 
 # -- the pass ----------------------------------------------------------------------------------

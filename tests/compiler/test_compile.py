@@ -2,8 +2,6 @@
 cache behaviour, fallbacks.  Compiles cost 0.1-0.5 s: chains share structures
 and use tiny arrays."""
 
-import warnings
-
 import numpy as np
 import pytest
 

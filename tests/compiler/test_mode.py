@@ -125,10 +125,11 @@ def test_records_lazily_and_forces_on_leaving():
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+# (views and basic indexing of a pending value are recorded: test_lazy_views.py; advanced indexing forces)
 @pytest.mark.parametrize("access", [
     lambda t: t.numpy(), lambda t: np.asarray(t), lambda t: t.tolist(), repr, str,
-    lambda t: t[1], lambda t: t.detach(), lambda t: list(t), lambda t: t.contiguous(),
-    lambda t: t.reshape((5, 1)), lambda t: t.clone(),
+    lambda t: t[[1, 3]], lambda t: t.detach(), lambda t: list(t), lambda t: t.contiguous(),
+    lambda t: t[dj.tensor([0, 2])], lambda t: t.clone(),
 ])
 def test_every_access_path_forces(access):
     a, b, c = _abc()
