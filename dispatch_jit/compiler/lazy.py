@@ -4,7 +4,7 @@
 In compiled mode the Tracer key is in the thread's include set and the
 thread's ``LazyRecorder`` is the active tracer, so every operator call lands
 in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
-``dj.compile``'s fusion: ``elementwise.result_of``) on CPU tensors that do
+``dj.compile``'s fusion: ``elementwise.result_of``) on CPU or CUDA tensors that do
 not require grad is *recorded*: it appends a node to the thread's pending
 graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
 not computed yet (its shape, dtype and ndim are known).  So are, of a value
@@ -59,6 +59,12 @@ contiguity only where eager mode's would be contiguous, and ``view`` is
 recorded only of such a value (eager mode raises where the strides do not
 allow it).
 
+CUDA tensors record as CPU ones do: the flush runs a fused region of CUDA
+values as one ``numba.cuda.jit`` kernel (compiler/cuda.py), on the values'
+device, and views of CUDA values as eager steps of the plan.  A call that
+mixes devices (cpu and cuda, or two CUDA devices) is not recorded: it runs
+eagerly, which raises eager mode's DeviceMismatchError.
+
 The mode is per thread (the dispatcher's include set is thread-local); the
 environment variable sets the importing thread's mode.  Known gap: writing
 into a NumPy array that a pending graph's input tensor shares memory with
@@ -84,7 +90,7 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.signature import decode, make_sig
-from dispatch_jit.tensor import CPU_BITS, Tensor, wrap
+from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, wrap
 
 from .elementwise import reduced_shape, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var
@@ -160,6 +166,12 @@ class LazyTensor(Tensor):
     def dtype(self):
         return _get_slot(self, Tensor)[3].dtype
 
+    @property
+    def device(self):
+        # a plain tensor reads a CUDA device's index off its data; a pending one's is in its signature
+        sig = self._sig
+        return _device("cuda", (sig & _DEVICE_MASK) >> 10) if sig & (CUDA_BITS << 16) else CPU_DEVICE
+
     def size(self, dim: int | None = None):
         s = _get_slot(self, Tensor)[2]
         if dim is None:
@@ -177,7 +189,7 @@ class LazyTensor(Tensor):
         # which sink_views can fuse); anything else reads _data, which forces the graph
         z = _get_slot(self, Tensor)
         if z.__class__ is tuple and z[0] is _state.tracer:
-            t = z[0].record_getitem(z, index)
+            t = z[0].record_getitem(z, index, self._sig)
             if t is not None:
                 return t
         return Tensor.__getitem__(self, index)
@@ -251,12 +263,43 @@ _sig_ok: dict = {}
 _REDUCTION_NAMES = frozenset(["aten::sum", "aten::prod", "aten::mean", "aten::max", "aten::min"])
 
 
-def _plain_cpu(sig) -> bool:
+# a plain dense tensor's dispatch keys, per device: tensors with any other key (autograd, sparse,
+# quantized, ...) are not recorded
+_DENSE_BITS = {"cpu": CPU_BITS, "cuda": CUDA_BITS}
+_DEVICE_MASK = 0b11111 << 10            # a signature's device index bits (signature.py)
+
+
+def _kind(device: str) -> str:
+    """"cpu" or "cuda" (a TensorType's device) of an ArgMeta's "cpu" / "cuda:N"."""
+    return "cpu" if device == "cpu" else "cuda"
+
+
+def _plain_dense(sig) -> bool:
     ok = _sig_ok.get(sig)
     if ok is None:
         m = decode(sig)
-        ok = _sig_ok[sig] = (m.kind == "tensor" and m.device == "cpu" and m.keyset == CPU_BITS)
+        ok = _sig_ok[sig] = (m.kind == "tensor" and m.keyset == _DENSE_BITS[_kind(m.device)])
     return ok
+
+
+def _device_of(sigs: list):
+    """The signature of the first tensor among ``sigs`` when all tensors there are on one device
+    (cuda:N included), else None: eager mode raises on a mix."""
+    first = dev = None
+    for s in sigs:
+        if s.__class__ is int:
+            d = s & (_DEVICE_MASK | (CUDA_BITS << 16))
+            if first is None:
+                first, dev = s, d
+            elif d != dev:
+                return None
+    return first
+
+
+def _out_sig(like: int, ty: TensorType, contiguous: bool = True) -> int:
+    """The signature of a recorded value of type ``ty`` made from a value with signature
+    ``like`` (same device and device index)."""
+    return make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, contiguous) | (like & _DEVICE_MASK)
 
 
 # -- the encoding of a recorded call --------------------------------------------------------
@@ -412,7 +455,7 @@ def _broadcast(*shapes):
 # -- the fast path: the Tracer fallback specialized per signature ---------------------------
 def _specialize(call, boxed):
     """The Tracer key's kernel for one call signature (the dispatcher memoizes it, as it
-    does an eager kernel): for an elementwise op on plain CPU tensors, Python scalars and
+    does an eager kernel): for an elementwise op on plain tensors of one device, Python scalars and
     ``out=None``, generated code that records the call in a few dict and list operations;
     for anything else, or outside compiled mode (``dj.compile``'s tracer shares this
     memo entry), ``boxed``, the generic fallback.
@@ -428,6 +471,7 @@ def _specialize(call, boxed):
     if _decomposition(op) is not None or scalar_op_of(op) is None:
         return boxed
     params, slots, tensors, args, kwargs = [], [], [], [], []
+    devices = set()
     for a, m in zip(call.op.schema.arguments, call.metas):
         p = f"a{len(params)}"
         params.append(p)
@@ -435,11 +479,12 @@ def _specialize(call, boxed):
             if a.type.is_list or m is None:
                 return boxed
             if m.kind == "tensor":
-                if m.keyset != CPU_BITS or m.device != "cpu":
+                if m.keyset != _DENSE_BITS[_kind(m.device)]:
                     return boxed
+                devices.add(m.device)
                 desc = ("v", 2 + len(slots))
                 slots.append(f"v{len(tensors)}")
-                tensors.append((p, TensorType(m.dtype, m.ndim)))
+                tensors.append((p, TensorType(m.dtype, m.ndim, _kind(m.device))))
             elif m.kind == "scalar" and m.pytype in _SCALARS:
                 desc = ("c", 2 + len(slots))
                 slots.append(f"({p} if {p} else _canon({p}))")
@@ -456,8 +501,10 @@ def _specialize(call, boxed):
             kwargs.append((a.name, desc))
         else:
             args.append(desc)
-    if not tensors:
-        return boxed
+    if not tensors or len(devices) > 1:
+        return boxed          # one device (cuda:N included) per call: eager mode raises on a mix
+    dev = devices.pop()
+    dev_index = 0 if dev == "cpu" else int(dev.split(":")[1])
     spec = _Spec(op, tuple(args), tuple(kwargs))
     sig = ", ".join(params)
     fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
@@ -528,7 +575,7 @@ def _specialize(call, boxed):
         if ty is None:
             never.append(True)
             return boxed(*a)
-        g["_SIG"] = make_sig(CPU_BITS, ty.dtype, ty.ndim, True)
+        g["_SIG"] = make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
         spec.ty = g["_OUT"] = ty
         return fast(*a)
     g["_first"] = first
@@ -613,10 +660,10 @@ class LazyRecorder:
                 if vid is None:
                     ty = _sig_type.get(sig)
                     if ty is None:
-                        if not _plain_cpu(sig):
+                        if not _plain_dense(sig):
                             break
                         m = decode(sig)
-                        ty = _sig_type[sig] = TensorType(m.dtype, m.ndim)
+                        ty = _sig_type[sig] = TensorType(m.dtype, m.ndim, _kind(m.device))
                     vid = self.add_input(x, ty)
                     added += 1
                 kinds.append("v")
@@ -632,7 +679,7 @@ class LazyRecorder:
         else:
             kclasses = tuple([(k, v.__class__) for k, v in kwargs.items()])
             ok = all(c in _SCALARS and (k != "out" or c is type(None)) for k, c in kclasses)
-            if ok and shapes:
+            if ok and shapes and _device_of(sigs) is not None:
                 mkey = (op, tuple(sigs), kclasses)
                 known = _specs.get(mkey, _MISS)
                 if known is _MISS:
@@ -640,8 +687,7 @@ class LazyRecorder:
                                 dict(kwargs), ())
                     ty = result_of(node, self.types)
                     known = _specs[mkey] = None if ty is None else \
-                        (_generic_spec(op, tuple(kinds), kclasses), ty,
-                         make_sig(CPU_BITS, ty.dtype, ty.ndim, True))
+                        (_generic_spec(op, tuple(kinds), kclasses), ty, _out_sig(_device_of(sigs), ty))
                 if known is not None:
                     shape = shapes[0]
                     for s in shapes:
@@ -675,9 +721,9 @@ class LazyRecorder:
         red, _ = reduction_info(node, self.types)
         if red is None:
             return None
-        ty = TensorType(red.result, red.out_ndim)
+        ty = TensorType(red.result, red.out_ndim, z[3].device)
         spec = _generic_spec(op, ("v", axis.__class__, bool), ())
-        return self._append(spec, (z[1], axis, keepdims), ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, True),
+        return self._append(spec, (z[1], axis, keepdims), ty, _out_sig(x._sig, ty),
                             reduced_shape(z[2], red.axes, keepdims))
 
     def _record_view(self, op, args: tuple, kwargs: dict):
@@ -702,12 +748,13 @@ class LazyRecorder:
         if ty is None:     # views.py leaves the type to the op's meta: a view keeps the dtype
             ty = TensorType(z[3].dtype, len(shape), z[3].device)
         contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
-        return self._append_view(_view_spec(op, len(statics)), (z[1],) + statics, ty, shape, contiguous)
+        return self._append_view(_view_spec(op, len(statics)), (z[1],) + statics, ty, shape, contiguous, x._sig)
 
-    def record_getitem(self, z, index):
+    def record_getitem(self, z, index, like):
         """``t[index]`` of a pending ``t`` (``z``: its pending state) with a basic index (ints,
         slices, None, ``...``): a getitem node (views.py).  None: advanced indexing (eager mode
-        copies), or an index eager mode rejects: ``t`` is forced and indexed eagerly."""
+        copies), or an index eager mode rejects: ``t`` is forced and indexed eagerly.
+        ``like``: ``t``'s signature (the view's device)."""
         items = index if index.__class__ is tuple else (index,)
         for i in items:
             if i.__class__ not in _BASIC_INDEX:
@@ -719,11 +766,11 @@ class LazyRecorder:
         if shape is None:
             return None
         self.types[z[1]] = z[3]
-        return self._append_view(_view_spec(GETITEM, 1), (z[1], _encode_index(norm)), ty, shape, False)
+        return self._append_view(_view_spec(GETITEM, 1), (z[1], _encode_index(norm)), ty, shape, False, like)
 
-    def _append_view(self, spec, vals, ty, shape, contiguous):
+    def _append_view(self, spec, vals, ty, shape, contiguous, like):
         self.views += 1
-        return self._append(spec, vals, ty, make_sig(CPU_BITS, ty.dtype, ty.ndim, bool(contiguous)), shape)
+        return self._append(spec, vals, ty, _out_sig(like, ty, bool(contiguous)), shape)
 
     def _append(self, spec, vals, ty, sig, shape):
         vid = self.next
@@ -814,7 +861,7 @@ class LazyRecorder:
         for (_, t), o in zip(live, outs):
             a = o._data
             if id(a) in given:
-                a = a.copy()       # cse merged two values that eager mode keeps in separate memory
+                a = _copy(o)       # cse merged two values that eager mode keeps in separate memory
             given.add(id(a))
             _set_slot(t, a)
             t._sig = o._sig
@@ -823,10 +870,24 @@ class LazyRecorder:
             made = dict(live)
             for v, o in zip(roots, outs[len(live):]):
                 if id(o._data) in given:     # the same: a temporary of its own, as in eager mode
-                    o = wrap(o._data.copy())
+                    o = wrap(_copy(o))
                 given.add(id(o._data))
                 made[v] = o
             _derive(derived, made)
+
+
+def _copy(t):
+    """A copy of a computed tensor's data (NumPy's, or a CUDA array's through the eager clone)."""
+    a = t._data
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    prev = _state.tracer
+    _state.tracer = None
+    try:
+        with ExcludeDispatchKeyGuard(_K.Tracer):
+            return t.clone()._data
+    finally:
+        _state.tracer = prev
 
 
 def _reads_pending(args: tuple, kwargs: dict) -> bool:

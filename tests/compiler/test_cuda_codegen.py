@@ -253,3 +253,37 @@ def test_lazy_mode_keeps_cuda_tensors_eager_and_correct():
         assert out.is_cuda
         np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
         np.testing.assert_allclose(mixed.numpy(), ref + x.sum(dtype=np.float64), rtol=1e-5)
+
+
+# -- the global compiled mode records CUDA ops too (lazy.py) ------------------------------------------
+def test_global_compiled_mode_records_cuda_ops_and_fuses_them():
+    from dispatch_jit.compiler.lazy import LazyTensor, lazy_info
+    a0, b0, c0 = _data(4, 8, seed=1), _data(4, 8, seed=2), _data(8, seed=3)
+    a, b, c = _cuda(a0), _cuda(b0), _cuda(c0)
+    want = _f(a, b, c)
+    with dj.mode("compiled"):
+        before = lazy_info()
+        y = _f(a, b, c)
+        s = y.sum()
+        mid = lazy_info()
+        assert type(y) is LazyTensor and type(s) is LazyTensor
+        assert mid["flushes"] == before["flushes"] and mid["eager_ops"] == before["eager_ops"]
+        assert y.device == a.device and y.is_cuda and y.shape == (4, 8) and s.shape == ()
+        got, total = y.cpu().numpy(), s.item()
+        after = lazy_info()
+    assert after["flushes"] == before["flushes"] + 1          # one flush: the chain and its sum, fused
+    np.testing.assert_array_equal(got, want.cpu().numpy())    # eager CUDA's bits
+    np.testing.assert_allclose(got, _ref(a0, b0, c0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(total, float(want.sum().item()), rtol=1e-5)
+
+
+def test_global_compiled_mode_cuda_views_and_device_errors():
+    from dispatch_jit.errors import DeviceMismatchError
+    a = _cuda(_data(4, 8, seed=4))
+    want = (a * 2.0).T[1:].cpu().numpy()
+    with dj.mode("compiled"):
+        v = (a * 2.0).T[1:]                                    # recorded views of a pending CUDA value
+        assert v.shape == (7, 4) and v.is_cuda
+        np.testing.assert_array_equal(v.cpu().numpy(), want)
+        with pytest.raises(DeviceMismatchError):
+            dj.add(a * 2.0, dj.ones(4, 8))                     # eager mode's error, not a recorded mix
