@@ -280,6 +280,25 @@ class Tensor:
         from .autograd.indexing import setitem
         setitem(self, idx, value, write)
 
+    def copy_(self, src) -> "Tensor":
+        """Copy ``src`` into this tensor in place, broadcast to its shape and cast to its
+        dtype and device (any cast, as PyTorch's ``copy_``; item assignment refuses lossy
+        ones).  Differentiable in ``src``.
+
+        >>> import dispatch_jit as dj
+        >>> t = dj.zeros(2, 3, dtype=dj.int32)
+        >>> t.copy_(dj.tensor([1.7, -2.5, 3.0]))
+        tensor([[ 1, -2,  3],
+                [ 1, -2,  3]], dtype=dj.int32)
+        """
+        if not isinstance(src, Tensor):
+            from .creation import tensor
+            src = tensor(src)
+        if src.dtype != self.dtype or src.device != self.device:
+            src = src.to(device=self.device, dtype=self.dtype)
+        self[...] = src
+        return self
+
     # -- autograd ----------------------------------------------------------------
     def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the leaves' ``.grad``.

@@ -154,3 +154,18 @@ def test_operator_reflection_and_numpy_interop():
     # NumPy arrays on the left defer to the tensor (__array_priority__)
     r = np.float32(3) * x
     assert isinstance(r, dj.Tensor) and r.tolist() == [3.0, 6.0]
+
+
+def test_copy_broadcasts_casts_and_is_differentiable_in_its_source():
+    t = dj.zeros(2, 3, dtype=dj.int32)
+    assert t.copy_(dj.tensor([1.7, -2.5, 3.0])) is t                  # any cast, as torch's copy_
+    np.testing.assert_array_equal(t.numpy(), [[1, -2, 3], [1, -2, 3]])
+    t.copy_([[4, 5, 6], [7, 8, 9]])                                     # array-likes too
+    np.testing.assert_array_equal(t.numpy(), [[4, 5, 6], [7, 8, 9]])
+    w = dj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = dj.zeros(2, 3)
+    b.copy_(w * 2.0)
+    (b * b).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [16.0, 32.0, 48.0])   # 2 rows * 2 * (2w) * 2
+    with pytest.raises(Exception, match="broadcast|shape"):
+        dj.zeros(3).copy_(dj.ones(2))
