@@ -9,6 +9,8 @@ from the op library's tables (kernels/aten.py), not written out here.
 
 from __future__ import annotations
 
+from weakref import ref as _weakref
+
 import numpy as np
 
 from . import dispatcher
@@ -426,12 +428,54 @@ def bump_version(t) -> None:
 def wrap_view(base: Tensor, a: np.ndarray) -> Tensor:
     """A tensor viewing ``base``'s storage: it shares the version counter, and
     remembers ``base`` (``_base``) so that an in-place op on the view can give
-    the tensor owning the storage autograd history (autograd/views.py)."""
+    the tensor owning the storage autograd history (autograd/views.py).  ``base``
+    keeps a weak reference to it (``_views``): after an in-place op recorded by
+    autograd, the other views of the storage get the new history too."""
     t = wrap(a)
     d = t.__dict__
     d["_vc"] = version_box(base)
     d["_base"] = base
+    bd = base.__dict__
+    views = bd.get("_views")
+    if views is None:
+        views = bd["_views"] = _ViewRefs()
+    views.add(t)
     return t
+
+
+def share_view(dst: Tensor, src: Tensor) -> None:
+    """Make ``dst``, which holds ``src``'s data, alias what ``src`` does: the same version
+    counter and ``_base`` (and ``src``'s other attributes), and a place among the base's views."""
+    d = dst.__dict__
+    for k, v in src.__dict__.items():
+        if k != "_views":
+            d[k] = v
+    base = d.get("_base")
+    if base is not None:
+        base.__dict__["_views"].add(dst)
+
+
+class _ViewRefs(list):
+    """Weak references to the views made of one tensor, pruned of dead ones whenever the
+    list has doubled since the last pruning (amortized O(1) an append)."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self):
+        super().__init__()
+        self.limit = 32
+
+    def __reduce__(self):
+        return _ViewRefs, ()       # a pickled or copied tensor has no views yet
+
+    def __deepcopy__(self, memo):
+        return _ViewRefs()
+
+    def add(self, t) -> None:
+        self.append(_weakref(t))
+        if len(self) >= self.limit:
+            self[:] = [r for r in self if r() is not None]
+            self.limit = max(32, 2 * len(self))
 
 
 def dispatch_keys(t: Tensor) -> DispatchKeySet:

@@ -108,7 +108,7 @@ def setitem(t, index, value, write) -> None:
     if t.requires_grad and t.grad_fn is None:
         raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
                             "(item assignment); assign under dj.no_grad() or to a clone")
-    from .views import check_inplace_on_view, copy_slices, root_of, view_history
+    from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
     root = root_of(t)
     if root is not None:
         check_inplace_on_view(root, "setitem")
@@ -124,6 +124,7 @@ def setitem(t, index, value, write) -> None:
         copy_slices(root if root is not None else t, region, node)
         if root is not None:
             view_history(t, root)
+        refresh_views(root if root is not None else t, t)
         return
     ctx = {"shape": tuple(value.shape) if value_grad else None}
     node = _IndexPutBackward(_index_put_backward, (edge_of(t), vedge), {"index": index}, ctx, "aten::index_put_")
@@ -133,6 +134,7 @@ def setitem(t, index, value, write) -> None:
         mark_output(t, node)
     else:
         view_history(t, root, copy_slices(root, t, node))
+    refresh_views(root if root is not None else t, t)
 
 
 def _copy_backward(grads, saved, ctx, needs):

@@ -289,7 +289,7 @@ class AutogradInplaceKernel:
 
     def specialize(self, call):
         from ..registry import lookup
-        from .views import check_inplace_on_view, copy_slices, root_of, view_history
+        from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
         below = call.redispatch()
         functional = lookup(self.functional_name).entry
         opname = call.op.name
@@ -321,6 +321,7 @@ class AutogradInplaceKernel:
                 mark_output(self_, result.grad_fn)
             else:
                 view_history(self_, root, copy_slices(root, self_, result.grad_fn))
+            refresh_views(root if root is not None else self_, self_)
             return self_
         return run
 

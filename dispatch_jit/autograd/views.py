@@ -23,7 +23,8 @@ from ..errors import AutogradError
 from ..tensor import place, wrap
 from .graph import edge_of, node_class
 
-__all__ = ["bases_of", "root_of", "check_inplace_on_view", "copy_slices", "view_history", "positions"]
+__all__ = ["bases_of", "root_of", "check_inplace_on_view", "copy_slices", "view_history", "refresh_views",
+           "positions"]
 
 _CopySlices = node_class("CopySlices")
 _AsStridedBackward = node_class("AsStridedBackward")
@@ -113,6 +114,33 @@ def view_history(view, root, pos: np.ndarray | None = None) -> None:
         ctx = {"shape": tuple(root.shape), "positions": positions(root, v) if pos is None or v is not view else pos}
         v.__dict__.pop("_output_nr", None)
         mark_output(v, _AsStridedBackward(_as_strided_backward, (edge_of(root),), {}, ctx, "aten::as_strided"))
+
+
+def refresh_views(root, written) -> None:
+    """After an in-place op recorded by autograd changed ``root``'s history, every other live
+    view of its storage (``wrap_view`` keeps weak references) reads the new values, so its
+    history becomes a view of the new history too, as PyTorch regenerates a view's grad_fn
+    once its base's version moved.  ``written``: the tensor the op wrote through (it, and
+    the views between it and the root, got theirs already)."""
+    from .kernel import mark_output
+    done = {id(root), id(written)}
+    done.update(id(b) for b in bases_of(written))
+    stack = [root]
+    while stack:
+        refs = stack.pop().__dict__.get("_views")
+        if not refs:
+            continue
+        for r in refs:
+            v = r()
+            if v is None:
+                continue
+            stack.append(v)
+            if id(v) in done or not _same_storage(v, root):
+                continue
+            done.add(id(v))
+            ctx = {"shape": tuple(root.shape), "positions": positions(root, v)}
+            v.__dict__.pop("_output_nr", None)
+            mark_output(v, _AsStridedBackward(_as_strided_backward, (edge_of(root),), {}, ctx, "aten::as_strided"))
 
 
 def _as_strided_backward(grads, saved, ctx, needs):

@@ -39,7 +39,7 @@ from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.signature import decode
-from dispatch_jit.tensor import Tensor, wrap_like_sig
+from dispatch_jit.tensor import Tensor, share_view, wrap_like_sig
 
 from .codegen import last_outcome
 from .fastpath import NEVER, NOT_YET, fast_runner
@@ -184,7 +184,7 @@ def _unalias(out, aliases):
         if view:
             c = _new_tensor(Tensor)
             c._data, c._sig = t._data.view(), t._sig
-            c.__dict__.update(t.__dict__)        # the version counter and base it shares
+            share_view(c, t)                     # the version counter and base it shares
         else:
             c = wrap_like_sig(t._data.copy(), t._sig)
         flat[i] = c

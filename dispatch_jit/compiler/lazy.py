@@ -90,7 +90,7 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.signature import decode, make_sig
-from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, wrap
+from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, share_view, wrap
 
 from .elementwise import reduced_shape, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var
@@ -951,7 +951,7 @@ def _derive(derived: list, made: dict) -> None:
                 if t is not None:
                     _set_slot(t, o._data)
                     t._sig = o._sig
-                    t.__dict__.update(o.__dict__)      # the version counter and _base it shares
+                    share_view(t, o)                   # the version counter and _base it shares
                     t.__class__ = Tensor
                     o = t
                 made[r[1]] = o

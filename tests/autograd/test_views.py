@@ -255,3 +255,64 @@ def test_double_backward_through_a_gather_by_hand():
     np.testing.assert_allclose(g.detach().numpy(), [0.75, 0.0, 0.0, 13.5])
     (g * g).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [36 * 0.125, 0.0, 0.0, 144 * 3.375])
+
+
+# -- other views of the storage see an in-place op's history (PyTorch regenerates their grad_fn) ---
+def _sibling_through_a_view(M, w):
+    base = w * 1.0
+    a, b = base[0:3], base[2:5]
+    a.mul_(2.0)                        # b[0] aliases a[2]: b's gradient must see the multiply
+    return (b * b).sum()
+
+
+def _view_then_in_place_on_the_base(M, w):
+    base = w * 1.0
+    h = base[1:]
+    base.mul_(3.0)
+    return (h ** 2).sum()
+
+
+def _views_of_a_constant(M, w):
+    base = M.zeros(5, dtype=M.float64)
+    a, b = base[0:3], base[1:4]        # b did not require grad when it was made
+    a.add_(w[:3] ** 2)
+    return (b * b).sum()
+
+
+def _item_assignment(M, w):
+    base = w * 1.0
+    b = base[::2]
+    base[1:4] = w[:3] * 5.0
+    return (b ** 3).sum()
+
+
+def _a_view_of_a_view(M, w):
+    base = w * 1.0
+    b = base[1:].view(2, 2)
+    base[0:2].mul_(7.0)
+    return (b * b).sum()
+
+
+SIBLINGS = [_sibling_through_a_view, _view_then_in_place_on_the_base, _views_of_a_constant, _item_assignment,
+            _a_view_of_a_view]
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+@pytest.mark.parametrize("build", SIBLINGS)
+def test_views_made_before_an_in_place_op_get_its_history_as_in_torch(build):
+    out = []
+    for M in (dj, torch):
+        w = _mk(M)([1.0, 2.0, 3.0, 4.0, 5.0])
+        loss = build(M, w)
+        loss.backward()
+        out.append((loss.item(), w.grad.numpy()))
+    assert out[0][0] == pytest.approx(out[1][0])
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12)
+
+
+def test_a_sibling_view_sees_the_multiply_by_hand():
+    w = dj.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=dj.float64, requires_grad=True)
+    loss = _sibling_through_a_view(dj, w)     # b = [2*w2, w3, w4]: loss = 4 w2^2 + w3^2 + w4^2
+    assert type(loss.grad_fn).__name__ == "SumBackward"
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), [0.0, 0.0, 24.0, 8.0, 10.0])
