@@ -25,7 +25,7 @@ import numpy as np
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
 from .keys import DispatchKey, DispatchKeySet
 
-__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS"]
+__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT"]
 
 MAX_NDIM = 31
 KS_SHIFT = 16
@@ -34,8 +34,12 @@ CUDA_KEY_BITS = sum(1 << k.value for k in (_K.CUDA, _K.QuantizedCUDA, _K.SparseC
                                            _K.AutocastCUDA))
 
 
+DEVICE_SHIFT = 10
+DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
+
+
 def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
-    return (ks_bits << KS_SHIFT) | (device_index << 10) | (dtype.index << 6) | (ndim << 1) | int(contiguous)
+    return (ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << 6) | (ndim << 1) | int(contiguous)
 
 
 # Python scalars: one negative signature per type, so `x * 2` and `x * 2.0`
@@ -112,7 +116,7 @@ def decode(sig) -> ArgMeta:
         m = ArgMeta("scalar", dtype=d, pytype=d.np.type)
     else:
         ks = sig >> KS_SHIFT
-        dev_index = (sig >> 10) & 31
+        dev_index = (sig & DEVICE_MASK) >> DEVICE_SHIFT
         device = f"cuda:{dev_index}" if ks & CUDA_KEY_BITS else "cpu"
         m = ArgMeta("tensor", dtype=ALL_DTYPES[(sig >> 6) & 15], ndim=(sig >> 1) & 31,
                     contiguous=bool(sig & 1), keyset=ks, device=device)

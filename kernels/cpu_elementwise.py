@@ -66,7 +66,7 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     """One loop nest.  ``kinds[i]`` is "array", "scalar" or "none" per input."""
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = op.expression(compute.category, present, compute.name)
-    guarded = op.fast_expression(compute.category, present, compute.name) if ndim else None
+    guarded = op.fast.get(compute.name) if ndim else None
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
     lines = [f"def kernel({', '.join(params)}):", "    _zero = _ct(0)", "    _one = _ct(1)"]
     for s in static_names:
@@ -102,9 +102,9 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     last = f"n{ndim - 1}" if not flat else "n0"
     par = "prange" if not outer else "range"
 
-    def loop(ind: str, lo: str, hi: str, value: str | None, guard: str | None = None) -> list:
+    def loop(ind: str, over: str, value: str | None, guard: str | None = None) -> list:
         idx = ", ".join(outer + [inner]) if not flat else inner
-        out = [f"{ind}for {inner} in range({lo}, {hi}):" if lo != "0" else f"{ind}for {inner} in {hi}:"]
+        out = [f"{ind}for {inner} in {over}:"]
         out += [f"{ind}    {_NAMES[i]} = {r.replace('IDX', idx)}" for i, r in reads.items()]
         if guard is not None:
             out.append(f"{ind}    ok &= {guard}")
@@ -113,7 +113,7 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
         return out
 
     if guarded is None:
-        lines += loop(indent, "0", f"{par}({last})", expr)
+        lines += loop(indent, f"{par}({last})", expr)
         return "\n".join(lines) + "\n"
     # A fast form valid only where a guard holds (sincos_f32.py): per chunk, a vectorized scan
     # of the guard, then the fast loop or the exact one.  Both give the same bits where the
@@ -123,11 +123,11 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
               f"{indent}    lo = c * {_CHUNK}",
               f"{indent}    hi = min(lo + {_CHUNK}, {last})",
               f"{indent}    ok = True"]
-    lines += loop(indent + "    ", "lo", "hi", None, guard)
+    lines += loop(indent + "    ", "range(lo, hi)", None, guard)
     lines.append(f"{indent}    if ok:")
-    lines += loop(indent + "        ", "lo", "hi", fast)
+    lines += loop(indent + "        ", "range(lo, hi)", fast)
     lines.append(f"{indent}    else:")
-    lines += loop(indent + "        ", "lo", "hi", expr)
+    lines += loop(indent + "        ", "range(lo, hi)", expr)
     return "\n".join(lines) + "\n"
 
 

@@ -47,18 +47,14 @@ class ScalarOp:
     inplace: bool = True
     method: bool = True
     operator: tuple = ()                           # Python operators that map to it
-    # dtype name -> (expression, guard): a faster form that equals the exact one wherever the
-    # guard (an expression over x) holds; eager CPU loops use it on chunks where it holds for all
+    # compute dtype name -> (expression, guard): a faster form that equals the exact one wherever
+    # the guard (an expression over x) holds; eager CPU loops use it on chunks where it holds for all
     fast: dict = field(default_factory=dict)
 
     def expression(self, category: int, present: tuple[str, ...], dtype_name: str = "") -> str:
         # most specific first: an override for the compute dtype, then its category
         e = self.by_cat.get(dtype_name) or self.by_cat.get(category, self.expr)
         return e(present) if callable(e) else e
-
-    def fast_expression(self, category: int, present: tuple[str, ...], dtype_name: str = ""):
-        """``(fast expression, guard)`` for this compute dtype, or None."""
-        return self.fast.get(dtype_name)
 
 
 def _clamp_expr(present: tuple[str, ...]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..creation import zeros
+from ..creation import ones, zeros
 from ..errors import AutogradError
 from ..tensor import wrap, wrap_view
 from .grad_mode import is_grad_enabled, no_grad
@@ -148,7 +148,7 @@ def _index_put_backward(grads, saved, ctx, needs):
     if needs[0]:
         # overwritten elements had no say in the result: g times a mask, so that the formula
         # is itself differentiable (create_graph)
-        mask = zeros(*g.shape, dtype=g.dtype, device=g.device) + 1
+        mask = ones(*g.shape, dtype=g.dtype, device=g.device)
         _assign_zero(mask, index)
         gt = g * mask
     if needs[1]:

@@ -89,7 +89,7 @@ from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import fallthrough_kernel
-from dispatch_jit.signature import decode, make_sig
+from dispatch_jit.signature import DEVICE_MASK, DEVICE_SHIFT, KS_SHIFT, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, share_view, wrap
 
 from .elementwise import reduced_shape, reduction_info, result_of
@@ -170,7 +170,7 @@ class LazyTensor(Tensor):
     def device(self):
         # a plain tensor reads a CUDA device's index off its data; a pending one's is in its signature
         sig = self._sig
-        return _device("cuda", (sig & _DEVICE_MASK) >> 10) if sig & (CUDA_BITS << 16) else CPU_DEVICE
+        return _device("cuda", (sig & DEVICE_MASK) >> DEVICE_SHIFT) if sig & _CUDA_SIG else CPU_DEVICE
 
     def size(self, dim: int | None = None):
         s = _get_slot(self, Tensor)[2]
@@ -266,7 +266,7 @@ _REDUCTION_NAMES = frozenset(["aten::sum", "aten::prod", "aten::mean", "aten::ma
 # a plain dense tensor's dispatch keys, per device: tensors with any other key (autograd, sparse,
 # quantized, ...) are not recorded
 _DENSE_BITS = {"cpu": CPU_BITS, "cuda": CUDA_BITS}
-_DEVICE_MASK = 0b11111 << 10            # a signature's device index bits (signature.py)
+_CUDA_SIG = CUDA_BITS << KS_SHIFT
 
 
 def _kind(device: str) -> str:
@@ -288,7 +288,7 @@ def _device_of(sigs: list):
     first = dev = None
     for s in sigs:
         if s.__class__ is int:
-            d = s & (_DEVICE_MASK | (CUDA_BITS << 16))
+            d = s & (DEVICE_MASK | _CUDA_SIG)
             if first is None:
                 first, dev = s, d
             elif d != dev:
@@ -299,7 +299,7 @@ def _device_of(sigs: list):
 def _out_sig(like: int, ty: TensorType, contiguous: bool = True) -> int:
     """The signature of a recorded value of type ``ty`` made from a value with signature
     ``like`` (same device and device index)."""
-    return make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, contiguous) | (like & _DEVICE_MASK)
+    return make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, contiguous) | (like & DEVICE_MASK)
 
 
 # -- the encoding of a recorded call --------------------------------------------------------
