@@ -107,8 +107,10 @@ def _where(dtype, n):
 def _reduce(op, dtype, n, axis):
     _check_valid(op, dtype)
     a = _data(SHAPES_2D[n], dtype)
-    x, f, g = dj.from_numpy(a), getattr(dj, op), getattr(np, op)
-    return (lambda: f(x, axis=axis)), (lambda: g(a, axis=axis))
+    # NumPy's max is PyTorch's amax (dj.max(x, dim) also returns indices); NumPy's var is the biased one
+    x, f, g = dj.from_numpy(a), getattr(dj, {"max": "amax"}.get(op, op)), getattr(np, op)
+    kw = {"correction": 0} if op == "var" else {}
+    return (lambda: f(x, axis=axis, **kw)), (lambda: g(a, axis=axis))
 
 
 def _matmul(dtype, size):

@@ -87,7 +87,7 @@ def _cast(dt):
 
 
 def install(namespace: dict) -> list[str]:
-    from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS
+    from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS, PY_FUNCTIONS
     names = []
     for public, opname in FUNCTIONS.items():
         entry = lookup(f"aten::{opname}").entry
@@ -99,6 +99,11 @@ def install(namespace: dict) -> list[str]:
     for meth, opname in METHODS.items():
         entry = lookup(f"aten::{opname}").entry
         setattr(Tensor, meth, _size_varargs(entry) if meth in SIZE_VARARG_METHODS else entry)
+    for public, (fn, is_method) in PY_FUNCTIONS.items():
+        namespace[public] = fn
+        names.append(public)
+        if is_method:
+            setattr(Tensor, public, fn)
     for dunder, (opname, reflected) in OPERATORS.items():
         entry = lookup(f"aten::{opname}").entry
         unary = len(entry._op.schema.positional) == 1

@@ -126,6 +126,9 @@ class BufferPool:
     def __init__(self, max_bytes: int = 256 << 20, min_bytes: int = 4 << 20):
         self._lock = threading.Lock()
         self._blocks: dict[int, list] = {}     # size class -> blocks, least recently handed out first
+        # id(block) -> times handed out: compiled mode tells a block reused (so free in between: no NumPy
+        # array the user took can view it any more) from one still viewed since it was exported (lazy.py)
+        self._handouts: dict[int, int] = {}
         self.bytes = 0
         self.hits = self.misses = self.untracked = 0
         self.max_bytes = self.min_bytes = 0
@@ -167,6 +170,7 @@ class BufferPool:
                     self.hits += 1
                     blk = blocks.pop(i)
                     blocks.append(blk)
+                    self._handouts[id(blk)] += 1
                     return np.ndarray(shape, dt, buffer=blk)
             self.misses += 1
             if self.bytes + cls > self.max_bytes:
@@ -176,6 +180,7 @@ class BufferPool:
                     return np.empty(shape, dt)
             blk = np.empty(cls, np.uint8)
             self._blocks.setdefault(cls, []).append(blk)
+            self._handouts[id(blk)] = 1
             self.bytes += cls
             return np.ndarray(shape, dt, buffer=blk)
 
@@ -191,12 +196,17 @@ class BufferPool:
                 i = _free_index(blocks, _FREE_RC)
                 if i < 0:
                     break
+                self._handouts.pop(id(blocks[i]), None)
                 del blocks[i]
                 self.bytes -= cls
                 freed += cls
             if not blocks:
                 del self._blocks[cls]
         return freed
+
+    def handouts(self, block) -> int | None:
+        """How many times ``block`` was handed out; None if it is not one of this pool's blocks."""
+        return self._handouts.get(id(block))
 
     def clear(self) -> int:
         """Release every free block; returns the bytes released.  Busy blocks stay tracked."""

@@ -8,10 +8,13 @@ default one.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .dtypes import DType, as_dtype, float32, get_default_dtype, int64
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, SchemaError, ShapeError
+from .signature import MAX_NDIM
 from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
@@ -43,16 +46,34 @@ def _filled(shape: tuple, dt: DType, value, device, requires_grad: bool) -> Tens
     return wrap(d, requires_grad=requires_grad)
 
 
-def _shape(size) -> tuple:
+def _size(n, fname: str, what: str = "size", pos: int = 0) -> int:
+    """One int of a size, as PyTorch: a float (3.5, or even 2.0) or a bool is a TypeError, never
+    truncated; ints, NumPy ints and one-element integer tensors pass (``operator.index``)."""
+    try:
+        if isinstance(n, (bool, np.bool_)):
+            raise TypeError
+        return operator.index(n)
+    except TypeError:
+        where = (f"must be a tuple of ints, but found element of type {type(n).__name__} at pos {pos}"
+                 if what == "size" else f"must be an int, not {type(n).__name__}")
+        raise SchemaError(f"{fname}(): argument '{what}' {where} ({n!r}); pass whole numbers (int({n!r}) if "
+                          f"you mean it)") from None
+
+
+def _shape(size, fname: str = "tensor") -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    try:
-        shape = tuple(int(s) for s in size)
-    except (TypeError, ValueError):
-        raise ShapeError(f"a shape must be a sequence of ints, got {size!r}") from None
+    shape = tuple(_size(s, fname, "size", i) for i, s in enumerate(size))
     if any(s < 0 for s in shape):
-        raise ShapeError(f"negative dimensions are not allowed, got shape {shape}")
+        raise ShapeError(f"{fname}(): negative dimensions are not allowed, got shape {shape}")
+    if len(shape) > MAX_NDIM:
+        raise ShapeError(f"{fname}(): tensors have at most {MAX_NDIM} dimensions (as PyTorch), got {len(shape)}")
     return shape
+
+
+def _one_shape(size, fname: str) -> tuple:
+    """A ``size`` given as one int or one sequence (full, randint)."""
+    return _shape((tuple(size),) if isinstance(size, (tuple, list)) else (size,), fname)
 
 
 def _to_numpy(data, dt: DType | None):
@@ -137,22 +158,21 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     >>> dj.zeros(2, 3).shape, dj.zeros((4,)).shape
     ((2, 3), (4,))
     """
-    return _filled(_shape(size), _dt(dtype), 0, device, requires_grad)
+    return _filled(_shape(size, "zeros"), _dt(dtype), 0, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _filled(_shape(size), _dt(dtype), 1, device, requires_grad)
+    return _filled(_shape(size, "ones"), _dt(dtype), 1, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _filled(_shape(size), _dt(dtype), None, device, requires_grad)
+    return _filled(_shape(size, "empty"), _dt(dtype), None, device, requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value``; its dtype follows the value (2 -> int64, 2.0 -> float32)."""
     dt = as_dtype(dtype) if dtype is not None else infer_dtype(fill_value)
-    return _filled(_shape((size,) if isinstance(size, int) else (tuple(size),)), dt, fill_value, device,
-                   requires_grad)
+    return _filled(_one_shape(size, "full"), dt, fill_value, device, requires_grad)
 
 
 def _like(t: Tensor, dtype, device):
@@ -198,12 +218,14 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    steps = _size(steps, "linspace", "steps")
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     return _finish(np.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype).np), device, requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    n, m = _size(n, "eye", "n"), (None if m is None else _size(m, "eye", "m"))
     return _finish(np.eye(n, m, dtype=_dt(dtype).np), device, requires_grad)
 
 
@@ -251,7 +273,7 @@ def rand(*size, generator: Generator | None = None, dtype=None, device=None, req
     """Uniform samples on [0, 1)."""
     dt = _floating(dtype)
     rng = (generator or default_generator).rng
-    a = rng.random(_shape(size), dtype=np.float32 if dt is float32 else np.float64)
+    a = rng.random(_shape(size, "rand"), dtype=np.float32 if dt is float32 else np.float64)
     return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
 
 
@@ -259,7 +281,7 @@ def randn(*size, generator: Generator | None = None, dtype=None, device=None, re
     """Standard normal samples."""
     dt = _floating(dtype)
     rng = (generator or default_generator).rng
-    a = rng.standard_normal(_shape(size), dtype=np.float32 if dt is float32 else np.float64)
+    a = rng.standard_normal(_shape(size, "randn"), dtype=np.float32 if dt is float32 else np.float64)
     return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
 
 
@@ -269,7 +291,6 @@ def randint(low: int, high: int | None = None, size=(), *, generator: Generator 
         low, high = 0, low
     dt = as_dtype(dtype) if dtype is not None else int64
     rng = (generator or default_generator).rng
-    return _finish(rng.integers(low, high, _shape((tuple(size),)) if not isinstance(size, int) else (size,))
-                   .astype(dt.np), device, False)
+    return _finish(rng.integers(low, high, _one_shape(size, "randint")).astype(dt.np), device, False)
 
 

@@ -42,7 +42,7 @@ from .signature import ArgMeta, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "make_entry", "redispatch", "tls", "set_tensor_type", "calls_of",
-           "is_tracing_dispatch"]
+           "is_tracing_dispatch", "set_write_guard"]
 
 
 class _MissingArg:
@@ -210,6 +210,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
             sigs.append(f"{pname}.__class__")
     # PyTorch spellings accepted as aliases of the array API names (dim= for axis=)
     aliases = [(alias, real) for real, alias in KEYWORD_ALIASES.items() if real in names]
+    defaults = dict(zip(names, (p.split("=", 1)[1] for p in params if p != "*")))
     for alias, real in aliases:
         if not kw_started:
             params.append("*")
@@ -218,7 +219,12 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
     arglist = ", ".join(names)
     key = "(_tls.k, " + ", ".join(sigs) + ("," if len(sigs) == 1 else "") + ")" if sigs else "(_tls.k,)"
     fname = (public_name or schema.name).replace(".", "_")
-    prologue = "".join(f"    if {alias} is not _NOALIAS:\n        {real} = {alias}\n" for alias, real in aliases)
+    # an alias costs nothing unless given; given, it must not come with its name too (a value other
+    # than the default: keepdims=True, keepdim=True raises, as torch; the default passed explicitly
+    # cannot be told from no value without a check on every call)
+    prologue = "".join(f"    if {alias} is not _NOALIAS:\n"
+                       f"        {real} = _both(_op, '{real}', {real}, {defaults[real]}, '{alias}', {alias})\n"
+                       for alias, real in aliases)
     src = (f"def {fname}({', '.join(params)}):\n" + prologue +
            "    _count()\n"
            f"    _f = _memo_get({key})\n"
@@ -227,7 +233,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
            f"    return _f({arglist})\n")
     g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
-         "_NOALIAS": _NOALIAS}
+         "_NOALIAS": _NOALIAS, "_both": _both_spellings}
     for a, pname in zip(schema.arguments, names):
         if a.has_default:
             d = a.default
@@ -244,6 +250,14 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
 
 KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
 _NOALIAS = _MissingArg()
+
+
+def _both_spellings(op: OperatorEntry, name: str, value, default, alias: str, alias_value):
+    """The value of ``alias=`` (PyTorch's spelling of ``name=``), unless ``name=`` was given too."""
+    if value is not default:
+        raise SchemaError(f"{op.schema.name}() got both {name}={value!r} and {alias}={alias_value!r}, two "
+                          f"spellings of one argument; pass one of them")
+    return alias_value
 
 _RESERVED = {"from", "in", "is", "lambda", "def", "class", "return", "global", "import", "and", "or",
              "not", "if", "else", "while", "for", "with", "as", "pass", "None", "True", "False"}
@@ -362,8 +376,51 @@ def resolve_call(op: OperatorEntry, args: tuple) -> Callable:
         elif a.type.base == "Scalar":
             key.append(v.__class__)
     op.misses += 1
-    op.memo[tuple(key)] = fn
+    fn = _guard_writes(op, metas, fn)
+    key = tuple(key)
+    op.memo[key] = fn = _check_first_return(op, ks, key, fn)
     return fn
+
+
+def _returns_one_tensor(op: OperatorEntry) -> bool:
+    rets = op.schema.returns
+    return len(rets) == 1 and rets[0].type.base == "Tensor" and not rets[0].type.is_list \
+        and not rets[0].type.optional
+
+
+def _returning_kernel(op: OperatorEntry, ks: int) -> tuple:
+    """(name, source, key) of the kernel a call on ``ks`` ends in: the first below the backend
+    fallbacks (autograd's, autocast's), which only pass the kernel's result on."""
+    ks &= ~op.fallthrough_bits
+    while True:
+        key = DispatchKeySet.from_bits(ks).highest()
+        kernel, source = op.table[key.value]
+        ks &= (1 << key.value) - 1
+        if not source.startswith("backend fallback") or not ks:
+            name = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
+            return name, source, key
+
+
+def _check_first_return(op: OperatorEntry, ks: int, memo_key: tuple, fn: Callable) -> Callable:
+    """For a ``-> Tensor`` schema, the memo's first entry checks what the kernel returned, then
+    puts ``fn`` itself in the memo: later calls (the hot path) pay nothing.  A kernel that
+    returns a float or None is an error naming it, not a value that fails somewhere later."""
+    if not _returns_one_tensor(op):
+        return fn
+    T = _TENSOR_TYPE[0]
+
+    def first_call(*args):
+        out = fn(*args)
+        if not isinstance(out, T):
+            name, source, key = _returning_kernel(op, ks)
+            raise SchemaError(f"{op.name}: the kernel {name!r} ({source} at {key.name}) returned "
+                              f"{type(out).__name__} ({out!r:.60}), but the schema '{op.schema}' returns a "
+                              f"Tensor; return one (wrap values with dj.tensor(...))")
+        if op.memo.get(memo_key) is first_call:
+            op.memo[memo_key] = fn
+        return out
+    first_call.__wrapped__ = fn
+    return first_call
 
 
 def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace: bool) -> Callable:
@@ -386,6 +443,43 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
     if trace:
         kern = _traced(kern, op, key, label)
     return kern
+
+
+# -- writes ------------------------------------------------------------------------
+# Compiled mode (compiler/lazy.py) must see every write into a tensor before it happens: a pending
+# graph of any thread that reads the tensor's storage runs first.  Its hook wraps, on the miss path,
+# the memo entries of the call signatures that pass a tensor to an argument the schema marks
+# written (in-place ops, out=); every other entry, ``out=None`` calls included, is unchanged.
+_WRITE_GUARD: list = [None]     # (before_write(tensor), watched: a container, empty when no graph reads)
+
+
+def set_write_guard(before_write: Callable, watched) -> None:
+    """Install compiled mode's hook: ``before_write(t)`` runs before a call writes into ``t``,
+    whenever ``watched`` is not empty.  Memo entries resolved before it are dropped."""
+    from .registry import all_operators
+    _WRITE_GUARD[0] = (before_write, watched)
+    for op in all_operators():
+        op.memo.clear()
+
+
+def _guard_writes(op: OperatorEntry, metas: tuple, fn: Callable) -> Callable:
+    guard = _WRITE_GUARD[0]
+    if guard is None:
+        return fn
+    written = [(i, m.kind == "list") for i, (a, m) in enumerate(zip(op.schema.arguments, metas))
+               if a.is_mutable and m is not None and m.kind in ("tensor", "list")]
+    if not written:
+        return fn
+    before_write, watched = guard
+
+    def guarded(*args):
+        if watched:
+            for i, is_list in written:
+                for t in (args[i] if is_list else (args[i],)):
+                    before_write(t)
+        return fn(*args)
+    guarded.__wrapped__ = fn
+    return guarded
 
 
 def _unboxed(op: OperatorEntry, fn: Callable) -> Callable:
@@ -443,7 +537,7 @@ def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
     memo_key = ("redispatch", tls.k, bits, sigs)
     fn = op.memo.get(memo_key)
     if fn is None:
-        fn = _resolve_keyset(op, bits, metas, "redispatch", tls.trace)
+        fn = _guard_writes(op, metas, _resolve_keyset(op, bits, metas, "redispatch", tls.trace))
         op.memo[memo_key] = fn
     return fn(*args)
 

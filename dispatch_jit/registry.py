@@ -6,6 +6,12 @@ one entry per runtime key, using PyTorch's precedence (see
 ``compute_table_entry``).  Every registration recomputes the table and clears
 the operator's memo, and returns a ``RegistrationHandle`` whose ``remove()``
 undoes it.
+
+Caches derived from registrations outside the memo (compiled mode's
+decompositions and record specializations, ``dj.compile``'s traces) subscribe
+with ``on_change``: the one mechanism that clears a memo (``refresh``, and
+``undefine``) calls them too, so no cache outlives the registration it was
+computed from.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey
 from .schema import FunctionSchema, parse_schema
 
 __all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
-           "compute_table_entry", "backend_fallbacks", "registry_lock"]
+           "compute_table_entry", "backend_fallbacks", "registry_lock", "on_change"]
 
 _K = DispatchKey
 
@@ -43,6 +49,8 @@ _OPERATORS: dict[str, "OperatorEntry"] = {}
 _PACKETS: dict[str, list["OperatorEntry"]] = {}
 # key -> boxed kernel fn(op, keyset, args, kwargs), applied to every operator
 _BACKEND_FALLBACKS: dict[DispatchKey, Callable] = {}
+# fn() per cache derived from registrations: called after every change that clears a memo
+_LISTENERS: list[Callable[[], None]] = []
 
 
 @dataclass
@@ -110,8 +118,9 @@ class OperatorEntry:
                 self.refresh()
         return RegistrationHandle(undo, f"{self.name} @ {key.name}")
 
-    def refresh(self) -> None:
-        """Recompute the dispatch table and drop every memoized resolution."""
+    def refresh(self, notify: bool = True) -> None:
+        """Recompute the dispatch table and drop every memoized resolution, and (``notify``)
+        every cache that ``on_change`` listeners derived from registrations."""
         table = [(None, "missing")] * 16
         ft = 0
         for rk in RUNTIME_KEYS:
@@ -122,6 +131,17 @@ class OperatorEntry:
         self.table = table
         self.fallthrough_bits = ft
         self.memo.clear()
+        if notify:
+            _changed()
+
+    def decomposition(self, key: DispatchKey) -> Callable | None:
+        """The CompositeImplicitAutograd kernel that a call ending on backend ``key`` runs (what
+        tracing records through), or None: there is none, or a kernel registered at ``key`` or a
+        CompositeExplicitAutograd one takes precedence (``compute_table_entry``)."""
+        fn, source = self.table[key.value]
+        if source != "CompositeImplicitAutograd" or fn is fallthrough_kernel or hasattr(fn, "specialize"):
+            return None
+        return fn
 
     def has_kernel_for(self, key: DispatchKey) -> bool:
         """Whether a call landing on runtime ``key`` (or alias ``key``) finds a real kernel."""
@@ -196,6 +216,7 @@ def undefine(op: OperatorEntry) -> None:
             overloads.remove(op)
         if not overloads:
             _PACKETS.pop(op.packet_name, None)
+        _changed()
 
 
 def lookup(name: str, namespace: str | None = None) -> OperatorEntry:
@@ -244,4 +265,33 @@ def backend_fallbacks() -> dict[DispatchKey, Callable]:
 
 def _refresh_all() -> None:
     for op in _OPERATORS.values():
-        op.refresh()
+        op.refresh(notify=False)
+    _changed()
+
+
+def on_change(fn: Callable[[], None]) -> RegistrationHandle:
+    """Call ``fn()`` after every registration change (a kernel or fallback registered or
+    removed, an operator defined or undefined), when the dispatch memos are cleared: a cache
+    computed from registrations subscribes its clearing here.  Returns a handle that
+    unsubscribes it.
+
+    >>> from dispatch_jit import registry
+    >>> seen = []
+    >>> h = registry.on_change(lambda: seen.append(1))
+    >>> h2 = registry.register_fallback(DispatchKey.Meta, fallthrough_kernel); h2.remove()
+    >>> len(seen)
+    2
+    >>> h.remove()
+    """
+    with registry_lock:
+        _LISTENERS.append(fn)
+
+    def undo():
+        if fn in _LISTENERS:
+            _LISTENERS.remove(fn)
+    return RegistrationHandle(undo, f"on_change {getattr(fn, '__qualname__', fn)!s}")
+
+
+def _changed() -> None:
+    for fn in list(_LISTENERS):
+        fn()

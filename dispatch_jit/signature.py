@@ -10,10 +10,13 @@ path decodes them into ``ArgMeta`` records.
 Bit layout of a tensor signature::
 
     bit 0        C-contiguous
-    bits 1-5     ndim (0..31)
-    bits 6-9     dtype index (dtypes.ALL_DTYPES)
-    bits 10-14   device index (cuda:N)
-    bits 16-31   dispatch key set bits
+    bits 1-7     ndim (0..64, PyTorch's and NumPy's limit; 7 bits hold up to 127)
+    bits 8-11    dtype index (dtypes.ALL_DTYPES)
+    bits 12-16   device index (cuda:N)
+    bits 18-33   dispatch key set bits
+
+The dense CPU and CPU-with-autograd signatures stay below 2**30, one CPython
+digit, so hashing the memo key costs what it did with 5 ndim bits.
 """
 
 from __future__ import annotations
@@ -25,21 +28,25 @@ import numpy as np
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
 from .keys import DispatchKey, DispatchKeySet
 
-__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT"]
+__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
+           "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK"]
 
-MAX_NDIM = 31
-KS_SHIFT = 16
+MAX_NDIM = 64
+NDIM_MASK = 127               # 7 bits from bit 1
+DTYPE_SHIFT, DTYPE_MASK = 8, 15
+KS_SHIFT = 18
 _K = DispatchKey
 CUDA_KEY_BITS = sum(1 << k.value for k in (_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA,
                                            _K.AutocastCUDA))
 
 
-DEVICE_SHIFT = 10
+DEVICE_SHIFT = 12
 DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
 
 
 def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
-    return (ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << 6) | (ndim << 1) | int(contiguous)
+    return ((ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << DTYPE_SHIFT) | (ndim << 1)
+            | int(contiguous))
 
 
 # Python scalars: one negative signature per type, so `x * 2` and `x * 2.0`
@@ -118,7 +125,7 @@ def decode(sig) -> ArgMeta:
         ks = sig >> KS_SHIFT
         dev_index = (sig & DEVICE_MASK) >> DEVICE_SHIFT
         device = f"cuda:{dev_index}" if ks & CUDA_KEY_BITS else "cpu"
-        m = ArgMeta("tensor", dtype=ALL_DTYPES[(sig >> 6) & 15], ndim=(sig >> 1) & 31,
+        m = ArgMeta("tensor", dtype=ALL_DTYPES[(sig >> DTYPE_SHIFT) & DTYPE_MASK], ndim=(sig >> 1) & NDIM_MASK,
                     contiguous=bool(sig & 1), keyset=ks, device=device)
     _DECODED[sig] = m
     return m

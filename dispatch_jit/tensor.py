@@ -9,6 +9,7 @@ from the op library's tables (kernels/aten.py), not written out here.
 
 from __future__ import annotations
 
+import warnings
 from weakref import ref as _weakref
 
 import numpy as np
@@ -17,7 +18,7 @@ from . import dispatcher
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
 from .errors import DTypeError, ShapeError
 from .keys import DispatchKey, DispatchKeySet
-from .signature import MAX_NDIM, make_sig
+from .signature import KS_SHIFT, MAX_NDIM, make_sig
 
 __all__ = ["Tensor", "device", "place", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
            "version_box", "version_of", "bump_version"]
@@ -27,9 +28,14 @@ CPU_BITS = 1 << _K.CPU.value
 AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
 CUDA_BITS = 1 << _K.CUDA.value
 AUTOGRAD_CUDA_BITS = 1 << _K.AutogradCUDA.value
-_CUDA_SIG_BITS = CUDA_BITS << 16
-_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value) | (1 << _K.AutogradOther.value)) << 16
+_CUDA_SIG_BITS = CUDA_BITS << KS_SHIFT
+_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value) | (1 << _K.AutogradOther.value)) << KS_SHIFT
 strided = "strided"
+_NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
+    "be populated during autograd.backward(). If you indeed want the .grad field to be populated for a "
+    "non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+    "mistake, make sure you access the leaf Tensor instead.")
 
 
 class device:
@@ -115,7 +121,6 @@ class Tensor:
     # default at class level, so creating a tensor costs two attribute stores.
     __slots__ = ("_data", "_sig", "__dict__", "__weakref__")
     requires_grad = False
-    grad = None
     grad_fn = None
     __array_priority__ = 1000    # NumPy defers `ndarray * Tensor` to us
 
@@ -189,6 +194,24 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward; None for a non-leaf tensor, which warns as
+        PyTorch does unless it called ``retain_grad()``."""
+        d = self.__dict__
+        g = d.get("_grad")
+        if g is None and self.grad_fn is not None and not d.get("_retains_grad"):
+            warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        self.__dict__["_grad"] = value
+
+    @grad.deleter
+    def grad(self):
+        self.__dict__.pop("_grad", None)
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -332,6 +355,7 @@ class Tensor:
         if self.grad_fn is None:
             return
         import weakref
+        self.__dict__["_retains_grad"] = True
         ref = weakref.ref(self)
 
         def keep(g):
@@ -380,7 +404,7 @@ _new = object.__new__
 
 def _sig_for(a, requires_grad: bool = False) -> int:
     if a.ndim > MAX_NDIM:
-        raise ShapeError(f"tensors have at most {MAX_NDIM} dimensions, got {a.ndim}")
+        raise ShapeError(f"tensors have at most {MAX_NDIM} dimensions (as PyTorch), got {a.ndim}")
     if type(a) is not np.ndarray and hasattr(a, "storage"):      # a CudaArray
         ks = CUDA_BITS | (AUTOGRAD_CUDA_BITS if requires_grad else 0)
         return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous, a.device_index)
@@ -487,7 +511,7 @@ def dispatch_keys(t: Tensor) -> DispatchKeySet:
     """
     if not isinstance(t, Tensor):
         raise TypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
-    return DispatchKeySet.from_bits(t._sig >> 16)
+    return DispatchKeySet.from_bits(t._sig >> KS_SHIFT)
 
 
 def is_tensor(x) -> bool:

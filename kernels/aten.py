@@ -21,7 +21,7 @@ from .derivatives import DERIVATIVES
 from .scalar_ops import SCALAR_OPS
 from .shape import SHAPE_KERNELS
 
-__all__ = ["aten", "FUNCTIONS", "METHODS", "OPERATORS"]
+__all__ = ["aten", "FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS"]
 
 aten = Library("aten", "DEF")
 
@@ -82,7 +82,7 @@ for _name, _kernel in linalg_ops.CPU_KERNELS.items():
 aten_cuda = Library("aten", "IMPL", "CUDA")
 # (each CUDA kernel module registers its table here)
 for _name, _kernel in cuda_reduction.CUDA_KERNELS.items():   # reductions
-    aten_cuda.impl(_name, _kernel)
+    aten_cuda.impl(_name, reduction_ops.VarStd(_kernel) if _name in reduction_ops.VAR_STD else _kernel)
 for _name, _kernel in cuda_linalg.CUDA_KERNELS.items():   # matmul, dot
     aten_cuda.impl(_name, _kernel)
 from .cuda_elementwise import ElementwiseCUDA  # noqa: E402  (elementwise ops, from scalar_ops.py)
@@ -141,10 +141,17 @@ for _schema in list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS 
     FUNCTIONS.setdefault(_full.split(".")[0], _full)
 FUNCTIONS.pop("to", None)
 FUNCTIONS.pop("view", None)
+# the reductions max/min are PyTorch's amax/amin; dj.max/dj.min are PY_FUNCTIONS' (values and indices)
+FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min")
+
+# dj.<name> (and Tensor.<name> where flagged) that are Python functions over the ops, as PyTorch's
+# overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
+PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS)
 
 # Python array API spellings of the same ops
 ARRAY_API_ALIASES = {
-    "subtract": "sub", "multiply": "mul", "divide": "div", "negative": "neg", "equal": "eq",
+    # (not "equal": dj.equal is PyTorch's, one bool for the whole tensor)
+    "subtract": "sub", "multiply": "mul", "divide": "div", "negative": "neg",
     "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
     "bitwise_invert": "bitwise_not", "concat": "cat", "permute_dims": "permute", "expand_dims": "unsqueeze",
     "true_divide": "div", "clip": "clamp", "absolute": "abs", "power": "pow", "arctan2": "atan2",
@@ -162,6 +169,7 @@ for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "u
               *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"
+METHODS["amax"], METHODS["amin"] = FUNCTIONS["amax"], FUNCTIONS["amin"]
 for _alias, _real in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"), ("clip", "clamp"),
                       ("clip_", "clamp_"), ("negative", "neg"), ("absolute", "abs")):
     METHODS[_alias] = METHODS[_real]

@@ -7,9 +7,12 @@ autograd and tracing) gets them for free from the ops they call.
 from __future__ import annotations
 
 import math
+import warnings
 
-from dispatch_jit.errors import SchemaError
+from dispatch_jit.errors import BroadcastError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
+
+from .shape import broadcast_shapes, normalize_axis
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
@@ -27,15 +30,29 @@ METHODS = ["softmax", "log_softmax"]
 A = entries("aten")    # the ops are defined after this module is imported
 
 
+def _softmax_axis(x, axis: int, op: str):
+    """The axis, checked here so that errors name ``op``, not the ``max`` it is built on; None
+    when the tensor is empty: then the answer is an empty tensor, as PyTorch's (the max of a
+    zero-size axis would raise)."""
+    ax = normalize_axis(axis, x.ndim, op)
+    return None if 0 in tuple(x.shape) else ax
+
+
 def softmax(x, axis=-1):
-    shifted = A.sub(x, A.max(x, (axis,), True))
+    ax = _softmax_axis(x, axis, "softmax")
+    if ax is None:
+        return A.exp(x)             # empty, of softmax's dtype, and recorded like it
+    shifted = A.sub(x, A.max(x, (ax,), True))
     e = A.exp(shifted)
-    return A.div(e, A.sum(e, (axis,), True))
+    return A.div(e, A.sum(e, (ax,), True))
 
 
 def log_softmax(x, axis=-1):
-    shifted = A.sub(x, A.max(x, (axis,), True))
-    return A.sub(shifted, A.log(A.sum(A.exp(shifted), (axis,), True)))
+    ax = _softmax_axis(x, axis, "log_softmax")
+    if ax is None:
+        return A.exp(x)
+    shifted = A.sub(x, A.max(x, (ax,), True))
+    return A.sub(shifted, A.log(A.sum(A.exp(shifted), (ax,), True)))
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -55,7 +72,26 @@ def silu(x):
     return A.mul(x, A.sigmoid(x))
 
 
+def _check_loss_shapes(op: str, x, target) -> None:
+    """Errors and warnings name the loss, not the ``sub`` inside it; a target that broadcasts
+    to another shape warns, as PyTorch (the mean is then over the broadcast shape)."""
+    xs, ts = tuple(x.shape), tuple(getattr(target, "shape", ()))
+    if xs == ts:
+        return
+    try:
+        broadcast_shapes(xs, ts)
+    except ValueError:
+        raise BroadcastError(f"{op}: the size of input {xs} and target {ts} cannot be broadcast together; "
+                             f"pass a target of the input's shape") from None
+    warnings.warn(f"{op}: using a target size ({ts}) that is different to the input size ({xs}). This will "
+                  f"likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
+                  UserWarning, stacklevel=3)
+
+
 def mse_loss(x, target, reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise SchemaError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    _check_loss_shapes("mse_loss", x, target)
     d = A.sub(x, target)
     sq = A.mul(d, d)
     if reduction == "mean":
@@ -68,6 +104,9 @@ def mse_loss(x, target, reduction="mean"):
 
 
 def linear(x, weight, bias=None):
+    if x.ndim == 0 or weight.ndim not in (1, 2) or x.shape[-1] != weight.shape[-1]:
+        raise ShapeError(f"linear: input of shape {tuple(x.shape)} and weight of shape {tuple(weight.shape)} "
+                         f"do not fit: the input's last dimension must equal the weight's last (in_features)")
     wt = A.transpose(weight, 0, 1) if weight.ndim == 2 else weight
     y = A.matmul(x, wt)
     return y if bias is None else A.add(y, bias)

@@ -39,6 +39,7 @@ from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 from .scalar_helpers import HELPERS
 from .sincos_f32 import GUARD_GLOBALS
 from .scalar_ops import ScalarOp, broadcast_shape, check_output, resolve
+from .shape import loop_operands
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
 
@@ -67,6 +68,7 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = op.expression(compute.category, present, compute.name)
     guarded = op.fast.get(compute.name) if ndim else None
+    check = op.checks.get(compute.category)
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
     lines = [f"def kernel({', '.join(params)}):", "    _zero = _ct(0)", "    _one = _ct(1)"]
     for s in static_names:
@@ -91,29 +93,35 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
         outer, inner, store = [], "i", "fo[{}]"
     elif ndim == 0:
         lines += [f"    {_NAMES[i]} = {r.replace('IDX', '()')}" for i, r in reads.items()]
+        if check is not None:
+            lines += [f"    if {check.guard}:", f"        {check.raise_stmt()}"]
         return "\n".join(lines + [f"    out[()] = {expr}"]) + "\n"
     else:
         lines.append(f"    {', '.join(f'n{d}' for d in range(ndim))}{',' if ndim == 1 else ''} = out.shape")
         outer, inner = [f"i{d}" for d in range(ndim - 1)], f"i{ndim - 1}"
         store = "out[" + ", ".join(outer + ["{}"]) + "]"
-    for d, v in enumerate(outer):
-        lines.append(f"{'    ' * (d + 1)}for {v} in {'prange' if d == 0 else 'range'}(n{d}):")
     indent = "    " * (len(outer) + 1)
     last = f"n{ndim - 1}" if not flat else "n0"
     par = "prange" if not outer else "range"
 
-    def loop(ind: str, over: str, value: str | None, guard: str | None = None) -> list:
+    def headers() -> list:
+        return [f"{'    ' * (d + 1)}for {v} in {'prange' if d == 0 else 'range'}(n{d}):" for d, v in enumerate(outer)]
+
+    def loop(ind: str, over: str, stmt: str) -> list:
         idx = ", ".join(outer + [inner]) if not flat else inner
         out = [f"{ind}for {inner} in {over}:"]
         out += [f"{ind}    {_NAMES[i]} = {r.replace('IDX', idx)}" for i, r in reads.items()]
-        if guard is not None:
-            out.append(f"{ind}    ok &= {guard}")
-        else:
-            out.append(f"{ind}    {store.format(inner)} = {value}")
-        return out
+        return out + [f"{ind}    {stmt}"]
 
+    if check is not None:
+        # Count the refused elements (a prange reduction), raise once: a raise inside prange is lost
+        # with its thread.  Counting first, in its own vectorized pass, leaves in-place and out=
+        # operands untouched when the kernel raises.
+        lines += ["    bad = 0"] + headers() + loop(indent, f"{par}({last})", f"bad += {check.guard}")
+        lines += ["    if bad:", f"        {check.raise_stmt()}"]
+    lines += headers()
     if guarded is None:
-        lines += loop(indent, f"{par}({last})", expr)
+        lines += loop(indent, f"{par}({last})", f"{store.format(inner)} = {expr}")
         return "\n".join(lines) + "\n"
     # A fast form valid only where a guard holds (sincos_f32.py): per chunk, a vectorized scan
     # of the guard, then the fast loop or the exact one.  Both give the same bits where the
@@ -123,11 +131,11 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
               f"{indent}    lo = c * {_CHUNK}",
               f"{indent}    hi = min(lo + {_CHUNK}, {last})",
               f"{indent}    ok = True"]
-    lines += loop(indent + "    ", "range(lo, hi)", None, guard)
+    lines += loop(indent + "    ", "range(lo, hi)", f"ok &= {guard}")
     lines.append(f"{indent}    if ok:")
-    lines += loop(indent + "        ", "range(lo, hi)", fast)
+    lines += loop(indent + "        ", "range(lo, hi)", f"{store.format(inner)} = {fast}")
     lines.append(f"{indent}    else:")
-    lines += loop(indent + "        ", "range(lo, hi)", expr)
+    lines += loop(indent + "        ", "range(lo, hi)", f"{store.format(inner)} = {expr}")
     return "\n".join(lines) + "\n"
 
 
@@ -348,9 +356,11 @@ class _Plan:
         # the strided one (layout 'A') does not
         flat = target.flags.c_contiguous and all(
             a.flags.c_contiguous and a.shape == shape for a, k in zip(arrays, self.kinds) if k == "array")
-        v = self.variant(ndim, flat, in_dtypes, out_dtype)
+        # above 16 dims (tensors have up to 64) the loop runs over coalesced views of the operands
+        arrays, kt, loop_ndim = loop_operands(self.opname, shape, arrays, self.kinds, target)
+        v = self.variant(loop_ndim, flat, in_dtypes, out_dtype)
         kargs = [a for a, k in zip(arrays, self.kinds) if k != "none"] + [args[i] for i in self.static_idx]
-        v.get(target.size)(*kargs, target)
+        v.get(target.size)(*kargs, kt)
         if target is not out_arr:
             np.copyto(out_arr, target, casting="unsafe")
         if out_t is not None:

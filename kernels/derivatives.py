@@ -17,7 +17,10 @@ from __future__ import annotations
 import math
 
 from dispatch_jit.autograd.kernel import Derivative, Grad
+from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
+
+from .reduction_ops import correction_of
 
 __all__ = ["DERIVATIVES", "INPLACE_OF"]
 
@@ -28,7 +31,9 @@ _2_SQRTPI = 2.0 / math.sqrt(math.pi)
 
 
 def _zeros(g):
-    return A.mul(g, 0.0)
+    # zeros, not g * 0: an infinite or NaN upstream gradient still gives 0, as PyTorch's zeros_like
+    from dispatch_jit.creation import zeros_like
+    return zeros_like(g)
 
 
 def _scaled(g, alpha):
@@ -49,7 +54,7 @@ def _expand_back(g, c, keepdims_key="keepdims"):
 
 def _count(c) -> int:
     shape, axis = c["shapes"][0], c.get("axis")
-    if axis is None or not shape:      # a 0-d input accepts axis 0 / -1 and has one element
+    if axis is None or not shape or axis == ():    # a 0-d input accepts axis 0 / -1; () is every dim
         return math.prod(shape)
     axes = (axis,) if isinstance(axis, int) else axis
     return math.prod(shape[a] for a in axes)
@@ -61,22 +66,41 @@ def _keep(c):
 
 
 def _extreme(g, s, c):
-    # PyTorch's amax/amin rule: ties share the gradient evenly
-    r = _expand_back(s["result"], c)
-    mask = A.eq(s["self"], r).to(g.dtype)
-    return A.div(A.mul(_expand_back(g, c), mask), _expand_back(A.sum(mask, c.get("axis"), True), _keep(c)))
+    """Ties share the gradient evenly.  Over all elements (``max(x)``) PyTorch's
+    evenly_distribute_backward: a NaN result goes to the NaN elements, and the others get 0
+    whatever the upstream gradient.  Over given axes (``amax(x, dim)``) scale_grad_by_count:
+    ``g / count * mask``, so a NaN slice (no element equals NaN) gets NaN, as in torch."""
+    x, r = s["self"], _expand_back(s["result"], c)
+    if c.get("axis") is None:
+        mask = A.logical_or(A.eq(x, r), A.logical_and(A.isnan(x), A.isnan(r)))
+        return A.where(mask, A.div(_expand_back(g, c), A.sum(mask.to(g.dtype))), 0.0)
+    mask = A.eq(x, r).to(g.dtype)
+    return A.mul(A.div(_expand_back(g, c), _expand_back(A.sum(mask, c.get("axis"), True), _keep(c))), mask)
+
+
+def _dof(c) -> float:
+    return _count(c) - correction_of("var", c.get("unbiased"), c.get("correction"))
+
+
+def _var_backward(g, x, c):
+    """PyTorch's var_backward: ``2 / (n - correction) * g * (x - mean)``, where 2 / 0 is inf (a
+    float division, not a ZeroDivisionError).  Over all elements with n <= correction, torch
+    gives NaN where x equals the mean and inf elsewhere, times g."""
+    dof, ge = _dof(c), _expand_back(g, c)
+    mean = A.mean(x, c.get("axis"), True)
+    if dof <= 0 and (c.get("axis") is None or x.ndim == 0):
+        return A.mul(ge, A.where(A.eq(x, mean), math.nan, math.inf))
+    return A.mul(A.mul(ge, math.inf if dof == 0 else 2.0 / dof), A.sub(x, mean))
 
 
 def _var_grad(g, s, c):
-    n = _count(c) - c.get("correction", 0)
-    mean = A.mean(s["self"], c.get("axis"), True)
-    return A.mul(_expand_back(g, c), A.mul(A.sub(s["self"], mean), 2.0 / n))
+    return _var_backward(g, s["self"], c)
 
 
 def _std_grad(g, s, c):
-    n = _count(c) - c.get("correction", 0)
-    mean = A.mean(s["self"], c.get("axis"), True)
-    return A.div(A.mul(_expand_back(g, c), A.sub(s["self"], mean)), A.mul(_expand_back(s["result"], c), n))
+    # torch's std_backward: var's gradient of g / (2 std), with 0 where std == 0 (no 0 / 0)
+    r = s["result"]
+    return _var_backward(A.where(A.eq(r, 0.0), 0.0, A.div(g, A.mul(r, 2.0))), s["self"], c)
 
 
 def _matmul_lift(g, c):
@@ -109,21 +133,21 @@ def _matmul_grad_other(g, s, c):
 
 # pow: either side may be a Python number (x ** 2.0, 2.0 ** x); only a tensor gets a gradient.
 # As PyTorch: no gradient to x where y == 0, none to y where x == 0 and y >= 0 (0 * log 0).
+# The products keep PyTorch's order (g * (y * x ** (y - 1))): with inf or huge values the order decides
+# between inf, nan and a finite number.
 def _pow_grad_self(g, s, c):
     x, y = s["self"], s["other"]
     if hasattr(y, "_sig"):
-        return A.where(A.eq(y, 0.0), 0.0, A.mul(A.mul(g, y), A.pow(x, A.sub(y, 1))))
-    return A.mul(A.mul(g, y), A.pow(x, y - 1)) if y != 0 else _zeros(g)
+        return A.where(A.eq(y, 0.0), 0.0, A.mul(g, A.mul(y, A.pow(x, A.sub(y, 1)))))
+    return A.mul(g, A.mul(A.pow(x, y - 1), y)) if y != 0 else _zeros(g)
 
 
 def _pow_grad_other(g, s, c):
-    x, y = s["self"], s["other"]
-    x_t = hasattr(x, "_sig")
-    log_x = A.log(x) if x_t else (math.log(x) if x > 0 else -math.inf if x == 0 else math.nan)
-    gy = A.mul(A.mul(g, s["result"]), log_x)
-    if x_t:
-        return A.where(A.logical_and(A.eq(x, 0.0), A.ge(y, 0.0)), 0.0, gy)
-    return A.where(A.ge(y, 0.0), 0.0, gy) if x == 0 else gy
+    x, y, r = s["self"], s["other"], s["result"]
+    if hasattr(x, "_sig"):
+        return A.mul(g, A.where(A.logical_and(A.eq(x, 0.0), A.ge(y, 0.0)), 0.0, A.mul(r, A.log(x))))
+    log_x = math.log(x) if x > 0 else -math.inf if x == 0 else math.nan
+    return A.mul(g, A.where(A.ge(y, 0.0), 0.0, A.mul(r, log_x)) if x == 0 else A.mul(r, log_x))
 
 
 def _prod_grad(g, s, c):
@@ -153,18 +177,43 @@ def _clamp_grad_self(g, s, c):
     return A.where(inside, g, 0.0) if inside is not None else g
 
 
-def _max_min_grad(pick):
-    """maximum/minimum: the gradient goes to the input ``pick`` selects (gt/lt), and is split
-    in halves on ties, as PyTorch does."""
+# clamp's bounds, as torch's clamp_backward_min_max: with min > max the result is max everywhere,
+# so min gets nothing and max gets every gradient
+def _clamp_grad_min(g, s, c):
+    x, lo, hi = s["self"], s["min"], s["max"]
+    below = A.lt(x, lo)
+    return A.where(below if hi is None else A.logical_and(below, A.lt(lo, hi)), g, 0.0)
+
+
+def _clamp_grad_max(g, s, c):
+    x, lo, hi = s["self"], s["min"], s["max"]
+    above = A.gt(x, hi)
+    return A.where(above if lo is None else A.logical_or(above, A.lt(hi, lo)), g, 0.0)
+
+
+def _max_min_grad(loses):
+    """maximum/minimum as PyTorch: ``where(self == other, g / 2, g)``, zeroed where this input
+    ``loses``: ties split in halves; a NaN compares false both ways, so both inputs get all of g."""
     def grad(g, s, c):
-        return A.mul(g, A.add(pick(s).to(g.dtype), A.mul(A.eq(s["self"], s["other"]).to(g.dtype), 0.5)))
+        x, y = s["self"], s["other"]
+        return A.where(loses(x, y), 0.0, A.where(A.eq(x, y), A.div(g, 2.0), g))
     return Grad(grad, ("self", "other"))
 
 
 def _atan2_grad(num):
+    # torch: g * num / (x^2 + y^2), with the reciprocal 0 where it is infinite (atan2(0, 0) has gradient 0)
     def grad(g, s, c):
-        return A.div(A.mul(g, num(s)), A.add(A.square(s["self"]), A.square(s["other"])))
+        x, y = s["self"], s["other"]
+        recip = A.reciprocal(A.add(A.mul(x, x), A.mul(y, y)))
+        return A.mul(A.mul(g, num(s)), A.where(A.isinf(recip), 0.0, recip))
     return Grad(grad, ("self", "other"))
+
+
+def _not_differentiable(opname):
+    def grad(g, s, c):
+        raise AutogradError(f"derivative for {opname} is not implemented (as in PyTorch); compute it "
+                            f"under dj.no_grad() or .detach() its inputs")
+    return grad
 
 
 def _cat_grads(g, s, c):
@@ -220,7 +269,7 @@ DERIVATIVES: dict[str, Derivative] = {
     "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, s["other"]), ("other",)),
                                      Grad(lambda g, s, c: A.mul(g, s["self"]), ("self",)))),
     "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, s["other"]), ("other",)),
-                                     Grad(lambda g, s, c: A.neg(A.div(A.mul(g, s["result"]), s["other"])),
+                                     Grad(lambda g, s, c: A.mul(A.neg(g), A.div(s["result"], s["other"])),
                                           ("result", "other")))),
     "neg": _D("NegBackward", lambda g, s, c: A.neg(g)),
     "abs": _D("AbsBackward", lambda g, s, c: A.mul(g, A.sign(s["self"])), ("self",)),
@@ -228,15 +277,15 @@ DERIVATIVES: dict[str, Derivative] = {
     "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, A.square(s["result"]))), ("result",)),
     "pow.Tensor": _D("PowBackward", (Grad(_pow_grad_self, ("self", "other")),
                                      Grad(_pow_grad_other, ("self", "other", "result")))),
-    "maximum.Tensor": _D("MaximumBackward", (_max_min_grad(lambda s: A.gt(s["self"], s["other"])),
-                                             _max_min_grad(lambda s: A.lt(s["self"], s["other"])))),
-    "minimum.Tensor": _D("MinimumBackward", (_max_min_grad(lambda s: A.lt(s["self"], s["other"])),
-                                             _max_min_grad(lambda s: A.gt(s["self"], s["other"])))),
+    "maximum.Tensor": _D("MaximumBackward", (_max_min_grad(lambda x, y: A.lt(x, y)),
+                                             _max_min_grad(lambda x, y: A.gt(x, y)))),
+    "minimum.Tensor": _D("MinimumBackward", (_max_min_grad(lambda x, y: A.gt(x, y)),
+                                             _max_min_grad(lambda x, y: A.lt(x, y)))),
     "atan2.Tensor": _D("Atan2Backward", (_atan2_grad(lambda s: s["other"]), _atan2_grad(lambda s: A.neg(s["self"])))),
     "remainder.Tensor": _D("RemainderBackward", (
         Grad(lambda g, s, c: g),
         Grad(lambda g, s, c: A.mul(A.neg(g), A.floor_divide(s["self"], s["other"])), ("self", "other")))),
-    "floor_divide.Tensor": _D("FloorDivideBackward", lambda g, s, c: (_zeros(g), _zeros(g))),
+    "floor_divide.Tensor": _D("FloorDivideBackward", _not_differentiable("aten::floor_divide")),
     # -- transcendental -------------------------------------------------------------------------
     "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, s["result"]), ("result",)),
     "expm1": _D("Expm1Backward", lambda g, s, c: A.mul(g, A.add(s["result"], 1.0)), ("result",)),
@@ -245,7 +294,7 @@ DERIVATIVES: dict[str, Derivative] = {
     "log2": _D("Log2Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN2)), ("self",)),
     "log10": _D("Log10Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN10)), ("self",)),
     "sqrt": _D("SqrtBackward", lambda g, s, c: A.div(g, A.mul(s["result"], 2.0)), ("result",)),
-    "rsqrt": _D("RsqrtBackward", lambda g, s, c: A.mul(A.mul(g, A.pow(s["result"], 3.0)), -0.5), ("result",)),
+    "rsqrt": _D("RsqrtBackward", lambda g, s, c: A.mul(A.mul(g, -0.5), A.pow(s["result"], 3.0)), ("result",)),
     "sin": _D("SinBackward", lambda g, s, c: A.mul(g, A.cos(s["self"])), ("self",)),
     "cos": _D("CosBackward", lambda g, s, c: A.mul(g, A.neg(A.sin(s["self"]))), ("self",)),
     "tan": _D("TanBackward", lambda g, s, c: A.mul(g, A.add(A.square(s["result"]), 1.0)), ("result",)),
@@ -257,7 +306,8 @@ DERIVATIVES: dict[str, Derivative] = {
     "tanh": _D("TanhBackward", lambda g, s, c: A.mul(g, A.sub(1.0, A.square(s["result"]))), ("result",)),
     "sigmoid": _D("SigmoidBackward", lambda g, s, c: A.mul(g, A.mul(s["result"], A.sub(1.0, s["result"]))),
                   ("result",)),
-    "relu": _D("ReluBackward", lambda g, s, c: A.mul(g, A.gt(s["result"], 0).to(g.dtype)), ("result",)),
+    # torch's threshold_backward: a select, not g * mask (an infinite g must give 0, not nan, where x <= 0)
+    "relu": _D("ReluBackward", lambda g, s, c: A.where(A.le(s["result"], 0), 0.0, g), ("result",)),
     "erf": _D("ErfBackward", lambda g, s, c: A.mul(g, A.mul(A.exp(A.neg(A.square(s["self"]))), _2_SQRTPI)),
               ("self",)),
     # piecewise constant: zero gradient, as in PyTorch
@@ -271,8 +321,8 @@ DERIVATIVES: dict[str, Derivative] = {
                                        Grad(lambda g, s, c: A.where(s["condition"], g, 0.0), ("condition",)),
                                        Grad(lambda g, s, c: A.where(s["condition"], 0.0, g), ("condition",)))),
     "clamp": _D("ClampBackward", (Grad(_clamp_grad_self, ("self", "min", "max")),
-                                  Grad(lambda g, s, c: A.where(A.lt(s["self"], s["min"]), g, 0.0), ("self", "min")),
-                                  Grad(lambda g, s, c: A.where(A.gt(s["self"], s["max"]), g, 0.0), ("self", "max")))),
+                                  Grad(_clamp_grad_min, ("self", "min", "max")),
+                                  Grad(_clamp_grad_max, ("self", "min", "max")))),
     # -- reductions ------------------------------------------------------------------------------
     "sum": _D("SumBackward", lambda g, s, c: _expand_back(g, c), unbroadcast=False),
     "mean": _D("MeanBackward", lambda g, s, c: A.div(_expand_back(g, c), float(_count(c))), unbroadcast=False),

@@ -53,7 +53,7 @@ from .reduction_codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .reduction_table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
                               spec_of, state_dtypes)
 
-__all__ = ["REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype",
+__all__ = ["REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype", "full_chunks",
            "compiled_signatures", "warmup", "PARALLEL_THRESHOLD", "PARALLEL"]
 
 # From this many input elements on, a parallel variant may run (where threads
@@ -250,6 +250,17 @@ def _parallel_plan(p) -> tuple[str, int]:
     if K < pieces and R >= 2 * _MIN_CHUNK:
         return "chunks", -(-R // min(pieces, R // _MIN_CHUNK))  # chunk length
     return "rows", -(-K // pieces)                           # rows per block
+
+
+def full_chunks(n: int) -> int:
+    """How many chunks a full reduction of ``n`` contiguous elements folds separately and then
+    merges in order (1: one serial run).  Float sums and products round differently per split, so
+    the fused epilogues of compiled mode split their loops exactly so (compiler/codegen.py): a
+    fused ``(x * 2).sum()`` then has the eager kernel's bits."""
+    if n < PARALLEL_THRESHOLD or not _use_parallel():
+        return 1
+    _, blk = _parallel_plan((None, 0, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0))
+    return -(-n // blk)
 
 
 # ---------------------------------------------------------------- the callable

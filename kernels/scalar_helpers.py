@@ -2,10 +2,16 @@
 
 Plain Python functions: each backend compiles them for itself (``numba.njit``
 on the CPU, a device function on CUDA), so one definition serves all.  They
-exist where an expression needs a branch or an error: NaN-propagating
-maximum/minimum (PyTorch's semantics, which Python's ``max`` lacks) and
-integer division, remainder and power, which must raise instead of invoking
-undefined behaviour.
+exist where an expression needs a branch: NaN-propagating maximum/minimum
+(PyTorch's semantics, which Python's ``max`` lacks) and integer division,
+remainder and power, which must never invoke undefined behaviour.
+
+Helpers never raise.  An exception raised inside a ``prange`` loop is lost
+with the worker thread that raised it (garbage for the rest of its chunk, or
+a ``SystemError``), so inputs an op refuses are a ``Check`` of its
+ScalarOp: the loops count the elements that fail it and raise once, after
+the loop (cpu_elementwise.py, compiler/codegen.py).  For those elements the
+helpers return a placeholder (0) that nobody sees.
 """
 
 from __future__ import annotations
@@ -38,28 +44,41 @@ def _sign(a):
 
 def _ifloordiv(a, b):
     if b == 0:
-        raise ZeroDivisionError("floor_divide: integer division by zero; mask the zero divisors "
-                                "or divide in floating point (x.to(dj.float32))")
+        return a - a          # placeholder: the loop's check raises ZeroDivisionError
+    if b == -1:
+        # MIN // -1 wraps to MIN, as NumPy and torch (LLVM's sdiv overflows there: Numba gave 0)
+        return a - a - a
     return a // b
 
 
 def _iremainder(a, b):
-    if b == 0:
-        raise ZeroDivisionError("remainder: integer modulo by zero; mask the zero divisors "
-                                "or compute in floating point (x.to(dj.float32))")
+    if b == 0 or b == -1:     # b == 0: placeholder (the loop raises); x % -1 is 0, MIN % -1 too
+        return a - a
     return a % b
 
 
 def _ipow(a, b):
+    """a ** b by squaring, every product wrapping as NumPy's and torch's integer power
+    (Numba's ``a ** b`` gave INT64_MIN for large exponents)."""
+    zero = a - a
     if b < 0:
-        raise ValueError("pow: integers to negative integer powers are not allowed; "
-                         "use a floating point base (x.to(dj.float32))")
-    r = a ** b
+        return zero           # placeholder: the loop's check raises ValueError
+    # 1 and the base in a's (promoted) type: a literal 1 would make unsigned arithmetic float64
+    r = zero - ~zero
+    base = zero + a
+    e = b
+    while e != 0:
+        if e & 1:
+            r = r * base
+        base = base * base
+        e = e >> 1
     return r
 
 
 _EXP_HI = np.float32(88.72283)
-_EXP_LO = np.float32(-87.33654)
+# below ln(2**-150) ~ -103.972 exp rounds to 0; from there up to -87.3 its results are subnormal,
+# which the two-factor 2**n below builds exactly (each factor stays a normal float32)
+_EXP_LO = np.float32(-104.0)
 # float32 constants as module globals: Numba types a global NumPy scalar as a constant, while each
 # np.float32(...) call in a body is one more call for type inference to resolve (compile time)
 _LOG2E = np.float32(1.44269504088896341)
@@ -88,8 +107,9 @@ def _exp_f32(x):
     """float32 exp as range reduction + polynomial (Cephes expf, <= 2 ulp).
 
     libm's expf is an opaque call per element; written as arithmetic, LLVM
-    vectorizes the loop (the PyPI llvmlite has no SVML).  Results that would
-    be subnormal (x < -87.3) flush to zero.
+    vectorizes the loop (the PyPI llvmlite has no SVML).  Subnormal results
+    (x in [-103.97, -87.34]) are kept, as libm's expf and torch keep them:
+    the last product rounds once into the subnormal range.
     """
     xc = min(max(x, _EXP_LO), _EXP_HI)
     # stay in float32/int32 throughout: int64 conversions do not vectorize well

@@ -22,7 +22,7 @@ from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32
 
 from .sincos_f32 import GUARD as SINCOS_GUARD
 
-__all__ = ["ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
+__all__ = ["Check", "ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
            "check_output"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
@@ -32,6 +32,31 @@ REAL_B = frozenset({BOOL, INT, FLOAT})
 FLT = frozenset({FLOAT})
 FLT_C = frozenset({FLOAT, COMPLEX})
 INTEGRAL = frozenset({BOOL, INT})
+
+
+@dataclass(frozen=True)
+class Check:
+    """Inputs an op refuses: where ``guard`` (an expression over x, y, z) holds for any element.
+
+    Loops never raise inside ``prange`` (the exception would be lost with its thread): they count
+    the failing elements and, after the loop, raise ``error(message)`` (``error`` names a builtin
+    exception; generated code spells it).  Eager CPU kernels count before writing anything.
+    """
+
+    guard: str
+    error: str
+    message: str
+
+    def raise_stmt(self) -> str:
+        return f"raise {self.error}({self.message!r})"
+
+
+_DIV0 = Check("y == 0", "ZeroDivisionError", "floor_divide: integer division by zero; mask the zero divisors "
+              "or divide in floating point (x.to(dj.float32))")
+_MOD0 = Check("y == 0", "ZeroDivisionError", "remainder: integer modulo by zero; mask the zero divisors "
+              "or compute in floating point (x.to(dj.float32))")
+_NEGPOW = Check("y < 0", "ValueError", "pow: integers to negative integer powers are not allowed; "
+                "use a floating point base (x.to(dj.float32))")
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,7 @@ class ScalarOp:
     # compute dtype name -> (expression, guard): a faster form that equals the exact one wherever
     # the guard (an expression over x) holds; eager CPU loops use it on chunks where it holds for all
     fast: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)     # category -> Check (inputs it refuses)
 
     def expression(self, category: int, present: tuple[str, ...], dtype_name: str = "") -> str:
         # most specific first: an override for the compute dtype, then its category
@@ -124,11 +150,11 @@ _OPS = [
              operator=("__sub__", "__rsub__", "__isub__")),
     ScalarOp("mul", 2, "x * y", cats=ALL, by_cat={BOOL: "x and y"}, operator=("__mul__", "__rmul__", "__imul__")),
     ScalarOp("div", 2, "x / y", rule="float", cats=FLT_C, operator=("__truediv__", "__rtruediv__", "__itruediv__")),
-    ScalarOp("floor_divide", 2, "x // y", cats=REAL, by_cat={INT: "_ifloordiv(x, y)"},
+    ScalarOp("floor_divide", 2, "x // y", cats=REAL, by_cat={INT: "_ifloordiv(x, y)"}, checks={INT: _DIV0},
              operator=("__floordiv__", "__rfloordiv__", "__ifloordiv__")),
-    ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"},
+    ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"}, checks={INT: _MOD0},
              operator=("__mod__", "__rmod__", "__imod__")),
-    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)"},
+    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)"}, checks={INT: _NEGPOW},
              operator=("__pow__", "__rpow__", "__ipow__")),
     ScalarOp("maximum", 2, "_maximum(x, y)", cats=REAL_B),
     ScalarOp("minimum", 2, "_minimum(x, y)", cats=REAL_B),
@@ -186,6 +212,17 @@ TYPE_RULES: dict[str, Callable] = {
 }
 
 
+WHERE_CONDITION_DTYPES = ("bool", "uint8")    # as torch.where (uint8: deprecated there, still accepted)
+
+
+def check_where_condition(dtype: DType) -> None:
+    """where's condition must be bool, as PyTorch's: a float or int one raises, never a silent ``!= 0``."""
+    if dtype.name not in WHERE_CONDITION_DTYPES:
+        from dispatch_jit.errors import DTypeError
+        raise DTypeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                         f"{dtype.name}; compare first, e.g. dj.where(cond != 0, x, y)")
+
+
 def type_rule(op: ScalarOp, promoted: DType, n: int):
     if op.rule == "where":
         # the condition is read as bool; the branches promote among themselves
@@ -225,6 +262,7 @@ def resolve(op: ScalarOp, call) -> Resolved:
         raise DTypeError(f"{call.op.name}: expected at least one tensor argument, got only Python scalars")
     promo_in = [m for m in in_metas if m.kind != "none"]
     if op.rule == "where":
+        check_where_condition(promo_in[0].dtype)
         promo_in = promo_in[1:]
     promoted = result_type(*[m if m.kind == "tensor" else m.pytype(0) for m in promo_in])
     compute, result, casts = type_rule(op, promoted, len(in_metas))
@@ -239,10 +277,10 @@ def resolve(op: ScalarOp, call) -> Resolved:
 
 def broadcast_shape(opname: str, shapes: list) -> tuple:
     """The broadcast shape of the tensor operands, or the op's BroadcastError."""
-    import numpy as np
     from dispatch_jit.errors import BroadcastError
+    from .shape import broadcast_shapes      # NumPy's stops at 32 dims
     try:
-        return np.broadcast_shapes(*shapes)
+        return broadcast_shapes(*shapes)
     except ValueError:
         raise BroadcastError(f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
                              f"cannot be broadcast together") from None

@@ -14,7 +14,73 @@ from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.errors import ShapeError, SchemaError
 from dispatch_jit.tensor import wrap, wrap_view
 
-__all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes"]
+__all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes", "broadcast_shapes", "coalesce_dims", "loop_operands",
+           "MAX_LOOP_NDIM"]
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """``np.broadcast_shapes`` for any ndim: NumPy's multi-iterator stops at 32 dimensions, tensors
+    go to 64 (PyTorch's limit).  Raises ValueError where the shapes do not broadcast."""
+    if all(len(s) <= 32 for s in shapes):
+        return np.broadcast_shapes(*shapes)
+    out = [1] * max(len(s) for s in shapes)
+    for s in shapes:
+        for i, n in enumerate(s, len(out) - len(s)):
+            if n != out[i] and out[i] != 1 and n != 1:
+                raise ValueError(f"shape mismatch: {tuple(s)} does not broadcast to {tuple(out)}")
+            out[i] = n if out[i] == 1 else out[i]
+    return tuple(out)
+
+
+# The strided loops nest one ``for`` per dimension, and Python compiles at most 20 nested blocks.
+MAX_LOOP_NDIM = 16
+
+
+def coalesce_dims(shape: tuple, arrays: list) -> tuple:
+    """(shape, views): the same elements of ``arrays`` (each of ``shape``) over the fewest
+    dimensions: size-1 dimensions dropped, and neighbours merged where every array steps through
+    the pair as through one dimension (PyTorch's TensorIterator coalesces the same way)."""
+    new_shape: list = []
+    strides: list = [[] for _ in arrays]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if new_shape and all(st[-1] == a.strides[i] * n for st, a in zip(strides, arrays)):
+            new_shape[-1] *= n
+            for st, a in zip(strides, arrays):
+                st[-1] = a.strides[i]
+        else:
+            new_shape.append(n)
+            for st, a in zip(strides, arrays):
+                st.append(a.strides[i])
+    views = [np.lib.stride_tricks.as_strided(a, tuple(new_shape), tuple(st), writeable=a.flags.writeable)
+             for a, st in zip(arrays, strides)]
+    return tuple(new_shape), views
+
+
+def loop_operands(op: str, shape: tuple, arrays: list, kinds, target) -> tuple:
+    """(arrays, target, ndim) for a strided loop over ``shape``: as given up to MAX_LOOP_NDIM
+    dimensions, coalesced above it (tensors have up to 64); a ShapeError if that cannot fit."""
+    if len(shape) <= MAX_LOOP_NDIM or 0 in shape:
+        return arrays, target, len(shape)
+    idx = [j for j, k in enumerate(kinds) if k == "array"]
+    # elementwise: any order of the dims computes the same elements; the output's memory order
+    # (largest stride first) lets a permuted output merge with inputs permuted alike
+    order = sorted(range(len(shape)), key=lambda i: -abs(target.strides[i]))
+    ops = [np.transpose(a, order) for a in [arrays[j] for j in idx] + [target]]
+    new_shape, views = coalesce_dims(tuple(shape[i] for i in order), ops)
+    if len(new_shape) > MAX_LOOP_NDIM:
+        # inputs laid out otherwise: copies in the output's order, which coalesce with it
+        copies = [np.ascontiguousarray(a) for a in ops[:-1]]
+        new_shape, views = coalesce_dims(tuple(shape[i] for i in order), copies + [ops[-1]])
+    if len(new_shape) > MAX_LOOP_NDIM:
+        raise ShapeError(f"{op}: the output of shape {tuple(shape)} steps through {len(new_shape)} dimensions "
+                         f"that cannot be merged; the strided loops take at most {MAX_LOOP_NDIM}: write into a "
+                         f"contiguous tensor (.contiguous())")
+    arrays = list(arrays)
+    for j, v in zip(idx, views):
+        arrays[j] = v
+    return arrays, views[-1], len(new_shape)
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
@@ -25,10 +91,21 @@ def normalize_axis(axis: int, ndim: int, op: str) -> int:
     return axis % n
 
 
+# An empty axis list (dim=()) is not one rule in PyTorch: sum, mean, amax, var... reduce over every
+# dim; all and any (and squeeze) over none (NumPy's reading); prod and logsumexp refuse it.
+_EMPTY_AXES = {"sum": "all", "mean": "all", "max": "all", "min": "all", "var": "all", "std": "all",
+               "prod": "error", "logsumexp": "error"}
+
+
 def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes and op in _EMPTY_AXES:
+        if _EMPTY_AXES[op] == "error":
+            raise ShapeError(f"{op}: axis=() (an empty dim list) is refused, as PyTorch; pass axis=None to "
+                             f"reduce over every dimension")
+        return tuple(range(ndim))
     out = tuple(normalize_axis(a, ndim, op) for a in axes)
     if ndim == 0:
         return ()      # a 0-d tensor accepts axis 0 / -1 and has nothing to reduce
@@ -37,8 +114,23 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
     return out
 
 
+def _check_shape(op: str, shape: tuple, numel: int) -> None:
+    """PyTorch's rule, stricter than NumPy's: -1 (inferred) at most once, no other negative size
+    (NumPy reads any negative as -1, so reshape(-2, 3) would silently work)."""
+    for i, n in enumerate(shape):
+        if n < -1:
+            raise ShapeError(f"{op}: invalid shape dimension {n} at index {i} of shape {list(shape)}; sizes are "
+                             f">= 0, or -1 (once) for the one to infer")
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be inferred (-1), got shape {list(shape)}")
+    if -1 in shape and numel == 0 and 0 in shape:
+        raise ShapeError(f"{op}: cannot reshape a tensor of 0 elements into shape {list(shape)} because the "
+                         f"unspecified dimension size -1 can be any value and is ambiguous")
+
+
 def reshape(self, shape):
     shape = tuple(shape)
+    _check_shape("reshape", shape, self._data.size)
     try:
         r = self._data.reshape(shape)
     except ValueError:
@@ -51,6 +143,7 @@ def reshape(self, shape):
 
 def view(self, shape):
     shape = tuple(shape)
+    _check_shape("view", shape, self._data.size)
     a = self._data
     try:
         v = a.view()

@@ -27,7 +27,26 @@ def _run_pre_hooks(node, grads: list) -> None:
             for h in hooks:
                 r = h(grads[idx])
                 if r is not None:
+                    _check_hook_result(h, grads[idx], r)
                     grads[idx] = r
+
+
+def _check_hook_result(hook, g, r) -> None:
+    """A hook may replace a gradient only by one of the same shape, dtype and device (PyTorch's
+    rule): anything else would flow on as a silently wrong gradient, or fail far from the hook."""
+    name = getattr(hook, "__qualname__", None) or repr(hook)
+    what = None
+    if not hasattr(r, "_sig"):
+        what = f"a {type(r).__name__}, not a Tensor"
+    elif tuple(r.shape) != tuple(g.shape):
+        what = f"wrong shape: it has changed the size of value from {tuple(g.shape)} to {tuple(r.shape)}"
+    elif r.dtype != g.dtype:
+        what = f"wrong dtype: it has changed the type of value (was {g.dtype.name} got {r.dtype.name})"
+    elif r.device != g.device:
+        what = f"wrong device: it has changed the device of value (was {g.device} got {r.device})"
+    if what is not None:
+        raise AutogradError(f"hook {name!r} returned an invalid value ({what}); return a gradient of the same "
+                            f"shape, dtype and device as its argument, or None to keep it")
 
 
 def _accumulate_into_leaf(node, g, create_graph: bool) -> None:

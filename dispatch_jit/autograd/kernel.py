@@ -18,15 +18,16 @@ import numpy as np
 from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
 from ..keys import DispatchKey
+from ..signature import DTYPE_MASK, DTYPE_SHIFT, KS_SHIFT
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
 
 __all__ = ["Derivative", "Grad", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to",
            "grad_to_shape"]
 
-_AG_CPU = 1 << (DispatchKey.AutogradCPU.value + 16)
-_AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + 16)
-_CUDA_KS = 1 << (DispatchKey.CUDA.value + 16)
+_AG_CPU = 1 << (DispatchKey.AutogradCPU.value + KS_SHIFT)
+_AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + KS_SHIFT)
+_CUDA_KS = 1 << (DispatchKey.CUDA.value + KS_SHIFT)
 # dtype indices whose tensors can carry gradients (floating and complex)
 _DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
 
@@ -85,6 +86,11 @@ def sum_to(g, shape: tuple):
     return g
 
 
+def broadcast_shapes(*shapes) -> tuple:
+    from ..kernels.shape import broadcast_shapes as bs     # NumPy's stops at 32 dims
+    return bs(*shapes)
+
+
 def grad_to_shape(g, shape: tuple, who: str, what: str):
     """A user-supplied gradient for ``what`` (an input of ``shape``): equal, or
     broadcast from it (then summed back, as PyTorch does); anything else is an
@@ -92,7 +98,7 @@ def grad_to_shape(g, shape: tuple, who: str, what: str):
     if tuple(g.shape) == shape:
         return g
     try:
-        ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
+        ok = broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
     except ValueError:
         ok = False
     if not ok:
@@ -129,7 +135,7 @@ def _make_formula(d: Derivative):
                 continue
             if d.unbroadcast and g.shape != shape:
                 g = sum_to(g, shape)
-            if dti is not None and g._sig >> 6 & 15 != dti:
+            if dti is not None and g._sig >> DTYPE_SHIFT & DTYPE_MASK != dti:
                 g = g.to(ALL_DTYPES[dti])
             out.append(g)
         return tuple(out)
@@ -179,7 +185,7 @@ class AutogradKernel:
                     record = True
                 else:
                     edges.append(None)
-            if not record or (out._sig >> 6) & 15 not in _DIFFERENTIABLE:
+            if not record or (out._sig >> DTYPE_SHIFT) & DTYPE_MASK not in _DIFFERENTIABLE:
                 return out
             save_pos, save_result = saving([e is not None for e in edges])
             saved = {}
@@ -193,7 +199,7 @@ class AutogradKernel:
             for t in tensors:
                 if t.__class__ is T:
                     shapes.append(t._data.shape)
-                    dtypes.append((t._sig >> 6) & 15)
+                    dtypes.append((t._sig >> DTYPE_SHIFT) & DTYPE_MASK)
                 else:
                     shapes.append(None)
                     dtypes.append(None)
@@ -220,7 +226,7 @@ class AutogradKernel:
 
 _NOSAVED = types.MappingProxyType({})
 _DENSE_KS = (1 << DispatchKey.CPU.value) | (1 << DispatchKey.CUDA.value)
-_AG_KS = (_AG_CPU | _AG_CUDA) >> 16
+_AG_KS = (_AG_CPU | _AG_CUDA) >> KS_SHIFT
 
 
 def _requires_grad(meta) -> bool:
@@ -241,7 +247,8 @@ def _generated_run(nargs, tensor_pos, out_pos, statics, save_pos, save_result, b
     if not any(needs):
         lines.append("    return out")
     else:
-        lines.append(f"    if (out._sig >> 6) & 15 not in _DIFF{''.join(f' or out is p{i}' for i in tensor_pos)}:")
+        lines.append(f"    if (out._sig >> {DTYPE_SHIFT}) & {DTYPE_MASK} not in _DIFF"
+                     f"{''.join(f' or out is p{i}' for i in tensor_pos)}:")
         lines.append("        return out")
     edges = []
     for i, need in zip(tensor_pos, needs):

@@ -1,15 +1,18 @@
 """``dj.compile``: trace once per signature, run the fused plan afterwards.
 
 The hot path of a compiled function builds its key (dispatch state, default
-dtype, each tensor's signature int, each other argument's type and value),
+dtype, each tensor's signature int, each Python float/int argument's type,
+each other argument's value, and what guards.py's generated reader returns
+for the globals, closure variables and attribute chains the function reads),
 makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
 cache (diskcache.py); or, when the call cannot be compiled, caches an eager
 entry that says why.  Sizes are not in the key.  An entry whose arguments
 are all positional tensors and whose plan is one fused loop runs, once that
 loop is compiled, through straight-line generated code (fastpath.py).
-Outputs that the passes merged (``x * 2, x * 2`` after cse) are given
-separate memory again, as eager mode gives them.
+Outputs alias as eager mode's do: cse never merges two values whose memory
+the outputs hold (``x * 2, (x * 2).T``: two temporaries in eager mode), so
+outputs share memory exactly where the function's views make them.
 
 CUDA tensors: the device is part of each tensor's signature, so CPU and
 CUDA calls of one function are separate entries; a fused region on CUDA
@@ -27,27 +30,30 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import math
+import threading
 import warnings
+import weakref
 from collections import namedtuple
 
 import numpy as np
 
-from dispatch_jit import autograd as _autograd
+from dispatch_jit import autograd as _autograd, registry
 from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.signature import decode
-from dispatch_jit.tensor import Tensor, share_view, wrap_like_sig
+from dispatch_jit.tensor import Tensor
 
-from .codegen import last_outcome
 from .fastpath import NEVER, NOT_YET, fast_runner
-from .passes import optimize
+from .guards import Unguardable, find_captures, make_reader, writes_outside
+from .passes import optimize, same_graph
 from .plan import Plan, Stats
-from .ir import Var
+from .ir import Var, rebuild
 from .trace import TraceAbort, _state, install_tracer_fallback, trace
-from .views import is_view, view_copies
+from .views import view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
 
@@ -67,9 +73,6 @@ class _Report(str):
         return str(self)
 
 
-_new_tensor = object.__new__
-
-
 class _Unhashable(Exception):
     pass
 
@@ -87,9 +90,29 @@ def _leaf_key(x):
         raise _Unhashable(type(x).__name__) from None
     if x.__class__ in _FLOATS and not (x and x == x):
         # -0.0 == 0.0 and hashes alike, but x * -0.0 differs from x * 0.0; a NaN is unequal even to
-        # itself, so as a key it would never hit
-        return (type(x), "nan" if x != x else math.copysign(1.0, x))
+        # itself, so as a key it would never hit.  Strings: no number's key can equal these
+        return (type(x), "nan" if x != x else "-0.0" if math.copysign(1.0, x) < 0 else "0.0")
     return (type(x), x)
+
+
+_INT64 = (-2 ** 63, 2 ** 63)
+
+
+def _arg_key(x):
+    """The key of one argument: a Python float or int (in int64 range) by its type only, as
+    it is a runtime scalar of the loop; anything else as ``_leaf_key``."""
+    c = x.__class__
+    if c is float or (c is int and _INT64[0] <= x < _INT64[1]):
+        return c
+    return _leaf_key(x)
+
+
+def _perturbed(x):
+    """Another value of runtime scalar ``x``, to trace again with: the function must not
+    have used the value anywhere the first trace could not see."""
+    if x.__class__ is int:
+        return x + 1
+    return x + 1.0 if math.isfinite(x) and x + 1.0 != x else 0.5
 
 
 def _tensors(x, out: list) -> list:
@@ -109,86 +132,45 @@ def _replace_tensors(x, it):
     if isinstance(x, Tensor):
         return next(it)
     if isinstance(x, (list, tuple)):
-        return type(x)(_replace_tensors(y, it) for y in x)
+        return rebuild(x, (_replace_tensors(y, it) for y in x))
     if isinstance(x, dict):
         return {k: _replace_tensors(v, it) for k, v in x.items()}
     return x
 
 
-class _Stats(Stats):
-    """``Stats`` plus ``disk_hits``.  The plan adds ``compile_source``'s "compiled"
-    flag to ``compiles`` right after each call; that call's outcome tells a
-    load from the disk cache."""
-
-    def __init__(self):
-        super().__init__()
-        self.disk_hits = 0      # after: the base class's ``compiles = 0`` went through the setter
-
-    @property
-    def compiles(self):
-        return self._compiles
-
-    @compiles.setter
-    def compiles(self, value):
-        if last_outcome() == "disk":
-            self.disk_hits += 1
-        self._compiles = value
-
-
 class _CompiledEntry:
-    def __init__(self, graph, optimized, plan, notes, direct: bool = False):
+    def __init__(self, graph, optimized, plan, notes, direct: bool = False, paths: tuple = ()):
         self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
         self.reason = ""
-        self.aliases = _aliases(graph, optimized)
-        # the key says every argument is a positional tensor: they are the plan's inputs as they are,
-        # and a plan of one fused loop gets a generated runner (fastpath.py) once its loop is compiled
+        # the key says every argument is a positional tensor, and so is every capture: they are the
+        # plan's inputs as they are, and a plan of one fused loop gets a generated runner
+        # (fastpath.py) once its loop is compiled
         self.direct = direct
-        self.fast = NOT_YET if direct and not self.aliases else NEVER
+        self.fast = NOT_YET if direct else NEVER
+        self.paths = paths       # where runtime scalar i is: ("a", position) or ("k", name)
 
-    def run(self, tensors):
-        out = self.plan.run(tensors)
-        return _unalias(out, self.aliases) if self.aliases else out
+    def inputs(self, args, kwargs, caps) -> list:
+        """The plan's input tensors: the arguments', then those the captures read (guards.py)."""
+        out = _tensors((args, kwargs), [])
+        return _tensors(caps, out) if caps else out
 
-    def __call__(self, fn, args, kwargs):
+    def scalars(self, args, kwargs) -> list:
+        return [args[k] if where == "a" else kwargs[k] for where, k in self.paths]
+
+    def run(self, tensors, scalars=()):
+        return self.plan.run(tensors, scalars)
+
+    def __call__(self, fn, args, kwargs, caps):
         fast = self.fast
         if fast:
-            return fast(*args)
-        out = self.run(args if self.direct else _tensors((args, kwargs), []))
+            return fast(*args, *caps)
+        if self.direct:
+            out = self.plan.run(args + caps)
+        else:
+            out = self.plan.run(self.inputs(args, kwargs, caps), self.scalars(args, kwargs) if self.paths else ())
         if fast is NOT_YET:
             self.fast = fast_runner(self.plan)
         return out
-
-
-def _aliases(graph, optimized) -> tuple:
-    """Output positions (in ``_tensors`` order) that the passes made the same value as an
-    earlier output although the function returned two different tensors (``x * 2, x * 2``
-    after cse): eager mode gives those separate memory, or for views separate view
-    tensors, and so must a compiled call.  ``(position, is a view)`` each."""
-    traced, opt = _flat_vars(graph.outputs, []), _flat_vars(optimized.outputs, [])
-    if len(set(opt)) == len(opt) or len(traced) != len(opt):
-        return ()
-    made_by = {v: n for n in optimized.nodes for v in n.outs}
-    first, out = {}, []
-    for i, (t, o) in enumerate(zip(traced, opt)):
-        j = first.setdefault(o, i)
-        if j != i and traced[j] != t:
-            n = made_by.get(o)
-            out.append((i, n is not None and is_view(n)))
-    return tuple(out)
-
-
-def _unalias(out, aliases):
-    flat = _tensors(out, [])
-    for i, view in aliases:
-        t = flat[i]
-        if view:
-            c = _new_tensor(Tensor)
-            c._data, c._sig = t._data.view(), t._sig
-            share_view(c, t)                     # the version counter and base it shares
-        else:
-            c = wrap_like_sig(t._data.copy(), t._sig)
-        flat[i] = c
-    return _replace_tensors(out, iter(flat))
 
 
 class Compiled(_autograd.Function):
@@ -203,7 +185,7 @@ class Compiled(_autograd.Function):
     def forward(ctx, entry, fn, args, kwargs, *tensors):
         ctx.fn, ctx.args, ctx.kwargs = fn, args, kwargs
         ctx.save_for_backward(*tensors)
-        return tuple(_tensors(entry.run(list(tensors)), []))
+        return tuple(_tensors(entry.run(list(tensors), entry.scalars(args, kwargs)), []))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -225,8 +207,8 @@ class _GradEntry(_CompiledEntry):
 
     reason = ""
 
-    def __call__(self, fn, args, kwargs):
-        flat = Compiled.apply(self, fn, args, kwargs, *_tensors((args, kwargs), []))
+    def __call__(self, fn, args, kwargs, caps):
+        flat = Compiled.apply(self, fn, args, kwargs, *self.inputs(args, kwargs, caps))
         return _fill(self.plan.outputs, iter(flat))
 
 
@@ -235,7 +217,7 @@ class _EagerEntry:
         self.reason = reason
         self.calls = 0
 
-    def __call__(self, fn, args, kwargs):
+    def __call__(self, fn, args, kwargs, caps=()):
         self.calls += 1
         return fn(*args, **kwargs)
 
@@ -245,6 +227,10 @@ def _describe_sig(s) -> dict:
         m = decode(s)
         return {"dtype": m.dtype.name, "ndim": m.ndim, "contiguous": m.contiguous, "device": m.device,
                 "requires_grad": bool(s & _AUTOGRAD_SIG_BITS)}
+    if isinstance(s, type):              # a runtime scalar: its type is all the key holds
+        return {"type": s.__name__}
+    if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], type):
+        return {"type": s[0].__name__, "value": s[1]}
     return {"value": s}
 
 
@@ -266,7 +252,7 @@ def _fill(x, it):
     if isinstance(x, Var):
         return next(it)
     if isinstance(x, (list, tuple)):
-        return type(x)(_fill(y, it) for y in x)
+        return rebuild(x, (_fill(y, it) for y in x))
     if isinstance(x, dict):
         return {k: _fill(v, it) for k, v in x.items()}
     return x
@@ -284,6 +270,12 @@ def _flat_vars(x, out: list) -> list:
     return out
 
 
+# every CompiledFunction: a trace records what the registrations said (decompositions), so a
+# registration change clears their caches, with the dispatch memos (registry.on_change)
+_LIVE = weakref.WeakSet()
+registry.on_change(lambda: [f._cache.clear() for f in list(_LIVE)])
+
+
 class CompiledFunction:
     """A function compiled per input signature; see ``compile``."""
 
@@ -291,11 +283,21 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self.fn, self.parallel, self.max_recompiles = fn, parallel, max_recompiles
         self._cache: dict = {}
+        _LIVE.add(self)      # its traces depend on registrations: on_change clears them
         self._calls = self._hits = self._traces = 0
-        self._stats = _Stats()
+        self._compiled = 0             # compiled entries: the recompile limit counts these
+        self._stats = Stats()
         self._last = None
         self._last_recompile = "no recompile yet"
         self._warned = False
+        self._limit = _EagerEntry(f"recompile limit ({max_recompiles}) reached")
+        # misses take the lock (one trace at a time, and the cache never changes size under a
+        # reader that iterates it); hits never do: a dict lookup is atomic
+        self._lock = threading.RLock()
+        self._captures: list = []
+        self._read = self._first_read  # then guards.make_reader's function, or None
+        self._found = False
+        self._by_value: dict = {}      # ("a", position) / ("k", name) -> why that scalar is keyed by value
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -307,63 +309,147 @@ class CompiledFunction:
         if _state.tracer is not None:     # called inside another trace: inline it
             return self.fn(*args, **kwargs)
         try:
-            key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else _leaf_key(a) for a in args]),
-                   tuple([(k, _leaf_key(v)) for k, v in kwargs.items()]) if kwargs else ())
-        except _Unhashable as e:
-            return self._eager_once(f"an argument of type {e} is not hashable (not part of a cache key)",
-                                    args, kwargs)
+            read = self._read
+            ckey, caps = ((), ()) if read is None else read(args)
+            if self._by_value:
+                key = self._key(args, kwargs, ckey)
+            else:
+                key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else _arg_key(a) for a in args]),
+                       tuple([(k, _arg_key(v)) for k, v in kwargs.items()]) if kwargs else (), ckey)
+        except (_Unhashable, Unguardable, LookupError, AttributeError) as e:
+            return self._eager_once(self._unkeyable(e), args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._miss(key, args, kwargs)
+            entry = self._miss(key, args, kwargs, caps)
         else:
             self._hits += 1
         self._last = entry
-        return entry(self.fn, args, kwargs)
+        return entry(self.fn, args, kwargs, caps)
 
     # -- miss path -----------------------------------------------------------------------
+    def _key(self, args, kwargs, ckey):
+        """The key when some scalar arguments are keyed by value (``_by_value``)."""
+        bv = self._by_value
+        a = tuple([x._sig if x.__class__ is Tensor else _leaf_key(x) if ("a", i) in bv else _arg_key(x)
+                   for i, x in enumerate(args)])
+        k = tuple([(n, _leaf_key(v) if ("k", n) in bv else _arg_key(v)) for n, v in kwargs.items()])
+        return (tls.k, get_default_dtype(), a, k, ckey)
+
+    def _first_read(self, args):
+        """The first call: find what the function reads besides its arguments (guards.py)."""
+        with self._lock:
+            if not self._found:
+                self._captures = find_captures(self.fn, args)
+                self._read = make_reader(self._captures)
+                self._found = True
+        return ((), ()) if self._read is None else self._read(args)
+
+    def _unkeyable(self, e) -> str:
+        if isinstance(e, _Unhashable):
+            return f"an argument of type {e} is not hashable (not part of a cache key)"
+        if isinstance(e, Unguardable):
+            return (f"the function reads a {e} from a global, closure or attribute ("
+                    f"{', '.join(c.label for c in self._captures)}), which no cache key can guard: "
+                    f"pass it as an argument")
+        return (f"reading what the function captured failed ({type(e).__name__}: {e}): "
+                f"the call runs eagerly, as the function would")
+
     def _eager_once(self, reason, args, kwargs):
         entry = _EagerEntry(reason)
         self._last = entry
         return entry(self.fn, args, kwargs)
 
-    def _miss(self, key, args, kwargs):
-        if self._cache:
-            self._last_recompile = self._diff(key)
-        entry = self._build(key, args, kwargs)
-        self._cache[key] = entry
-        return entry
+    def _miss(self, key, args, kwargs, caps):
+        with self._lock:
+            entry = self._cache.get(key)      # another thread may have built it meanwhile
+            if entry is not None:
+                return entry
+            if self._compiled >= self.max_recompiles:
+                return self._at_limit()
+            if self._cache:
+                self._last_recompile = self._diff(key)
+            entry = self._build(key, args, kwargs, caps)
+            if entry is self._limit:
+                return entry
+            if self._by_value:                # scalars found to shape the trace: keyed by value now
+                key = self._key(args, kwargs, key[4])
+            self._cache[key] = entry
+            self._compiled += isinstance(entry, _CompiledEntry)
+            return entry
 
-    def _build(self, key, args, kwargs):
+    def _at_limit(self):
+        """New signatures past the limit run eagerly; they are not stored, so the cache (and
+        a miss) stays as small as the limit however many values come."""
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"{self.__name__}: recompile limit ({self.max_recompiles}) reached; new signatures "
+                          f"run eagerly. Last change: {self._last_recompile}", RuntimeWarning, stacklevel=5)
+        return self._limit
+
+    def _build(self, key, args, kwargs, caps):
+        why = writes_outside(self.fn)
+        if why:
+            return _EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
         tensors = _tensors((args, kwargs), [])
         grad = is_grad_enabled() and any(t.requires_grad for t in tensors)
-        compiled = sum(isinstance(e, _CompiledEntry) for e in self._cache.values())
-        if compiled >= self.max_recompiles:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"{self.__name__}: recompile limit ({self.max_recompiles}) reached; new signatures "
-                              f"run eagerly. Last change: {self._last_recompile}", RuntimeWarning, stacklevel=4)
-            return _EagerEntry(f"recompile limit ({self.max_recompiles}) reached")
-        self._traces += 1
         try:
-            graph = trace(self.fn, args, kwargs)
+            graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:
             return _EagerEntry(f"trace aborted: {e.reason}")
-        optimized, notes = optimize(graph)
+        optimized, notes = optimize(graph, distinct_outputs=True)
         if grad:
             why = _grad_obstacle(graph)
             if why:
                 return _EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
-            return _GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes)
-        direct = not key[3] and all(s.__class__ is int for s in key[2])     # ints: tensor signatures
-        return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct)
+            return _GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False, paths)
+        # ints: tensor signatures (of the arguments, then of what the function reads from globals)
+        direct = not key[3] and all(s.__class__ is int for s in key[2]) and all(s.__class__ is int for s in key[4])
+        return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct, paths)
+
+    def _trace(self, key, args, kwargs, caps, tensors):
+        """The graph, and where its runtime scalars come from.  A Python float/int argument is
+        traced as a runtime scalar (ir.RuntimeFloat); if the function used its value in Python,
+        passed it where a constant is needed, or a second trace with another value records
+        anything else, that argument is keyed by value from then on (``_by_value``)."""
+        paths = [("a", i) for i, k in enumerate(key[2]) if k is float or k is int]
+        paths += [("k", n) for n, k in key[3] if k is float or k is int]
+        if paths and any(t.is_cuda for t in tensors):
+            for p in paths:       # the CUDA kernels take the trace's scalars as constants
+                self._by_value[p] = "CUDA loops take scalars as constants"
+            paths = []
+        for _ in range(len(paths) + 1):
+            self._traces += 1
+            graph = trace(self.fn, args, kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)})
+            bad = {paths[i]: why for i, why in graph.tainted.items()}
+            if not bad and paths:
+                self._traces += 1
+                again = self._perturbed_trace(args, kwargs, caps, paths)
+                if again is None or not same_graph(graph, again):
+                    bad = {p: "a trace with another value differed (it reached the trace as a constant)"
+                           for p in paths}
+            if not bad:
+                return graph, tuple(paths)
+            self._by_value.update(bad)
+            paths = [p for p in paths if p not in bad]
+        raise TraceAbort("the scalar arguments could not be told apart")    # not reached
+
+    def _perturbed_trace(self, args, kwargs, caps, paths):
+        args, kwargs = list(args), dict(kwargs)
+        for where, k in paths:
+            box = args if where == "a" else kwargs
+            box[k] = _perturbed(box[k])
+        try:
+            return trace(self.fn, tuple(args), kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)})
+        except Exception:      # noqa: BLE001  (the other value failed where the call's did not: by value)
+            return None
 
     def _arg_name(self, i) -> str:
         return f"'{self._params[i]}'" if i < len(self._params) else f"#{i}"
 
     def _diff(self, key) -> str:
-        """Which part of the key differs from the closest cached key."""
+        """Which part of the key differs from the closest of the latest cached keys."""
         best = None
-        for old in self._cache:
+        for old in itertools.islice(reversed(self._cache), 32):
             changes = []
             if old[0] != key[0]:
                 changes.append("dispatch state (grad mode, included/excluded keys) changed")
@@ -372,30 +458,35 @@ class CompiledFunction:
             if len(old[2]) != len(key[2]) or [k for k, _ in old[3]] != [k for k, _ in key[3]]:
                 changes.append("argument count or keyword names changed")
             else:
-                pairs = [(self._arg_name(i), a, b) for i, (a, b) in enumerate(zip(old[2], key[2]))]
-                pairs += [(f"'{k}'", a, b) for (k, a), (_, b) in zip(old[3], key[3])]
+                pairs = [(f"argument {self._arg_name(i)}", a, b) for i, (a, b) in enumerate(zip(old[2], key[2]))]
+                pairs += [(f"argument '{k}'", a, b) for (k, a), (_, b) in zip(old[3], key[3])]
+                pairs += [(c.label, a, b) for c, a, b in zip(self._captures, old[4], key[4])]
                 for name, a, b in pairs:
                     if a == b:
                         continue
                     da, db = _describe_sig(a), _describe_sig(b)
                     parts = [f"{f} {da.get(f)} -> {db.get(f)}" for f in sorted(set(da) | set(db))
                              if da.get(f) != db.get(f)]
-                    changes.append(f"argument {name}: {', '.join(parts)}")
+                    changes.append(f"{name}: {', '.join(parts)}")
             if best is None or len(changes) < len(best):
                 best = changes
         return "; ".join(best) if best else "same key"
 
     # -- introspection -------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
-        eager = sum(e.calls for e in self._cache.values() if isinstance(e, _EagerEntry))
+        with self._lock:
+            entries = list(self._cache.values())
+        eager = sum(e.calls for e in entries if isinstance(e, _EagerEntry)) + self._limit.calls
         return CacheInfo(self._calls, self._hits, self._traces, self._stats.compiles, self._stats.disk_hits, eager,
-                         len(self._cache))
+                         len(entries))
 
     def _entry(self):
         last = self._last
         if isinstance(last, _CompiledEntry):
             return last
-        for e in reversed(list(self._cache.values())):
+        with self._lock:
+            entries = list(self._cache.values())
+        for e in reversed(entries):
             if isinstance(e, _CompiledEntry):
                 return e
         return None
@@ -452,9 +543,20 @@ class CompiledFunction:
             lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
                          "outputs got one CompiledBackward node, whose backward re-runs the function "
                          "eagerly and differentiates it (the backward is not fused)")
-        for k, ent in self._cache.items():
+        with self._lock:
+            entries = list(self._cache.values())
+        for ent in entries:
             if isinstance(ent, _EagerEntry):
                 lines.append(f"eager signature ({ent.calls} calls): {ent.reason}")
+        if self._limit.calls:
+            lines.append(f"calls past the recompile limit ({self._limit.calls}) ran eagerly")
+        for c in self._captures:
+            kind = "an implicit input, read at every call" if isinstance(self._peek(c), Tensor) else \
+                "guarded: a change retraces"
+            lines.append(f"captured {c.label}: {kind}")
+        for (where, k), why in self._by_value.items():
+            name = self._arg_name(k) if where == "a" else f"'{k}'"
+            lines.append(f"scalar argument {name} is keyed by value: {why}")
         pool = pool_info()
         lines.append(f"output pool (process-wide): {pool.hits} hits, {pool.misses} misses, "
                      f"{pool.free_bytes / 2**20:.1f} of {pool.bytes / 2**20:.1f} MiB free for reuse")
@@ -462,6 +564,12 @@ class CompiledFunction:
             lines.append(f"fused regions run eagerly {self._stats.region_eager_runs} time(s); last: "
                          f"{self._stats.region_eager_reason}")
         return _Report("\n".join(lines))
+
+    def _peek(self, c):
+        try:
+            return make_reader([c])(())[1][0]
+        except Exception:          # an argument's attribute, or gone since: nothing to show
+            return None
 
     def __repr__(self):
         return f"<compiled {self.__name__}>"
@@ -472,12 +580,40 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
     contiguity; never sizes), fuse its elementwise ops into Numba loops, and
     run everything else through the eager dispatcher.
 
+    What is in the cache key, and what is read at every call:
+
+    * tensor arguments (positional, keyword, or nested in lists/tuples/dicts):
+      their dtype, ndim, contiguity, device and requires_grad; never sizes.
+    * Python float and int arguments (top level): their type only; the value
+      is a runtime parameter of the loop.  If the function uses the value in
+      Python (``if k > 0``, ``math.exp(k)``, ``range(n)``), passes it where a
+      constant is needed (an axis, a size, ``alpha=``), or a second trace
+      with another value differs, that argument is keyed by value from then
+      on (``explain()`` says which and why).  Other arguments: by value.
+    * what the function reads from globals, closure variables and attribute
+      chains (``W``, ``model.w``, ``self.w``, ``cfg.scale``; also in the
+      functions and lambdas it calls by such a name): a tensor (alone or in a
+      list/tuple/dict) is an implicit input, read at every call, its
+      signature in the key; a number, bool, string, None, dtype or function
+      is guarded by value (identity for functions): a change retraces and
+      ``explain()`` names it with its old and new value.  What no key can
+      guard (a NumPy array, an unhashable object) runs the call eagerly;
+      so does a function that assigns a global or a closure variable.
+      Not seen: state reached by computed names (``getattr``, ``globals()``),
+      through methods or properties of objects, or data read (``.item()``)
+      from a tensor reached through an attribute chain while tracing.
+    * reading a traced tensor's data (``print``, ``repr``, ``.item()``,
+      ``bool()``, ``float()``, ``.numpy()``, ``.tolist()``, iteration, its
+      sizes) runs that signature eagerly; ``explain()`` says why.
+
+    Outputs alias each other and the inputs exactly as eager mode's would.
+    Calls from several threads are safe: a miss takes a lock, a hit does not.
+
     Args:
-        fn: the function; its tensor arguments may be positional, keyword,
-            or nested in lists/tuples/dicts.  Other arguments are part of the
-            key by value.
+        fn: the function.
         parallel: use ``prange`` for large outputs.
-        max_recompiles: signatures to compile before new ones run eagerly.
+        max_recompiles: signatures to compile before new ones run eagerly
+            (those are not cached, so the cache stays bounded).
 
     >>> import dispatch_jit as dj
     >>> from dispatch_jit.compiler import compile

@@ -19,7 +19,7 @@ accumulator of the eager kernel's accumulator dtype (float64 for float32
 sums) instead of storing it, in one of three shapes: ``full`` (every axis:
 the flat range, or the outermost dimension, split into chunks, prange over
 the chunks, one private accumulator each in a ``p0`` buffer, merged at the
-end), ``rows`` (the reduced axes are the last ones: one register
+end in order; the flat range in the eager kernel's chunks, for its bits), ``rows`` (the reduced axes are the last ones: one register
 accumulator per output element, prange over the first kept dimension) and
 ``cols`` (any other axes: accumulators in a ``p0`` array of the keepdim
 shape, visited in memory order; prange only when dimension 0 is kept).
@@ -50,7 +50,7 @@ from dispatch_jit.kernels.cpu_elementwise import _JIT_HELPERS, _NB_DTYPE
 from .diskcache import compile_cached
 from .ir import Var
 
-__all__ = ["Codegen", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome"]
+__all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome"]
 
 _NAMES = ("x", "y", "z")
 _TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
@@ -110,6 +110,7 @@ class Codegen:
         self.scalars: list = []          # values passed as s0, s1, ... (fixed by the trace)
         self.preamble: list[str] = []
         self.body: list[str] = []
+        self.checks: list = []           # (counter name, Check) in node order
         local = {v: f"x{i}" for i, v in enumerate(region.inputs)}
         consts = set()
         for node, info in zip(region.nodes, region.infos):
@@ -141,11 +142,22 @@ class Codegen:
                 self.preamble.append(f"{c} = _t_{ct}({lit})")
                 names[name] = c
             expr = _substitute(expression(info.sop, info.compute.category, tuple(present), ct), names)
+            check = info.sop.checks.get(info.compute.category) if target == "cpu" else None
+            if check is not None:
+                # refused inputs are counted here and raised after the loop (a raise inside prange
+                # is lost with its thread); CUDA kernels return placeholders, as eager CUDA does
+                self.checks.append((f"e{vid}", check))
+                self.preamble.append(f"e{vid} = 0")
+                self.body.append(f"e{vid} += {_substitute(check.guard, names)}")
             rt = info.result
             rhs = expr if rt.category == BOOL else f"_t_{rt.name}({expr})"
             self.body.append(f"v{vid} = {rhs}")
             local[vid] = f"v{vid}"
         self.local = local
+
+    def _raises(self) -> list[str]:
+        """After the loop: the first node (in eager mode's order) with a refused input raises."""
+        return [ln for name, check in self.checks for ln in (f"    if {name}:", f"        {check.raise_stmt()}")]
 
     def _scalar(self, value) -> str:
         self.scalars.append(value)
@@ -194,7 +206,7 @@ class Codegen:
             # NaN propagates as in the eager kernel: a NaN is taken, and nothing replaces it
             return [f"xr = {x}", f"if xr {cmp} {acc} or xr != xr:", f"    {acc} = xr"]
         op = "+" if red.kind in ("sum", "mean") else "*"
-        if red.acc.category == FLOAT and not merge:
+        if red.acc.category == FLOAT:      # the merge too: eager's merge loop is compiled with reassociation
             return [f"{acc} = {'_radd' if op == '+' else '_rmul'}({acc}, {x})"]
         return [f"{acc} {op}= {x}"]
 
@@ -236,10 +248,13 @@ class Codegen:
             else:
                 lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in range(nd))}"]
                 outer = "n0"
+            # chunks as the eager kernel's (kernels/reduction.py full_chunks): blk each, the last
+            # shorter, merged in order from init_r, so that float sums round as eager's do
             lines += ["    nc = p0.shape[0]",
+                      f"    blk = ({outer} + nc - 1) // nc",
                       "    for ch in prange(nc):",
-                      f"        lo = ch * {outer} // nc",
-                      f"        hi = (ch + 1) * {outer} // nc",
+                      "        lo = ch * blk",
+                      f"        hi = min(lo + blk, {outer})",
                       "        acc = init_r"]
             # each chunk loops from 0 over its own slices: ``range(lo, hi)`` over the whole arrays
             # does not vectorize (measured 60 ms against 11 ms for 1e7 float32 on one core)
@@ -257,7 +272,7 @@ class Codegen:
                 ind = "    " * (nd + 2)
                 lines += element(ind, "h", "k", full_idx)
             lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
-            lines += ["        p0[ch] = acc", "    tot = p0[0]", "    for ch in range(1, nc):"]
+            lines += ["        p0[ch] = acc", "    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in self._red_step("tot", "p0[ch]", merge=True)]
             ridx = ", ".join("0" for _ in range(red.out_ndim)) or "()"
             lines.append(f"    r0[{ridx}] = {self._red_final('tot', 'cnt')}")
@@ -288,7 +303,7 @@ class Codegen:
             # r0 holds p0's elements in the same C order (only size-1 dims differ)
             lines += ["    w = r0.reshape(r0.size)", "    for j in range(q.shape[0]):",
                       f"        w[j] = {self._red_final('q[j]', 'cnt')}"]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + self._raises()) + "\n"
 
     def source(self, flat: bool, tiled: bool = False) -> str:
         """``tiled``: the strided nest walks the last two dimensions in TILE blocks (see ``crosswise``)."""
@@ -327,7 +342,7 @@ class Codegen:
         lines += [f"{ind}x{i} = {src}{i}[{idx}]" for i in range(nin)]
         lines += [f"{ind}{b}" for b in self.body]
         lines += [f"{ind}{dst}{j}[{idx}] = {self.local[v]}" for j, v in enumerate(r.outputs)]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + self._raises()) + "\n"
 
     def argtypes(self, in_dtypes: list[DType], out_dtypes: list[DType], flat: bool) -> tuple:
         """Numba types of the loop's arguments; ``out_dtypes`` are the stored outputs' (not the reduction's)."""
@@ -372,25 +387,32 @@ def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
     Loops are cached in memory by (source, argument types, parallel), then on
     disk (see diskcache.py): a loop loaded from disk is not a compile; the
     thread's ``last_outcome()`` says which of "memory", "disk" or "compiled"
-    the last call was.
+    the last call was.  ``compile_loop`` returns that outcome instead.
     """
+    ep, how = compile_loop(src, name, argtypes, parallel)
+    return ep, how == "compiled"
+
+
+def compile_loop(src: str, name: str, argtypes: tuple, parallel: bool):
+    """(entry point, how it was obtained: "memory", "disk" or "compiled").  Counters
+    take the outcome from here, not from thread state another caller may have left."""
     key = (src, argtypes, parallel)
     ep = _KERNELS.get(key)
     if ep is not None:
         _outcome.last = "memory"
-        return ep, False
+        return ep, "memory"
     with _lock:
         ep = _KERNELS.get(key)
         if ep is not None:
             _outcome.last = "memory"
-            return ep, False
+            return ep, "memory"
         g = {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
              **_JIT_HELPERS, **_TYPE_FNS}
         ep, how = compile_cached(src, name, argtypes, parallel, g, _JIT_HELPERS)
         _KERNELS[key] = ep
         _DISK_HITS[0] += how == "disk"
     _outcome.last = how
-    return ep, how == "compiled"
+    return ep, how
 
 
 def last_outcome() -> str | None:

@@ -27,7 +27,7 @@ import numpy as np
 from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
 from dispatch_jit.kernels.aten import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction_table import REDUCTIONS
-from dispatch_jit.kernels.scalar_ops import SCALAR_OPS, ScalarOp, type_rule
+from dispatch_jit.kernels.scalar_ops import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
 from .ir import Node, TensorType, Var
 
@@ -97,6 +97,8 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
         if not isinstance(v, SCALAR_TYPES):
             return None, f"static parameter of type {type(v).__name__} is not fused"
     if sop.rule == "where":
+        if result_type(promo[0]).name not in WHERE_CONDITION_DTYPES:
+            return None, "where's condition is not bool (eager mode raises)"
         promo = promo[1:]
     compute, result, casts = type_rule(sop, result_type(*promo), len(operands))
     if compute.category not in sop.cats:

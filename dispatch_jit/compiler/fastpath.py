@@ -48,8 +48,8 @@ def fast_runner(plan):
         return NEVER
     step = plan.steps[0]
     r = step.region
-    if r.reduce is not None or not r.inputs or not all(v in plan.inputs for v in r.inputs):
-        return NEVER
+    if r.reduce is not None or not r.inputs or not all(v in plan.inputs for v in r.inputs) or step.runtime:
+        return NEVER      # (runtime scalars are read per call; the runner binds constants)
     outs = plan.outputs
     single = isinstance(outs, Var)
     flat = [outs] if single else list(outs) if type(outs) is tuple else None

@@ -8,8 +8,10 @@ A ``Graph`` is what tracing records and what the passes rewrite::
       return %3
 
 Values are numbered; each node defines one or more of them.  Arguments are
-``Var`` references, Python scalars (constants of the trace), lists of those,
-or ``None``.  Sizes are never part of the IR: a value's type is its dtype and
+``Var`` references, Python scalars (constants of the trace), runtime scalars
+(``RuntimeFloat``/``RuntimeInt``: a Python number the compiled function was
+called with, read at every call; shown as ``%s0``), lists of those, or
+``None``.  Sizes are never part of the IR: a value's type is its dtype and
 ndim only, which is what the cache key of a compiled function fixes.
 """
 
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 
 from dispatch_jit.dtypes import DType
 
-__all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in", "rename_vars"]
+__all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in", "rename_vars", "RuntimeFloat", "RuntimeInt",
+           "runtime_scalar", "is_runtime_scalar", "scalar_var", "rebuild"]
 
 
 class GraphError(AssertionError):
@@ -64,6 +67,50 @@ class Node:
         return [v.id for v in vars_in((self.args, tuple(self.kwargs.values())))]
 
 
+class RuntimeFloat(float):
+    """A float argument of a compiled function, as the graph holds it: the value is the
+    call's, read at every call (``Plan.run``'s ``scalars[index]``); the number itself is
+    the trace's value, good for type promotion only (float, int and bool promote
+    differently, which is why the type is part of the cache key and the value is not).
+    Codegen passes it to the loop as a parameter; eager steps read it through
+    ``scalar_var(index)`` in their environment."""
+
+    index = -1
+
+    def __repr__(self):
+        return f"%s{self.index}"
+
+    __str__ = __repr__
+
+
+class RuntimeInt(int):
+    """An int argument of a compiled function; see ``RuntimeFloat``."""
+
+    index = -1
+
+    def __repr__(self):
+        return f"%s{self.index}"
+
+    __str__ = __repr__
+
+
+def runtime_scalar(value, index: int, cls=None):
+    """The graph's stand-in for runtime scalar ``index`` whose trace value is ``value``."""
+    cls = cls or (RuntimeFloat if isinstance(value, float) else RuntimeInt)
+    r = cls(value)
+    r.index = index
+    return r
+
+
+def is_runtime_scalar(x) -> bool:
+    return isinstance(x, (RuntimeFloat, RuntimeInt))
+
+
+def scalar_var(index: int) -> int:
+    """The environment slot (a negative value id) of runtime scalar ``index`` in ``Plan.run``."""
+    return -1 - index
+
+
 def vars_in(x) -> list[Var]:
     """Every Var in a nested structure of tuples, lists and dicts, in order."""
     out, stack = [], [x]
@@ -78,12 +125,19 @@ def vars_in(x) -> list[Var]:
     return out
 
 
+def rebuild(x, items):
+    """A list or tuple like ``x`` holding ``items``; a named tuple (``max``'s (values, indices))
+    takes them positionally."""
+    items = list(items)
+    return type(x)(*items) if hasattr(type(x), "_fields") else type(x)(items)
+
+
 def rename_vars(x, m: dict[int, int]):
     """``x`` (a nested structure of tuples, lists and dicts) with each Var's id mapped through ``m``."""
     if isinstance(x, Var):
         return Var(m.get(x.id, x.id))
     if isinstance(x, (list, tuple)):
-        return type(x)(rename_vars(y, m) for y in x)
+        return rebuild(x, (rename_vars(y, m) for y in x))
     if isinstance(x, dict):
         return {k: rename_vars(v, m) for k, v in x.items()}
     return x

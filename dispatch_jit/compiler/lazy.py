@@ -41,11 +41,15 @@ Numba loops are shared process-wide by source in any case.
 What forces: any access to a lazy tensor's data (``.numpy()``,
 ``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, advanced
 indexing (tensors, lists, bools), ``backward()``, ``detach()``; anything that
-reads ``_data``), any op that is not recorded and reads a pending value or
-writes into a tensor (in place, ``out=``), ``t[...] = v`` / ``.numpy()`` on
-any tensor while a graph is pending, leaving compiled mode, and a pending graph of ``max_pending()``
-nodes.  Results equal eager mode's bit for bit (the fused loops apply eager
-mode's per-op casts).
+reads ``_data``), any op that is not recorded and reads a pending value,
+leaving compiled mode, and a pending graph of ``max_pending()`` nodes.  A write
+into a tensor (an in-place op, ``out=``, ``t[...] = v``, ``copy_``, through any
+view of its storage, and handing the storage out with ``.numpy()`` /
+``__array__``), in any thread and in either mode, first runs every pending
+graph, of any thread, that reads that storage (``_before_write``; the
+dispatcher calls it for ops whose schema marks the argument written).  Results
+equal eager mode's bit for bit (the fused loops apply eager mode's per-op
+casts).
 
 Views keep eager mode's aliasing and layout: a view that is still wanted at
 the flush is made after the run, by the eager view op, from the tensor that
@@ -66,10 +70,23 @@ mixes devices (cpu and cuda, or two CUDA devices) is not recorded: it runs
 eagerly, which raises eager mode's DeviceMismatchError.
 
 The mode is per thread (the dispatcher's include set is thread-local); the
-environment variable sets the importing thread's mode.  Known gap: writing
-into a NumPy array that a pending graph's input tensor shares memory with
-(``dj.asarray(a)``, then ``a[...] = ...`` before forcing) is seen by the
-pending graph, where eager mode would have used the old values.
+environment variable sets the importing thread's mode.  Threads: each thread
+records into its own graph, under the recorder's lock, and any thread may run
+it (reading one of its tensors, or writing into what it reads), under the same
+lock; an op that is not recorded runs outside it.  Results equal eager mode's
+whatever other threads do, as far as eager mode's own result is determined
+(two threads racing on one tensor without synchronizing get one of the
+outcomes eager mode could give).
+
+NumPy arrays: a write through an array obtained from ``.numpy()`` /
+``__array__`` cannot be intercepted, so once a tensor's storage has been
+handed out that way (``_exported``), each recorded op that reads it reads a
+copy taken when the op is recorded, which is when eager mode reads it.  Known
+gap: memory shared with a NumPy array that did not come from the tensor
+(``dj.asarray(a)`` / ``dj.from_numpy(a)``, then ``a[...] = ...`` before the
+flush) is not tracked: the pending graph sees the write where eager mode would
+have used the old values.  Take a copy (``dj.tensor(a)``), or write through
+the tensor instead.
 """
 
 from __future__ import annotations
@@ -86,14 +103,14 @@ import weakref
 import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
-from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
+from dispatch_jit import registry
+from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, set_write_guard, tls
 from dispatch_jit.keys import DispatchKey
-from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.signature import DEVICE_MASK, DEVICE_SHIFT, KS_SHIFT, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, share_view, wrap
 
 from .elementwise import reduced_shape, reduction_info, result_of
-from .ir import Graph, Node, TensorType, Var
+from .ir import Graph, GraphError, Node, TensorType, Var
 from .passes import optimize
 from .plan import Plan, Stats
 from .trace import _state, install_tracer_fallback, tracer_fallback
@@ -121,11 +138,13 @@ def set_max_pending(n: int) -> None:
     if n < 1:
         raise ValueError(f"max_pending must be >= 1, got {n}")
     _MAX_PENDING[0] = int(n)
-    for g in _GENERATED:
-        g["_LIMIT"] = int(n)
+    for f in list(_GENERATED):
+        f.__globals__["_LIMIT"] = int(n)
 
 
-_GENERATED: list = []     # the globals of the generated record functions (they read _LIMIT)
+# the generated record functions (their globals hold _LIMIT); weakly, as they live in dispatch
+# memos, which every registration clears
+_GENERATED = weakref.WeakSet()
 
 
 class LazyTensor(Tensor):
@@ -150,21 +169,25 @@ class LazyTensor(Tensor):
         _force(self)
         _set_slot(self, value)
 
-    # metadata known without computing anything
+    # metadata known without computing anything.  Another thread may compute the tensor at any
+    # moment (its flush stores the array in the slot, then makes the tensor a plain Tensor), so
+    # each read tests what the slot holds: the pending state, or already the array
     @property
     def shape(self) -> tuple:
-        return _get_slot(self, Tensor)[2]
+        z = _get_slot(self, Tensor)
+        return z[2] if z.__class__ is tuple else z.shape
 
     @property
     def ndim(self) -> int:
-        return len(_get_slot(self, Tensor)[2])
+        return len(self.shape)
 
     def dim(self) -> int:
-        return len(_get_slot(self, Tensor)[2])
+        return len(self.shape)
 
     @property
     def dtype(self):
-        return _get_slot(self, Tensor)[3].dtype
+        z = _get_slot(self, Tensor)
+        return z[3].dtype if z.__class__ is tuple else Tensor.dtype.fget(self)
 
     @property
     def device(self):
@@ -173,23 +196,22 @@ class LazyTensor(Tensor):
         return _device("cuda", (sig & DEVICE_MASK) >> DEVICE_SHIFT) if sig & _CUDA_SIG else CPU_DEVICE
 
     def size(self, dim: int | None = None):
-        s = _get_slot(self, Tensor)[2]
+        s = self.shape
         if dim is None:
             return s
         if not -len(s) <= dim < max(len(s), 1):
-            _force(self)
-            return self.size(dim)
+            return Tensor.size(self, dim)      # eager mode's error (it forces the graph)
         return s[dim]
 
     def numel(self) -> int:
-        return int(np.prod(_get_slot(self, Tensor)[2], dtype=np.int64))
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def __getitem__(self, index):
         # basic indexing of a value pending in this thread's graph is recorded (a getitem node,
         # which sink_views can fuse); anything else reads _data, which forces the graph
-        z = _get_slot(self, Tensor)
-        if z.__class__ is tuple and z[0] is _state.tracer:
-            t = z[0].record_getitem(z, index, self._sig)
+        r = _state.tracer
+        if r.__class__ is LazyRecorder:
+            t = r.record_getitem(self, index)
             if t is not None:
                 return t
         return Tensor.__getitem__(self, index)
@@ -211,9 +233,15 @@ class LazyTensor(Tensor):
 def _force(t) -> None:
     z = _get_slot(t, Tensor)
     if z.__class__ is tuple:
-        z[0].flush()
-        if z[0] is _FAILED:
-            raise RuntimeError("a pending compiled-mode graph failed to run") from z[1]
+        z[0].flush()               # under its recorder's lock: whichever thread recorded it
+        z = _get_slot(t, Tensor)
+        if z.__class__ is tuple:
+            if z[0] is _FAILED:
+                raise RuntimeError("a pending compiled-mode graph failed to run") from z[1]
+            # never hand out the pending state as if it were the data
+            raise GraphError(f"compiled mode: value %{z[1]} (shape {z[2]}, {z[3]}) is still pending after "
+                             f"its graph ran; this is a bug in dispatch_jit, please report it.  Run the "
+                             f"code in eager mode (dj.set_mode('eager')) meanwhile")
 
 
 def _pending(t):
@@ -243,20 +271,25 @@ def lazy_info() -> dict:
 _MISS = object()
 _sig_type: dict = {}  # tensor sig -> TensorType
 _specs: dict = {}     # (op, arg signatures/types, kwarg names/types) -> _Spec, or None: not recorded
-_decomps: dict = {}
+_decomps: dict = {}   # (op, on CUDA) -> the decomposition to record through, or None
 _SCALARS = frozenset([bool, int, float, type(None), np.float32, np.float64, np.int64, np.int32, np.bool_])
 
 
-def _decomposition(op):
-    """The CompositeImplicitAutograd decomposition to record through, if any."""
-    d = _decomps.get(op, _MISS)
+def _decomposition(op, cuda: bool):
+    """The CompositeImplicitAutograd kernel to record through, if eager mode runs it for dense
+    tensors of that device: not where a kernel at the backend key (or CompositeExplicitAutograd)
+    takes precedence (registry.compute_table_entry)."""
+    d = _decomps.get((op, cuda), _MISS)
     if d is _MISS:
-        cia = op._entry.kernels.get(_K.CompositeImplicitAutograd)
-        d = None
-        if cia is not None and not hasattr(cia.fn, "specialize") and cia.fn is not fallthrough_kernel:
-            d = cia.fn
-        _decomps[op] = d
+        d = _decomps[(op, cuda)] = op._entry.decomposition(_K.CUDA if cuda else _K.CPU)
     return d
+
+
+def _on_cuda(args: tuple) -> bool:
+    for x in args:
+        if isinstance(x, Tensor):
+            return bool(x._sig & _CUDA_SIG)
+    return False
 
 
 _sig_ok: dict = {}
@@ -468,7 +501,8 @@ def _specialize(call, boxed):
     from dispatch_jit.ops import overload_of
     from .elementwise import scalar_op_of
     op = overload_of(call.op)
-    if _decomposition(op) is not None or scalar_op_of(op) is None:
+    cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
+    if _decomposition(op, cuda) is not None or scalar_op_of(op) is None:
         return boxed
     params, slots, tensors, args, kwargs = [], [], [], [], []
     devices = set()
@@ -508,52 +542,61 @@ def _specialize(call, boxed):
     spec = _Spec(op, tuple(args), tuple(kwargs))
     sig = ", ".join(params)
     fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
+    # the body runs under the recorder's lock (another thread may be flushing it); a call it does
+    # not record leaves the one-pass loop with t = None and runs, unlocked, through ``_boxed``.
+    # A LazyTensor's slot is read once and tested for a tuple: another recorder's may be computed
+    # meanwhile (the slot then holds its array)
     lines = [f"def {fname}({sig}):",
              "    r = _state.tracer",
              "    if r.__class__ is not _LR or _OUT is None:",
-             f"        return _first(r, ({sig},))"]
+             f"        return _first(r, ({sig},))",
+             "    t = None",
+             "    with r.lock:",
+             "        for _ in _ONCE:"]
     for k, (p, _) in enumerate(tensors):
-        lines += [f"    c = {p}.__class__",
-                  "    if c is _LT:",
-                  f"        z = {p}._lazy",
-                  "        if z[0] is not r:",
-                  f"            return _boxed({sig})",
-                  f"        v{k} = z[1]",
-                  f"        s{k} = z[2]",
-                  "    elif c is _T:",
-                  f"        v{k} = r.input_ids.get({p})",
-                  f"        if v{k} is None:",
-                  f"            v{k} = r.add_input({p}, _TY{k})",
-                  f"        s{k} = {p}._data.shape",
-                  "    else:",
-                  f"        return _boxed({sig})"]
+        lines += [f"            c = {p}.__class__",
+                  "            if c is _LT:",
+                  f"                z = {p}._lazy",
+                  "                if z.__class__ is not tuple or z[0] is not r:",
+                  "                    break",
+                  f"                v{k} = z[1]",
+                  f"                s{k} = z[2]",
+                  "            elif c is _T:",
+                  f"                v{k} = r.input_ids.get({p})",
+                  f"                if v{k} is None:",
+                  f"                    v{k} = r.add_input({p}, _TY{k})",
+                  f"                s{k} = {p}._data.shape",
+                  "            else:",
+                  "                break"]
     shapes = [f"s{k}" for k in range(len(tensors))]
     if len(shapes) == 1:
-        lines.append("    shape = s0")
+        lines.append("            shape = s0")
     else:
-        lines += [f"    shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
-                  "    if shape is None:",
-                  f"        return _boxed({sig})        # eager mode raises its own error"]
-    lines += ["    vid = r.next",
-              "    r.next = vid + 1",
-              "    recs = r.records",
-              f"    recs.append((_S, vid, {', '.join(slots)}))",
-              "    t = _new(_LT)",
-              "    t._sig = _SIG",
-              "    t._lazy = (r, vid, shape, _OUT)",
-              "    r.lazies.append(t)",
-              "    if len(recs) >= _LIMIT:",
-              "        r.size_flush()",
+        lines += [f"            shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
+                  "            if shape is None:",
+                  "                break        # eager mode raises its own error"]
+    lines += ["            vid = r.next",
+              "            r.next = vid + 1",
+              "            recs = r.records",
+              f"            recs.append((_S, vid, {', '.join(slots)}))",
+              "            t = _new(_LT)",
+              "            t._sig = _SIG",
+              "            t._lazy = (r, vid, shape, _OUT)",
+              "            r.lazies.append(t)",
+              "            if len(recs) >= _LIMIT:",
+              "                r.size_flush()",
+              "    if t is None:",
+              f"        return _boxed({sig})",
               "    return t"]
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": _new, "_S": spec,
-         "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": _MAX_PENDING[0],
+         "_ONCE": (None,), "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": _MAX_PENDING[0],
          "_OUT": None, "_SIG": None}
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<dispatch_jit lazy record {op.name()}>", "exec"), g)
-    _GENERATED.append(g)
     fast = g[fname]
+    _GENERATED.add(fast)
     never = []
 
     def first(r, a):
@@ -586,9 +629,17 @@ def _specialize(call, boxed):
 class LazyRecorder:
     """One thread's pending graph, kept as flat records until it is flushed:
     ``(spec, out vid, *slots)`` (see ``_Spec``), which is also the node's part of
-    the structural cache key, so a cache hit builds no Graph at all."""
+    the structural cache key, so a cache hit builds no Graph at all.
+
+    Only its thread records into it, but any thread may flush it (by reading one of its
+    pending tensors, or by writing into a tensor it reads): ``lock`` makes a record and a
+    flush exclude each other.  ``read_keys``: the storages its inputs view (``_storage_key``);
+    while it has any, it is in ``_watched``, where writers look for the graphs to run first."""
 
     def __init__(self):
+        self.lock = threading.RLock()
+        self.read_keys: set = set()
+        self.ref = weakref.ref(self, _unwatch)
         self._reset()
 
     def _reset(self):
@@ -612,8 +663,16 @@ class LazyRecorder:
         self.next += 1
         self.types[vid] = ty
         self.inputs.append(vid)
+        root = _storage_root(_get_slot(x, Tensor))
+        if _exported and _is_exported(root):
+            self.tensors.append(_snapshot(x))      # not in input_ids: the next op copies it anew
+            return vid
+        key = id(root)
         self.tensors.append(x)
         self.input_ids[x] = vid
+        if not self.read_keys:
+            _watch(self)
+        self.read_keys.add(key)
         return vid
 
     def _rollback(self, added: int):
@@ -629,9 +688,17 @@ class LazyRecorder:
     def record(self, op, args: tuple, kwargs: dict):
         """The generic path (the Tracer fallback, boxed): decompositions, reductions and
         views of pending values, and whatever ``_specialize`` left to it."""
-        cia = _decomposition(op)
+        cia = _decomposition(op, _on_cuda(args))
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
+        with self.lock:
+            t = self._record(op, args, kwargs)
+        # an op that is not recorded runs outside the lock: it may write into a tensor that another
+        # thread's graph reads, and so wait for that recorder's lock
+        return self._eager(op, args, kwargs) if t is None else t
+
+    def _record(self, op, args: tuple, kwargs: dict):
+        """``record`` under the lock: the LazyTensor made, or None (not recorded)."""
         if args and args[0].__class__ is LazyTensor:
             how = _of_pending.get(op, _MISS)
             if how is _MISS:
@@ -698,7 +765,7 @@ class LazyRecorder:
                         vals += [v if v else _canon(v) for v in kwargs.values()]
                         return self._append(known[0], vals, known[1], known[2], shape)
         self._rollback(added)
-        return self._eager(op, args, kwargs)
+        return None
 
     def _record_reduction(self, op, args: tuple, kwargs: dict):
         """A reduction of a pending value: recorded, so that fusion makes it the epilogue of
@@ -750,11 +817,19 @@ class LazyRecorder:
         contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
         return self._append_view(_view_spec(op, len(statics)), (z[1],) + statics, ty, shape, contiguous, x._sig)
 
-    def record_getitem(self, z, index, like):
-        """``t[index]`` of a pending ``t`` (``z``: its pending state) with a basic index (ints,
-        slices, None, ``...``): a getitem node (views.py).  None: advanced indexing (eager mode
-        copies), or an index eager mode rejects: ``t`` is forced and indexed eagerly.
-        ``like``: ``t``'s signature (the view's device)."""
+    def record_getitem(self, t, index):
+        """``t[index]`` of a ``t`` pending in this graph with a basic index (ints, slices, None,
+        ``...``): a getitem node (views.py).  None: ``t`` is not pending here (any more), advanced
+        indexing (eager mode copies), or an index eager mode rejects: ``t`` is forced and
+        indexed eagerly."""
+        with self.lock:
+            z = _get_slot(t, Tensor)
+            if z.__class__ is not tuple or z[0] is not self:
+                return None
+            return self._record_getitem(z, index, t._sig)
+
+    def _record_getitem(self, z, index, like):
+        """``record_getitem`` under the lock; ``z``: ``t``'s pending state, ``like``: its signature."""
         items = index if index.__class__ is tuple else (index,)
         for i in items:
             if i.__class__ not in _BASIC_INDEX:
@@ -791,16 +866,29 @@ class LazyRecorder:
 
     def _eager(self, op, args, kwargs):
         _counters["eager_ops"] += 1
-        # an op that reads no pending value and writes into nothing can neither see the pending
-        # graph nor change what it reads (a view or a copy of an input, a creation function):
-        # it runs without forcing it
-        if self.records and (_reads_pending(args, kwargs) or _writes(op, args, kwargs)):
+        # an op that reads no pending value can not see the pending graph: it runs without forcing
+        # it.  One that writes into a tensor the graph reads (in place, out=) forces it, as it does
+        # every graph of any thread that reads the tensor: the dispatcher calls _before_write first
+        if self.records and _reads_pending(args, kwargs):
             self.flush()
         with ExcludeDispatchKeyGuard(_K.Tracer):
             return op(*args, **kwargs)
 
     # -- forcing -------------------------------------------------------------------------
     def flush(self) -> None:
+        """Run the pending graph; any thread may call it.  The storages it read stay watched
+        until the run is over, so that a writer in another thread waits for it."""
+        if not self.records and not self.read_keys:
+            return
+        with self.lock:
+            try:
+                self._run()
+            finally:
+                if self.read_keys:
+                    self.read_keys = set()
+                    _unwatch(self.ref)
+
+    def _run(self) -> None:
         records = self.records
         if not records:
             return
@@ -894,20 +982,6 @@ def _reads_pending(args: tuple, kwargs: dict) -> bool:
     for x in (*args, *kwargs.values()):
         if x.__class__ is LazyTensor or (x.__class__ in (list, tuple)
                                          and any(y.__class__ is LazyTensor for y in x)):
-            return True
-    return False
-
-
-_mutable_args: dict = {}     # op -> (position, name) of each argument its schema marks written (a!)
-
-
-def _writes(op, args: tuple, kwargs: dict) -> bool:
-    """Whether this call writes into a tensor it was given (an in-place op, ``out=``)."""
-    where = _mutable_args.get(op)
-    if where is None:
-        where = _mutable_args[op] = tuple((i, a.name) for i, a in enumerate(op.schema.arguments) if a.is_mutable)
-    for i, name in where:
-        if (args[i] if i < len(args) else kwargs.get(name)) is not None:
             return True
     return False
 
@@ -1100,24 +1174,129 @@ def init_mode_from_env() -> None:
         set_mode(m)
 
 
-# -- writes and NumPy views of real tensors force the pending graph first -------------------
+# -- writes: the pending graphs (of every thread) that read a storage run before it is written ----
+# A graph reads its inputs when it runs, eager mode when each op runs: a write in between must
+# run the graph first.  Each recorder lists the storages its inputs view (``read_keys``); while
+# it has any, it is in ``_watched``, and a write looks there.  So writing into a tensor that no
+# pending graph reads costs the look at an empty list, or one set lookup per recording thread.
+_watched: list = []      # weak references to the recorders with pending reads (append/remove are atomic)
+
+
+def _watch(r) -> None:
+    _watched.append(r.ref)
+
+
+def _unwatch(ref) -> None:
+    try:
+        _watched.remove(ref)
+    except ValueError:
+        pass
+
+
+def _storage_root(a):
+    """The object that owns the memory of array ``a``: NumPy views chain to it through ``.base``
+    (an array owning its data, the output pool's block, a buffer); CUDA arrays name their storage."""
+    if a.__class__ is np.ndarray:
+        b = a.base
+        while b is not None:
+            a = b
+            b = getattr(b, "base", None)
+        return a
+    st = getattr(a, "storage", None)
+    return a if st is None else st
+
+
+def _storage_key(a) -> int:
+    return id(_storage_root(a))
+
+
+def _before_write(t) -> None:
+    """Run every pending graph, of any thread, that reads ``t``'s storage: the dispatcher calls
+    this before an op writes into ``t`` (in place, ``out=``; dispatcher.set_write_guard), and so
+    do item assignment (``copy_`` too) and ``.numpy()``/``__array__``, whose array may be written."""
+    a = getattr(t, "_data", None)       # a pending tensor is computed first: the write forces it anyway
+    if a is None:
+        return
+    key = _storage_key(a)
+    for ref in tuple(_watched):
+        r = ref()
+        if r is not None and key in r.read_keys:
+            r.flush()
+
+
+# Storages handed out as writable NumPy arrays (``.numpy()``, ``__array__``): the holder may write
+# through the array at any time, unseen.  A graph reads such an input from a copy taken when the
+# op is recorded (one per op), as eager mode reads it when the op runs.  id(root) -> a weak
+# reference to the root (the mark goes with it), or, for a block of the output pool (which a weak
+# reference would keep from being reused), how many times the pool had handed it out: once it is
+# handed out again it was free in between, so no array the user took views it any more.
+_exported: dict = {}
+
+
+def _mark_exported(a) -> None:
+    root = _storage_root(a)
+    k = id(root)
+    n = _pool.handouts(root)
+    if n is not None:
+        _exported[k] = n
+        return
+    mark = _exported.get(k)
+    if mark is None or mark.__class__ is int or mark() is not root:    # a stale mark of a dead pool block
+        try:
+            _exported[k] = weakref.ref(root, lambda _, k=k: _exported.pop(k, None))
+        except TypeError:        # a buffer without weak references (bytes): read-only
+            pass
+
+
+def _is_exported(root) -> bool:
+    mark = _exported.get(id(root))
+    if mark is None:
+        return False
+    if mark.__class__ is int and mark != _pool.handouts(root):
+        _exported.pop(id(root), None)       # a pool block reused since: the mark is stale
+        return False
+    return True
+
+
+def _snapshot(x) -> Tensor:
+    """A copy of input ``x`` that no one else can write into (same layout kind, as far as the
+    signature's contiguity bit goes)."""
+    return wrap(_get_slot(x, Tensor).copy(order="K"))
+
+
 _hooks: list = []
 
 
 def _install_forcing_hooks():
+    """On entering compiled mode the first time (in any thread): writes outside the dispatcher
+    (item assignment, NumPy views) run the pending readers first, and the dispatcher's write
+    guard does it for ops."""
     if _hooks:
         return
     _hooks.append(True)
-    for name in ("__setitem__", "numpy", "__array__"):
-        orig = Tensor.__dict__[name]
 
+    def writes_first(orig):
         @functools.wraps(orig)
-        def hooked(self, *a, _orig=orig, **k):
-            r = _mstate.recorder
-            if r is not None and r.records:
-                r.flush()
-            return _orig(self, *a, **k)
-        setattr(Tensor, name, hooked)
+        def hooked(self, *a, **k):
+            if _watched:
+                _before_write(self)
+            return orig(self, *a, **k)
+        return hooked
+
+    def exports(orig):
+        @functools.wraps(orig)
+        def hooked(self, *a, **k):
+            if _watched:
+                _before_write(self)
+            out = orig(self, *a, **k)
+            if out.__class__ is np.ndarray and not self._sig & _CUDA_SIG:     # CUDA: a host copy
+                _mark_exported(out)
+            return out
+        return hooked
+    Tensor.__setitem__ = writes_first(Tensor.__dict__["__setitem__"])
+    for name in ("numpy", "__array__"):
+        setattr(Tensor, name, exports(Tensor.__dict__[name]))
+    set_write_guard(_before_write, _watched)
 
 
 # ops recorded when their first argument is a value pending in the graph: reductions (they become
@@ -1126,6 +1305,16 @@ _OF_PENDING = dict.fromkeys(_REDUCTION_NAMES, LazyRecorder._record_reduction)
 _OF_PENDING.update(dict.fromkeys(VIEW_SHAPES, LazyRecorder._record_view))
 _of_pending: dict = {}       # op -> its _OF_PENDING entry (None: none), per OpOverload
 
+
+
+def _registrations_changed() -> None:
+    """A registration changed (registry.on_change, with the dispatch memos, which hold the record
+    specializations): drop what was computed from the old ones."""
+    for cache in (_decomps, _of_pending, _view_lists, _specs, _plans):
+        cache.clear()
+
+
+registry.on_change(_registrations_changed)
 _DEAD_RC = _calibrate()
 install_tracer_fallback()
 # the Tracer fallback specializes per call signature (dispatcher.py: backend fallbacks with .specialize)

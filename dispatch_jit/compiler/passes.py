@@ -2,7 +2,9 @@
 
 * ``dce``: drop elementwise and constant nodes whose values nobody reads
   (other ops are kept: they may consume random numbers or raise).
-* ``cse``: one node for identical elementwise computations and views.
+* ``cse``: one node for identical elementwise computations and views; with
+  ``distinct_outputs`` (``dj.compile``), not for values whose memory the
+  outputs hold, which eager mode keeps apart (``returned_memory``).
 * ``sink_views`` (views.py): a view of a single-use elementwise chain moves
   onto the chain's leaves, so the chain fuses with what reads the view;
   views of inputs go first, as zero-copy steps the fused loop reads.
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, rename_vars, vars_in
 from .views import ViewOp, is_view, sink_views
 
-__all__ = ["Region", "dce", "cse", "fuse", "optimize"]
+__all__ = ["Region", "dce", "cse", "fuse", "optimize", "returned_memory", "same_graph"]
 
 
 def _pure(n: Node) -> bool:
@@ -59,11 +63,27 @@ def _const_key(x):
     return (type(x).__name__, repr(x))   # 2 and 2.0 (and True) stay apart
 
 
-def cse(g: Graph) -> Graph:
+def returned_memory(g: Graph) -> set[int]:
+    """The values whose memory the outputs hold: each output, and what each returned view
+    views (transitively).  Eager mode gives two such values of different nodes different
+    memory, or different view tensors, so merging them would alias outputs."""
+    keep = {v.id for v in vars_in(g.outputs)}
+    for n in reversed(g.nodes):
+        if is_view(n) and any(v in keep for v in n.outs):
+            keep.update(n.inputs())
+    return keep
+
+
+def cse(g: Graph, distinct_outputs: bool = False) -> Graph:
+    """``distinct_outputs``: never merge a node defining a value of ``returned_memory``
+    into another (``dj.compile`` returns what the function returned; lazy mode copies
+    the merged values it hands out instead)."""
     g = g.copy()
     seen: dict = {}
     rename: dict[int, int] = {}
     nodes = []
+    keep = returned_memory(g) if distinct_outputs else set()
+    claimed = set()      # ids of nodes whose value the outputs now hold
     for n in g.nodes:
         n.args, n.kwargs = rename_vars(n.args, rename), rename_vars(n.kwargs, rename)
         if scalar_op_of(n.op) is not None or is_view(n):
@@ -71,13 +91,42 @@ def cse(g: Graph) -> Graph:
             key = (op, _const_key(n.args), _const_key(n.kwargs))
             prev = seen.get(key)
             if prev is not None:
-                rename.update(zip(n.outs, prev.outs))
-                continue
-            seen[key] = n
+                returned = keep and not keep.isdisjoint(n.outs)
+                # a returned value may take over one value nobody returns, never a second one
+                if not returned or (id(prev) not in claimed and keep.isdisjoint(prev.outs)):
+                    if returned:
+                        claimed.add(id(prev))
+                    rename.update(zip(n.outs, prev.outs))
+                    continue
+            else:
+                seen[key] = n
         nodes.append(n)
     g.nodes = nodes
     g.outputs = rename_vars(g.outputs, rename)
     return g.check()
+
+
+def same_graph(a: Graph, b: Graph) -> bool:
+    """Whether two traces recorded the same thing: the same ops on the same values with the
+    same constants (runtime scalars compare by index), captured tensors of equal data, the
+    same outputs.  Two traces with different runtime scalar values must be the same graph,
+    or the value reached the trace some other way (``dj.compile``'s check)."""
+    if a.inputs != b.inputs or len(a.nodes) != len(b.nodes) or a.types != b.types:
+        return False
+    for m, n in zip(a.nodes, b.nodes):
+        if m.op is not n.op and m.op != n.op or m.outs != n.outs:
+            return False
+        if (_const_key(m.args), _const_key(m.kwargs)) != (_const_key(n.args), _const_key(n.kwargs)):
+            return False
+        if m.op == "const" and m.value is not n.value and not _same_data(m.value, n.value):
+            return False
+    return _const_key(a.outputs) == _const_key(b.outputs)
+
+
+def _same_data(x, y) -> bool:
+    if x.dtype != y.dtype or x.shape != y.shape or x.is_cuda or y.is_cuda:
+        return False
+    return bool(np.array_equal(x._data, y._data, equal_nan=x.dtype.category >= 2))
 
 
 @dataclass
@@ -202,5 +251,6 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
     return g.check(), notes
 
 
-def optimize(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
-    return fuse(dce(cse(sink_views(cse(g)))))
+def optimize(g: Graph, distinct_outputs: bool = False) -> tuple[Graph, list[tuple[str, str]]]:
+    """``distinct_outputs``: see ``cse``."""
+    return fuse(dce(cse(sink_views(cse(g, distinct_outputs)), distinct_outputs)))

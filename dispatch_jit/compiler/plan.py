@@ -23,17 +23,17 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+from dispatch_jit.kernels.reduction import full_chunks
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
-from .codegen import Codegen, compile_source, crosswise
+from .codegen import Codegen, compile_loop, crosswise
 from .elementwise import reduced_shape
-from .ir import Graph, Var
+from .ir import Graph, Var, is_runtime_scalar, rebuild, scalar_var
 
 __all__ = ["Plan", "Stats"]
 
@@ -42,7 +42,8 @@ class Stats:
     """Counters shared by a compiled function and its plans."""
 
     def __init__(self):
-        self.compiles = 0
+        self.compiles = 0         # loops Numba compiled
+        self.disk_hits = 0        # loops loaded from the disk cache instead
         self.region_eager_runs = 0
         self.region_eager_reason = ""
 
@@ -51,7 +52,7 @@ def _subst(x, env):
     if isinstance(x, Var):
         return env[x.id]
     if isinstance(x, (list, tuple)):
-        return type(x)(_subst(y, env) for y in x)
+        return rebuild(x, (_subst(y, env) for y in x))
     if isinstance(x, dict):
         return {k: _subst(v, env) for k, v in x.items()}
     return x
@@ -65,9 +66,21 @@ class ConstStep:
         env[self.vid] = self.value
 
 
+def _scalars_as_vars(x):
+    """``x`` with each runtime scalar replaced by the Var of its environment slot."""
+    if is_runtime_scalar(x):
+        return Var(scalar_var(x.index))
+    if isinstance(x, (list, tuple)):
+        return rebuild(x, (_scalars_as_vars(y) for y in x))
+    if isinstance(x, dict):
+        return {k: _scalars_as_vars(v) for k, v in x.items()}
+    return x
+
+
 class EagerStep:
     def __init__(self, node):
-        self.op, self.args, self.kwargs, self.outs = node.op, node.args, node.kwargs, node.outs
+        self.op, self.outs = node.op, node.outs
+        self.args, self.kwargs = _scalars_as_vars(node.args), _scalars_as_vars(node.kwargs)
 
     def __call__(self, env):
         out = self.op(*_subst(self.args, env), **_subst(self.kwargs, env))
@@ -93,6 +106,8 @@ class FusedStep:
         if r.reduce is not None:
             self.out_sigs.append(make_sig(CPU_BITS, r.reduce.result, r.reduce.out_ndim, True))
         self.scalars = tuple(self.gen.scalars)
+        # loop parameters that are runtime scalars: (position, environment slot), read per call
+        self.runtime = tuple((j, scalar_var(x.index)) for j, x in enumerate(self.scalars) if is_runtime_scalar(x))
         self.name = f"fused_{r.index}"
         # outputs that do not read every input may be smaller than the iteration shape
         self.partial = [(j, idx) for j, (v, idx) in enumerate(r.deps.items()) if len(idx) < len(r.inputs)]
@@ -115,9 +130,9 @@ class FusedStep:
         ep = self.loops.get(key)
         if ep is None:
             src = self.gen.source(flat, tiled)
-            ep, new = compile_source(src, self.name, self.gen.argtypes(self.in_dtypes, self.out_dtypes, flat),
-                                     parallel)
-            self.stats.compiles += new
+            ep, how = compile_loop(src, self.name, self.gen.argtypes(self.in_dtypes, self.out_dtypes, flat), parallel)
+            self.stats.compiles += how == "compiled"
+            self.stats.disk_hits += how == "disk"
             self.loops[key] = ep
         return ep
 
@@ -130,6 +145,11 @@ class FusedStep:
     def __call__(self, env):
         tensors = [env[v] for v in self.region.inputs]
         arrays = [t._data for t in tensors]
+        scalars = self.scalars
+        if self.runtime:
+            scalars = list(scalars)
+            for j, slot in self.runtime:
+                scalars[j] = env[slot]
         if self.region.reduce is None and arrays:
             # the common case first: same-shape contiguous inputs, no reduction.  np.broadcast_shapes
             # alone costs ~2 us, more than the whole loop on small inputs; contiguity is the
@@ -146,7 +166,7 @@ class FusedStep:
                     outs = [np.empty(shape, d) for d in self.out_np]
                 else:
                     outs = [_pool.empty(shape, d, n) for d in self.out_np]
-                ep(*arrays, *self.scalars, *outs)
+                ep(*arrays, *scalars, *outs)
                 for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
                     t = _new(Tensor)
                     t._data = o
@@ -177,14 +197,14 @@ class FusedStep:
         if red is not None:
             extra.append(empty(reduced_shape(shape, red.axes, red.keepdim), self.red_np))
             if self.mode == "full":
-                # chunks of >= 64K elements, a few per thread so uneven threads still balance
-                nc = max(1, min(n >> 16, 4 * numba.get_num_threads())) if parallel else 1
+                # the eager kernel's chunks, so that a fused float sum rounds as eager's (same bits)
+                nc = full_chunks(n)
                 extra.append(np.empty(nc if flat else min(nc, shape[0]), self.acc_np))
             elif self.mode == "cols":
                 extra.append(empty(reduced_shape(shape, red.axes, True), self.acc_np))
         # a transposed input: the nest walks tiles (codegen.crosswise), a variant compiled when first needed
         tiled = not flat and red is None and crosswise(arrays)
-        self.loop(flat, parallel, tiled)(*arrays, *self.scalars, *outs, *extra)
+        self.loop(flat, parallel, tiled)(*arrays, *scalars, *outs, *extra)
         if red is not None:
             outs.append(extra[0])
         for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
@@ -220,8 +240,12 @@ class Plan:
         self._outn = tuple(v.id for v in out) if (type(out) is tuple and out
                                                    and all(isinstance(v, Var) for v in out)) else None
 
-    def run(self, tensors):
+    def run(self, tensors, scalars=()):
+        """``tensors``: the graph's inputs; ``scalars``: the values of its runtime scalars
+        (``RuntimeFloat``/``RuntimeInt`` index i is ``scalars[i]``)."""
         env = dict(zip(self.inputs, tensors))
+        for i, x in enumerate(scalars):
+            env[-1 - i] = x          # ir.scalar_var(i)
         for s in self.steps:
             s(env)
         if self._out1 is not None:

@@ -10,8 +10,10 @@ eagerly on the placeholders with the Tracer key excluded (the meta function
 for now: sizes are not part of the cache key, so only dtype and ndim matter).
 
 Anything that needs real data (``bool(t)``, ``t.item()``, ``t.numpy()``,
-``t.shape``, advanced indexing, in-place writes) raises ``TraceAbort``; the
-compiled function then runs that call eagerly and records the reason.
+``print(t)``/``repr(t)``, ``float(t)``, iteration, ``t.shape``, advanced
+indexing, in-place writes) raises ``TraceAbort``; the compiled function then
+runs that call eagerly and records the reason, so no placeholder's value is
+ever shown or used.
 Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
 becomes a ``getitem`` node, and the views whose meta cannot run on size-1
 placeholders get their types from views.py.
@@ -29,11 +31,11 @@ from dispatch_jit import registry
 from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.tensor import Tensor, wrap
 
-from .elementwise import result_of
-from .ir import Graph, Node, TensorType, Var
+from .elementwise import result_of, scalar_op_of
+from .ir import Graph, Node, RuntimeFloat, RuntimeInt, TensorType, Var, rebuild, runtime_scalar
 from .views import GETITEM, index_type, view_type
 
-__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback"]
+__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "flat_tensors"]
 
 _K = DispatchKey
 
@@ -66,6 +68,9 @@ class Tracer:
         self.aborted: str | None = None
         self.in_meta = 0     # >0 while eager kernels run on the placeholders: guards stand aside
         self.cuda_index = 0  # the device of CUDA placeholders: the first CUDA input's
+        self.captured: dict[int, tuple] = {}   # id(real captured tensor) -> (tensor, value id)
+        self.tainted: dict[int, str] = {}      # runtime scalar index -> what Python did with it
+        self.scalars: list = []                # the runtime scalars handed to the function
 
     def abort(self, reason: str):
         self.aborted = self.aborted or reason
@@ -97,13 +102,16 @@ class Tracer:
                 if sym[0] is not self:
                     self.abort("a tensor from another trace was used")
                 return Var(sym[1])
+            cap = self.captured.get(id(x))
+            if cap is not None and cap[0] is x:      # read through an attribute chain or a container
+                return Var(cap[1])
             if x.requires_grad:
                 self.abort("a captured tensor requires grad (compiled mode has no autograd yet)")
             vid = self.graph.new_value(_type_of(x))
             self.graph.nodes.append(Node("const", (), {}, (vid,), value=x))
             return Var(vid)
         if isinstance(x, (list, tuple)):
-            return type(x)(self.to_arg(y) for y in x)
+            return rebuild(x, (self.to_arg(y) for y in x))
         if isinstance(x, dict):
             return {k: self.to_arg(v) for k, v in x.items()}
         return x
@@ -111,15 +119,28 @@ class Tracer:
     def record(self, op, args: tuple, kwargs: dict):
         if self.aborted:
             raise TraceAbort(self.aborted)
+        self.in_meta += 1    # the dispatcher's own look at runtime scalars is not the function's
+        try:
+            return self._record(op, args, kwargs)
+        finally:
+            self.in_meta -= 1
+
+    def _record(self, op, args: tuple, kwargs: dict):
         entry = op._entry
         for a, v in zip(entry.schema.arguments, args + tuple(kwargs.values())):
             if a.is_mutable and v is not None:
                 self.abort(f"{entry.name} writes into its argument '{a.name}' "
                            f"(in-place ops and out= are not compiled yet)")
-        cia = entry.kernels.get(_K.CompositeImplicitAutograd)
-        if cia is not None and not hasattr(cia.fn, "specialize") and cia.fn is not fallthrough_kernel:
-            # a decomposition: trace through it, so its pieces can fuse
-            return cia.fn(*args, **kwargs)
+        # the decomposition eager mode runs (none where a backend kernel takes precedence)
+        cia = entry.decomposition(_K.CUDA if any(isinstance(x, Tensor) and x.is_cuda for x in args) else _K.CPU)
+        if cia is not None:
+            # a decomposition: trace through it, so its pieces can fuse (and what it does with a
+            # runtime scalar in Python is seen, as the function's own code is)
+            self.in_meta -= 1
+            try:
+                return cia(*args, **kwargs)
+            finally:
+                self.in_meta += 1
         gargs, gkwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
         node = Node(op, gargs, gkwargs, ())
         ty = result_of(node, self.graph.types)
@@ -191,12 +212,18 @@ _GUARDED = {
     "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
     "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
     "__setitem__": "item assignment is not traced yet",
+    # printing shows data: a placeholder's would be bogus (str() and format() go through __repr__)
+    "__repr__": "repr()/print() of a traced tensor shows its data",
+    "__str__": "str()/print() of a traced tensor shows its data",
+    "__reduce_ex__": "pickling or copying a traced tensor reads its data",
+    "is_contiguous": "Tensor.is_contiguous() depends on sizes and strides (a placeholder's would be bogus)",
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
     "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
 }
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
-                  "strides": "Tensor.strides depends on sizes"}
+                  "strides": "Tensor.strides depends on sizes",
+                  "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
 def _guard(name, reason):
     def guarded(self, *args, **kwargs):
         sym = self.__dict__.get("_sym")
@@ -272,24 +299,162 @@ def _map_tensors(x, fn):
     if isinstance(x, Tensor):
         return fn(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(_map_tensors(y, fn) for y in x)
+        return rebuild(x, (_map_tensors(y, fn) for y in x))
     if isinstance(x, dict):
         return {k: _map_tensors(v, fn) for k, v in x.items()}
     return x
 
 
-def trace(fn, args: tuple, kwargs: dict) -> Graph:
-    """Record ``fn(*args, **kwargs)`` as a graph whose inputs are the tensors
-    in ``args``/``kwargs`` (in order).  Raises TraceAbort if it needs data."""
+def flat_tensors(x, out: list) -> list:
+    """The tensors in a nested structure of lists, tuples and dicts, in order."""
+    if isinstance(x, Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            flat_tensors(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            flat_tensors(y, out)
+    return out
+
+
+def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -> Graph:
+    """Record ``fn(*args, **kwargs)`` as a graph whose inputs are the tensors in
+    ``args``/``kwargs`` (in order), then those in ``values`` (what each of
+    ``captures``, guards.py, read for this call).  ``scalars``: {("a", position) or
+    ("k", name): index} of the Python numbers that are runtime scalars (see
+    ``RuntimeFloat``); what the function did with one in Python is in
+    ``graph.tainted`` afterwards.  Raises TraceAbort if it needs data."""
     tracer = Tracer()
+    if scalars:
+        args, kwargs = _scalar_stand_ins(tracer, args, kwargs, scalars)
     sargs = _map_tensors(args, tracer.add_input)
     skwargs = _map_tensors(kwargs, tracer.add_input)
-    with IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
-        out = fn(*sargs, **skwargs)
-        if tracer.aborted:     # the function caught our exception: still abort
-            raise TraceAbort(tracer.aborted)
-        tracer.graph.outputs = tracer.to_arg(out)
+    try:
+        with IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
+            run = _with_stand_ins(tracer, fn, captures, values)
+            out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
+            if tracer.aborted:     # the function caught our exception: still abort
+                raise TraceAbort(tracer.aborted)
+            tracer.graph.outputs = tracer.to_arg(out)
+    finally:
+        for x in tracer.scalars:
+            x._tracer = None       # the graph keeps them: from now on plain numbers
+    tracer.graph.tainted = dict(tracer.tainted)
+    for i, why in _misplaced_scalars(tracer.graph).items():
+        tracer.graph.tainted.setdefault(i, why)
     return tracer.graph.check()
+
+
+def _misplaced_scalars(g: Graph) -> dict[int, str]:
+    """Runtime scalars that reach the graph anywhere but as an operand of an elementwise op
+    (a static such as alpha=, an axis, a size, a non-elementwise op, an output): only
+    operands are loop parameters and eager-step arguments; anywhere else the value is
+    treated as a constant of the trace, so it must be part of the key."""
+    out: dict[int, str] = {}
+
+    def scan(x, where):
+        if isinstance(x, (RuntimeFloat, RuntimeInt)):
+            out.setdefault(x.index, where)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                scan(y, where)
+        elif isinstance(x, dict):
+            for y in x.values():
+                scan(y, where)
+
+    for n in g.nodes:
+        sop = scalar_op_of(n.op)
+        rest = n.args[sop.arity:] if sop is not None else n.args
+        scan((rest, n.kwargs), f"passed to {n.name} as a static argument" if sop is not None
+             else f"passed to {n.name}")
+    scan(g.outputs, "returned by the function")
+    return out
+
+
+def _with_stand_ins(tracer, fn, captures, values):
+    """Make the captured tensors graph inputs, after the arguments.  Those ``fn`` reads by a
+    plain global or closure name are traced as symbolic stand-ins (a copy of ``fn`` over a
+    copy of its globals / new cells), so that a data read of them aborts as an argument's
+    does; the others (attribute chains, containers, helpers' globals) are found by identity.
+    Returns the function to trace, or None for ``fn`` itself."""
+    if not captures:
+        return None
+    import types
+    base = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    plain = isinstance(base, types.FunctionType)
+    glb = base.__globals__ if plain else None
+    cells = dict(zip(base.__code__.co_freevars, base.__closure__ or ())) if plain else {}
+    new_globals, new_cells = {}, {}
+    for cap, v in zip(captures, values):
+        direct = plain and not cap.attrs and isinstance(v, Tensor) and (
+            (cap.root == "global" and cap.obj is glb) or (cap.root == "cell" and cells.get(cap.name) is cap.obj))
+        for t in flat_tensors(v, []):
+            if t.requires_grad:
+                tracer.abort(f"the captured tensor {cap.label} requires grad (pass it as an argument)")
+            vid = tracer.graph.new_value(_type_of(t))
+            tracer.graph.inputs.append(vid)
+            if direct:
+                sym = tracer.symbolic(_type_of(t), vid)
+                (new_globals if cap.root == "global" else new_cells)[cap.name] = sym
+            elif id(t) in tracer.captured:
+                tracer.abort(f"one tensor is read both as {tracer.captured[id(t)][2]} and as {cap.label}; "
+                             f"a trace cannot tell which one it used (pass it as an argument)")
+            else:
+                tracer.captured[id(t)] = (t, vid, cap.label)
+    if not (new_globals or new_cells):
+        return None
+    g = dict(glb, **new_globals) if new_globals else glb
+    closure = tuple(types.CellType(new_cells[n]) if n in new_cells else c
+                    for n, c in zip(base.__code__.co_freevars, base.__closure__ or ()))
+    run = types.FunctionType(base.__code__, g, base.__name__, base.__defaults__, closure or None)
+    run.__kwdefaults__ = base.__kwdefaults__
+    return types.MethodType(run, fn.__self__) if base is not fn else run
+
+
+# -- runtime scalars: stand-ins that notice what Python does with them ----------------------------
+def _taint(name):
+    def method(self, *args):
+        tr = self._tracer
+        if tr is not None and _state.tracer is tr and not tr.in_meta:
+            if args and isinstance(args[0], Tensor):
+                return NotImplemented      # a tensor on the other side: the op records it
+            tr.tainted.setdefault(self.index, f"its value was used in Python ({name})")
+        return getattr(self._base, name)(self, *args)
+    method.__name__ = name
+    return method
+
+
+# what a function may do with a number in Python: each of these makes its value part of the key
+_NUMBER_METHODS = ("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__ "
+                   "__rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __divmod__ __rdivmod__ __neg__ __pos__ "
+                   "__abs__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __bool__ __int__ __float__ __index__ "
+                   "__complex__ __round__ __trunc__ __floor__ __ceil__ __hash__ __format__ __repr__ __str__ "
+                   "__and__ __rand__ __or__ __ror__ __xor__ __rxor__ __lshift__ __rlshift__ __rshift__ "
+                   "__rrshift__ __invert__ is_integer as_integer_ratio hex conjugate bit_length bit_count "
+                   "to_bytes __getnewargs__ __reduce_ex__").split()
+
+
+def _traced_scalar_class(base, ir_cls):
+    ns = {"_base": ir_cls, "_tracer": None, "__slots__": ()}    # outside a trace: the IR's number
+    for name in _NUMBER_METHODS:
+        if hasattr(base, name):
+            ns[name] = _taint(name)
+    return type(f"Traced{base.__name__.title()}", (ir_cls,), ns)
+
+
+_TRACED = {float: _traced_scalar_class(float, RuntimeFloat), int: _traced_scalar_class(int, RuntimeInt)}
+
+
+def _scalar_stand_ins(tracer, args, kwargs, scalars):
+    args, kwargs = list(args), dict(kwargs)
+    for (where, k), i in scalars.items():
+        box = args if where == "a" else kwargs
+        x = runtime_scalar(box[k], i, _TRACED[type(box[k])])
+        x._tracer = tracer
+        tracer.scalars.append(x)
+        box[k] = x
+    return tuple(args), kwargs
 
 
 # -- registration --------------------------------------------------------------------------

@@ -79,8 +79,10 @@ def test_cat_and_stack():
 
 
 REDUCTIONS = [
-    ("sum", np.sum, {}), ("prod", np.prod, {}), ("mean", np.mean, {}), ("max", np.max, {}), ("min", np.min, {}),
-    ("var", np.var, {}), ("std", np.std, {}), ("all", np.all, {}), ("any", np.any, {}),
+    # NumPy's max/min are PyTorch's amax/amin (dj.max(x, dim) returns values and indices); NumPy's var/std
+    # are the biased estimate (PyTorch's default is unbiased, correction=1)
+    ("sum", np.sum, {}), ("prod", np.prod, {}), ("mean", np.mean, {}), ("amax", np.max, {}), ("amin", np.min, {}),
+    ("var", np.var, {"correction": 0}), ("std", np.std, {"correction": 0}), ("all", np.all, {}), ("any", np.any, {}),
 ]
 
 
@@ -88,10 +90,10 @@ REDUCTIONS = [
 @pytest.mark.parametrize("axis", [None, 0, (0, 1), -1])
 def test_reductions_through_dispatcher(name, ref, kw, axis):
     a = X.astype(np.float64)
-    ours = getattr(dj, name)(dj.asarray(a), axis=axis, keepdims=True)
+    ours = getattr(dj, name)(dj.asarray(a), axis=axis, keepdims=True, **kw)
     np.testing.assert_allclose(ours.numpy(), ref(a, axis=axis, keepdims=True), rtol=1e-10)
     # the method form and PyTorch's dim=/keepdim= spelling resolve the same way
-    assert getattr(dj.asarray(a), name)(dim=axis, keepdim=False).shape == ref(a, axis=axis).shape
+    assert getattr(dj.asarray(a), name)(dim=axis, keepdim=False, **kw).shape == ref(a, axis=axis).shape
 
 
 def test_reduction_dtypes_and_errors():

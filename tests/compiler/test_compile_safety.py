@@ -1,0 +1,396 @@
+"""Issue 12 for ``@dj.compile``: no silent wrong answers.
+
+Outputs alias each other exactly as in eager mode; what a function reads from
+globals, closures and attribute chains is re-read or guarded at every call;
+reading a traced tensor's data falls back to eager instead of showing a
+placeholder; Python scalar arguments are runtime values of the loop; the
+counters survive a warm disk cache; threads may share a compiled function.
+Arrays are tiny; functions share structures so that loops are compiled once.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+
+
+def t(values, dtype=np.float32):
+    return dj.from_numpy(np.asarray(values, dtype=dtype))
+
+
+def same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def shares(a, b) -> bool:
+    return np.shares_memory(a.numpy(), b.numpy())
+
+
+# -- 1. outputs alias as in eager mode ---------------------------------------------------------
+ALIASING = [
+    ("permuted_twin", lambda a: (a * 2.0, (a * 2.0).T)),
+    ("swapped", lambda a: ((a * 2.0).T, a * 2.0)),
+    ("sliced_twin", lambda a: (a * 2.0, (a * 2.0)[1:])),
+    ("reshaped_twin", lambda a: (a * 2.0, (a * 2.0).reshape(-1))),
+    ("two_views_of_twins", lambda a: ((a * 2.0).T, (a * 2.0).T)),
+    ("one_value_two_views", lambda a: (lambda y: (y, y.T, y[1:]))(a * 2.0)),
+    ("views_of_input", lambda a: (a.T, a.T, a[1:])),
+    ("same_tensor_twice", lambda a: (lambda y: (y, y))(a + 1.0)),
+    ("twin_in_a_dict", lambda a: {"p": a - 1.0, "q": [(a - 1.0).T]}),
+]
+
+
+def _flat(x):
+    if isinstance(x, dict):
+        return [z for v in x.values() for z in _flat(v)]
+    if isinstance(x, (list, tuple)):
+        return [z for v in x for z in _flat(v)]
+    return [x]
+
+
+@pytest.mark.parametrize("fn", [c[1] for c in ALIASING], ids=[c[0] for c in ALIASING])
+def test_outputs_alias_exactly_as_in_eager_mode(fn):
+    x = t([[1.0, 2.0], [3.0, 4.0]])
+    f = dj.compile(fn)
+    for _ in range(2):      # the first call traces, the second runs the cached entry
+        got, want = _flat(f(x)), _flat(fn(x))
+        assert f.cache_info().eager_calls == 0
+        for i in range(len(want)):
+            same(got[i], want[i])
+            for j in range(len(want)):
+                assert (got[i] is got[j]) == (want[i] is want[j]), (i, j)
+                assert shares(got[i], got[j]) == shares(want[i], want[j]), (i, j)
+                assert shares(got[i], x) == shares(want[i], x)
+        # a write into one output shows in exactly the outputs eager mode shows it in
+        before = [g.numpy().copy() for g in got]
+        got[0].add_(100.0)
+        want[0].add_(100.0)
+        for g, w, b in zip(got, want, before):
+            np.testing.assert_array_equal(g.numpy() != b, w.numpy() != b)
+        x = t([[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_a_view_output_shares_the_version_counter_it_shares_in_eager_mode():
+    from dispatch_jit.tensor import version_of
+    f = dj.compile(lambda a: (lambda y: (y, y.T))(a * 3.0))
+    y, v = f(t([[1.0, 2.0], [3.0, 4.0]]))
+    y.add_(1.0)
+    assert version_of(v) == version_of(y) == 1
+    p, q = dj.compile(lambda a: (a * 3.0, (a * 3.0).T))(t([[1.0, 2.0], [3.0, 4.0]]))
+    p.add_(1.0)
+    assert version_of(q) == 0
+
+
+# -- 4a. a warm disk cache after a lazy-mode flush -----------------------------------------------
+WARM_SCRIPT = textwrap.dedent("""
+    import json
+    import dispatch_jit as dj
+    x = dj.tensor([1.0, 2.0, 3.0])
+    with dj.mode("compiled"):
+        y = (x * 2.0 + 1.0) * x
+        y.numpy()
+    f = dj.compile(lambda a: (a - 3.0) * a * 0.5)
+    r = f(x)
+    print(json.dumps({"r": r.tolist(), "info": f.cache_info()._asdict()}))
+""")
+
+
+def test_compile_after_a_lazy_flush_with_a_warm_disk_cache(tmp_path):
+    script = tmp_path / "warm.py"
+    script.write_text(WARM_SCRIPT)
+    env = dict(os.environ, DISPATCH_JIT_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):       # cold, then warm: the loops come from disk
+        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert runs[0]["r"] == runs[1]["r"] == [-1.0, -1.0, 0.0]
+    assert (runs[0]["info"]["compiles"], runs[0]["info"]["disk_hits"]) == (1, 0)
+    assert (runs[1]["info"]["compiles"], runs[1]["info"]["disk_hits"]) == (0, 1)
+
+
+# -- 2. globals, closures and attribute chains ---------------------------------------------------
+W = t([1.0, 2.0, 3.0])
+SCALE = 2.0
+FLAG = True
+LIST = [t([1.0, 1.0, 1.0])]
+ARRAY = np.ones(3, np.float32)
+
+
+class Box:
+    pass
+
+
+BOX = Box()
+BOX.w, BOX.k = t([1.0, 1.0, 1.0]), 3.0
+
+
+def helper(a):
+    return a * SCALE
+
+
+def uses_w(a):
+    return a * W + 1.0
+
+
+def uses_scale(a):
+    return a * SCALE
+
+
+def uses_flag(a):
+    return a + 1.0 if FLAG else a - 1.0
+
+
+def test_a_global_tensor_is_read_at_every_call_without_retracing():
+    global W
+    f = dj.compile(uses_w)
+    a = t([1.0, 1.0, 1.0])
+    same(f(a), a * W + 1.0)
+    old = W
+    try:
+        W = t([5.0, 6.0, 7.0])
+        same(f(a), t([6.0, 7.0, 8.0]))
+        W = t([5.0, 6.0, 7.0, 8.0])          # a new size: read as it is, still no retrace
+        same(f(t([1.0, 1.0, 1.0, 1.0])), t([6.0, 7.0, 8.0, 9.0]))
+        assert f.cache_info().traces == 1
+        W = t([5, 6, 7], np.int64)             # a new dtype: retraces, and explain says why
+        same(f(a), a * W + 1.0)
+        assert f.cache_info().traces == 2
+        assert "global 'W': dtype float32 -> int64" in f.explain()
+    finally:
+        W = old
+
+
+def test_a_global_number_is_guarded_and_explain_names_it():
+    global SCALE
+    f = dj.compile(uses_scale)
+    a = t([1.0, -2.0])
+    old = SCALE
+    try:
+        for s in (2.0, 3.0, 1.0, 0.0, -0.0, float("nan"), 2.0):
+            SCALE = s
+            got = f(a)
+            np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit((a * s).numpy()))
+            np.testing.assert_array_equal(got.numpy(), (a * s).numpy())
+        assert f.cache_info().hits == 1       # 2.0 again; 0.0, -0.0 and 1.0 each keyed apart
+        SCALE = 5.0
+        f(a)
+        assert "global 'SCALE': value nan -> 5.0" in f.explain()     # the latest key differs only there
+    finally:
+        SCALE = old
+
+
+def test_a_global_flag_in_a_branch_is_guarded():
+    global FLAG
+    f = dj.compile(uses_flag)
+    a = t([1.0, 2.0])
+    try:
+        same(f(a), a + 1.0)
+        FLAG = False
+        same(f(a), a - 1.0)
+    finally:
+        FLAG = True
+
+
+def test_closure_variables_are_re_read():
+    w, k = t([1.0, 2.0]), 2.0
+
+    def fn(a):
+        return a * w + k
+
+    f = dj.compile(fn)
+    a = t([1.0, 1.0])
+    same(f(a), t([3.0, 4.0]))
+    w = t([10.0, 20.0])        # noqa: F841  (the closure cell is what fn reads)
+    same(f(a), t([12.0, 22.0]))
+    k = -1.0                   # noqa: F841
+    same(f(a), t([9.0, 19.0]))
+    assert f.cache_info().traces == 2
+
+
+def test_attribute_chains_containers_and_helpers_are_read_or_guarded():
+    f = dj.compile(lambda a: helper(a) * BOX.w + BOX.k + LIST[0])
+    a = t([1.0, 2.0, 3.0])
+    same(f(a), t([6.0, 8.0, 10.0]))
+    old = (BOX.w, BOX.k, LIST[0])
+    try:
+        BOX.w, LIST[0] = t([2.0, 2.0, 2.0]), t([0.0, 0.0, 100.0])
+        same(f(a), t([7.0, 11.0, 115.0]))
+        BOX.k = 0.0
+        same(f(a), t([4.0, 8.0, 112.0]))
+        assert "global 'BOX'.k: value 3.0 -> 0.0" in f.explain()
+    finally:
+        BOX.w, BOX.k, LIST[0] = old
+
+
+def test_an_argument_attribute_is_read_at_every_call():
+    f = dj.compile(lambda obj, a: a * obj.w)
+    box, a = Box(), t([1.0, 2.0])
+    box.w = t([3.0, 3.0])
+    same(f(box, a), t([3.0, 6.0]))
+    box.w = t([-1.0, 1.0])
+    same(f(box, a), t([-1.0, 2.0]))
+
+
+def test_data_reads_of_a_captured_tensor_fall_back_to_eager():
+    global W
+    f = dj.compile(lambda a: a * float(W[0]))
+    a = t([1.0, 2.0, 3.0])
+    old = W
+    try:
+        same(f(a), a * 1.0)
+        W = t([4.0, 0.0, 0.0])
+        same(f(a), a * 4.0)
+        assert "float() of a traced tensor" in f.explain()
+    finally:
+        W = old
+
+
+def test_what_cannot_be_guarded_runs_eagerly_and_says_so():
+    f = dj.compile(lambda a: a * dj.from_numpy(ARRAY))
+    a = t([1.0, 2.0, 3.0])
+    same(f(a), a * 1.0)
+    ARRAY[0] = 7.0
+    try:
+        same(f(a), t([7.0, 2.0, 3.0]))
+        assert "ndarray" in f.explain() and "pass it as an argument" in f.explain()
+    finally:
+        ARRAY[0] = 1.0
+
+
+COUNT = 0
+
+
+def counts(a):
+    global COUNT
+    COUNT += 1
+    return a + 1.0
+
+
+def test_assigning_a_global_runs_eagerly():
+    f = dj.compile(counts)
+    a = t([1.0])
+    before = COUNT
+    f(a)
+    f(a)
+    assert COUNT == before + 2
+    assert "assigns the global 'COUNT'" in f.explain()
+
+
+# -- 3. reading a traced tensor's data --------------------------------------------------------
+READS = [
+    ("print", lambda a: (print("b is", a * 2.0), a + 1.0)[1], "print()"),
+    ("repr", lambda a: a + len(repr(a * 2.0)), "repr()"),
+    ("format", lambda a: a + len(f"{a * 2.0}"), "print()"),
+    ("float", lambda a: a + float((a * 2.0).sum()), "float()"),
+    ("int", lambda a: a + int((a * 2.0).sum()), "int()"),
+    ("iteration", lambda a: sum(x for x in a * 2.0), "iteration"),
+    ("tolist", lambda a: a + (a * 2.0).tolist()[0][0], "tolist()"),
+    ("array", lambda a: a + float(np.asarray(a * 2.0)[0, 0]), "NumPy array"),
+    ("is_contiguous", lambda a: a * 2.0 if (a * 2.0).T.is_contiguous() else a, "is_contiguous()"),
+]
+
+
+@pytest.mark.parametrize("fn,why", [(c[1], c[2]) for c in READS], ids=[c[0] for c in READS])
+def test_data_reads_while_tracing_fall_back_to_eager(fn, why, capsys):
+    a = t([[1.0, 2.0], [3.0, 4.0]])
+    f = dj.compile(fn)
+    want = fn(a)
+    capsys.readouterr()
+    same(f(a), want)
+    assert f.cache_info().eager_calls == 1
+    assert why in f.explain()
+    out = capsys.readouterr().out
+    assert "tensor([[0." not in out and "tensor([0." not in out    # never a placeholder
+    if "print" in out:
+        assert "tensor([[2., 4.],\n        [6., 8.]])" in out
+
+
+# -- 4b. threads ----------------------------------------------------------------------------
+def test_threads_calling_one_function_with_new_signatures():
+    f = dj.compile(lambda a, b: a * b + 1.0, max_recompiles=64)
+    dtypes = [np.float32, np.float64, np.int32, np.int64]
+    inputs = [(t(np.arange(6).reshape(shape), d), t(np.ones(shape), d2))
+              for shape in [(6,), (2, 3), (1, 2, 3)] for d in dtypes for d2 in dtypes[:2]]
+    errors, barrier = [], threading.Barrier(4)
+
+    def hammer(k):
+        try:
+            barrier.wait()
+            for i in range(len(inputs)):
+                a, b = inputs[(i + 7 * k) % len(inputs)]
+                same(f(a, b), a * b + 1.0)
+                f.explain()
+                f.cache_info()
+        except BaseException as e:     # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)      # switch threads often, so that a race shows in one run
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors
+    info = f.cache_info()
+    assert info.entries == len(inputs) and info.eager_calls == 0
+
+
+# -- 4c. Python scalars are runtime values of the loop -----------------------------------------
+def test_a_new_float_each_call_reuses_one_entry():
+    f = dj.compile(lambda a, k: (a * k + 1.0) * k)
+    a = t([1.0, -2.0, 3.0])
+    for k in [0.5 * i for i in range(40)] + [-0.0, float("nan"), float("inf")]:
+        got, want = f(a, k), (a * k + 1.0) * k
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+    info = f.cache_info()
+    assert info.entries == 1 and info.eager_calls == 0 and info.compiles + info.disk_hits <= 1
+    assert "%s0" in f.graph()
+
+
+def test_int_float_and_bool_scalars_are_keyed_by_type():
+    f = dj.compile(lambda a, k: a * k)
+    i = t([1, 2], np.int32)
+    same(f(i, 3), i * 3)            # int32 stays int32
+    same(f(i, 4), i * 4)
+    same(f(i, 2.5), i * 2.5)        # a float promotes to float32
+    same(f(i, True), i * True)
+    assert f.cache_info().entries == 3
+
+
+def test_a_scalar_whose_value_shapes_the_trace_is_keyed_by_value():
+    f = dj.compile(lambda a, k, n: a * (k if k > 0 else -k) + a.sum(axis=n), max_recompiles=3)
+    a = t([[1.0, 2.0], [3.0, 4.0]])
+    for k, n in [(2.0, 0), (-2.0, 0), (2.0, 1)]:
+        same(f(a, k, n), a * abs(k) + a.sum(axis=n))
+    ex = f.explain()
+    assert "scalar argument 'k' is keyed by value: its value was used in Python (__gt__)" in ex
+    assert "scalar argument 'n' is keyed by value" in ex
+    # past the limit new values run eagerly and are not stored: the cache stays bounded
+    with pytest.warns(RuntimeWarning, match="recompile limit"):
+        for k in range(4, 40):
+            same(f(a, float(k), 0), a * float(k) + a.sum(axis=0))
+    info = f.cache_info()
+    assert info.entries == 3 and info.eager_calls == 36
+
+
+def test_a_value_used_where_the_trace_cannot_see_is_keyed_by_value():
+    import math
+    f = dj.compile(lambda a, k: a * math.exp(k) + dj.add(a, a, alpha=k))
+    a = t([1.0, 2.0])
+    for k in (1.0, 2.0):
+        same(f(a, k), a * math.exp(k) + dj.add(a, a, alpha=k))
+    assert "scalar argument 'k' is keyed by value" in f.explain()
