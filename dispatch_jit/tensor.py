@@ -29,7 +29,8 @@ AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
 CUDA_BITS = 1 << _K.CUDA.value
 AUTOGRAD_CUDA_BITS = 1 << _K.AutogradCUDA.value
 _CUDA_SIG_BITS = CUDA_BITS << KS_SHIFT
-_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value) | (1 << _K.AutogradOther.value)) << KS_SHIFT
+_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value)
+                      | (1 << _K.AutogradOther.value)) << KS_SHIFT
 strided = "strided"
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
