@@ -37,9 +37,8 @@ def _sign(a):
         return 1
     if a < 0:
         return -1
-    if a == 0:
-        return 0
-    return a  # NaN stays NaN
+    # 0 and NaN give 0, as torch.sign (NumPy's and the array API's sign keep NaN)
+    return 0
 
 
 def _ifloordiv(a, b):
