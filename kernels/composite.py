@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from dispatch_jit.errors import BroadcastError, SchemaError, ShapeError
+from dispatch_jit.dtypes import COMPLEX, FLOAT
+from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 
 from .shape import broadcast_shapes, normalize_axis
@@ -17,8 +18,8 @@ from .shape import broadcast_shapes, normalize_axis
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
 SCHEMAS = [
-    "softmax(Tensor self, int axis=-1) -> Tensor",
-    "log_softmax(Tensor self, int axis=-1) -> Tensor",
+    "softmax(Tensor self, int axis=-1, *, ScalarType? dtype=None) -> Tensor",
+    "log_softmax(Tensor self, int axis=-1, *, ScalarType? dtype=None) -> Tensor",
     "gelu(Tensor self, *, str approximate='none') -> Tensor",
     "silu(Tensor self) -> Tensor",
     "mse_loss(Tensor self, Tensor target, str reduction='mean') -> Tensor",
@@ -30,16 +31,22 @@ METHODS = ["softmax", "log_softmax"]
 A = entries("aten")    # the ops are defined after this module is imported
 
 
-def _softmax_axis(x, axis: int, op: str):
-    """The axis, checked here so that errors name ``op``, not the ``max`` it is built on; None
-    when the tensor is empty: then the answer is an empty tensor, as PyTorch's (the max of a
-    zero-size axis would raise)."""
+def _softmax_input(x, axis: int, dtype, op: str):
+    """(x cast to ``dtype`` if given, the axis), checked here so that errors name ``op``, not the
+    ``max`` it is built on.  The axis is None when the tensor is empty: then the answer is an
+    empty tensor, as PyTorch's (the max of a zero-size axis would raise).  Integer and bool
+    inputs are refused, as PyTorch's: ``x - max(x)`` would wrap around in their dtype."""
+    if dtype is not None:
+        x = A.to(x, dtype)
+    if x.dtype.category not in (FLOAT, COMPLEX):
+        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would "
+                         f"wrap around); pass dtype=dj.float32 or convert first: x.float()")
     ax = normalize_axis(axis, x.ndim, op)
-    return None if 0 in tuple(x.shape) else ax
+    return x, (None if 0 in tuple(x.shape) else ax)
 
 
-def softmax(x, axis=-1):
-    ax = _softmax_axis(x, axis, "softmax")
+def softmax(x, axis=-1, dtype=None):
+    x, ax = _softmax_input(x, axis, dtype, "softmax")
     if ax is None:
         return A.exp(x)             # empty, of softmax's dtype, and recorded like it
     shifted = A.sub(x, A.max(x, (ax,), True))
@@ -47,8 +54,8 @@ def softmax(x, axis=-1):
     return A.div(e, A.sum(e, (ax,), True))
 
 
-def log_softmax(x, axis=-1):
-    ax = _softmax_axis(x, axis, "log_softmax")
+def log_softmax(x, axis=-1, dtype=None):
+    x, ax = _softmax_input(x, axis, dtype, "log_softmax")
     if ax is None:
         return A.exp(x)
     shifted = A.sub(x, A.max(x, (ax,), True))

@@ -325,3 +325,19 @@ def test_defaults_follow_torch():
     assert dj.argmax(dj.tensor(M23)).item() == 5                                  # flattened
     assert dj.argmax(dj.tensor(M23), keepdim=True).shape == (1, 1)
     assert dj.sum(dj.tensor([True, True])).item() == 2
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [dj.uint8, dj.int8, dj.int64, dj.bool])
+def test_softmax_of_integers_raises_and_dtype_casts_first(name, dtype):
+    # x - max(x) in the integer dtype wrapped around: softmax([0, 200] uint8) gave [1, 4.8e-25]
+    fn = getattr(dj, name)
+    x = dj.tensor([0, 1], dtype=dtype)
+    with pytest.raises(DTypeError, match=f"{name}: expected a floating point tensor, got {dtype.name}"):
+        fn(x, 0)
+    big = dj.tensor([0, 200], dtype=dj.uint8)
+    want = np.array([-200.0, 0.0])
+    want = np.exp(want) if name == "softmax" else want
+    got = fn(big, 0, dtype=dj.float64)
+    assert got.dtype == dj.float64
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=0)
