@@ -36,7 +36,12 @@ codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region);
 values whose lazy tensors were dropped are never computed.  Plans are cached
 by the graph's structure (ops, constants, input signatures, which values are
 live), so a loop that records the same chain again reuses the plan, and the
-Numba loops are shared process-wide by source in any case.
+Numba loops are shared process-wide by source in any case.  A Python float or
+int operand of an elementwise op on CPU tensors is not a constant of the plan
+but a runtime value (``_scalar_slots``; ``Plan.run``'s scalars): ``x * float(i)``
+in a loop reuses one plan whatever ``i`` is, keyed by the number's type only.
+Bools, NumPy scalars, ``alpha=`` and the operands of CUDA ops stay constants,
+keyed by value.
 
 What forces: any access to a lazy tensor's data (``.numpy()``,
 ``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, advanced
@@ -109,8 +114,8 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import DEVICE_MASK, DEVICE_SHIFT, KS_SHIFT, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS, CPU_DEVICE, Tensor, device as _device, share_view, wrap
 
-from .elementwise import reduced_shape, reduction_info, result_of
-from .ir import Graph, GraphError, Node, TensorType, Var
+from .elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
+from .ir import Graph, GraphError, Node, TensorType, Var, runtime_scalar
 from .passes import optimize
 from .plan import Plan, Stats
 from .trace import _state, install_tracer_fallback, tracer_fallback
@@ -360,43 +365,108 @@ _FLOATS = frozenset([float, np.float32, np.float64])
 class _Spec:
     """How the records of one call signature encode it: a record is the tuple
     ``(spec, out vid, *slots)`` and the spec says which slots are tensor value
-    ids (``tpos``), which are constants, and where the node's arguments come from.
-    Specs compare by identity, so a record is also the node's part of the plan
-    cache key, and a cache hit builds no Graph at all.
+    ids (``tpos``), which are constants, which are runtime scalars (``rt``), and
+    where the node's arguments come from.  Specs compare by identity, so a record
+    is also the node's part of the plan cache key (once ``_scalar_slots`` has
+    taken the runtime scalars' values out of it), and a cache hit builds no Graph
+    at all.
 
     ``args``/``kwargs``: per argument ``("v", i)`` (Var of slot i), ``("c", i)``
-    (the constant in slot i) or ``("k", value)`` (fixed by the signature)."""
+    (the constant in slot i), ``("s", i)`` (a runtime scalar: slot i holds the
+    Python float/int as recorded, its index in the flush's scalars in the key) or
+    ``("k", value)`` (fixed by the signature)."""
 
-    __slots__ = ("op", "args", "kwargs", "tpos", "ty")
+    __slots__ = ("op", "args", "kwargs", "tpos", "rt", "keyer", "ty")
     view = False       # a _ViewSpec's records are views (flush makes some from the values they view)
 
     def __init__(self, op, args: tuple, kwargs: tuple, ty=None):
         self.op, self.args, self.kwargs, self.ty = op, args, kwargs, ty    # ty: the output's, if the spec fixes it
         self.tpos = tuple(i for kind, i in list(args) + [a for _, a in kwargs] if kind == "v")
+        self.rt = tuple(i for kind, i in args if kind == "s")
+        slots = [i for kind, i in list(args) + [a for _, a in kwargs] if kind != "k"]
+        self.keyer = _keyer(max(slots, default=1) + 1, self.rt) if self.rt else None
 
     @staticmethod
-    def _value(rec, kind, x):
+    def _value(rec, kind, x, scalars):
         if kind == "v":
             return Var(rec[x])
         if kind == "c":
             v = rec[x]
             return -0.0 if v is _NEG0 else v
+        if kind == "s":
+            i = rec[x]
+            return i[1] if i.__class__ is tuple else runtime_scalar(scalars[i], i)
         return x
 
-    def node(self, rec) -> Node:
+    def node(self, rec, scalars) -> Node:
         val = self._value
-        return Node(self.op, tuple([val(rec, *a) for a in self.args]),
-                    {name: val(rec, *a) for name, a in self.kwargs}, (rec[1],))
+        return Node(self.op, tuple([val(rec, *a, scalars) for a in self.args]),
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[1],))
+
+
+# Runtime scalars.  A Python float or int operand of an elementwise op on CPU tensors is a value
+# of the plan, not part of its key: its slot holds the number as recorded (so recording costs no
+# more than for a constant), and the flush moves it into the list the plan reads its runtime
+# scalars from (``Plan.run(tensors, scalars)``), leaving its index in the key.  Its type stays in
+# the key (the spec is per signature, whose memo key has the type): int and float promote
+# differently.  Keyed by value still: bools and NumPy scalars (as ``dj.compile`` does), ints
+# beyond int64 (the loops take int64; eager mode raises OverflowError, and so does the plan),
+# keyword statics (alpha=), and every operand of a CUDA op (compiler/cuda.py's kernels take
+# scalars as constants).  -0.0 and NaN then need nothing special: the key never holds them.
+_RUNTIME_TYPES = (float, int)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _scalar_slots(rec: tuple, rt: tuple, scalars: list) -> tuple:
+    """``rec`` as the plan key holds it: each runtime scalar's value moved to ``scalars``, its
+    index left in its slot; an int beyond int64 stays, as ``("c", value)``, a constant.
+    (Each spec's ``keyer`` does this for its layout, straight-line; this is its slow path.)"""
+    rec = list(rec)
+    for p in rt:
+        x = rec[p]
+        if x.__class__ is not float and x.__class__ is not int:    # a subclass (IntEnum): the number
+            x = float(x) if isinstance(x, float) else int(x)
+        if x.__class__ is int and not _I64[0] <= x <= _I64[1]:
+            rec[p] = ("c", x)
+        else:
+            rec[p] = len(scalars)
+            scalars.append(x)
+    return tuple(rec)
+
+
+_keyers: dict = {}     # (record length, runtime slots) -> the generated _scalar_slots of that layout
+
+
+def _keyer(n: int, rt: tuple):
+    """``_scalar_slots`` for records of ``n`` slots with runtime scalars at ``rt``, generated:
+    a flush runs it per record (measured, 2 records: 0.5 us as a loop, 0.25 us generated)."""
+    f = _keyers.get((n, rt))
+    if f is None:
+        xs = [f"x{k}" for k in range(len(rt))]
+        ok = " and ".join(f"({x}.__class__ is float or {x}.__class__ is int and _LO <= {x} <= _HI)" for x in xs)
+        index = {p: f"i + {k}" if k else "i" for k, p in enumerate(rt)}
+        items = [index.get(j, f"r[{j}]") for j in range(n)]
+        lines = ["def keyer(r, sc):"]
+        lines += [f"    {x} = r[{p}]" for x, p in zip(xs, rt)]
+        lines += [f"    if {ok}:", "        i = len(sc)"]
+        lines += [f"        sc.append({x})" for x in xs]
+        lines += [f"        return ({', '.join(items)},)", "    return _slow(r, _RT, sc)"]
+        g = {"_LO": _I64[0], "_HI": _I64[1], "_slow": _scalar_slots, "_RT": rt}
+        exec(compile("\n".join(lines) + "\n", "<dispatch_jit lazy scalar slots>", "exec"), g)
+        f = _keyers[(n, rt)] = g["keyer"]
+    return f
 
 
 def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
     """The spec of a record made by ``LazyRecorder.record``: ``kinds`` is "v" (a tensor)
     or the constant's type per positional slot, ``kwargs`` (name, type) per keyword slot.
-    The types are part of the spec because ``1 == 1.0 == True`` in a key."""
+    The types are part of the spec because ``1 == 1.0 == True`` in a key; a runtime scalar's
+    kind is ``("s", its type)``."""
     key = ("generic", op, kinds, kwargs)
     s = _specs.get(key)
     if s is None:
-        s = _specs[key] = _Spec(op, tuple(("v" if k == "v" else "c", 2 + i) for i, k in enumerate(kinds)),
+        s = _specs[key] = _Spec(op, tuple((k if k == "v" else k[0] if k.__class__ is tuple else "c", 2 + i)
+                                          for i, k in enumerate(kinds)),
                                 tuple((n, ("c", 2 + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
     return s
 
@@ -418,7 +488,7 @@ class _ViewSpec(_Spec):
             return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[3]]),)
         return rec[3:]
 
-    def node(self, rec) -> Node:
+    def node(self, rec, scalars=None) -> Node:
         return Node(self.op, (Var(rec[2]),) + self.statics(rec), {}, (rec[1],))
 
 
@@ -497,9 +567,10 @@ def _specialize(call, boxed):
     encoding, whether the op fuses, and the output's type and signature (``result_of``
     needs the constants' types, which the memo key fixes; their values never matter).
     Per call: each tensor's value id and shape, the output shape (no broadcasting when
-    the shapes are equal), one record appended, one LazyTensor made."""
+    the shapes are equal), one record appended, one LazyTensor made.  A Python float or
+    int operand of a CPU op is stored as it is (a runtime scalar, see ``_scalar_slots``);
+    other constants through ``_canon``."""
     from dispatch_jit.ops import overload_of
-    from .elementwise import scalar_op_of
     op = overload_of(call.op)
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
     if _decomposition(op, cuda) is not None or scalar_op_of(op) is None:
@@ -519,6 +590,9 @@ def _specialize(call, boxed):
                 desc = ("v", 2 + len(slots))
                 slots.append(f"v{len(tensors)}")
                 tensors.append((p, TensorType(m.dtype, m.ndim, _kind(m.device))))
+            elif m.kind == "scalar" and m.pytype in _RUNTIME_TYPES and not cuda and not a.kwarg_only:
+                desc = ("s", 2 + len(slots))            # a runtime scalar: the number as it is
+                slots.append(p)
             elif m.kind == "scalar" and m.pytype in _SCALARS:
                 desc = ("c", 2 + len(slots))
                 slots.append(f"({p} if {p} else _canon({p}))")
@@ -739,7 +813,7 @@ class LazyRecorder:
                 sigs.append(sig)
             elif cls in _SCALARS:
                 kinds.append(cls)
-                vals.append(x if x else _canon(x))
+                vals.append(x)                 # as it is: a runtime scalar, or _canon'ed below
                 sigs.append(cls)
             else:
                 break
@@ -753,8 +827,7 @@ class LazyRecorder:
                     node = Node(op, tuple([Var(v) if k == "v" else x for k, v, x in zip(kinds, vals, args)]),
                                 dict(kwargs), ())
                     ty = result_of(node, self.types)
-                    known = _specs[mkey] = None if ty is None else \
-                        (_generic_spec(op, tuple(kinds), kclasses), ty, _out_sig(_device_of(sigs), ty))
+                    known = _specs[mkey] = None if ty is None else self._generic_known(op, kinds, kclasses, ty, sigs)
                 if known is not None:
                     shape = shapes[0]
                     for s in shapes:
@@ -762,10 +835,25 @@ class LazyRecorder:
                             shape = _broadcast(*shapes)
                             break
                     if shape is not None:          # else eager mode raises its own error
+                        for i in known[3]:
+                            if not vals[i]:
+                                vals[i] = _canon(vals[i])
                         vals += [v if v else _canon(v) for v in kwargs.values()]
                         return self._append(known[0], vals, known[1], known[2], shape)
         self._rollback(added)
         return None
+
+    @staticmethod
+    def _generic_known(op, kinds: list, kclasses: tuple, ty, sigs: list) -> tuple:
+        """What ``_record`` keeps per signature of a fusible op: the spec, the output's type and
+        signature, and the positions of the constants among the positional slots.  The Python
+        floats and ints among the operands of a CPU op are runtime scalars."""
+        like = _device_of(sigs)
+        if not like & _CUDA_SIG:
+            arity = scalar_op_of(op).arity
+            kinds = [("s", k) if k in _RUNTIME_TYPES and i < arity else k for i, k in enumerate(kinds)]
+        consts = tuple(i for i, k in enumerate(kinds) if k != "v" and k.__class__ is not tuple)
+        return _generic_spec(op, tuple(kinds), kclasses), ty, _out_sig(like, ty), consts
 
     def _record_reduction(self, op, args: tuple, kwargs: dict):
         """A reduction of a pending value: recorded, so that fusion makes it the epilogue of
@@ -915,9 +1003,14 @@ class LazyRecorder:
                     needed.add(r[i])
         keep.reverse()
         _counters["dead_values"] += len(records) - len(keep) - sum(1 for r, _ in derived if r[1] not in needed)
-        for r in keep:
-            if r[0].ty is not None:      # the fast path's records: the spec knows the type
-                types[r[1]] = r[0].ty
+        scalars = []
+        for j, r in enumerate(keep):
+            s = r[0]
+            if s.ty is not None:      # the fast path's records: the spec knows the type
+                types[r[1]] = s.ty
+            k = s.keyer
+            if k is not None:
+                keep[j] = k(r, scalars)
         ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
         outs_v = tuple([v for v, _ in live] + roots)
         key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
@@ -926,7 +1019,7 @@ class LazyRecorder:
             if plan is None:
                 g = Graph(inputs=[v for v, _ in ins], types=types, next_id=next_id,
                           outputs=tuple(Var(v) for v in outs_v))
-                g.nodes = [r[0].node(r) for r in keep]
+                g.nodes = [r[0].node(r, scalars) for r in keep]
                 optimized, _ = optimize(g.check())
                 plan = Plan(optimized, _stats, True)
                 if len(_plans) >= _MAX_PLANS:
@@ -939,7 +1032,7 @@ class LazyRecorder:
             _state.tracer = None
             try:
                 with ExcludeDispatchKeyGuard(_K.Tracer):
-                    outs = plan.run([t for _, t in ins])
+                    outs = plan.run([t for _, t in ins], scalars)
             finally:
                 _state.tracer = prev
         except BaseException as e:

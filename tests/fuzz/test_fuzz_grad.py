@@ -1,0 +1,215 @@
+"""Gradients of random float64 graphs (the table's differentiable rows) against finite differences, in
+eager mode, under @dj.compile and in dj.mode("compiled"); and compiled/lazy gradients against eager's (bit for
+bit: the README says compiled functions' backward re-runs the function eagerly, and lazy mode does not
+record tensors that require grad)."""
+
+import numpy as np
+from hypothesis import assume, given, strategies as st
+
+import dispatch_jit as dj
+import fuzz_check as fc
+import fuzz_graph as fg
+from fuzz_ops import ROW, ROWS
+from fuzz_settings import fuzz_settings
+
+GRAD_ROWS = [r for r in ROWS if r.grad]
+# kinks where finite differences are meaningless: operands closer than this to one are rejected
+_KINK = 1e-3
+
+
+def _well_posed(g):
+    """Positive operands where the op needs them, away from kinks and ties, everything finite."""
+    try:
+        vals = fc.run_mirror(g)
+    except Exception:      # noqa: BLE001
+        return False
+    k = len(g.inputs)
+    for i, node in enumerate(g.nodes):
+        row = ROW[node.op]
+        ops = [None if a is None else vals[a[1]] if a[0] == "v" else np.float64(a[1]) for a in node.args]
+        out = vals[k + i]
+        if out.dtype.kind != "f" or not np.all(np.isfinite(out)) or (out.size and np.max(np.abs(out)) > 1e6):
+            return False
+        for j in row.pos:
+            if j < len(ops) and ops[j] is not None and np.any(np.asarray(ops[j]) <= 0.05):
+                return False
+        x = ops[0]
+        if node.op in ("abs", "relu") and np.any(np.abs(x) < _KINK):
+            return False
+        if node.op in ("maximum", "minimum") and np.any(np.abs(np.subtract(*np.broadcast_arrays(x, ops[1]))) < _KINK):
+            return False
+        if node.op == "clamp" and any(b is not None and np.any(np.abs(np.subtract(*np.broadcast_arrays(x, b))) < _KINK)
+                                      for b in ops[1:]):
+            return False
+        if node.op in ("max", "min") and x.size > 1:
+            s = np.sort(x.reshape(-1))
+            if np.any(np.diff(s) < _KINK):
+                return False
+        if node.op in ("std",) and np.any(out < 1e-3):
+            return False
+        if node.op == "pow" and not np.all(np.asarray(ops[0]) > 0.05):
+            return False
+        if node.op in ("tan",) or (node.op == "atan2" and np.any(np.abs(np.asarray(ops[1])) < 0.05)):
+            return False
+    return all(vals[o].dtype == np.float64 for o in g.outputs)
+
+
+def loss_source(g):
+    src = fg.function_source(g)
+    src += ("\ndef loss(*xs):\n    outs = f(*xs)\n    total = None\n    for i, o in enumerate(outs):\n"
+            "        term = (o * (0.5 + i)).sum()\n        total = term if total is None else total + term\n"
+            "    return total\n")
+    return src
+
+
+def build_loss(g):
+    env = fg._globals()
+    exec(compile(loss_source(g), "<fuzz grad graph>", "exec"), env)
+    return env["loss"]
+
+
+def grads(loss, g, mode):
+    xs = fg.make_inputs(g)
+    if mode == "lazy":
+        with dj.mode("compiled"):
+            out = loss(*xs)
+            out.backward()
+    else:
+        out = loss(*xs)
+        out.backward()
+    return [None if x.grad is None else x.grad.numpy().copy() for x in xs], out.numpy().copy()
+
+
+@st.composite
+def grad_graphs(draw):
+    ch = fg.HypothesisChooser(draw)
+    g = fg.gen_graph(ch, rows=GRAD_ROWS, max_nodes=4, dtypes=["float64"], allow_large=False,
+                     flavors=("positive",))
+    for s in g.inputs:
+        s.requires_grad = True
+    return g
+
+
+def _repro(g, check):
+    return fg.reproducer(g, loss_source(g).split("\n\n", 1)[1] + "\n" + check, note="gradients")
+
+
+@fuzz_settings(10)
+@given(grad_graphs())
+def test_random_graph_gradients(g):
+    assume(not g.expect_error and g.outputs and all(s.shape and np.prod(s.shape) <= 24 for s in g.inputs))
+    assume(_well_posed(g))
+    loss = build_loss(g)
+    try:
+        eager, value = grads(loss, g, "eager")
+    except Exception:      # noqa: BLE001 - errors are test_fuzz_graphs' business
+        assume(False)
+    assume(any(x is not None for x in eager))
+    # finite differences, in each mode
+    for mode in ("eager", "compile", "lazy"):
+        xs = fg.make_inputs(g)
+        fn = dj.compile(loss) if mode == "compile" else loss
+        try:
+            if mode == "lazy":
+                with dj.mode("compiled"):
+                    ok = dj.autograd.gradcheck(fn, xs)
+            else:
+                ok = dj.autograd.gradcheck(fn, xs)
+        except Exception as e:      # noqa: BLE001
+            raise AssertionError(f"gradcheck failed in {mode} mode: {type(e).__name__}: {e}\n\n" + _repro(
+                g, "xs = inputs()\n" + ("with dj.mode('compiled'):\n    " if mode == "lazy" else "") +
+                f"print(dj.autograd.gradcheck({'dj.compile(loss)' if mode == 'compile' else 'loss'}, xs))\n")) \
+                from None
+        assert ok
+    # compiled and lazy gradients are eager's
+    for mode in ("compile", "lazy"):
+        got, v = grads(dj.compile(loss) if mode == "compile" else loss, g, mode)
+        # the loss is a sum: its fused loop may add in another order than eager's; so may the graph's
+        # own float reductions, whose backward reads their results
+        same_grad = fc.same_result if any(g.reordered) else fc.same_bits
+        why = fc.same_result(v, value)
+        for i, (a, b) in enumerate(zip(got, eager)):
+            if (a is None) != (b is None):
+                why = f"x{i}.grad is {'None' if a is None else 'set'} in {mode} mode, {'None' if b is None else 'set'} eagerly"
+            elif a is not None:
+                why = why or same_grad(a, b)
+        if why:
+            check = ("xs = inputs(); loss(*xs).backward(); eager = [x.grad for x in xs]\n"
+                     + ("ys = inputs(); dj.compile(loss)(*ys).backward()\n" if mode == "compile" else
+                        "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n")
+                     + "print(eager, [y.grad for y in ys], sep='\\n')\n")
+            raise AssertionError(f"{mode} gradients differ from eager's: {why}\n\n" + _repro(g, check))
+    if fc.torch is not None:
+        _check_torch(g, eager)
+
+
+def _check_torch(g, eager):
+    """PyTorch's gradients for the elementwise/reduction part of the graph, where every node has a torch
+    function (views are evaluated with NumPy-equivalent torch calls only for the ops listed here)."""
+    torch = fc.torch
+    k = len(g.inputs)
+    xs = [torch.from_numpy(s.array().copy()).requires_grad_(True) for s in g.inputs]
+    vals = list(xs)
+    for node in g.nodes:
+        row = ROW[node.op]
+        args = [None if a is None else vals[a[1]] if a[0] == "v" else a[1] for a in node.args]
+        try:
+            t = _torch_view(node, args)
+        except Exception:      # noqa: BLE001 - e.g. a negative step, which PyTorch has not
+            return
+        if t is None:
+            if row.torch is None:
+                return
+            try:
+                t = row.torch(args, node.params)
+            except Exception:      # noqa: BLE001
+                return
+        vals.append(t)
+    total = None
+    for i, o in enumerate(g.outputs):
+        term = (vals[o] * (0.5 + i)).sum()
+        total = term if total is None else total + term
+    total.backward()
+    for i, x in enumerate(xs):
+        if eager[i] is None:
+            continue
+        want = np.zeros_like(eager[i]) if x.grad is None else x.grad.numpy()
+        np.testing.assert_allclose(eager[i], want, rtol=1e-7, atol=1e-9,
+                                   err_msg=f"x{i}.grad vs PyTorch\n\n" + _repro(g, "xs = inputs(); loss(*xs).backward(); "
+                                                                                  "print([x.grad for x in xs])\n"))
+    del k
+
+
+def _torch_view(node, args):
+    p = node.params
+    x = args[0]
+    try:
+        if node.op == "transpose":
+            return x.transpose(p["d0"], p["d1"])
+        if node.op == "T":
+            return x.T
+        if node.op == "permute":
+            return x.permute(*p["dims"])
+        if node.op == "unsqueeze":
+            return x.unsqueeze(p["axis"])
+        if node.op == "squeeze":
+            return x.squeeze() if p["axis"] is None else x.squeeze(p["axis"])
+        if node.op == "expand":
+            return x.expand(*p["size"])
+        if node.op == "narrow":
+            return x.narrow(p["axis"], p["start"], p["length"])
+        if node.op == "reshape":
+            return x.reshape(p["shape"])
+        if node.op == "flatten":
+            return x.flatten(p["start"], p["end"])
+        if node.op in ("clone", "contiguous"):
+            return x.clone()
+        if node.op == "getitem":
+            if any(isinstance(i, slice) and i.step is not None and i.step < 0 for i in p["idx"]):
+                raise NotImplementedError
+            return x[p["idx"]]
+    except Exception:      # noqa: BLE001
+        raise
+    if node.op in ("getitem",):
+        return None
+    return None
