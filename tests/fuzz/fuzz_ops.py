@@ -755,8 +755,8 @@ ROWS += [
 def _softmax_np(log):
     def run(args, p):
         a = args[0]
-        if a.dtype.kind == "b":
-            raise OracleError("softmax of bool")
+        if a.dtype.kind != "f":        # as PyTorch: x - max(x) would wrap in an integer dtype
+            raise OracleError("softmax of an integer or bool tensor")
         ax = p["axis"] % a.ndim
         f = a.astype(np.float64)
         with np.errstate(all="ignore"):
