@@ -293,7 +293,8 @@ def ew(fn, rule="promote", cats="bif", check=None):
         compute, result = _compute(rule, promoted)
         if _cat_letter(compute) not in cats:
             raise OracleError(f"dtype {compute} not supported")
-        if rule == "where" and not (isinstance(args[0], np.ndarray) and args[0].dtype == np.bool_):
+        # bool, or uint8 (deprecated in PyTorch, still accepted)
+        if rule == "where" and not (isinstance(args[0], np.ndarray) and args[0].dtype in (np.bool_, np.uint8)):
             raise OracleError("where: the condition must be a bool tensor")
         if rule == "where":
             cast = [as_dtype(args[0], "bool")] + [as_dtype(a, compute) for a in args[1:]]
