@@ -22,6 +22,7 @@ __all__ = [
     "AutogradError",
     "CudaUnavailableError",
     "CudaOutOfMemoryError",
+    "EscapedTensorError",
 ]
 
 
@@ -80,3 +81,8 @@ class CudaUnavailableError(DispatchJitError, RuntimeError):
 
 class CudaOutOfMemoryError(DispatchJitError, MemoryError):
     """The device has no memory left for an allocation, even after emptying the cache."""
+
+
+class EscapedTensorError(DispatchJitError, RuntimeError):
+    """A tensor made while ``dj.compile`` traced a function was kept outside it (in a global, an
+    attribute or a container): it is a placeholder without data, so any use of it fails."""

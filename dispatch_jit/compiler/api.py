@@ -22,8 +22,10 @@ and everything else runs through the eager dispatcher's CUDA kernels.
 Autograd: when grad mode is on and a tensor input requires grad, the fused
 plan runs with no graph recorded and its outputs get one node
 (``CompiledBackward``, from a ``dj.autograd.Function``) whose backward
-re-runs the function eagerly on detached inputs and differentiates it: the
-gradients are eager mode's, the backward is not fused yet.
+replays the traced ops eagerly on detached copies of the forward's inputs
+(arguments and captured tensors) and differentiates them: the gradients are
+eager mode's, computed from the values the forward used; the backward is not
+fused yet.
 """
 
 from __future__ import annotations
@@ -127,17 +129,6 @@ def _tensors(x, out: list) -> list:
     return out
 
 
-def _replace_tensors(x, it):
-    """``x`` with its tensors replaced, in ``_tensors`` order, by the next ones of ``it``."""
-    if isinstance(x, Tensor):
-        return next(it)
-    if isinstance(x, (list, tuple)):
-        return rebuild(x, (_replace_tensors(y, it) for y in x))
-    if isinstance(x, dict):
-        return {k: _replace_tensors(v, it) for k, v in x.items()}
-    return x
-
-
 class _CompiledEntry:
     def __init__(self, graph, optimized, plan, notes, direct: bool = False, paths: tuple = ()):
         self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
@@ -177,15 +168,21 @@ class Compiled(_autograd.Function):
     """One autograd node for a whole compiled call (its node reads ``CompiledBackward``).
 
     ``apply(entry, fn, args, kwargs, *tensors)``: forward runs the fused plan
-    (grad recording is off) and returns its tensors flat; backward re-runs
-    ``fn`` eagerly on detached copies of the inputs under ``enable_grad`` and
-    returns ``dj.autograd.grad`` of the outputs."""
+    (grad recording is off) and returns its tensors flat; backward replays the
+    traced graph (every op as the trace recorded it, unfused) eagerly on
+    detached copies of the inputs under ``enable_grad`` and returns
+    ``dj.autograd.grad`` of the outputs.  Replaying the graph, not calling
+    ``fn`` again, is what makes the backward use what the forward used: the
+    captured tensors the forward read (saved with the arguments), the guarded
+    values its trace was made for and the forward's runtime scalars, even if
+    a global was rebound in between (eager mode's backward uses the values
+    saved at forward time too)."""
 
     @staticmethod
     def forward(ctx, entry, fn, args, kwargs, *tensors):
-        ctx.fn, ctx.args, ctx.kwargs = fn, args, kwargs
+        ctx.entry, ctx.scalars = entry, entry.scalars(args, kwargs)
         ctx.save_for_backward(*tensors)
-        return tuple(_tensors(entry.run(list(tensors), entry.scalars(args, kwargs)), []))
+        return tuple(_tensors(entry.run(list(tensors), ctx.scalars), []))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -193,8 +190,7 @@ class Compiled(_autograd.Function):
         needs = ctx.needs_input_grad[4:]
         with enable_grad():
             xs = [t.detach().requires_grad_(True) if need else t.detach() for t, need in zip(tensors, needs)]
-            it = iter(xs)
-            out = ctx.fn(*_replace_tensors(ctx.args, it), **_replace_tensors(ctx.kwargs, it))
+            out = ctx.entry.replay(xs, ctx.scalars)
             pairs = [(o, g) for o, g in zip(_tensors(out, []), grads) if g is not None and o.requires_grad]
             wrt = [x for x, need in zip(xs, needs) if need]
             res = iter(_autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
@@ -206,6 +202,14 @@ class _GradEntry(_CompiledEntry):
     """A compiled signature whose inputs require grad: fused forward, one autograd node."""
 
     reason = ""
+    _replay = None
+
+    def replay(self, tensors, scalars):
+        """The traced graph run op by op through the eager dispatcher (the backward's forward)."""
+        plan = self._replay
+        if plan is None:
+            plan = self._replay = Plan(self.graph, Stats(), False)     # no fused nodes: eager steps only
+        return plan.run(tensors, scalars)
 
     def __call__(self, fn, args, kwargs, caps):
         flat = Compiled.apply(self, fn, args, kwargs, *self.inputs(args, kwargs, caps))
@@ -281,6 +285,8 @@ class CompiledFunction:
 
     def __init__(self, fn, *, parallel: bool = True, max_recompiles: int = 8):
         functools.update_wrapper(self, fn)
+        if "__name__" not in self.__dict__:    # a functools.partial or a callable object
+            self.__name__ = getattr(getattr(fn, "func", None), "__name__", None) or type(fn).__name__
         self.fn, self.parallel, self.max_recompiles = fn, parallel, max_recompiles
         self._cache: dict = {}
         _LIVE.add(self)      # its traces depend on registrations: on_change clears them
@@ -297,6 +303,7 @@ class CompiledFunction:
         self._captures: list = []
         self._read = self._first_read  # then guards.make_reader's function, or None
         self._found = False
+        self._side_effect = ""         # why a trace cannot stand for every call (guards.writes_outside)
         self._by_value: dict = {}      # ("a", position) / ("k", name) -> why that scalar is keyed by value
         try:
             self._params = list(inspect.signature(fn).parameters)
@@ -339,7 +346,11 @@ class CompiledFunction:
         """The first call: find what the function reads besides its arguments (guards.py)."""
         with self._lock:
             if not self._found:
-                self._captures = find_captures(self.fn, args)
+                visited: list = []
+                self._captures = find_captures(self.fn, args, visited)
+                self._side_effect = writes_outside(self.fn, visited)
+                if self._side_effect:     # every call runs eagerly: nothing to key on (one entry per signature)
+                    self._captures = []
                 self._read = make_reader(self._captures)
                 self._found = True
         return ((), ()) if self._read is None else self._read(args)
@@ -387,7 +398,7 @@ class CompiledFunction:
         return self._limit
 
     def _build(self, key, args, kwargs, caps):
-        why = writes_outside(self.fn)
+        why = self._side_effect
         if why:
             return _EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
         tensors = _tensors((args, kwargs), [])
@@ -541,8 +552,8 @@ class CompiledFunction:
                              f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
         if isinstance(self._last, _GradEntry):
             lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
-                         "outputs got one CompiledBackward node, whose backward re-runs the function "
-                         "eagerly and differentiates it (the backward is not fused)")
+                         "outputs got one CompiledBackward node, whose backward replays the traced ops "
+                         "eagerly on the forward's inputs and differentiates them (the backward is not fused)")
         with self._lock:
             entries = list(self._cache.values())
         for ent in entries:
@@ -591,20 +602,53 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
       with another value differs, that argument is keyed by value from then
       on (``explain()`` says which and why).  Other arguments: by value.
     * what the function reads from globals, closure variables and attribute
-      chains (``W``, ``model.w``, ``self.w``, ``cfg.scale``; also in the
-      functions and lambdas it calls by such a name): a tensor (alone or in a
+      chains (``W``, ``model.w``, ``self.w``, ``cfg.scale``, a class's
+      ``Cfg.scale``, a ``__slots__`` entry; also in the
+      functions, lambdas, methods and property getters it calls by such a
+      name: ``helper(x)``, ``m.scale(x)``, ``self.layer(x)`` read as
+      ``self.layer.w``; a ``functools.partial``'s function and bound
+      arguments; a callable object's ``__call__``): a tensor (alone or in a
       list/tuple/dict) is an implicit input, read at every call, its
       signature in the key; a number, bool, string, None, dtype or function
-      is guarded by value (identity for functions): a change retraces and
-      ``explain()`` names it with its old and new value.  What no key can
-      guard (a NumPy array, an unhashable object) runs the call eagerly;
-      so does a function that assigns a global or a closure variable.
-      Not seen: state reached by computed names (``getattr``, ``globals()``),
-      through methods or properties of objects, or data read (``.item()``)
-      from a tensor reached through an attribute chain while tracing.
-    * reading a traced tensor's data (``print``, ``repr``, ``.item()``,
-      ``bool()``, ``float()``, ``.numpy()``, ``.tolist()``, iteration, its
-      sizes) runs that signature eagerly; ``explain()`` says why.
+      is guarded by value (identity for functions and other objects): a
+      change retraces and ``explain()`` names it with its old and new value.
+      What no key can guard (a NumPy array, an unhashable object, an object
+      with its own ``__eq__``) runs the call eagerly.
+    * reading data or sizes (``print``, ``repr``, ``.item()``, ``bool()``,
+      ``float()``, ``.numpy()``, ``.tolist()``, ``np.asarray``, iteration,
+      ``.shape``, ``len()``) of a traced tensor (an argument, or one computed
+      from it) or of a tensor from outside (a captured tensor however it was
+      reached, a default argument value, a partial's bound tensor) runs that
+      signature eagerly; ``explain()`` says why.  Nothing read that way is
+      ever baked into a trace, and no placeholder's value is ever shown.
+      Tensors the function makes itself (``dj.tensor([...])``) are
+      constants of the trace.
+    * Python side effects: a function that calls ``print``, or assigns a
+      global or a closure variable (itself or in a helper it calls by name,
+      as followed above), runs eagerly: a trace would do that once; so does
+      a signature whose trace drew from the default random generator
+      (``dj.rand``; the generator is rewound, so the eager run draws what
+      eager mode would; a ``generator=`` of your own or ``np.random`` is not
+      seen: its values would be constants of the trace).  Other
+      side effects (logging, appending to a list, writing a file, setting an
+      attribute) happen only while tracing, not at every call; and when a
+      trace aborts partway (a data read), those before the abort have
+      happened once more (the eager run that follows does them again).  A
+      tensor the function keeps outside itself while tracing (``cache.append
+      (y)``) is a placeholder without data: using it raises
+      ``EscapedTensorError``.
+    * not seen: state reached by computed names (``getattr``, ``globals()``)
+      or through subscripts and iteration of containers of objects
+      (``self.layers[0](x)``, ``for layer in self.layers: layer(x)``), and
+      functions more than three calls deep: a tensor found that way is used
+      by identity (an in-place change shows, a rebinding ``layer.w = ...``
+      does not, and a data read of it is baked into the trace); a number
+      found that way is baked.  Also not seen: a rebinding of a function's
+      ``__defaults__`` (a default tensor's data is read at every call).
+
+    Autograd: the backward of a compiled call replays its traced ops with the
+    values its forward used (a global rebound in between does not change the
+    gradients), as eager mode's saved tensors do.
 
     Outputs alias each other and the inputs exactly as eager mode's would.
     Calls from several threads are safe: a miss takes a lock, a hit does not.

@@ -8,8 +8,20 @@ global or closure name, a few levels deep) for:
 
 * global names (``LOAD_GLOBAL``) and closure variables (``LOAD_DEREF``),
 * attribute chains from those and from the function's arguments
-  (``model.w``, ``self.w``, ``cfg.scale``): followed while each attribute is
-  a module's or lives in the object's ``__dict__`` (no property runs).
+  (``model.w``, ``self.w``, ``cfg.scale``, ``Cfg.scale``): followed while each
+  attribute is a module's, lives in the object's ``__dict__`` or ``__slots__``,
+  or is a data attribute of its (user) class; no property or other descriptor
+  runs,
+* the methods and property getters of user objects on such a chain
+  (``m.scale(x)``, ``self.layer(x)`` through its class's ``__call__``): their
+  reads of ``self.w`` are captured as the chain that reaches that self
+  (``global 'm'.w``, ``'self'.layer.w``), so rebinding ``m.w`` is seen,
+* a ``functools.partial``'s function and its bound ``args``/``keywords``, and
+  a callable object's ``__call__``.
+
+The same walk lists every function it looked into; ``writes_outside`` reads
+them for side effects a trace cannot repeat (assigning a global or a closure
+variable, calling ``print``), which make the call run eagerly.
 
 Each capture is then read at every call by one generated function
 (``make_reader``), which returns the key part and the values:
@@ -25,17 +37,19 @@ Each capture is then read at every call by one generated function
 
 What cannot be guarded (an unhashable object such as a NumPy array) makes the
 call run eagerly, and ``explain()`` says which name.  Not covered: state read
-through other means (``getattr`` with a computed name, subscripts of objects
-other than lists/tuples/dicts, methods and properties of objects, globals of
-functions reached only through objects), and data reads (``.item()``,
-``.shape``) of a tensor reached through an attribute chain while tracing.
-Direct globals and closure variables are traced as symbolic stand-ins, so a
-data read of those falls back to eager as an argument's does.
+through other means (``getattr`` with a computed name, subscripts of or
+iteration over containers of objects, ``globals()``), and functions more than
+``_MAX_DEPTH`` calls deep.  Direct globals and closure variables are traced as
+symbolic stand-ins; every other captured tensor (and a default argument
+value) is the real tensor, guarded while tracing (trace.ExternalTensor), so a
+data or size read of any of them falls back to eager as an argument's does.
 """
 
 from __future__ import annotations
 
 import dis
+import functools
+import inspect
 import sys
 import types
 from collections import namedtuple
@@ -60,19 +74,50 @@ class Unguardable(Exception):
     """A captured value that no cache key can stand for (an unhashable object)."""
 
 
+def _unwrap(fn):
+    """(Python function, bound self or None, positional arguments bound before the call's), or
+    None: through bound methods, ``functools.partial``, compiled functions (inlined into the
+    trace) and callable objects (their class's ``__call__``, bound to them)."""
+    self, bound = None, 0
+    for _ in range(8):
+        if isinstance(fn, types.FunctionType):
+            return fn, self, bound
+        if isinstance(fn, functools.partial):
+            bound += len(fn.args)
+            fn = fn.func
+        elif isinstance(fn, types.MethodType):
+            self, fn = fn.__self__, fn.__func__
+        elif getattr(fn, "fn", None) is not None and hasattr(fn, "max_recompiles"):
+            fn = fn.fn
+        else:
+            call = _method(fn, "__call__")
+            if call is None:
+                return None
+            self, fn = fn, call
+    return None
+
+
+def _method(obj, name):
+    """The Python function behind ``obj.name`` if it is a method (or a property's getter) of a
+    user class, else None; looked up without running any descriptor."""
+    if isinstance(obj, _LIBRARY) or isinstance(obj, (types.FunctionType, types.MethodType)) or \
+            _is_library(type(obj)):
+        return None            # a library's object (a tensor's methods are generated, module-less)
+    m = inspect.getattr_static(type(obj), name, None)
+    if isinstance(m, property):
+        m = m.fget
+    return m if isinstance(m, types.FunctionType) and not _is_library(m) else None
+
+
 def _code_of(fn):
-    """(code, globals, closure cells by name, bound self or None) of a Python function."""
-    self = None
-    if isinstance(fn, types.MethodType):
-        self, fn = fn.__self__, fn.__func__
-    inner = getattr(fn, "fn", None)        # a CompiledFunction: inlined into the trace
-    if inner is not None and not isinstance(fn, types.FunctionType):
-        return _code_of(inner)
-    if not isinstance(fn, types.FunctionType):
+    """(code, globals, closure cells by name, bound self or None, positions bound by partials)."""
+    u = _unwrap(fn)
+    if u is None:
         return None
+    fn, self, bound = u
     code = fn.__code__
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    return code, fn.__globals__, cells, self
+    return code, fn.__globals__, cells, self, bound
 
 
 def _codes(code):
@@ -85,13 +130,21 @@ def _codes(code):
 
 
 def _attr_of(obj, name):
-    """``obj.name`` if it is plain data (a module attribute or an instance-dict entry), else a miss."""
+    """``obj.name`` if it is plain data (a module attribute, an instance-dict entry, or a data
+    attribute of a user class: ``Cfg.scale``, ``self.k`` set on the class), else a miss."""
     if isinstance(obj, types.ModuleType):
         return obj.__dict__.get(name, _MISS)
-    d = getattr(obj, "__dict__", None)
-    if not isinstance(d, dict) or name not in d or isinstance(getattr(type(obj), name, None), property):
+    if not isinstance(obj, type):
+        d = getattr(obj, "__dict__", None)
+        if isinstance(d, dict) and name in d and not isinstance(getattr(type(obj), name, None), property):
+            return d[name]
+    cls = obj if isinstance(obj, type) else type(obj)
+    if _is_library(cls):
         return _MISS
-    return d[name]
+    v = inspect.getattr_static(obj, name, _MISS)     # no descriptor runs
+    if isinstance(v, types.MemberDescriptorType) and not isinstance(obj, type):
+        v = getattr(obj, name, _MISS)                # a __slots__ entry: a plain read
+    return v if v is not _MISS and _is_data(v) else _MISS
 
 
 _MISS = object()
@@ -122,28 +175,38 @@ def _loads(code):
             yield x, attrs
 
 
-def writes_outside(fn) -> str:
-    """'' or why tracing ``fn`` once cannot stand for every call: it assigns a global or
-    a closure variable of its own (that side effect would happen only when it traces)."""
-    c = _code_of(fn)
-    if c is None:
-        return ""
-    code = c[0]
-    for sub in _codes(code):
-        for x in dis.get_instructions(sub):
-            if x.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
-                return f"it assigns the global '{x.argval}' (a trace would do that once, not at every call)"
-            if x.opname in ("STORE_DEREF", "DELETE_DEREF") and sub is code and x.argval in code.co_freevars:
-                return f"it assigns the closure variable '{x.argval}' (a trace would do that once)"
+def writes_outside(fn, visited=None) -> str:
+    """'' or why tracing ``fn`` once cannot stand for every call: it, or a function it calls
+    that ``find_captures`` followed (``visited``), assigns a global or a closure variable of
+    its own, or calls ``print`` (those side effects would happen only when it traces, and a
+    print of a traced tensor has no data to show)."""
+    if visited is None:
+        c = _code_of(fn)
+        visited = [] if c is None else [(c[0], c[1], "")]
+    for code, glb, where in visited:
+        who = f"{where[:-4]}, which it calls," if where else "it"
+        for sub in _codes(code):
+            for x in dis.get_instructions(sub):
+                if x.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                    return f"{who} assigns the global '{x.argval}' (a trace would do that once, not at every call)"
+                if x.opname in ("STORE_DEREF", "DELETE_DEREF") and sub is code and x.argval in code.co_freevars:
+                    return f"{who} assigns the closure variable '{x.argval}' (a trace would do that once)"
+                if x.opname == "LOAD_GLOBAL" and x.argval == "print" and glb.get("print", print) is print:
+                    return (f"{who} calls print() (a trace would print once, when it traces, not at every "
+                            f"call, and a traced tensor has no data to show)")
     return ""
 
 
-def find_captures(fn, args: tuple = ()) -> list[Capture]:
+def find_captures(fn, args: tuple = (), visited: list | None = None) -> list[Capture]:
     """Every global, closure variable and attribute chain ``fn`` reads that a call must
     re-read or guard (see the module docstring), in a fixed order; ``args``: the first
-    call's, whose attribute chains (``self.w``) are followed as they stand."""
+    call's, whose attribute chains (``self.w``) are followed as they stand.  ``visited``:
+    if given, gets (code, globals, label) of each function looked into (``writes_outside``)."""
     out: list[Capture] = []
-    _find(fn, args, out, set(), 0, "")
+    if isinstance(fn, functools.partial):      # its bound arguments are read at every call
+        out.append(Capture("self", fn, "partial", ("args",), "functools.partial's args"))
+        out.append(Capture("self", fn, "partial", ("keywords",), "functools.partial's keywords"))
+    _find(fn, args, out, set(), 0, "", None, [] if visited is None else visited)
     return out
 
 
@@ -160,26 +223,37 @@ _LIBRARIES = {"dispatch_jit", "numpy", "numba", "torch", "builtins"}
 
 
 def _classify(value, attrs):
-    """(what to capture: the attributes followed, or None; a helper function to look into)."""
+    """(what to capture: the attributes followed, or None; a helper function to look into;
+    for a helper that is a method of an object on the chain, the attributes leading to it)."""
     final, done = _chain(value, attrs)
     if isinstance(final, types.ModuleType):
-        return None, None
+        return None, None, None
     if isinstance(value, types.ModuleType):    # through a module only data is guarded (cfg.scale)
-        return (done, None) if done and _is_data(final) else (None, None)
+        return ((done, None, None) if done and _is_data(final) else (None, None, None))
     if not done and isinstance(final, _LIBRARY):
-        return None, None
+        return None, None, None
     user_fn = isinstance(final, (types.FunctionType, types.MethodType)) or hasattr(final, "max_recompiles")
-    return done, (final if user_fn and not _is_library(final) else None)
+    if user_fn:
+        return done, (final if not _is_library(final) else None), None
+    # a method or property of a user object (``m.scale(x)``, ``self.layer(x)``): its reads of
+    # ``self.w`` are reads of ``m.w`` / ``self.layer.w``, captured as such
+    rest = attrs[len(done):]
+    m = _method(final, rest[0] if rest else "__call__")
+    return done, (None if m is None else types.MethodType(m, final)), (None if m is None else done)
 
 
-def _find(fn, call_args, out, seen, depth, where):
+def _find(fn, call_args, out, seen, depth, where, prefix, visited):
+    """``prefix``: (root, obj, name, attrs, label) of the chain that reaches the bound ``self`` of
+    ``fn`` (a method followed from a chain), or None: ``self.x`` is then ``prefix``'s ``.x``."""
     c = _code_of(fn)
     if c is None or depth > _MAX_DEPTH:
         return
-    code, glb, cells, self = c
-    if code in seen:
+    code, glb, cells, self, bound = c
+    mark = (code, None if prefix is None else (prefix[0], id(prefix[1]), prefix[2], prefix[3]))
+    if mark in seen:
         return
-    seen.add(code)
+    seen.add(mark)
+    visited.append((code, glb, where))
     nargs = code.co_argcount + code.co_kwonlyargcount
     params = code.co_varnames[:nargs]
     keys = {(k.root, id(k.obj), k.name, k.attrs) for k in out}
@@ -187,6 +261,7 @@ def _find(fn, call_args, out, seen, depth, where):
     for sub in _codes(code):
         for x, attrs in _loads(sub):
             name = x.argval
+            base, of_self = (), False
             if x.opname == "LOAD_GLOBAL":
                 if name not in glb:
                     continue          # a builtin, or not defined yet: nothing to guard
@@ -199,30 +274,37 @@ def _find(fn, call_args, out, seen, depth, where):
                 except ValueError:    # an empty cell: nothing bound yet
                     continue
                 root, obj, label = "cell", cells[name], f"closure variable '{name}'"
-            elif x.opname.startswith("LOAD_FAST") and sub is code and name in params and attrs and depth == 0:
-                i = params.index(name) - (self is not None)
-                if i < 0:
-                    root, obj, value = "self", self, self
-                elif i < len(call_args) and not isinstance(call_args[i], Tensor):
-                    root, obj, value = "arg", i, call_args[i]
+            elif x.opname.startswith("LOAD_FAST") and sub is code and name in params and attrs:
+                i = params.index(name) - (self is not None) - bound
+                if self is not None and params.index(name) == 0:
+                    if prefix is None:
+                        root, obj, value, label = "self", self, self, f"'{name}'"
+                    else:
+                        root, obj, name, base, label = prefix
+                        value, of_self = self, True
+                elif depth == 0 and 0 <= i < len(call_args) and not isinstance(call_args[i], Tensor):
+                    root, obj, value, label = "arg", i, call_args[i], f"'{name}'"
                 else:
                     continue
-                label = f"'{name}'"
             else:
                 continue
-            done, helper = _classify(value, attrs)
-            if done is None or (root in ("self", "arg") and not done):
-                continue              # the argument itself is in the key already
-            label = where + label + "".join(f".{a}" for a in done)
+            done, helper, via = _classify(value, attrs)
+            if done is None:
+                continue
+            chain = base + done
+            # a read of a followed method's self is named by its chain alone ("global 'm'.w")
+            full = ("" if of_self else where) + label + "".join(f".{a}" for a in chain)
             if helper is not None:
-                helpers.append((helper, label))
-            cap = Capture(root, obj, name, done, label)
+                helpers.append((helper, full, None if via is None else (root, obj, name, base + via, label)))
+            if not chain and root in ("self", "arg"):
+                continue              # the argument itself is in the key already; a bound self is fixed
+            cap = Capture(root, obj, name, chain, full)
             k = (cap.root, id(cap.obj), cap.name, cap.attrs)
             if k not in keys:
                 keys.add(k)
                 out.append(cap)
-    for h, label in helpers:
-        _find(h, (), out, seen, depth + 1, f"{label} -> ")
+    for h, label, sub_prefix in helpers:
+        _find(h, (), out, seen, depth + 1, f"{label} -> ", sub_prefix, visited)
 
 
 # -- reading them at every call ------------------------------------------------------------------

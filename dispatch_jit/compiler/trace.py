@@ -13,7 +13,12 @@ Anything that needs real data (``bool(t)``, ``t.item()``, ``t.numpy()``,
 ``print(t)``/``repr(t)``, ``float(t)``, iteration, ``t.shape``, advanced
 indexing, in-place writes) raises ``TraceAbort``; the compiled function then
 runs that call eagerly and records the reason, so no placeholder's value is
-ever shown or used.
+ever shown or used.  The same holds for real tensors from outside the
+function that the trace uses by identity (captured through an attribute chain
+or a container, default argument values): for the length of the trace they
+are ``ExternalTensor``s, whose data reads abort in the tracing thread.  A
+symbolic tensor that the function stores outside itself outlives the trace
+as a placeholder; ``Tracer.finish`` makes every use of it raise.
 Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
 becomes a ``getitem`` node, and the views whose meta cannot run on size-1
 placeholders get their types from views.py.
@@ -25,10 +30,13 @@ import threading
 
 import numpy as np
 
+from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
+from dispatch_jit.errors import EscapedTensorError
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit import registry
 from dispatch_jit.registry import fallthrough_kernel
+from dispatch_jit.signature import KS_SHIFT
 from dispatch_jit.tensor import Tensor, wrap
 
 from .elementwise import result_of, scalar_op_of
@@ -68,9 +76,12 @@ class Tracer:
         self.aborted: str | None = None
         self.in_meta = 0     # >0 while eager kernels run on the placeholders: guards stand aside
         self.cuda_index = 0  # the device of CUDA placeholders: the first CUDA input's
-        self.captured: dict[int, tuple] = {}   # id(real captured tensor) -> (tensor, value id)
+        self.captured: dict[int, tuple] = {}   # id(real captured tensor) -> (tensor, value id, label)
+        self.external: dict[int, tuple] = {}   # id(real tensor from outside) -> (tensor, label): guarded
         self.tainted: dict[int, str] = {}      # runtime scalar index -> what Python did with it
         self.scalars: list = []                # the runtime scalars handed to the function
+        self.made: list = []                   # every symbolic tensor: unusable once the trace ends
+        self.done = False
 
     def abort(self, reason: str):
         self.aborted = self.aborted or reason
@@ -84,7 +95,17 @@ class Tracer:
             t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
         t.__class__ = SymbolicTensor
         t.__dict__["_sym"] = (self, vid)
+        self.made.append(t)
         return t
+
+    def finish(self):
+        """The trace is over: a symbolic tensor the function kept somewhere (a global list, an
+        attribute) is a placeholder without data.  Its signature gets the Tracer key, so an op
+        on it reaches ``tracer_fallback``, which raises, as its data reads do (``_guard``)."""
+        self.done = True
+        for t in self.made:
+            t._sig |= _TRACER_SIG_BIT
+        self.made = []
 
     def add_input(self, t: Tensor) -> Tensor:
         ty = _type_of(t)
@@ -194,9 +215,27 @@ def _type_of(t: Tensor) -> TensorType:
     return TensorType(t.dtype, t.ndim, "cuda" if t.is_cuda else "cpu")
 
 
+_TRACER_SIG_BIT = (1 << _K.Tracer.value) << KS_SHIFT
+
+
+def _escaped(what: str):
+    raise EscapedTensorError(
+        f"{what} a tensor made while dj.compile traced a function, which the function kept outside "
+        f"itself (in a global, an attribute or a container): it is a placeholder without data. Return "
+        f"it from the function instead (a trace stores it only once, not at every call)")
+
+
 def tracer_fallback(op, keyset, args, kwargs):
     """The Tracer key's backend fallback: record the call into the active trace."""
     tracer = _state.tracer
+    if tracer is None:   # an escaped symbolic tensor brought the Tracer key (see Tracer.finish)
+        for x in flat_tensors((args, kwargs), []):
+            if x.__class__ is SymbolicTensor and x.__dict__["_sym"][0].done:
+                _escaped(f"{op.name()} got")
+    elif tracer.__class__ is not Tracer:    # lazy mode's recorder: its arguments, cheaply
+        for x in args:
+            if x.__class__ is SymbolicTensor and x.__dict__["_sym"][0].done:
+                _escaped(f"{op.name()} got")
     if tracer is None:   # Tracer included by someone else: behave as a fallthrough
         with ExcludeDispatchKeyGuard(_K.Tracer):
             return op(*args, **kwargs)
@@ -227,6 +266,8 @@ _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of
 def _guard(name, reason):
     def guarded(self, *args, **kwargs):
         sym = self.__dict__.get("_sym")
+        if sym is not None and sym[0].done:
+            _escaped(f"{name}() of")
         if sym is not None and not sym[0].in_meta:
             sym[0].abort(reason)
         return getattr(Tensor, name)(self, *args, **kwargs)
@@ -237,6 +278,8 @@ def _guard(name, reason):
 def _guard_prop(name, reason):
     def get(self):
         sym = self.__dict__.get("_sym")
+        if sym is not None and sym[0].done:
+            _escaped(f"{name} of")
         if sym is not None and not sym[0].in_meta:
             sym[0].abort(reason)
         return Tensor.__dict__[name].fget(self)
@@ -282,6 +325,109 @@ for _name, _reason in _GUARDED.items():
     setattr(SymbolicTensor, _name, _guard(_name, _reason))
 for _name, _reason in _GUARDED_PROPS.items():
     setattr(SymbolicTensor, _name, _guard_prop(_name, _reason))
+
+
+# -- real tensors from outside the function: the same guards, while a trace runs ----------------
+# A tensor the function reaches through an attribute chain or a container (``self.w``, ``LIST[0]``),
+# or a default argument value, is the real tensor, not a stand-in: the trace finds it by identity.
+# Its data and sizes can change between calls (in place, or rebound to another tensor of the same
+# signature), so whatever reads them while tracing must abort, as for a symbolic tensor.  For the
+# length of a trace such a tensor's class is ``ExternalTensor``, whose guards abort only in a
+# thread that is tracing (elsewhere they are Tensor's methods, and ``isinstance`` still holds).
+def _external_reason(self, reason: str) -> str:
+    tr = _state.tracer
+    label = tr.external.get(id(self), (None, "a tensor the function did not receive as an argument"))[1]
+    return (f"{reason.replace('a traced tensor', 'a captured tensor')}: {label} is read anew at every call, "
+            f"so its data and sizes can change between calls and a trace must not use them")
+
+
+def _external_guard(name, reason):
+    def guarded(self, *args, **kwargs):
+        tr = _state.tracer
+        if tr.__class__ is Tracer and not tr.in_meta:
+            tr.abort(_external_reason(self, reason))
+        return getattr(Tensor, name)(self, *args, **kwargs)
+    guarded.__name__ = name
+    return guarded
+
+
+def _external_prop(name, reason):
+    def get(self):
+        tr = _state.tracer
+        if tr.__class__ is Tracer and not tr.in_meta:
+            tr.abort(_external_reason(self, reason))
+        return Tensor.__dict__[name].fget(self)
+    return property(get)
+
+
+def _external_to(self, *args, **kwargs):
+    tr = _state.tracer
+    if tr.__class__ is Tracer and not tr.in_meta:
+        dev = kwargs.get("device")
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
+                dev = a
+        if dev is not None and self.device != dev:
+            tr.abort(_external_reason(self, f"moving a captured tensor to {dev} copies its data"))
+    return Tensor.to(self, *args, **kwargs)
+
+
+def _external_getitem(self, index):
+    tr = _state.tracer
+    if tr.__class__ is Tracer and not tr.in_meta:      # a view of it: recorded, so it stays an input
+        return tr.record_getitem(self, index)
+    return Tensor.__getitem__(self, index)
+
+
+class ExternalTensor(Tensor):
+    """A real tensor from outside the function, for the length of a trace (see above)."""
+
+    __slots__ = ()
+
+
+ExternalTensor.to = _external_to
+ExternalTensor.__getitem__ = _external_getitem
+for _name, _reason in _GUARDED.items():
+    setattr(ExternalTensor, _name, _external_guard(_name, _reason))
+for _name, _reason in _GUARDED_PROPS.items():
+    setattr(ExternalTensor, _name, _external_prop(_name, _reason))
+
+_external_lock = threading.Lock()
+_external_count: dict[int, list] = {}    # id -> [tensor, traces guarding it]: traces may overlap
+
+
+class _GuardExternal:
+    """Make ``tensors`` ExternalTensors while a trace runs (plain Tensors only: a subclass keeps
+    its class, and a pending lazy tensor is computed first, which makes it a plain Tensor)."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def __enter__(self):
+        for t in self.tensors:
+            if t.__class__ is not Tensor and t.__class__ is not ExternalTensor:
+                t._data                    # noqa: B018  (a LazyTensor: reading it computes it)
+        with _external_lock:
+            self.held = []
+            for t in self.tensors:
+                c = _external_count.get(id(t))
+                if c is not None and c[0] is t:
+                    c[1] += 1
+                elif t.__class__ is Tensor:
+                    t.__class__ = ExternalTensor
+                    _external_count[id(t)] = [t, 1]
+                else:
+                    continue
+                self.held.append(t)
+
+    def __exit__(self, *exc):
+        with _external_lock:
+            for t in self.held:
+                c = _external_count[id(t)]
+                c[1] -= 1
+                if not c[1]:
+                    del _external_count[id(t)]
+                    t.__class__ = Tensor
 
 
 class _Active:
@@ -333,17 +479,60 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -
     try:
         with IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
             run = _with_stand_ins(tracer, fn, captures, values)
-            out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
+            for t, label in _defaults(fn):
+                tracer.external.setdefault(id(t), (t, label))
+            for t, _, label in tracer.captured.values():
+                tracer.external[id(t)] = (t, label)
+            gen = default_generator
+            rng = gen.rng
+            state = rng.bit_generator.state
+            with _GuardExternal([t for t, _ in tracer.external.values()]):
+                try:
+                    out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
+                finally:
+                    if gen.rng is not rng or rng.bit_generator.state != state:
+                        # random tensors made while tracing would be constants of the trace, the
+                        # same at every call; rewind, so that the eager run draws what eager mode would
+                        gen.rng, rng.bit_generator.state = rng, state
+                        tracer.aborted = tracer.aborted or (
+                            "the function draws random numbers from the default generator (dj.rand, "
+                            "dj.randn, dj.randint): a trace would draw them once and replay them at every call")
             if tracer.aborted:     # the function caught our exception: still abort
                 raise TraceAbort(tracer.aborted)
             tracer.graph.outputs = tracer.to_arg(out)
     finally:
         for x in tracer.scalars:
             x._tracer = None       # the graph keeps them: from now on plain numbers
+        tracer.finish()
     tracer.graph.tainted = dict(tracer.tainted)
     for i, why in _misplaced_scalars(tracer.graph).items():
         tracer.graph.tainted.setdefault(i, why)
     return tracer.graph.check()
+
+
+def _defaults(fn, depth: int = 0) -> list:
+    """(tensor, label) for each tensor among ``fn``'s default argument values (and a
+    ``functools.partial``'s bound arguments): real tensors from outside, guarded while tracing."""
+    import functools
+    import types
+    out: list = []
+    if depth > 3:
+        return out
+    if isinstance(fn, functools.partial):
+        for t in flat_tensors((fn.args, fn.keywords), []):
+            out.append((t, "an argument bound by functools.partial"))
+        return out + _defaults(fn.func, depth + 1)
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    inner = getattr(fn, "fn", None)        # a CompiledFunction
+    if inner is not None and not isinstance(fn, types.FunctionType):
+        return _defaults(inner, depth + 1)
+    if not isinstance(fn, types.FunctionType):
+        call = getattr(type(fn), "__call__", None)
+        return _defaults(call, depth + 1) if isinstance(call, types.FunctionType) else out
+    for t in flat_tensors((fn.__defaults__ or (), fn.__kwdefaults__ or {}), []):
+        out.append((t, f"a default argument value of {fn.__name__}()"))
+    return out
 
 
 def _misplaced_scalars(g: Graph) -> dict[int, str]:

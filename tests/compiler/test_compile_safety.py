@@ -394,3 +394,281 @@ def test_a_value_used_where_the_trace_cannot_see_is_keyed_by_value():
     for k in (1.0, 2.0):
         same(f(a, k), a * math.exp(k) + dj.add(a, a, alpha=k))
     assert "scalar argument 'k' is keyed by value" in f.explain()
+
+
+# -- 5. data reads of tensors from outside the function; methods, partials, side effects ---------
+OUT = Box()
+
+
+def _reset_out():
+    OUT.w, OUT.s = t([1.0, 2.0, 3.0]), t([2.0])
+    OUT.items = [t([2.0])]
+
+
+_reset_out()
+W0 = t([2.0])
+
+
+def default_item(a, w=W0):
+    return a * w.item()
+
+
+OUTSIDE_READS = [   # (name, function, what explain() says, the captured tensor's label)
+    ("item", lambda a: a * OUT.s.item(), "Tensor.item()", "global 'OUT'.s"),
+    ("float", lambda a: a * float(OUT.s), "float()", "global 'OUT'.s"),
+    ("bool", lambda a: a * 2.0 if OUT.s else a, "bool()", "global 'OUT'.s"),
+    ("tolist", lambda a: a * OUT.w.tolist()[0], "tolist()", "global 'OUT'.w"),
+    ("numpy", lambda a: a * float(OUT.w.numpy()[0]), "numpy()", "global 'OUT'.w"),
+    ("asarray", lambda a: a * float(np.asarray(OUT.w)[0]), "NumPy array", "global 'OUT'.w"),
+    ("iteration", lambda a: a * len([v for v in OUT.w]), "iteration", "global 'OUT'.w"),
+    ("shape", lambda a: a * OUT.w.shape[0], "Tensor.shape", "global 'OUT'.w"),
+    ("len", lambda a: a * len(OUT.w), "len()", "global 'OUT'.w"),
+    ("repr", lambda a: a * len(repr(OUT.w)), "repr()", "global 'OUT'.w"),
+    ("item_of_a_view", lambda a: a * OUT.w[0].item(), "item()", ""),
+    ("container", lambda a: a * OUT.items[0].item(), "Tensor.item()", "global 'OUT'.items"),
+    ("default_argument", default_item, "Tensor.item()", "default argument value of default_item()"),
+]
+
+
+@pytest.mark.parametrize("fn,why,label", [c[1:] for c in OUTSIDE_READS], ids=[c[0] for c in OUTSIDE_READS])
+def test_data_reads_of_tensors_from_outside_are_never_baked(fn, why, label):
+    a = t([1.0, 1.0, 1.0])
+    f = dj.compile(fn)
+    try:
+        same(f(a), fn(a))
+        # in place, then rebound to another tensor of the same signature (new size and data)
+        for change in (lambda: OUT.w.numpy().__setitem__(0, 5.0), lambda: OUT.s.numpy().__setitem__(0, 0.0),
+                       lambda: OUT.items[0].numpy().__setitem__(0, 4.0), lambda: W0.numpy().__setitem__(0, 6.0),
+                       lambda: setattr(OUT, "w", t([7.0, 8.0, 9.0, 10.0]))):
+            change()
+            same(f(a), fn(a))
+        ex = f.explain()
+        assert why in ex and label in ex, ex
+        assert type(OUT.w) is dj.Tensor and type(OUT.s) is dj.Tensor and type(W0) is dj.Tensor
+    finally:
+        _reset_out()
+        W0.numpy()[0] = 2.0
+
+
+def test_ops_on_a_tensor_from_outside_still_compile():
+    f = dj.compile(lambda a: a * OUT.w[1:] + OUT.w.sum())
+    a = t([1.0, 1.0])
+    try:
+        same(f(a), a * OUT.w[1:] + OUT.w.sum())
+        OUT.w = t([4.0, 5.0, 6.0])
+        same(f(a), t([20.0, 21.0]))
+        assert f.cache_info().eager_calls == 0 and f.cache_info().traces == 1
+    finally:
+        _reset_out()
+
+
+class Scaler:
+    def __init__(self, w, k):
+        self.w, self.k = w, k
+
+    def scale(self, a):
+        return a * self.w + self.k
+
+    @property
+    def doubled(self):
+        return self.w * 2.0
+
+    def __call__(self, a):
+        return self.scale(a) - 1.0
+
+
+class Net:
+    def __init__(self):
+        self.layer = Scaler(t([1.0, 2.0]), 0.0)
+
+    def forward(self, a):
+        return self.layer(a) * 2.0
+
+
+SC = Scaler(t([1.0, 2.0]), 0.0)
+
+
+@pytest.mark.parametrize("case", ["method", "property", "callable_object", "submodule"])
+def test_methods_and_callable_objects_read_their_attributes_at_every_call(case):
+    net, sc = Net(), Scaler(t([1.0, 2.0]), 0.0)
+    obj = {"method": SC, "property": SC, "callable_object": sc, "submodule": net.layer}[case]
+    fn = {"method": lambda a: SC.scale(a), "property": lambda a: a + SC.doubled,
+          "callable_object": sc, "submodule": net.forward}[case]
+    f = dj.compile(fn)
+    a = t([1.0, 1.0])
+    old = (SC.w, SC.k)
+    try:
+        same(f(a), fn(a))
+        obj.w = t([5.0, -3.0])        # rebound: read at every call, no retrace
+        same(f(a), fn(a))
+        obj.k = 4.0                   # a number: guarded
+        same(f(a), fn(a))
+        assert f.cache_info().eager_calls == 0
+    finally:
+        SC.w, SC.k = old
+
+
+def partial_target(a, k, w):
+    return a * k * SCALE + w
+
+
+def test_a_partial_reads_its_function_s_globals_and_its_bound_arguments():
+    import functools
+    global SCALE
+    p = functools.partial(partial_target, k=2.0, w=t([1.0, 1.0]))
+    f = dj.compile(p)
+    a = t([1.0, 2.0])
+    old = SCALE
+    try:
+        same(f(a), p(a))
+        SCALE = 3.0
+        same(f(a), p(a))
+        p.keywords["k"] = -1.0
+        same(f(a), p(a))
+        p.keywords["w"] = t([0.0, 10.0])
+        same(f(a), p(a))
+        assert "partial_target" in f.explain()
+    finally:
+        SCALE = old
+
+
+def test_a_rebound_global_helper_retraces():
+    global helper
+    f = dj.compile(lambda a: helper(a) + 1.0)
+    a = t([1.0, 2.0])
+    old = helper
+    try:
+        same(f(a), a * SCALE + 1.0)
+        helper = lambda a: a - 5.0     # noqa: E731
+        same(f(a), a - 4.0)
+        assert f.cache_info().traces == 2
+    finally:
+        helper = old
+
+
+def bumps(a):
+    counts(a)
+    return a * 2.0
+
+
+def test_a_helper_that_assigns_a_global_runs_eagerly():
+    f = dj.compile(bumps)
+    before = COUNT
+    f(t([1.0]))
+    f(t([1.0]))
+    assert COUNT == before + 2
+    assert "global 'counts', which it calls, assigns the global 'COUNT'" in f.explain()
+    assert f.cache_info().entries == 1       # COUNT's new value is no new signature
+
+
+def test_print_runs_eagerly_and_prints_exactly_what_eager_prints(capsys):
+    fn = lambda a: (print("called"), print("b =", a * 2.0), a + 1.0)[2]   # noqa: E731
+    a = t([1.0, 2.0])
+    fn(a)
+    want = capsys.readouterr().out
+    f = dj.compile(fn)
+    for _ in range(2):
+        same(f(a), a + 1.0)
+        assert capsys.readouterr().out == want     # once per call; never a partial "b = " line
+    assert "calls print()" in f.explain()
+
+
+GLOBAL_W = t([1.0, 2.0])
+
+
+def test_backward_uses_the_values_the_forward_used():
+    global GLOBAL_W, SCALE
+    fn = lambda a: (a * GLOBAL_W * SCALE + a * OUT.w[:2]).sum()      # noqa: E731
+    f = dj.compile(fn)
+    old = (GLOBAL_W, SCALE)
+    try:
+        for compiled in (False, True):
+            a = t([1.0, 1.0])
+            a.requires_grad_(True)
+            y = (f if compiled else fn)(a)
+            GLOBAL_W, SCALE, OUT.w = t([100.0, 100.0]), 50.0, t([-9.0, -9.0, -9.0])   # after forward
+            y.backward()
+            np.testing.assert_array_equal(a.grad.numpy(), [1.0 * 2.0 + 1.0, 2.0 * 2.0 + 2.0])
+            (GLOBAL_W, SCALE), _ = old, _reset_out()
+        assert type(f(a).grad_fn).__name__ == "CompiledBackward"
+    finally:
+        (GLOBAL_W, SCALE), _ = old, _reset_out()
+
+
+def test_a_tensor_kept_outside_the_trace_raises_when_used():
+    from dispatch_jit.errors import EscapedTensorError
+    kept = []
+    f = dj.compile(lambda a: (kept.append(a * 2.0), a + 1.0)[1])
+    a = t([1.0, 2.0])
+    same(f(a), a + 1.0)
+    assert len(kept) == 1       # stored while tracing only: the docstring says so
+    for use in (lambda x: x + 1.0, lambda x: x.numpy(), lambda x: print(x), lambda x: x.shape):
+        with pytest.raises(EscapedTensorError, match="placeholder without data"):
+            use(kept[0])
+
+
+class Cfg:
+    scale = 2.0
+
+
+class Slotted:
+    __slots__ = ("w",)
+
+
+SLOTTED = Slotted()
+SLOTTED.w = t([1.0, 2.0])
+
+
+def test_class_attributes_and_slots_are_read_or_guarded():
+    inst = Cfg()
+    fn = lambda a: a * Cfg.scale + inst.scale * SLOTTED.w       # noqa: E731
+    f = dj.compile(fn)
+    a = t([1.0, 1.0])
+    old = SLOTTED.w
+    try:
+        same(f(a), fn(a))
+        Cfg.scale = 3.0                  # the class's: both reads change
+        same(f(a), fn(a))
+        inst.scale = -1.0                # the instance's own now
+        same(f(a), fn(a))
+        SLOTTED.w = t([5.0, 6.0])        # a tensor in a slot: read at every call
+        same(f(a), fn(a))
+        assert "global 'Cfg'.scale" in f.explain() and f.cache_info().eager_calls == 0
+    finally:
+        Cfg.scale, SLOTTED.w = 2.0, old
+
+
+def test_a_tensor_from_outside_works_as_usual_in_other_threads_while_a_trace_guards_it():
+    started, go, res = threading.Event(), threading.Event(), []
+
+    def fn(a):
+        started.set()
+        go.wait(30)
+        return a * OUT.w
+
+    f = dj.compile(fn)
+    a = t([1.0, 1.0, 1.0])
+    th = threading.Thread(target=lambda: res.append(f(a)))
+    th.start()
+    try:
+        assert started.wait(30)
+        assert type(OUT.w).__name__ == "ExternalTensor"      # guarded in the tracing thread only
+        assert OUT.w.tolist() == [1.0, 2.0, 3.0] and float(OUT.w[2]) == 3.0 and OUT.w.shape == (3,)
+        same(dj.add(OUT.w, 1.0), t([2.0, 3.0, 4.0]))
+    finally:
+        go.set()
+        th.join()
+    same(res[0], t([1.0, 2.0, 3.0]))
+    assert type(OUT.w) is dj.Tensor and f.cache_info().eager_calls == 0
+
+
+def test_random_numbers_drawn_while_tracing_are_not_replayed():
+    fn = lambda a: a + dj.rand(3)                # noqa: E731
+    f = dj.compile(fn)
+    a = dj.zeros(3)
+    dj.manual_seed(7)
+    want = [fn(a).tolist() for _ in range(3)]
+    dj.manual_seed(7)
+    got = [f(a).tolist() for _ in range(3)]
+    assert got == want                           # fresh values per call, the same stream as eager's
+    assert "draws random numbers" in f.explain()
