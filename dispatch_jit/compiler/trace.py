@@ -41,7 +41,7 @@ from dispatch_jit.tensor import Tensor, wrap
 
 from .elementwise import result_of, scalar_op_of
 from .ir import Graph, Node, RuntimeFloat, RuntimeInt, TensorType, Var, rebuild, runtime_scalar
-from .views import GETITEM, index_type, view_type
+from .views import GETITEM, index_type, is_view, view_type
 
 __all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "flat_tensors"]
 
@@ -81,6 +81,7 @@ class Tracer:
         self.tainted: dict[int, str] = {}      # runtime scalar index -> what Python did with it
         self.scalars: list = []                # the runtime scalars handed to the function
         self.made: list = []                   # every symbolic tensor: unusable once the trace ends
+        self.input_contiguous: dict[int, bool] = {}   # input value id -> its layout (part of the key)
         self.done = False
 
     def abort(self, reason: str):
@@ -113,7 +114,22 @@ class Tracer:
             self.cuda_index = t._data.device_index
         vid = self.graph.new_value(ty)
         self.graph.inputs.append(vid)
+        self.input_contiguous[vid] = t.is_contiguous()
         return self.symbolic(ty, vid)
+
+    def contiguous(self, t: Tensor) -> Tensor:
+        """``t.contiguous()`` as eager mode answers it: ``t`` itself where it is contiguous, else
+        a recorded clone.  An input's layout is part of the cache key; an op's result (not a view)
+        is a fresh contiguous array in eager mode; whether a view is contiguous depends on sizes
+        and strides, which the trace does not know: abort."""
+        vid = t.__dict__["_sym"][1]
+        if vid in self.input_contiguous:
+            return t if self.input_contiguous[vid] else t.clone()
+        node = next((n for n in reversed(self.graph.nodes) if vid in n.outs), None)
+        if node is None or is_view(node):
+            self.abort("contiguous() of a traced view: whether it copies depends on sizes and strides, "
+                       "which the trace does not see")
+        return t
 
     def to_arg(self, x):
         """A call argument as the graph stores it: Var for tensors, constants otherwise."""
@@ -319,7 +335,15 @@ def _traced_getitem(self, index):
     return Tensor.__getitem__(self, index)
 
 
+def _traced_contiguous(self):
+    sym = self.__dict__.get("_sym")
+    if sym is not None and not sym[0].in_meta:
+        return sym[0].contiguous(self)
+    return Tensor.contiguous(self)
+
+
 SymbolicTensor.to = _guarded_to
+SymbolicTensor.contiguous = _traced_contiguous
 SymbolicTensor.__getitem__ = _traced_getitem
 for _name, _reason in _GUARDED.items():
     setattr(SymbolicTensor, _name, _guard(_name, _reason))

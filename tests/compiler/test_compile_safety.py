@@ -672,3 +672,24 @@ def test_random_numbers_drawn_while_tracing_are_not_replayed():
     got = [f(a).tolist() for _ in range(3)]
     assert got == want                           # fresh values per call, the same stream as eager's
     assert "draws random numbers" in f.explain()
+
+
+def test_contiguous_copies_or_aliases_as_in_eager_mode():
+    # the placeholder of a traced tensor is always contiguous, so .contiguous() returned a
+    # non-contiguous input itself: writing into the result changed the input (found by the fuzzer)
+    a = np.arange(6.0).reshape(2, 3)
+    f = dj.compile(lambda x: (x.contiguous(), (x * 2).contiguous()))
+    strided = dj.from_numpy(np.ascontiguousarray(a[::-1]))[::-1]
+    plain = dj.from_numpy(a.copy())
+    for x in (strided, plain, strided):
+        got, doubled = f(x)
+        want = x.contiguous()
+        assert got.is_contiguous() and (got is x) == (want is x)
+        assert np.shares_memory(got.numpy(), x.numpy()) == np.shares_memory(want.numpy(), x.numpy())
+        np.testing.assert_array_equal(got.numpy(), a)
+        np.testing.assert_array_equal(doubled.numpy(), a * 2)
+    # a view's layout depends on sizes and strides: that signature runs eagerly, and says why
+    g = dj.compile(lambda x: (x.T.contiguous(),))
+    y = g(plain)[0]
+    assert y.is_contiguous() and not np.shares_memory(y.numpy(), plain.numpy())
+    assert "contiguous() of a traced view" in g.explain()
