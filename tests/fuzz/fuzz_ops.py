@@ -1234,6 +1234,11 @@ def _setitem_np(args, p):
     if isinstance(value, int) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
             np.iinfo(target.dtype).min <= value <= np.iinfo(target.dtype).max):
         raise OracleError(f"value {value} cannot be converted to {target.dtype} without overflow")
+    # dispatch_jit checks an assignment's cast as an in-place op's (PyTorch's can_cast: never to a
+    # lower category), where PyTorch's setitem casts anything: a clear error, by design
+    vt = value.dtype.name if isinstance(value, np.ndarray) else _scalar_dtype(value)
+    if cat_of(vt) > cat_of(target.dtype.name):
+        raise OracleError(f"cannot assign {vt} values into a {target.dtype.name} tensor")
     view = getitem_np(target, p["idx"]) if p["idx"] else target
     v = as_dtype(value, target.dtype)
     try:
