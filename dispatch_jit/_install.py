@@ -3,6 +3,7 @@ methods and Python operators, all straight from the tables in kernels/aten.py.""
 
 from __future__ import annotations
 
+from .dispatcher import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .registry import lookup
 from .tensor import Tensor
@@ -86,18 +87,30 @@ def _cast(dt):
     return method
 
 
+def _named(public: str, opname: str):
+    """The op's entry, or, where the public name is not the op's (``amax`` is ``aten::max``,
+    ``concat`` is ``aten::cat``), an alias entry whose errors name the function called."""
+    op = lookup(f"aten::{opname}")
+    if public == opname.split(".")[0]:
+        return op.entry
+    return _ALIASES.get((public, opname)) or _ALIASES.setdefault(
+        (public, opname), make_entry(op, public, as_alias=True))
+
+
+_ALIASES: dict = {}
+
+
 def install(namespace: dict) -> list[str]:
     from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS, PY_FUNCTIONS
     names = []
     for public, opname in FUNCTIONS.items():
-        entry = lookup(f"aten::{opname}").entry
-        namespace[public] = entry
+        namespace[public] = _named(public, opname)
         names.append(public)
     for alias, real in ARRAY_API_ALIASES.items():
-        namespace[alias] = namespace[real]
+        namespace[alias] = _named(alias, FUNCTIONS[real])
         names.append(alias)
     for meth, opname in METHODS.items():
-        entry = lookup(f"aten::{opname}").entry
+        entry = _named(meth, opname)
         setattr(Tensor, meth, _size_varargs(entry) if meth in SIZE_VARARG_METHODS else entry)
     for public, (fn, is_method) in PY_FUNCTIONS.items():
         namespace[public] = fn

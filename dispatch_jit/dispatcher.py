@@ -31,11 +31,12 @@ promotion, the table walk and compilation happen once per signature, in
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from typing import Callable
 
-from .errors import DeviceMismatchError, NoKernelError, SchemaError
+from .errors import DeviceMismatchError, DispatchJitError, NoKernelError, SchemaError
 from .keys import DispatchKey, DispatchKeySet
 from .registry import OperatorEntry
 from .signature import ArgMeta, decode, scalar_sig
@@ -190,8 +191,13 @@ def _sig_expr(name: str, arg) -> str:
     return f"_ssig({name})"
 
 
-def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
-    """Generate the fast entry function for ``op`` from its schema."""
+def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool = False) -> Callable:
+    """Generate the fast entry function for ``op`` from its schema.
+
+    ``as_alias=True`` makes another public name for the op (``dj.amax`` for ``aten::max``,
+    ``dj.concat`` for ``aten::cat``): the same hot path and memo, not stored as ``op.entry``,
+    and errors raised on purpose name ``public_name``, the function the user called, not the
+    op underneath (``errors_name``).  Its ``try`` costs nothing until something raises."""
     schema = op.schema
     params, names, sigs = [], [], []
     kw_started = False
@@ -225,15 +231,22 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
     prologue = "".join(f"    if {alias} is not _NOALIAS:\n"
                        f"        {real} = _both(_op, '{real}', {real}, {defaults[real]}, '{alias}', {alias})\n"
                        for alias, real in aliases)
-    src = (f"def {fname}({', '.join(params)}):\n" + prologue +
-           "    _count()\n"
-           f"    _f = _memo_get({key})\n"
-           f"    if _f is None:\n"
-           f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
-           f"    return _f({arglist})\n")
+    body = ("    _count()\n"
+            f"    _f = _memo_get({key})\n"
+            f"    if _f is None:\n"
+            f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
+            f"    return _f({arglist})\n")
+    if as_alias:
+        body = ("    try:\n" + "".join("    " + line + "\n" for line in body.splitlines()) +
+                "    except _DJError as _e:\n"
+                f"        _rename(_e, _op, {public_name!r})\n"
+                "        raise\n")
+        prologue = prologue.replace("_both(_op,", f"_both({public_name!r},")
+    src = f"def {fname}({', '.join(params)}):\n" + prologue + body
     g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
-         "_NOALIAS": _NOALIAS, "_both": _both_spellings}
+         "_NOALIAS": _NOALIAS, "_both": _both_spellings,
+         "_DJError": DispatchJitError, "_rename": errors_name}
     for a, pname in zip(schema.arguments, names):
         if a.has_default:
             d = a.default
@@ -244,7 +257,8 @@ def make_entry(op: OperatorEntry, public_name: str | None = None) -> Callable:
     fn.__qualname__ = fn.__name__ = public_name or schema.name
     fn.__source__ = src
     fn._op = op
-    op.entry = fn
+    if not as_alias:
+        op.entry = fn
     return fn
 
 
@@ -252,12 +266,35 @@ KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
 _NOALIAS = _MissingArg()
 
 
-def _both_spellings(op: OperatorEntry, name: str, value, default, alias: str, alias_value):
-    """The value of ``alias=`` (PyTorch's spelling of ``name=``), unless ``name=`` was given too."""
+def _both_spellings(op, name: str, value, default, alias: str, alias_value):
+    """The value of ``alias=`` (PyTorch's spelling of ``name=``), unless ``name=`` was given too.
+    ``op``: the OperatorEntry, or the public name of an alias entry."""
     if value is not default:
-        raise SchemaError(f"{op.schema.name}() got both {name}={value!r} and {alias}={alias_value!r}, two "
+        who = op if isinstance(op, str) else op.schema.name
+        raise SchemaError(f"{who}() got both {name}={value!r} and {alias}={alias_value!r}, two "
                           f"spellings of one argument; pass one of them")
     return alias_value
+
+
+def errors_name(exc: BaseException, op: OperatorEntry | str, public_name: str) -> None:
+    """Rewrite ``exc``'s message (in place) to name ``public_name`` where it names ``op`` (an
+    OperatorEntry or its name): ``max(): ...``/``max: ...`` become ``amax(): ...``/``amax: ...``,
+    and a message opening with the qualified name (``aten::sub.Tensor: ...``, or a quoted schema)
+    gets ``subtract(): `` in front.
+    Other words are left alone (``'min' or 'max'``, ``dj.max(x)``, ``maximum``)."""
+    if not exc.args or not isinstance(exc.args[0], str):
+        return
+    msg, base = exc.args[0], (op if isinstance(op, str) else op.schema.name).split("::")[-1].split(".")[0]
+    if base == public_name:
+        return
+    if base.endswith("_") and public_name.endswith("_"):     # clip_ -> clamp_: kernels say "clamp"
+        base, public_name = base[:-1], public_name[:-1]
+    new = re.sub(rf"(?<![\w.:'`]){re.escape(base)}(?=\(\)|:(?!:))", public_name, msg)
+    if new.startswith("aten::" + base) and not new.startswith(public_name):
+        new = f"{public_name}(): {new}"
+    if new != msg:
+        exc.args = (new,) + exc.args[1:]
+
 
 _RESERVED = {"from", "in", "is", "lambda", "def", "class", "return", "global", "import", "and", "or",
              "not", "if", "else", "while", "for", "with", "as", "pass", "None", "True", "False"}

@@ -35,10 +35,14 @@ def _softmax_input(x, axis: int, dtype, op: str):
     """(x cast to ``dtype`` if given, the axis), checked here so that errors name ``op``, not the
     ``max`` it is built on.  The axis is None when the tensor is empty: then the answer is an
     empty tensor, as PyTorch's (the max of a zero-size axis would raise).  Integer and bool
-    inputs are refused, as PyTorch's: ``x - max(x)`` would wrap around in their dtype."""
+    inputs are refused, as PyTorch's: ``x - max(x)`` would wrap around in their dtype; complex
+    ones too, as PyTorch's (they have no max: the error named ``max()``)."""
     if dtype is not None:
         x = A.to(x, dtype)
-    if x.dtype.category not in (FLOAT, COMPLEX):
+    if x.dtype.category == COMPLEX:
+        raise DTypeError(f"{op}: complex inputs are not supported (got {x.dtype.name}; complex numbers "
+                         f"are not ordered, so there is no max(x) to subtract), as in PyTorch")
+    if x.dtype.category != FLOAT:
         raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would "
                          f"wrap around); pass dtype=dj.float32 or convert first: x.float()")
     ax = normalize_axis(axis, x.ndim, op)

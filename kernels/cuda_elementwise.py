@@ -25,7 +25,7 @@ function does.
 Integer division and remainder by zero, and integers to negative integer
 powers, raise on the CPU; a CUDA kernel cannot raise (PyTorch's CUDA kernels
 do not either).  Here they give defined values instead: ``x // 0 == 0`` and
-``x % 0 == 0`` (NumPy's results), and ``x ** -n`` is ``1 // x**n`` truncated
+``x % 0 == 0`` (NumPy's results; ``MIN // -1`` wraps to MIN as on the CPU), and ``x ** -n`` is ``1 // x**n`` truncated
 (1 for x == 1, +-1 for x == -1, 0 otherwise; what PyTorch's CUDA kernel
 returns).
 """
@@ -39,6 +39,7 @@ from dispatch_jit.errors import DeviceMismatchError, DTypeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
+from .scalar_helpers import _ifloordiv, _iremainder
 from .scalar_ops import ScalarOp, broadcast_shape, check_output, resolve
 
 __all__ = ["ElementwiseCUDA", "kernel_source", "CUDA_UNSUPPORTED"]
@@ -51,16 +52,11 @@ CUDA_UNSUPPORTED: frozenset = frozenset()
 
 
 # -- CUDA versions of the raising integer helpers (a kernel cannot raise) -------------------------
-def _ifloordiv_cuda(a, b):
-    if b == 0:
-        return a - a          # 0 of a's type
-    return a // b
-
-
-def _iremainder_cuda(a, b):
-    if b == 0:
-        return a - a
-    return a % b
+# Floor division and remainder are the CPU helpers themselves, which never raise (the CPU loop's
+# check raises after it): x // 0 and x % 0 are 0, and MIN // -1 wraps to MIN and MIN % -1 is 0
+# without dividing, as NumPy and torch.  A division there overflows: PTX leaves div.s/rem.s
+# unspecified on overflow (x86 traps), and these gave whatever the hardware did.
+_ifloordiv_cuda, _iremainder_cuda = _ifloordiv, _iremainder
 
 
 def _ipow_cuda(a, b):
@@ -121,7 +117,10 @@ _LIBDEVICE_ROUNDING = ("floor", "ceil", "rint", "trunc")
 
 def cuda_expression(op: ScalarOp, compute, present: tuple, simulator: bool) -> str:
     """The op's scalar expression as CUDA device code compiles it."""
-    expr = op.expression(compute.category, present, compute.name)
+    # int64 keeps the plain form: the CPU's wrapping uint64 forms (scalar_ops._WRAP64) answer LLVM's
+    # nsw flags, and the simulator's NumPy scalars convert a uint64 above 2**63 to int64 by value,
+    # not by bits (NumPy's int64 arithmetic wraps by itself)
+    expr = op.expression(compute.category, present, "" if compute.name == "int64" else compute.name)
     if not simulator and compute.category == 2:
         suffix = "f" if compute.np == np.float32 else ""
         for fn in _LIBDEVICE_ROUNDING:

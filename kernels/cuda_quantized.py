@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import CudaArray, empty
 from dispatch_jit.cuda.launch import elementwise_config
 from dispatch_jit.cuda.runtime import is_simulator
@@ -318,7 +319,7 @@ def _flat_pair(x, y, name):
     shape = a.shape
     if a.shape != b.shape:
         try:
-            shape = np.broadcast_shapes(a.shape, b.shape)
+            shape = broadcast_shapes(a.shape, b.shape)
         except ValueError:
             raise BroadcastError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be broadcast "
                                  f"together") from None

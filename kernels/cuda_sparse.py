@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty, from_host
 from dispatch_jit.cuda.launch import elementwise_config
 from dispatch_jit.dtypes import result_type
@@ -426,8 +427,7 @@ class SparseMulCUDA:
                 return _make(x._crow, x._col, wrap(res), x._shape)
             d = y._data if y._data.dtype == npdt else contiguous_copy(y._data, npdt)
             try:
-                np.broadcast_shapes(d.shape, x._shape)
-                if np.broadcast_shapes(d.shape, x._shape) != x._shape:
+                if broadcast_shapes(d.shape, x._shape) != x._shape:
                     raise ValueError
                 d = d.view_as(lambda l: np.broadcast_to(l, x._shape))
             except ValueError:

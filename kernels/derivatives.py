@@ -66,10 +66,11 @@ def _keep(c):
 
 
 def _extreme(g, s, c):
-    """Ties share the gradient evenly.  Over all elements (``max(x)``) PyTorch's
-    evenly_distribute_backward: a NaN result goes to the NaN elements, and the others get 0
-    whatever the upstream gradient.  Over given axes (``amax(x, dim)``) scale_grad_by_count:
-    ``g / count * mask``, so a NaN slice (no element equals NaN) gets NaN, as in torch."""
+    """Ties share the gradient evenly.  ``axis=None`` is ``max(x)`` (dj.max passes it): PyTorch's
+    evenly_distribute_backward, where a NaN result goes to the NaN elements, and the others get 0
+    whatever the upstream gradient.  Given axes, and amax's default ``()`` (every dim), are
+    scale_grad_by_count: ``g / count * mask``, so a NaN slice (no element equals NaN) gets NaN,
+    as ``torch.amax(x).backward()`` and ``torch.amax(x, dim)``."""
     x, r = s["self"], _expand_back(s["result"], c)
     if c.get("axis") is None:
         mask = A.logical_or(A.eq(x, r), A.logical_and(A.isnan(x), A.isnan(r)))

@@ -39,6 +39,7 @@ from numba import types as nbt
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.errors import DTypeError, ShapeError
 from dispatch_jit.library import Library
 from dispatch_jit.registry import lookup
@@ -495,7 +496,7 @@ def _flat_pair(x, y, name):
     a, b = x._data, y._data
     if a.shape != b.shape:
         try:
-            shape = np.broadcast_shapes(a.shape, b.shape)
+            shape = broadcast_shapes(a.shape, b.shape)
         except ValueError:
             from dispatch_jit.errors import BroadcastError
             raise BroadcastError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be broadcast "

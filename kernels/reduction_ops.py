@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.dtypes import as_dtype
-from dispatch_jit.errors import SchemaError
+from dispatch_jit.dispatcher import errors_name
+from dispatch_jit.errors import DispatchJitError, SchemaError
 from dispatch_jit.tensor import wrap
 
 from . import reduction
@@ -26,8 +27,10 @@ SCHEMAS = [
     f"sum(Tensor self, {_AXES}, *, ScalarType? dtype=None) -> Tensor",
     f"prod(Tensor self, {_AXES}, *, ScalarType? dtype=None) -> Tensor",
     f"mean(Tensor self, {_AXES}, *, ScalarType? dtype=None) -> Tensor",
-    f"max(Tensor self, {_AXES}) -> Tensor",
-    f"min(Tensor self, {_AXES}) -> Tensor",
+    # amax/amin: PyTorch's default dim=[] is every dim, and (unlike None, what max(x) passes) its
+    # gradient is scale_grad_by_count's, so the derivative table tells the two apart (derivatives._extreme)
+    "max(Tensor self, int[]? axis=[], bool keepdims=False) -> Tensor",
+    "min(Tensor self, int[]? axis=[], bool keepdims=False) -> Tensor",
     "argmax(Tensor self, int? axis=None, bool keepdims=False) -> Tensor",
     "argmin(Tensor self, int? axis=None, bool keepdims=False) -> Tensor",
     # PyTorch's var/std: the third positional is ``unbiased`` (not keepdim), and the default is
@@ -190,7 +193,11 @@ def _extreme_function(fname: str, argname: str, elementwise: str):
             raise SchemaError(f"{fname}(): dim must be an int, got {dim!r} ({type(dim).__name__}); to reduce over "
                               f"several dims use dj.a{fname}(x, dim={dim!r})")
         keepdim = False if keepdim is _UNSET else keepdim
-        indices = getattr(A, argname)(x, dim, keepdim)
+        try:
+            indices = getattr(A, argname)(x, dim, keepdim)
+        except DispatchJitError as e:     # the user called max(x, dim), not argmax
+            errors_name(e, argname, fname)
+            raise
         if getattr(x, "requires_grad", False) and _grad_enabled():
             if not selecting:
                 selecting.append(_value_selecting(fname))
@@ -199,7 +206,8 @@ def _extreme_function(fname: str, argname: str, elementwise: str):
 
     def fn(input, *args, **kwargs):
         if not args and not kwargs:
-            return getattr(A, fname)(input)
+            # axis=None, not amax's default (): torch.max(x)'s gradient is evenly_distribute_backward
+            return getattr(A, fname)(input, None)
         return _extreme_call(fname, elementwise, with_dim, input, *args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = fname
@@ -225,7 +233,7 @@ def _extreme_call(fname, elementwise, with_dim, input, dim=_UNSET, keepdim=_UNSE
         if keepdim is not _UNSET:
             raise SchemaError(f"{fname}(): keepdim needs a dim (as torch.{fname}); for all dims use "
                               f"dj.a{fname}(x, keepdim=True)")
-        return getattr(A, fname)(input)
+        return getattr(A, fname)(input, None)
     return with_dim(input, dim, keepdim)
 
 

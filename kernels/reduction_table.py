@@ -134,6 +134,11 @@ def _fold(op, init):
     return lambda dt: (Pass((("s", "acc", init),), f"{{s}} {op}= x", f"{{s}} {op}= {{s_o}}"),)
 
 
+def _bool_or_u8(dt):
+    # PyTorch's legacy rule: all/any of uint8 are uint8 (0 or 1); of any other dtype, bool
+    return _U8 if dt == _U8 else _BOOL
+
+
 def _any(dt):
     # any(x) = OR(x != 0); all(x) = not OR(x == 0): the same kernel with
     # inv = (arg != 0) flipping both the test and the result.
@@ -202,8 +207,8 @@ REDUCTIONS: dict[str, ReductionSpec] = {s.name: s for s in [
                   static_arg="correction"),
     ReductionSpec("std", "fc", _real, identity=math.nan, hint=_VAR_HINT, kernel="var", static_arg="correction",
                   post=lambda out, n: np.sqrt(out, out=out)),
-    ReductionSpec("any", "biufc", lambda dt: _BOOL, _same, _any, "{b} != inv", False),
-    ReductionSpec("all", "biufc", lambda dt: _BOOL, identity=True, kernel="any", arg=1.0),
+    ReductionSpec("any", "biufc", _bool_or_u8, _same, _any, "{b} != inv", False),
+    ReductionSpec("all", "biufc", _bool_or_u8, identity=True, kernel="any", arg=1.0),
     ReductionSpec("logsumexp", "biufc", _float32_if_int, _wide, _logsumexp, "np.log({s}) + {m}", -math.inf,
                   int_cast=_F32),
 ]}

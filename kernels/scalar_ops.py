@@ -95,11 +95,26 @@ def _clamp_expr(present: tuple[str, ...]) -> str:
     return e
 
 
+# int64 arithmetic that wraps: Numba emits signed adds and multiplies with LLVM's ``nsw`` flag
+# (overflow is undefined behaviour), and in a fused loop LLVM uses that: ``pow`` of a non-negative
+# base followed by ``relu`` lost the relu when the power wrapped negative.  The same operation on
+# uint64 bits is defined to wrap, as NumPy's and torch's int64 arithmetic does.  Narrower ints
+# compute in int64 inside Numba, where their products cannot overflow.
+_WRAP64 = {
+    "add": "np.int64(np.uint64(x) + np.uint64(alpha) * np.uint64(y))",
+    "sub": "np.int64(np.uint64(x) - np.uint64(alpha) * np.uint64(y))",
+    "mul": "np.int64(np.uint64(x) * np.uint64(y))",
+    "neg": "np.int64(np.uint64(0) - np.uint64(x))",
+    "square": "np.int64(np.uint64(x) * np.uint64(x))",
+    "pow": "np.int64(_ipow(np.uint64(x), y))",
+}
+
+
 _U, _B = 1, 2
 _OPS = [
     # -- unary --------------------------------------------------------------------------------
     ScalarOp("abs", 1, "abs(x)", rule="abs", cats=NUM, operator=("__abs__",)),
-    ScalarOp("neg", 1, "-x", cats=NUM, operator=("__neg__",)),
+    ScalarOp("neg", 1, "-x", cats=NUM, by_cat={"int64": _WRAP64["neg"]}, operator=("__neg__",)),
     ScalarOp("sign", 1, "_sign(x)", cats=REAL_B),
     ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C,
              by_cat={COMPLEX: "cmath.exp(x)", "float32": "_exp_f32(x)"}),
@@ -111,7 +126,7 @@ _OPS = [
     ScalarOp("sqrt", 1, "math.sqrt(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sqrt(x)"}),
     ScalarOp("rsqrt", 1, "_one / math.sqrt(x)", rule="float", cats=FLT_C,
              by_cat={COMPLEX: "_one / cmath.sqrt(x)"}),
-    ScalarOp("square", 1, "x * x", cats=NUM),
+    ScalarOp("square", 1, "x * x", cats=NUM, by_cat={"int64": _WRAP64["square"]}),
     ScalarOp("reciprocal", 1, "_one / x", rule="float", cats=FLT_C),
     ScalarOp("sin", 1, "math.sin(x)", rule="float", cats=FLT_C,
              by_cat={COMPLEX: "cmath.sin(x)", "float32": "_sin_f32(x)"},
@@ -144,17 +159,17 @@ _OPS = [
     ScalarOp("logical_not", 1, "not x", rule="logical", cats=ALL),
     ScalarOp("bitwise_not", 1, "~x", cats=INTEGRAL, by_cat={BOOL: "not x"}, operator=("__invert__",)),
     # -- binary -------------------------------------------------------------------------------
-    ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)"},
+    ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)", "int64": _WRAP64["add"]},
              statics=("Scalar alpha=1",), operator=("__add__", "__radd__", "__iadd__")),
-    ScalarOp("sub", 2, "x - alpha * y", cats=NUM, statics=("Scalar alpha=1",),
+    ScalarOp("sub", 2, "x - alpha * y", cats=NUM, statics=("Scalar alpha=1",), by_cat={"int64": _WRAP64["sub"]},
              operator=("__sub__", "__rsub__", "__isub__")),
-    ScalarOp("mul", 2, "x * y", cats=ALL, by_cat={BOOL: "x and y"}, operator=("__mul__", "__rmul__", "__imul__")),
+    ScalarOp("mul", 2, "x * y", cats=ALL, by_cat={BOOL: "x and y", "int64": _WRAP64["mul"]}, operator=("__mul__", "__rmul__", "__imul__")),
     ScalarOp("div", 2, "x / y", rule="float", cats=FLT_C, operator=("__truediv__", "__rtruediv__", "__itruediv__")),
     ScalarOp("floor_divide", 2, "x // y", cats=REAL, by_cat={INT: "_ifloordiv(x, y)"}, checks={INT: _DIV0},
              operator=("__floordiv__", "__rfloordiv__", "__ifloordiv__")),
     ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"}, checks={INT: _MOD0},
              operator=("__mod__", "__rmod__", "__imod__")),
-    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)"}, checks={INT: _NEGPOW},
+    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)", "int64": _WRAP64["pow"]}, checks={INT: _NEGPOW},
              operator=("__pow__", "__rpow__", "__ipow__")),
     ScalarOp("maximum", 2, "_maximum(x, y)", cats=REAL_B),
     ScalarOp("minimum", 2, "_minimum(x, y)", cats=REAL_B),
@@ -278,7 +293,7 @@ def resolve(op: ScalarOp, call) -> Resolved:
 def broadcast_shape(opname: str, shapes: list) -> tuple:
     """The broadcast shape of the tensor operands, or the op's BroadcastError."""
     from dispatch_jit.errors import BroadcastError
-    from .shape import broadcast_shapes      # NumPy's stops at 32 dims
+    from dispatch_jit.broadcast import broadcast_shapes      # NumPy's stops at 32 dims
     try:
         return broadcast_shapes(*shapes)
     except ValueError:

@@ -11,25 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.dtypes import as_dtype, result_type
+from dispatch_jit.broadcast import broadcast_shapes  # noqa: F401  (re-exported: NumPy's stops at 32 dims)
 from dispatch_jit.errors import ShapeError, SchemaError
 from dispatch_jit.tensor import wrap, wrap_view
 
 __all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes", "broadcast_shapes", "coalesce_dims", "loop_operands",
            "MAX_LOOP_NDIM"]
-
-
-def broadcast_shapes(*shapes) -> tuple:
-    """``np.broadcast_shapes`` for any ndim: NumPy's multi-iterator stops at 32 dimensions, tensors
-    go to 64 (PyTorch's limit).  Raises ValueError where the shapes do not broadcast."""
-    if all(len(s) <= 32 for s in shapes):
-        return np.broadcast_shapes(*shapes)
-    out = [1] * max(len(s) for s in shapes)
-    for s in shapes:
-        for i, n in enumerate(s, len(out) - len(s)):
-            if n != out[i] and out[i] != 1 and n != 1:
-                raise ValueError(f"shape mismatch: {tuple(s)} does not broadcast to {tuple(out)}")
-            out[i] = n if out[i] == 1 else out[i]
-    return tuple(out)
 
 
 # The strided loops nest one ``for`` per dimension, and Python compiles at most 20 nested blocks.

@@ -341,3 +341,47 @@ def test_softmax_of_integers_raises_and_dtype_casts_first(name, dtype):
     got = fn(big, 0, dtype=dj.float64)
     assert got.dtype == dj.float64
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=0)
+
+
+# -- all/any of uint8 are uint8, as PyTorch's (legacy) -------------------------------------------
+_ALL_ANY_CASES = [("all", None, False), ("any", None, False), ("all", 1, False), ("any", 0, True),
+                  ("all", (0, 1), False)]
+
+
+def _all_any_run(x, op, axis, keepdim):
+    return getattr(dj, op)(x) if axis is None else getattr(dj, op)(x, axis, keepdim)
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile", "lazy"])
+def test_all_any_of_uint8_are_uint8(mode):
+    a = np.array([[1, 0, 7], [2, 3, 255]], np.uint8)
+    # hand-written: the values are 0/1 whatever the input's nonzero values
+    want = {("all", None): 0, ("any", None): 1, ("all", 1): [0, 1], ("any", 0): [[1, 1, 1]], ("all", (0, 1)): 0}
+    for op, axis, keepdim in _ALL_ANY_CASES:
+        for dt, wdt in ((np.uint8, np.uint8), (np.int8, np.bool_), (np.float32, np.bool_)):
+            x = dj.from_numpy(a.astype(dt) if dt != np.int8 else (a % 100).astype(dt))
+            if mode == "compile":
+                got = dj.compile(_all_any_run)(x, op, axis, keepdim).numpy()
+            elif mode == "lazy":
+                with dj.mode("compiled"):
+                    got = (_all_any_run(x, op, axis, keepdim) * 1).numpy()     # recorded, then fused
+                if dt == np.uint8:
+                    assert got.dtype == np.uint8
+                got = got.astype(wdt)
+            else:
+                got = _all_any_run(x, op, axis, keepdim).numpy()
+            assert got.dtype == wdt, (op, axis, dt, got.dtype)
+            np.testing.assert_array_equal(got, np.asarray(want[op, axis]).astype(wdt))
+    assert dj.all(dj.tensor([], dtype=dj.uint8)).dtype is dj.uint8
+
+
+def test_all_any_dtypes_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([[1, 0, 7], [2, 3, 255]], np.uint8)
+    for dt in (np.uint8, np.int8, np.int64, np.float32, np.bool_):
+        for op, axis, keepdim in _ALL_ANY_CASES[:4]:
+            t = torch.from_numpy(a.astype(dt))
+            want = getattr(torch, op)(t) if axis is None else getattr(torch, op)(t, axis, keepdim)
+            got = _all_any_run(dj.from_numpy(a.astype(dt)), op, axis, keepdim)
+            assert got.dtype.name == str(want.dtype).replace("torch.", ""), (dt, op)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())

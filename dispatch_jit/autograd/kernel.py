@@ -18,6 +18,7 @@ import numpy as np
 from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
 from ..keys import DispatchKey
+from ..broadcast import broadcast_shapes
 from ..signature import DTYPE_MASK, DTYPE_SHIFT, KS_SHIFT
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
@@ -84,11 +85,6 @@ def sum_to(g, shape: tuple):
     if lead:
         g = g.reshape(tuple(shape))
     return g
-
-
-def broadcast_shapes(*shapes) -> tuple:
-    from ..kernels.shape import broadcast_shapes as bs     # NumPy's stops at 32 dims
-    return bs(*shapes)
 
 
 def grad_to_shape(g, shape: tuple, who: str, what: str):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config
 from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
@@ -214,11 +215,11 @@ class CudaFusedStep:
             return self.run_eagerly(env, "inputs on different CUDA devices")
         shapes = [a.shape for a in arrays]
         try:
-            shape = np.broadcast_shapes(*shapes)
+            shape = broadcast_shapes(*shapes)
         except ValueError:
             return self.run_eagerly(env, "input shapes do not broadcast")
         for j, idx in self.partial:
-            if np.broadcast_shapes(*[shapes[i] for i in idx]) != shape:
+            if broadcast_shapes(*[shapes[i] for i in idx]) != shape:
                 return self.run_eagerly(env, f"output {j} is smaller than the loop's shape {shape}")
         n = 1
         for d in shape:

@@ -27,6 +27,7 @@ import numpy as np
 from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
 from dispatch_jit.kernels.aten import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction_table import REDUCTIONS
+from dispatch_jit.kernels.shape import _EMPTY_AXES
 from dispatch_jit.kernels.scalar_ops import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
 from .ir import Node, TensorType, Var
@@ -175,7 +176,8 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
     nd = t.ndim
     if nd == 0:
         return None, "a 0-d reduction has nothing to fuse"
-    if axis is None:
+    if axis is None or (isinstance(axis, (list, tuple)) and not axis and _EMPTY_AXES.get(kind) == "all"):
+        # () is every dim where eager says so (amax's default, as PyTorch's dim=[])
         axes = tuple(range(nd))
     elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
         axes = (int(axis),)

@@ -109,6 +109,7 @@ import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit import registry
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, set_write_guard, tls
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import DEVICE_MASK, DEVICE_SHIFT, KS_SHIFT, decode, make_sig
@@ -550,7 +551,7 @@ _BASIC_INDEX = frozenset([int, slice, type(None), type(Ellipsis)])   # eager mod
 
 def _broadcast(*shapes):
     try:
-        return np.broadcast_shapes(*shapes)
+        return broadcast_shapes(*shapes)
     except ValueError:
         return None
 

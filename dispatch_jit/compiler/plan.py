@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
 from dispatch_jit.kernels.reduction import full_chunks
+from dispatch_jit.kernels.shape import MAX_LOOP_NDIM
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
@@ -175,11 +177,11 @@ class FusedStep:
                 return
         shapes = [a.shape for a in arrays]
         try:
-            shape = np.broadcast_shapes(*shapes)
+            shape = broadcast_shapes(*shapes)
         except ValueError:
             return self.run_eagerly(env, "input shapes do not broadcast")
         for j, idx in self.partial:
-            if len(idx) < len(arrays) and np.broadcast_shapes(*[shapes[i] for i in idx]) != shape:
+            if len(idx) < len(arrays) and broadcast_shapes(*[shapes[i] for i in idx]) != shape:
                 return self.run_eagerly(env, f"output {j} is smaller than the loop's shape {shape}")
         red = self.region.reduce
         n = 1
@@ -188,6 +190,10 @@ class FusedStep:
         if red is not None and n == 0:
             return self.run_eagerly(env, f"{red.kind} over an empty shape {shape}")
         flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
+        if len(shape) > MAX_LOOP_NDIM and not (flat and (red is None or self.mode == "full")):
+            # one nested ``for`` per dimension: Python compiles at most 20 nested blocks
+            return self.run_eagerly(env, f"{len(shape)} dimensions, deeper than the generated loop nest takes "
+                                         f"({MAX_LOOP_NDIM}) unless every input is contiguous")
         if not flat:
             arrays = [a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays]
         empty = _pool.empty if n >= _pool.small else np.empty    # small ones skip the pool's call

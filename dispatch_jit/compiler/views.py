@@ -48,6 +48,7 @@ import math
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.errors import BroadcastError
 from dispatch_jit.tensor import wrap_view
 
@@ -146,7 +147,7 @@ class ViewOp:
 def _expand_all(xs):
     shapes = [x._data.shape for x in xs]
     try:
-        shape = np.broadcast_shapes(*shapes)
+        shape = broadcast_shapes(*shapes)
     except ValueError:
         raise BroadcastError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together") from None
     return [x if x._data.shape == shape else wrap_view(x, np.broadcast_to(x._data, shape)) for x in xs]

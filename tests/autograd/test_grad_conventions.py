@@ -27,6 +27,15 @@ CASES = [
     # amax along a dim: ties share; a NaN slice gets NaN (no element equals NaN)
     ("amax_ties", lambda M, x: M.amax(x, 0), [[1.0, 3.0, 3.0]], 1.0, [[0.0, 0.5, 0.5]]),
     ("amax_nan", lambda M, x: M.amax(x, 1), [[[1.0, nan]]], [1.0], [[[nan, nan]]]),
+    # amax/amin over every element (no dim) are scale_grad_by_count too, not max(x)'s evenly
+    # distribute: a NaN result gives NaN to every element; ties share
+    ("amax_all_nan", lambda M, x: M.amax(x), [[1.0, nan, 3.0, nan]], 1.0, [[nan, nan, nan, nan]]),
+    ("amin_all_nan", lambda M, x: M.amin(x), [[1.0, nan, 3.0]], 1.0, [[nan, nan, nan]]),
+    ("amax_all_ties", lambda M, x: M.amax(x), [[3.0, 1.0, 3.0, 2.0]], 2.0, [[1.0, 0.0, 1.0, 0.0]]),
+    ("amin_all_ties_2d", lambda M, x: M.amin(x), [[[1.0, 4.0], [1.0, 1.0]]], 3.0, [[[1.0, 0.0], [1.0, 1.0]]]),
+    ("amax_method_nan", lambda M, x: x.amax(), [[nan, 2.0]], 1.0, [[nan, nan]]),
+    ("min_nan_ties", lambda M, x: M.min(x), [[1.0, nan, 3.0, nan]], 1.0, [[0.0, 0.5, 0.0, 0.5]]),
+    ("max_method_nan", lambda M, x: x.max(), [[nan, 2.0]], 1.0, [[1.0, 0.0]]),
     # var/std: zero variance, and N <= correction (NaN or inf, never ZeroDivisionError)
     ("std_zero_var", lambda M, x: M.std(x), [[2.0, 2.0, 2.0]], 1.0, [[0.0, 0.0, 0.0]]),
     ("var_zero_var", lambda M, x: M.var(x), [[2.0, 2.0, 2.0]], 1.0, [[0.0, 0.0, 0.0]]),
@@ -119,6 +128,26 @@ def test_gradient_matches_torch(name, fn, inputs, upstream, expected):
     want = _run(torch, fn, inputs, upstream)
     _same(want, expected)                          # the table itself is right
     _same(_run(dj, fn, inputs, upstream), want)
+
+
+# full max/min against amax/amin: the op is the same (aten::max), told apart by its axis (None from
+# max(x), amax's default () is every dim), so the compiled modes' recorded graphs keep the difference
+_FULL_EXTREMES = [c for c in CASES if c[0] in ("max_ties", "max_nan", "max_nan_ties", "min_nan_ties", "max_method_nan",
+                                               "amax_all_nan", "amin_all_nan", "amax_all_ties", "amin_all_ties_2d",
+                                               "amax_method_nan")]
+
+
+@pytest.mark.parametrize("mode", ["compile", "lazy"])
+@pytest.mark.parametrize("name,fn,inputs,upstream,expected", _FULL_EXTREMES, ids=[c[0] for c in _FULL_EXTREMES])
+def test_full_extremes_in_compiled_modes(name, fn, inputs, upstream, expected, mode):
+    x = dj.tensor(inputs[0], dtype=dj.float64, requires_grad=True)
+    g = dj.tensor(upstream, dtype=dj.float64)
+    if mode == "compile":
+        dj.compile(lambda x: fn(dj, x * 1.0))(x).backward(g)
+    else:
+        with dj.mode("compiled"):
+            fn(dj, x * 1.0).backward(g)
+    _same([np.asarray(x.grad.tolist())], expected)
 
 
 def test_floor_divide_backward_raises_as_torch():

@@ -591,7 +591,8 @@ def _argm(fn):
 def _all_any(fn):
     def run(args, p):
         a = args[0]
-        return np.asarray(fn(a != 0, axis=_norm_axes(a, p.get("axis")), keepdims=p.get("keepdims", False)))
+        r = np.asarray(fn(a != 0, axis=_norm_axes(a, p.get("axis")), keepdims=p.get("keepdims", False)))
+        return r.astype(np.uint8) if a.dtype == np.uint8 else r      # PyTorch's legacy uint8 -> uint8
     return run
 
 
@@ -740,10 +741,8 @@ ROWS += [
         _var_params(False), True),
     Row("std", "reduce", _red_forms("std"), "f", _red_float64(_var, _float_only), _torch_red("std"), tol_var,
         _var_params(True), True, (), True),
-    Row("all", "reduce", _red_forms("all"), "bif", _all_any(np.all), _torch_red("all"), EXACT, _red_params(),
-        torch_skip=lambda a, p: a[0].dtype == np.uint8),
-    Row("any", "reduce", _red_forms("any"), "bif", _all_any(np.any), _torch_red("any"), EXACT, _red_params(),
-        torch_skip=lambda a, p: a[0].dtype == np.uint8),
+    Row("all", "reduce", _red_forms("all"), "bif", _all_any(np.all), _torch_red("all"), EXACT, _red_params()),
+    Row("any", "reduce", _red_forms("any"), "bif", _all_any(np.any), _torch_red("any"), EXACT, _red_params()),
     Row("logsumexp", "reduce", _red_forms("logsumexp"), "bif", _red_float64(_lse, _float32_if_int),
         _torch_red("logsumexp"), lambda a, p, w: tol_softmax(a, dict(p, axis=0, kind="lse"), w)
         if False else (8 * float(np.finfo(w.dtype).eps), (8 + a[0].size) * float(np.finfo(w.dtype).eps)

@@ -254,3 +254,75 @@ def test_gradient_flows_on_cuda():
     assert x.grad.is_cuda
     xv = x.detach().numpy()
     np.testing.assert_allclose(x.grad.numpy(), 2 * xv + 1, rtol=1e-6)
+
+
+# -- integer MIN // -1 and MIN % -1 (issue 12) ----------------------------------------------------
+class _Wrapping(int):
+    """An integer of ``bits`` bits as the hardware computes it: add, sub and neg wrap; a division
+    that overflows (MIN // -1, MIN % -1) is unspecified on PTX (x86 traps), so it raises here."""
+
+    bits = 32
+
+    @classmethod
+    def of(cls, v, bits):
+        t = type(f"_W{bits}", (cls,), {"bits": bits})
+        return t(v)
+
+    def _wrap(self, v):
+        m = 1 << self.bits
+        return type(self)((int(v) + m // 2) % m - m // 2)
+
+    def __add__(self, o):
+        return self._wrap(int(self) + int(o))
+
+    def __sub__(self, o):
+        return self._wrap(int(self) - int(o))
+
+    def __neg__(self):
+        return self._wrap(-int(self))
+
+    def _overflows(self, o):
+        return int(o) == -1 and int(self) == -(1 << (self.bits - 1))
+
+    def __floordiv__(self, o):
+        if self._overflows(o):
+            raise OverflowError(f"{int(self)} // {int(o)} overflows int{self.bits}")
+        return self._wrap(int(self) // int(o))
+
+    def __mod__(self, o):
+        if self._overflows(o):
+            raise OverflowError(f"{int(self)} % {int(o)} overflows int{self.bits}")
+        return self._wrap(int(self) % int(o))
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_cuda_integer_helpers_never_divide_min_by_minus_one(bits):
+    from dispatch_jit.kernels.cuda_elementwise import _ifloordiv_cuda, _iremainder_cuda
+    mn = -(1 << (bits - 1))
+    a, m1 = _Wrapping.of(mn, bits), _Wrapping.of(-1, bits)
+    assert _ifloordiv_cuda(a, m1) == mn            # wraps to MIN, as NumPy and torch
+    assert _iremainder_cuda(a, m1) == 0
+    for x, y, q, r in ((7, -1, -7, 0), (-7, 2, -4, 1), (7, 0, 0, 0), (mn, 1, mn, 0)):
+        x, y = _Wrapping.of(x, bits), _Wrapping.of(y, bits)
+        assert (_ifloordiv_cuda(x, y), _iremainder_cuda(x, y)) == (q, r)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int32, np.int64])
+def test_cuda_min_floordiv_minus_one_wraps_as_cpu_and_torch(dt):
+    mn = np.iinfo(dt).min
+    a, b = np.array([mn, mn, 7, -7, 5], dt), np.array([-1, 1, -1, 2, -1], dt)
+    want_q, want_r = np.array([mn, mn, -7, -4, -5], dt), np.array([0, 0, 0, 1, 0], dt)   # by hand
+    x, y = dj.from_numpy(a), dj.from_numpy(b)
+    xc, yc = x.to("cuda"), y.to("cuda")
+    np.testing.assert_array_equal(dj.floor_divide(x, y).numpy(), want_q)                # the CPU helper
+    np.testing.assert_array_equal(dj.remainder(x, y).numpy(), want_r)
+    np.testing.assert_array_equal(dj.floor_divide(xc, yc).cpu().numpy(), want_q)
+    np.testing.assert_array_equal(dj.remainder(xc, yc).cpu().numpy(), want_r)
+    fused = dj.compile(lambda p, q: (p // q, (p + 0) % q))
+    got_q, got_r = fused(xc, yc)
+    np.testing.assert_array_equal(got_q.cpu().numpy(), want_q)
+    np.testing.assert_array_equal(got_r.cpu().numpy(), want_r)
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    np.testing.assert_array_equal(torch.floor_divide(ta, tb).numpy(), want_q)
+    np.testing.assert_array_equal(torch.remainder(ta, tb).numpy(), want_r)

@@ -136,3 +136,25 @@ def test_fused_full_sum_is_bit_identical_to_eager(dt, parallel, monkeypatch):
         x = dj.from_numpy(rng.standard_normal(n).astype(dt))
         assert f_sum(x).numpy().tobytes() == (x * 2).sum().numpy().tobytes(), n
         assert f_mean(x).numpy().tobytes() == (x * 2 + 1).mean().numpy().tobytes(), n
+
+
+def test_fused_int64_overflow_wraps_before_a_comparison():
+    # Numba emits int64 adds and multiplies with LLVM's nsw flag (overflow undefined): in a fused
+    # loop LLVM proved pow(non-negative, n) >= 0 and dropped the relu after it, so a power that
+    # wrapped negative came back negative (found by the differential fuzzer).  uint64 bits wrap.
+    a = np.array([[4, 1, 7], [5, 2, 7], [1, 6, 1]], dtype=np.uint32)
+    u = dj.from_numpy(np.array([4000000000, 3, 0], np.uint32))
+    z = dj.zeros(3, dtype=dj.int64)
+
+    def f(x, u, z):
+        w = u + z                        # int64, known non-negative inside the loop
+        return (dj.pow(x, dj.prod(x, axis=None, keepdims=True)).relu(), (w * w * w).relu(),
+                (w + 9223372036854775000).relu(), (-w - 9223372036854775000).relu(), dj.square(w * w).relu())
+
+    want = [t.numpy() for t in f(dj.from_numpy(a), u, z)]
+    assert want[0][0, 2] == 0 and want[1][0] == 0          # 7**11760 and 4e9**3 wrap negative
+    with dj.mode("compiled"):
+        lazy = f(dj.from_numpy(a), u, z)
+    for got in (dj.compile(f)(dj.from_numpy(a), u, z), lazy):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w)

@@ -44,8 +44,8 @@ EXPECTED_DTYPE = {
     "argmin": lambda d: I64,
     "var": lambda d: {C64: F32, C128: F64}.get(d, d),
     "std": lambda d: {C64: F32, C128: F64}.get(d, d),
-    "all": lambda d: BOOL,
-    "any": lambda d: BOOL,
+    "all": lambda d: U8 if d == U8 else BOOL,      # PyTorch's legacy rule for uint8
+    "any": lambda d: U8 if d == U8 else BOOL,
     "logsumexp": lambda d: F32 if d.kind in "biu" else d,
 }
 VALID_KINDS = {"sum": "biufc", "prod": "biufc", "mean": "fc", "max": "biuf", "min": "biuf", "argmax": "biuf",
