@@ -169,7 +169,10 @@ def _value_selecting(fname: str):
 
     def forward(ctx, x, indices, dim, keepdim):
         ctx.indices, ctx.dim, ctx.keepdim, ctx.ndim = indices, dim, keepdim, x.ndim
-        ctx.n, ctx.device = (x.shape[dim] if x.ndim else 1), x.device
+        # a traced tensor's sizes are not known (reading them aborts the trace); its backward never
+        # runs from the trace (a signature that needs it runs eagerly), so it needs no n
+        traced = "_sym" in getattr(x, "__dict__", ())
+        ctx.n, ctx.device = (None if traced else x.shape[dim] if x.ndim else 1), x.device
         return getattr(A, fname)(x, (dim,), keepdim)
 
     def backward(ctx, g):
@@ -198,7 +201,9 @@ def _extreme_function(fname: str, argname: str, elementwise: str):
         except DispatchJitError as e:     # the user called max(x, dim), not argmax
             errors_name(e, argname, fname)
             raise
-        if getattr(x, "requires_grad", False) and _grad_enabled():
+        # a tensor traced by dj.compile ("_sym") takes the Function too: the trace then knows a
+        # backward of its grad-requiring signatures needs this Function's rule (it runs eagerly)
+        if getattr(x, "requires_grad", False) and _grad_enabled() or "_sym" in getattr(x, "__dict__", ()):
             if not selecting:
                 selecting.append(_value_selecting(fname))
             return ret(selecting[0].apply(x, indices, dim, keepdim), indices)

@@ -84,6 +84,12 @@ class Function:
         edges = tuple(edge_of(a) if hasattr(a, "_sig") else None for a in args)
         record = is_grad_enabled() and any(e is not None for e in edges)
         ctx = FunctionCtx(tuple(e is not None for e in edges))
+        for a in tensor_args:
+            # traced by dj.compile (compiler/trace.py): the trace must know its backward is custom
+            sym = a.__dict__.get("_sym") if hasattr(a, "__dict__") else None
+            if sym is not None:
+                sym[0].function_applied(cls.__name__)
+                break
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)
         if not record:

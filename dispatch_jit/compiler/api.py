@@ -248,6 +248,10 @@ def _grad_obstacle(graph) -> str:
         return "the function returns a captured tensor"
     if len(set(outs)) != len(outs):
         return "the function returns one tensor twice"
+    if graph.functions:
+        # the backward replays the traced ops through the derivative table: a Function's own
+        # backward (max(x, dim)'s index-only gradient, a user's custom rule) would be lost
+        return f"it applies dj.autograd.Function {', '.join(sorted(set(graph.functions)))}"
     return ""
 
 

@@ -168,6 +168,8 @@ class Graph:
     types: dict[int, TensorType] = field(default_factory=dict)
     next_id: int = 0
     notes: dict[int, str] = field(default_factory=dict)   # value id -> why a pass left its node alone
+    # the dj.autograd.Functions traced through: the graph keeps their forward ops, not their backward
+    functions: list[str] = field(default_factory=list)
 
     def new_value(self, ty: TensorType) -> int:
         vid = self.next_id

@@ -117,6 +117,11 @@ class Tracer:
         self.input_contiguous[vid] = t.is_contiguous()
         return self.symbolic(ty, vid)
 
+    def function_applied(self, name: str) -> None:
+        """A ``dj.autograd.Function`` runs on traced tensors: its forward's ops are recorded, and
+        the graph notes that its backward is not (``api._grad_obstacle``)."""
+        self.graph.functions.append(name)
+
     def contiguous(self, t: Tensor) -> Tensor:
         """``t.contiguous()`` as eager mode answers it: ``t`` itself where it is contiguous, else
         a recorded clone.  An input's layout is part of the cache key; an op's result (not a view)
