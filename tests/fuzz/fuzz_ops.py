@@ -333,7 +333,10 @@ def _int_nonneg_exponent(cast, compute):
 
 
 def _sign(x):
-    return x if x.dtype.kind == "b" else np.sign(x)
+    if x.dtype.kind == "b":
+        return x
+    s = np.sign(x)
+    return np.where(np.isnan(s), np.zeros_like(s), s) if x.dtype.kind == "f" else s    # torch.sign(nan) == 0
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -390,7 +393,7 @@ ROWS: list[Row] = [
     # -- unary elementwise ---------------------------------------------------------------------
     unary("abs", np.abs, cats=_NUM, op="abs", grad=True, keeps_pos=True),
     unary("neg", np.negative, cats=_NUM, op="-", grad=True),
-    unary("sign", _sign, cats=_REALB, torch_skip=_tsk_nan),
+    unary("sign", _sign, cats=_REALB),
     unary("exp", _f64(np.exp), "float", _F, U4, grad=True, keeps_pos=True),
     unary("expm1", _f64(np.expm1), "float", _F, U4, grad=True, keeps_pos=True),
     unary("log", _f64(np.log), "float", _F, U4, grad=True, pos=(0,)),
