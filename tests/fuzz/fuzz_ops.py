@@ -332,9 +332,15 @@ def _int_nonneg_exponent(cast, compute):
         raise OracleError("integers to negative integer powers")
 
 
+def _int_identity(fn):
+    """A rounding function that leaves integers as they are (NumPy's goes through float64, which
+    loses uint64 and int64 values above 2**53)."""
+    return lambda x: x.copy() if x.dtype.kind in "biu" else fn(x)
+
+
 def _sign(x):
     if x.dtype.kind == "b":
-        return x
+        return x.copy()       # a new tensor, as dj.sign's (the mirror must not alias it)
     s = np.sign(x)
     return np.where(np.isnan(s), np.zeros_like(s), s) if x.dtype.kind == "f" else s    # torch.sign(nan) == 0
 
@@ -417,10 +423,10 @@ ROWS: list[Row] = [
     unary("erf", _f64(_erf), "float", _F, U4, grad=True),
     unary("sigmoid", _f64(_sigmoid), "float", _F, U8, grad=True, keeps_pos=True),
     unary("relu", lambda x: np.where(x <= 0, np.zeros((), x.dtype), x), cats=_REAL, grad=True, keeps_pos=True),
-    unary("floor", np.floor, cats=_REAL),
-    unary("ceil", np.ceil, cats=_REAL),
-    unary("round", np.rint, cats=_REAL),
-    unary("trunc", np.trunc, cats=_REAL),
+    unary("floor", _int_identity(np.floor), cats=_REAL),
+    unary("ceil", _int_identity(np.ceil), cats=_REAL),
+    unary("round", _int_identity(np.rint), cats=_REAL),
+    unary("trunc", _int_identity(np.trunc), cats=_REAL),
     unary("isnan", np.isnan, "predicate"),
     unary("isinf", np.isinf, "predicate"),
     unary("isfinite", np.isfinite, "predicate"),
