@@ -70,7 +70,14 @@ _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
 
+def _floating(x, op: str) -> None:
+    """PyTorch's activations refuse integer and bool tensors (their kernels exist for floats only)."""
+    if x.dtype.category not in (FLOAT, COMPLEX):
+        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name}; convert first: x.float()")
+
+
 def gelu(x, approximate="none"):
+    _floating(x, "gelu")
     if approximate == "none":
         return A.mul(A.mul(x, 0.5), A.add(A.erf(A.mul(x, _SQRT1_2)), 1.0))
     if approximate == "tanh":
@@ -80,6 +87,7 @@ def gelu(x, approximate="none"):
 
 
 def silu(x):
+    _floating(x, "silu")
     return A.mul(x, A.sigmoid(x))
 
 

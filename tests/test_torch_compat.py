@@ -385,3 +385,11 @@ def test_all_any_dtypes_match_torch():
             got = _all_any_run(dj.from_numpy(a.astype(dt)), op, axis, keepdim)
             assert got.dtype.name == str(want.dtype).replace("torch.", ""), (dt, op)
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name", ["gelu", "silu"])
+def test_activations_refuse_integers(name):
+    # they computed in float32 and returned a result where PyTorch raises (found by the fuzzer)
+    with pytest.raises(DTypeError, match=f"{name}: expected a floating point tensor, got int64"):
+        getattr(dj, name)(dj.tensor([1, 2]))
+    assert getattr(dj, name)(dj.tensor([1.0, 2.0])).dtype == dj.float32
