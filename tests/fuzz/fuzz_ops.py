@@ -1235,7 +1235,8 @@ def _inplace(name, base, op=None):
                statement=True)
 
 
-def _setitem_np(args, p):
+def _setitem_np(args, p, any_cast=False):
+    """``target[idx] = value``; ``any_cast``: copy_'s rule (any cast, as torch's copy_)."""
     target, value = args
     if isinstance(value, int) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
             np.iinfo(target.dtype).min <= value <= np.iinfo(target.dtype).max):
@@ -1243,7 +1244,7 @@ def _setitem_np(args, p):
     # dispatch_jit checks an assignment's cast as an in-place op's (PyTorch's can_cast: never to a
     # lower category), where PyTorch's setitem casts anything: a clear error, by design
     vt = value.dtype.name if isinstance(value, np.ndarray) else _scalar_dtype(value)
-    if cat_of(vt) > cat_of(target.dtype.name):
+    if cat_of(vt) > cat_of(target.dtype.name) and not any_cast:
         raise OracleError(f"cannot assign {vt} values into a {target.dtype.name} tensor")
     view = getitem_np(target, p["idx"]) if p["idx"] else target
     v = as_dtype(value, target.dtype)
@@ -1272,7 +1273,7 @@ ROWS += [
     Row("setitem", "setitem", (lambda a, p: f"{a[0]}[{idx_src(p['idx'])}] = {a[1]}",), "bif", _setitem_np, None,
         EXACT, _setitem_params, False, arity=2, statement=True),
     Row("copy_", "setitem", (lambda a, p: f"{a[0]}.copy_({a[1]})",), "bif",
-        lambda args, p: _setitem_np(args, {"idx": ()}), None, EXACT, None, False, arity=2, statement=True),
+        lambda args, p: _setitem_np(args, {"idx": ()}, any_cast=True), None, EXACT, None, False, arity=2, statement=True),
 ]
 
 ROW = {r.name: r for r in ROWS}
