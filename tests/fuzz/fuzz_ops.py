@@ -470,6 +470,13 @@ def _torch_clamp(t, p):
     return torch.clamp(t[0], min=t[1], max=t[2])
 
 
+def _clamp_quirk(a, p):
+    """torch.clamp of a bool tensor with a 0-d tensor bound and a Python number bound promotes the
+    number as a 0-d int64 tensor (clamp(bool, int8 0-d, 0) is int64, clamp(int8, 0, int8 0-d) is
+    int8): its result_type rule, not a wrapped number's; dispatch_jit follows the rule of every op."""
+    scalar = any(x is not None and not isinstance(x, np.ndarray) for x in a[1:3])
+    return scalar and isinstance(a[0], np.ndarray) and a[0].dtype == np.bool_
+
 ROWS += [
     Row("where", "ternary", (lambda a, p: f"dj.where({a[0]}, {a[1]}, {a[2]})",), "bif",
         ew(lambda c, x, y: np.where(c, x, y), "where"), _torch_where, EXACT, None, True, (), True, 3),
@@ -477,8 +484,9 @@ ROWS += [
                              lambda a, p: f"{a[0]}.clamp(min={a[1]}, max={a[2]})",
                              lambda a, p: f"dj.clip({a[0]}, {a[1]}, {a[2]})"), _REALB,
         ew(lambda x, lo=None, hi=None: _clamp(x, lo, hi), "clamp", _REALB), _torch_clamp, EXACT, None, True, (),
-        False, 3),
+        False, 3, torch_skip=_clamp_quirk),
 ]
+
 
 
 def _clamp(x, lo, hi):
