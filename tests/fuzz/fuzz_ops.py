@@ -296,10 +296,13 @@ def ew(fn, rule="promote", cats="bif", check=None):
         # bool, or uint8 (deprecated in PyTorch, still accepted)
         if rule == "where" and not (isinstance(args[0], np.ndarray) and args[0].dtype in (np.bool_, np.uint8)):
             raise OracleError("where: the condition must be a bool tensor")
+        # float16 computes in float32 (PyTorch's opmath, and dispatch_jit's): a 0-d or Python float
+        # operand keeps float32 precision instead of being rounded to float16 first
+        work = "float32" if compute == "float16" else compute
         if rule == "where":
-            cast = [as_dtype(args[0], "bool")] + [as_dtype(a, compute) for a in args[1:]]
+            cast = [as_dtype(args[0], "bool")] + [as_dtype(a, work) for a in args[1:]]
         else:
-            cast = [None if a is None else as_dtype(a, compute) for a in args]
+            cast = [None if a is None else as_dtype(a, work) for a in args]
         try:
             np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])
         except ValueError as e:
@@ -323,12 +326,14 @@ def _f64(fn):
 
 
 def _int_nonzero_divisor(cast, compute):
-    if cat_of(compute) == 1 and np.any(cast[1] == 0):
+    size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
+    if cat_of(compute) == 1 and size and np.any(cast[1] == 0):      # an empty result divides nothing
         raise OracleError("integer division by zero")
 
 
 def _int_nonneg_exponent(cast, compute):
-    if cat_of(compute) == 1 and np.any(cast[1] < 0):
+    size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
+    if cat_of(compute) == 1 and size and np.any(cast[1] < 0):
         raise OracleError("integers to negative integer powers")
 
 
@@ -887,7 +892,8 @@ def _mse_tol(a, p, w):
         x = np.nan_to_num(np.asarray(a[0], np.float64), posinf=0, neginf=0)
         y = np.nan_to_num(np.asarray(a[1], np.float64), posinf=0, neginf=0)
         s = np.abs(x) + np.abs(y)
-        mag = float(np.max(s)) ** 2 if s.size else 0.0
+        mag = float(np.max(s)) if s.size else 0.0
+        mag = mag * mag if mag < 1e150 else math.inf     # float ** 2 raises OverflowError
     n = np.broadcast_shapes(np.shape(a[0]), np.shape(a[1]))
     n = int(np.prod(n)) if p["reduction"] != "none" else 1
     return 8 * float(fi.eps), (8 + n) * float(fi.eps) * max(mag, 1.0) * 4
