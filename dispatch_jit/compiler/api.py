@@ -411,6 +411,11 @@ class CompiledFunction:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:
             return _EagerEntry(f"trace aborted: {e.reason}")
+        except Exception as e:     # noqa: BLE001
+            # the function raises for this signature (a dtype error found while tracing, say): run
+            # it eagerly, so that the error is eager mode's first one (an earlier op may fail first
+            # on these values: x % 0 before softmax(int)), never one the trace found out of order
+            return _EagerEntry(f"tracing raised {type(e).__name__}: {e}")
         optimized, notes = optimize(graph, distinct_outputs=True)
         if grad:
             why = _grad_obstacle(graph)

@@ -721,3 +721,14 @@ def test_autograd_functions_keep_their_backward_under_compile():
     np.testing.assert_array_equal(y.grad.numpy(), x.grad.numpy())
     assert "dj.autograd.Function" in cf.explain()
     assert cf(dj.tensor(data)).item() == f(dj.tensor(data)).item()     # without grad it still compiles
+
+
+def test_errors_come_in_eager_order():
+    # softmax of an int tensor is refused while tracing; eager mode reaches x % x first, which fails
+    # on a zero: the compiled call raised the trace's DTypeError instead (found by the fuzzer)
+    f = dj.compile(lambda x: (x % x).softmax(-1))
+    with pytest.raises(dj.errors.DTypeError, match="softmax"):
+        f(dj.tensor([1, 2], dtype=dj.int16))
+    with pytest.raises(ZeroDivisionError):
+        f(dj.tensor([0, 2], dtype=dj.int16))
+    assert "tracing raised DTypeError" in f.explain()
