@@ -55,6 +55,7 @@ from .passes import optimize, same_graph
 from .plan import Plan, Stats
 from .ir import Var, rebuild
 from .trace import TraceAbort, _state, install_tracer_fallback, trace
+from .trace import flat_tensors as _tensors
 from .views import view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
@@ -115,18 +116,6 @@ def _perturbed(x):
     if x.__class__ is int:
         return x + 1
     return x + 1.0 if math.isfinite(x) and x + 1.0 != x else 0.5
-
-
-def _tensors(x, out: list) -> list:
-    if isinstance(x, Tensor):
-        out.append(x)
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            _tensors(y, out)
-    elif isinstance(x, dict):
-        for y in x.values():
-            _tensors(y, out)
-    return out
 
 
 class _CompiledEntry:

@@ -284,6 +284,16 @@ _GUARDED = {
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes",
                   "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
+
+
+def _install_guards(cls, method_guard, prop_guard) -> None:
+    """Every data or size read of ``cls`` (_GUARDED methods, _GUARDED_PROPS properties) guarded."""
+    for name, reason in _GUARDED.items():
+        setattr(cls, name, method_guard(name, reason))
+    for name, reason in _GUARDED_PROPS.items():
+        setattr(cls, name, prop_guard(name, reason))
+
+
 def _guard(name, reason):
     def guarded(self, *args, **kwargs):
         sym = self.__dict__.get("_sym")
@@ -350,10 +360,7 @@ def _traced_contiguous(self):
 SymbolicTensor.to = _guarded_to
 SymbolicTensor.contiguous = _traced_contiguous
 SymbolicTensor.__getitem__ = _traced_getitem
-for _name, _reason in _GUARDED.items():
-    setattr(SymbolicTensor, _name, _guard(_name, _reason))
-for _name, _reason in _GUARDED_PROPS.items():
-    setattr(SymbolicTensor, _name, _guard_prop(_name, _reason))
+_install_guards(SymbolicTensor, _guard, _guard_prop)
 
 
 # -- real tensors from outside the function: the same guards, while a trace runs ----------------
@@ -416,10 +423,7 @@ class ExternalTensor(Tensor):
 
 ExternalTensor.to = _external_to
 ExternalTensor.__getitem__ = _external_getitem
-for _name, _reason in _GUARDED.items():
-    setattr(ExternalTensor, _name, _external_guard(_name, _reason))
-for _name, _reason in _GUARDED_PROPS.items():
-    setattr(ExternalTensor, _name, _external_prop(_name, _reason))
+_install_guards(ExternalTensor, _external_guard, _external_prop)
 
 _external_lock = threading.Lock()
 _external_count: dict[int, list] = {}    # id -> [tensor, traces guarding it]: traces may overlap
