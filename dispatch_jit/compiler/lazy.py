@@ -103,6 +103,7 @@ import math
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -256,6 +257,8 @@ def _pending(t):
     return z if z.__class__ is tuple else None
 
 
+# False on a free-threaded interpreter, where LazyRecorder's lock-free handshake is not sound
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 _stats = Stats()
 _plans: dict = {}
 _counters = {"records": 0, "flushes": 0, "plan_hits": 0, "plans": 0, "eager_ops": 0, "size_flushes": 0,
@@ -617,52 +620,67 @@ def _specialize(call, boxed):
     spec = _Spec(op, tuple(args), tuple(kwargs))
     sig = ", ".join(params)
     fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
-    # the body runs under the recorder's lock (another thread may be flushing it); a call it does
-    # not record leaves the one-pass loop with t = None and runs, unlocked, through ``_boxed``.
-    # A LazyTensor's slot is read once and tested for a tuple: another recorder's may be computed
-    # meanwhile (the slot then holds its array)
+    # The body excludes a flush by another thread (LazyRecorder's ownership protocol): ``busy``
+    # is raised around it, and once another thread has flushed this recorder (``contended``) it
+    # runs under the lock instead, in the second function generated from the same body.  A call
+    # it does not record leaves the one-pass loop with t = None and runs, unlocked, through
+    # ``_boxed``.  A LazyTensor's slot is read once and tested for a tuple: another recorder's
+    # may be computed meanwhile (the slot then holds its array)
+    body = ["for _ in _ONCE:"]
+    for k, (p, _) in enumerate(tensors):
+        body += [f"    c = {p}.__class__",
+                 "    if c is _LT:",
+                 f"        z = {p}._lazy",
+                 "        if z.__class__ is not tuple or z[0] is not r:",
+                 "            break",
+                 f"        v{k} = z[1]",
+                 f"        s{k} = z[2]",
+                 "    elif c is _T:",
+                 f"        v{k} = r.input_ids.get({p})",
+                 f"        if v{k} is None:",
+                 f"            v{k} = r.add_input({p}, _TY{k})",
+                 f"        s{k} = {p}._data.shape",
+                 "    else:",
+                 "        break"]
+    shapes = [f"s{k}" for k in range(len(tensors))]
+    if len(shapes) == 1:
+        body.append("    shape = s0")
+    else:
+        body += [f"    shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
+                 "    if shape is None:",
+                 "        break        # eager mode raises its own error"]
+    body += ["    vid = r.next",
+             "    r.next = vid + 1",
+             f"    r.records.append((_S, vid, {', '.join(slots)}))",
+             "    t = _new(_LT)",
+             "    t._sig = _SIG",
+             "    t._lazy = (r, vid, shape, _OUT)",
+             "    r.lazies.append(t)"]
+    # the size flush runs after ``busy`` is lowered: a flush may wait for other threads
+    tail = ["    if t is None:",
+            f"        return _boxed({sig})",
+            "    if len(r.records) >= _LIMIT:",
+            "        r.size_flush()",
+            "    return t"]
     lines = [f"def {fname}({sig}):",
              "    r = _state.tracer",
              "    if r.__class__ is not _LR or _OUT is None:",
              f"        return _first(r, ({sig},))",
+             "    r.busy = True",
+             "    if r.contended:",
+             "        r.busy = False",
+             f"        return _locked(r, {sig})",
              "    t = None",
-             "    with r.lock:",
-             "        for _ in _ONCE:"]
-    for k, (p, _) in enumerate(tensors):
-        lines += [f"            c = {p}.__class__",
-                  "            if c is _LT:",
-                  f"                z = {p}._lazy",
-                  "                if z.__class__ is not tuple or z[0] is not r:",
-                  "                    break",
-                  f"                v{k} = z[1]",
-                  f"                s{k} = z[2]",
-                  "            elif c is _T:",
-                  f"                v{k} = r.input_ids.get({p})",
-                  f"                if v{k} is None:",
-                  f"                    v{k} = r.add_input({p}, _TY{k})",
-                  f"                s{k} = {p}._data.shape",
-                  "            else:",
-                  "                break"]
-    shapes = [f"s{k}" for k in range(len(tensors))]
-    if len(shapes) == 1:
-        lines.append("            shape = s0")
-    else:
-        lines += [f"            shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
-                  "            if shape is None:",
-                  "                break        # eager mode raises its own error"]
-    lines += ["            vid = r.next",
-              "            r.next = vid + 1",
-              "            recs = r.records",
-              f"            recs.append((_S, vid, {', '.join(slots)}))",
-              "            t = _new(_LT)",
-              "            t._sig = _SIG",
-              "            t._lazy = (r, vid, shape, _OUT)",
-              "            r.lazies.append(t)",
-              "            if len(recs) >= _LIMIT:",
-              "                r.size_flush()",
-              "    if t is None:",
-              f"        return _boxed({sig})",
-              "    return t"]
+             "    try:"]
+    lines += ["        " + b for b in body]
+    lines += ["    finally:",
+              "        r.busy = False"]
+    lines += tail
+    lines += ["", "", f"def _locked(r, {sig}):",
+              "    t = None",
+              "    with r.lock:"]
+    lines += ["        " + b for b in body]
+    lines += tail
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": _new, "_S": spec,
          "_ONCE": (None,), "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": _MAX_PENDING[0],
          "_OUT": None, "_SIG": None}
@@ -707,12 +725,26 @@ class LazyRecorder:
     the structural cache key, so a cache hit builds no Graph at all.
 
     Only its thread records into it, but any thread may flush it (by reading one of its
-    pending tensors, or by writing into a tensor it reads): ``lock`` makes a record and a
-    flush exclude each other.  ``read_keys``: the storages its inputs view (``_storage_key``);
-    while it has any, it is in ``_watched``, where writers look for the graphs to run first."""
+    pending tensors, or by writing into a tensor it reads), so a record and a flush must
+    exclude each other.  ``lock`` does that for the generic path and every flush; the
+    generated per-signature recorders avoid its cost (as much as the record itself) until
+    another thread flushes this recorder, by a two-flag handshake: the owner raises ``busy``
+    and then reads ``contended``; another thread, holding the lock, raises ``contended`` and
+    then waits for ``busy`` to fall.  Each side writes its flag before it reads the other's,
+    so under the GIL at least one of them sees the other's (Dekker's argument) and a record
+    never overlaps a foreign flush.  The owner lowers ``contended`` again in its own next
+    flush, under the lock (so never during a foreign one).  A lock-free record blocks on
+    nothing, so the waiting flusher never waits for long.  Where the interpreter runs
+    without a GIL the handshake is off: ``contended`` stays raised.
+
+    ``read_keys``: the storages its inputs view (``_storage_key``); while it has any, it is in
+    ``_watched``, where writers look for the graphs to run first."""
 
     def __init__(self):
         self.lock = threading.RLock()
+        self.owner = threading.get_ident()
+        self.busy = False
+        self.contended = not _GIL
         self.read_keys: set = set()
         self.ref = weakref.ref(self, _unwatch)
         self._reset()
@@ -967,9 +999,17 @@ class LazyRecorder:
     def flush(self) -> None:
         """Run the pending graph; any thread may call it.  The storages it read stay watched
         until the run is over, so that a writer in another thread waits for it."""
-        if not self.records and not self.read_keys:
+        if not self.records and not self.read_keys and not self.contended:
             return
         with self.lock:
+            if threading.get_ident() == self.owner:
+                self.contended = not _GIL   # re-armed: holding the lock, no foreign flush is under way
+            elif self.records or self.read_keys:
+                self.contended = True     # the owner's next records take the lock ...
+                while self.busy:          # ... and one already inside a lock-free record finishes
+                    time.sleep(0)
+            if not self.records and not self.read_keys:
+                return                    # nothing pending, or run meanwhile by the lock's holder
             try:
                 self._run()
             finally:

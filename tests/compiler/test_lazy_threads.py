@@ -177,6 +177,52 @@ def test_reading_another_threads_pending_tensors_while_it_records():
             np.testing.assert_array_equal(w, ((dj.exp(-y) + y) * 2.0 - 1.0).numpy())
 
 
+def test_foreign_flushes_racing_lock_free_records():
+    """The generated recorders take no lock until another thread flushes their graph
+    (LazyRecorder's busy/contended handshake), and A's own flush re-arms it every round.  The interpreter switches threads every 10 microseconds, so B's flushes land in
+    the middle of A's records: every value either thread reads is eager mode's."""
+    import sys
+    from dispatch_jit.compiler import lazy
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    x = dj.tensor(np.arange(8, dtype=np.float64))
+    base = np.arange(8, dtype=np.float64)
+    handoff: list = []
+    done = threading.Event()
+    got, armed = [], []
+
+    def recorder():
+        try:
+            with mode("compiled"):
+                r = lazy._mstate.recorder
+                for k in range(120):
+                    y = x * float(k) + 1.0
+                    handoff.append((k, y))
+                    for _ in range(20):           # records B's flush of y may interleave with
+                        y = y * 0.5 + 0.25
+                    got.append((k, y.numpy().copy()))
+                    lazy.flush()                  # A's own flush re-arms the handshake ...
+                    armed.append(not r.contended)  # ... and B, with nothing to run, leaves it armed
+        finally:
+            done.set()
+
+    def reader():
+        while not done.is_set() or handoff:
+            if handoff:
+                k, y = handoff.pop(0)
+                np.testing.assert_array_equal(y.numpy(), base * float(k) + 1.0)
+    try:
+        _run(recorder, reader)
+    finally:
+        sys.setswitchinterval(old)
+    assert all(armed) and len(armed) == 120
+    for k, y in got:
+        want = base * float(k) + 1.0
+        for _ in range(20):
+            want = want * 0.5 + 0.25
+        np.testing.assert_array_equal(y, want)
+
+
 def test_two_compiled_threads_writing_what_the_other_reads_do_not_deadlock():
     """A and B each record a read of the tensor the other one then writes in place."""
     a, b = dj.tensor([1.0, 2.0]), dj.tensor([10.0, 20.0])
