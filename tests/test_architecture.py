@@ -42,7 +42,6 @@ KNOWN: dict[str, set] = {
         'dispatch_jit._install -> dispatch_jit.kernels.aten',
         'dispatch_jit.autograd.indexing -> dispatch_jit.kernels.cuda_index',
         'dispatch_jit.autograd.kernel -> dispatch_jit.kernels.cuda_copy',
-        'dispatch_jit.compiler.tradeoff -> dispatch_jit',
         'dispatch_jit.creation -> dispatch_jit.kernels.cuda_copy',
         'dispatch_jit.custom_op -> dispatch_jit',
         'dispatch_jit.quantized -> dispatch_jit.kernels.cuda_copy',

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from dispatch_jit.cli import main
+from dispatch_jit.tools.cli import main
 
 
 def test_ops_lists_operators(capsys):

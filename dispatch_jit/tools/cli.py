@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 def _cmd_ops(args) -> int:
     import dispatch_jit as dj
-    from .registry import all_operators
+    from ..registry import all_operators
     if args.name:
         print(dj.dump(args.name))
         print()
@@ -135,7 +135,7 @@ def _demo_cuda() -> None:
 
 
 def _cmd_tradeoff(args) -> int:
-    from .compiler.tradeoff import main as tradeoff
+    from .tradeoff import main as tradeoff
     return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy)
 
 

@@ -93,8 +93,8 @@ class Row:
 def measure(sizes=QUICK_SIZES, chains=CHAINS, budget: float = 0.15, lazy: bool = True, log=None) -> list[Row]:
     import dispatch_jit as dj
     from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
-    from .codegen import compiled_loops
-    from .lazy import mode
+    from ..compiler.codegen import compiled_loops
+    from ..compiler.lazy import mode
 
     rng = np.random.default_rng(0)
     rows = []

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from dispatch_jit import cli
-from dispatch_jit.compiler import tradeoff
-from dispatch_jit.compiler.tradeoff import Row, format_row, format_table, measure
+from dispatch_jit.tools import cli
+from dispatch_jit.tools import tradeoff
+from dispatch_jit.tools.tradeoff import Row, format_row, format_table, measure
 
 
 def test_break_even():
