@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from .conversions import conversion
 from .dtypes import DType, from_numpy_dtype
 from .errors import DTypeError
 from .keys import DispatchKey
@@ -167,15 +168,14 @@ class QuantizedTensor(Tensor):
     def int_repr(self) -> Tensor:
         """The stored integers as a dense int8/uint8 tensor (a copy, on this tensor's device)."""
         if _on_cuda(self._data):
-            from .kernels.cuda_copy import contiguous_copy
+            from .cuda.copy import contiguous_copy
             return wrap(contiguous_copy(self._data))
         return wrap(self._data.copy())
 
     def dequantize(self) -> Tensor:
         """The represented real values, ``(q - zero_point) * scale``, as float32 (on this tensor's device)."""
         if _on_cuda(self._data):
-            from .kernels.cuda_quantized import dequantize_cuda
-            return wrap(dequantize_cuda(self._data, self.scale, self.zero_point))
+            return wrap(conversion("dequantize", "cuda")(self._data, self.scale, self.zero_point))
         return wrap(dequantize_array(self._data, self.scale, self.zero_point))
 
     def requires_grad_(self, requires_grad: bool = True):
@@ -269,8 +269,7 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     if t.ndim > MAX_NDIM:
         raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
     if _on_cuda(t._data):
-        from .kernels.cuda_quantized import quantize_cuda
-        return make_quantized(quantize_cuda(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
+        return make_quantized(conversion("quantize", "cuda")(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
     return make_quantized(quantize_array(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
 
 

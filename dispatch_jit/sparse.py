@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conversions import conversion
 from .dtypes import as_dtype, from_numpy_dtype
 from .errors import DTypeError, ShapeError
 from .keys import DispatchKey
@@ -386,7 +387,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
     if not vt._data.flags.c_contiguous:
         if vt.is_cuda:
-            from .kernels.cuda_copy import contiguous_copy
+            from .cuda.copy import contiguous_copy
             vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
         else:
             vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
@@ -420,8 +421,7 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
     if _on_cuda(a):
         if a.ndim != 2:
             raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
-        from .kernels.cuda_sparse import dense_to_csr
-        crow, col, val = dense_to_csr(a)
+        crow, col, val = conversion("dense_to_csr", "cuda")(a)
         return _make(crow, col, val, a.shape)
     if a.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")

@@ -298,7 +298,7 @@ class Tensor:
 
         def write():
             if self._sig & _CUDA_SIG_BITS:
-                from .kernels.cuda_index import setitem as cuda_setitem
+                from .cuda.index import setitem as cuda_setitem
                 cuda_setitem(self, idx, value)
             else:
                 self._data[idx] = src

@@ -332,7 +332,7 @@ class AutogradInplaceKernel:
 def _write_into(dst, src) -> None:
     """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
     if dst.is_cuda:
-        from ..kernels.cuda_copy import copy_into
+        from ..cuda.copy import copy_into
         copy_into(dst._data, src._data)
     else:
         np.copyto(dst._data, src._data, casting="unsafe")
