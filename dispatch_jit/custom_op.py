@@ -26,7 +26,7 @@ from .autograd.graph import SavedTensor, edge_of, node_class
 from .autograd.kernel import grad_to_shape, mark_output
 from .dispatcher import _unboxed, tls
 from .dtypes import DType
-from .errors import AutogradError, DispatchJitError, RegistrationError, SchemaParseError
+from .errors import AutogradError, RegistrationError, SchemaInferenceError, SchemaParseError
 from .keys import DispatchKey
 from .library import Library, fallthrough_kernel
 from .ops import OpOverload, overload_of
@@ -40,10 +40,6 @@ __all__ = ["custom_op", "CustomOpDef", "register_fake", "infer_schema", "SchemaI
 NON_DIFFERENTIABLE = "non_differentiable"   # tag: outputs never require grad (Autograd falls through)
 _RESERVED_NAMESPACES = {"aten", "_"}
 _DEVICE_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA}
-
-
-class SchemaInferenceError(DispatchJitError, ValueError):
-    """A function's signature cannot be turned into a schema."""
 
 
 # -- schema inference -----------------------------------------------------------------------------

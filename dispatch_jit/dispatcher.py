@@ -37,9 +37,9 @@ import threading
 from typing import Callable
 
 from .errors import DeviceMismatchError, DispatchJitError, NoKernelError, SchemaError
-from .keys import DispatchKey, DispatchKeySet
+from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import OperatorEntry
-from .signature import ArgMeta, decode, scalar_sig
+from .signature import decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "make_entry", "redispatch", "tls", "set_tensor_type", "calls_of",
@@ -310,14 +310,10 @@ class Call:
     def __init__(self, op: OperatorEntry, key: DispatchKey, keyset: int, metas: tuple, trace: bool):
         self.op, self.key, self.keyset, self.metas, self.trace = op, key, keyset, metas, trace
 
-    @property
-    def tensor_metas(self) -> list[ArgMeta]:
-        return [m for m in self.metas if m is not None and m.kind == "tensor"]
-
     def redispatch(self) -> Callable:
         """The callable that runs below this call's key (PyTorch's
         ``redispatch(keyset.remove(key))``), resolved now, once."""
-        below = self.keyset & ((1 << self.key.value) - 1)
+        below = self.keyset & bits_below(self.key)
         return _resolve_keyset(self.op, below, self.metas, "redispatch", self.trace)
 
 
@@ -432,7 +428,7 @@ def _returning_kernel(op: OperatorEntry, ks: int) -> tuple:
     while True:
         key = DispatchKeySet.from_bits(ks).highest()
         kernel, source = op.table[key.value]
-        ks &= (1 << key.value) - 1
+        ks &= bits_below(key)
         if not source.startswith("backend fallback") or not ks:
             name = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
             return name, source, key

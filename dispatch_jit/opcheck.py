@@ -17,16 +17,12 @@ import numpy as np
 from .autograd.grad_mode import no_grad
 from .autograd.graph import version_of
 from .custom_op import NON_DIFFERENTIABLE, _entry_of
-from .errors import DispatchJitError, SchemaError
+from .errors import OpCheckError, SchemaError
 from .keys import DispatchKey
 from .schema import bind
 from .tensor import Tensor
 
 __all__ = ["opcheck", "OpCheckError", "DEFAULT_TEST_UTILS"]
-
-
-class OpCheckError(DispatchJitError, AssertionError):
-    """``opcheck`` found a registration that does not match the kernel's behaviour."""
 
 
 DEFAULT_TEST_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_mutation")

@@ -31,15 +31,15 @@ import numpy as np
 from .conversions import conversion
 from .dtypes import DType, from_numpy_dtype
 from .errors import DTypeError
-from .keys import DispatchKey
+from .keys import DispatchKey, key_bits
 from .signature import MAX_NDIM, make_sig
 from .tensor import Tensor, wrap, _new
 
 __all__ = ["QDType", "qint8", "quint8", "QuantizedTensor", "quantize_per_tensor", "make_quantized",
            "QUANTIZED_CPU_BITS", "QUANTIZED_CUDA_BITS", "per_tensor_affine"]
 
-QUANTIZED_CPU_BITS = 1 << DispatchKey.QuantizedCPU.value
-QUANTIZED_CUDA_BITS = 1 << DispatchKey.QuantizedCUDA.value
+QUANTIZED_CPU_BITS = key_bits(DispatchKey.QuantizedCPU)
+QUANTIZED_CUDA_BITS = key_bits(DispatchKey.QuantizedCUDA)
 per_tensor_affine = "per_tensor_affine"
 
 
@@ -71,7 +71,6 @@ class QDType:
 
 qint8 = QDType("qint8", np.int8)
 quint8 = QDType("quint8", np.uint8)
-_BY_STORAGE = {qint8.np: qint8, quint8.np: quint8}
 
 
 def _on_cuda(a) -> bool:
@@ -269,11 +268,8 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     if t.ndim > MAX_NDIM:
         raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
     if _on_cuda(t._data):
-        return make_quantized(conversion("quantize", "cuda")(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
+        q = conversion("quantize", "cuda")(t._data, scale, zero_point, dtype)
+        return make_quantized(q, scale, zero_point, dtype)
     return make_quantized(quantize_array(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
-
-
-def qdtype_of_storage(dt: np.dtype) -> QDType:
-    return _BY_STORAGE[np.dtype(dt)]
 
 

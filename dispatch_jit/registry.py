@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import RegistrationError
-from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey
+from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey, key_bits
 from .schema import FunctionSchema, parse_schema
 
 __all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
@@ -127,7 +127,7 @@ class OperatorEntry:
             fn, source = compute_table_entry(self, rk)
             table[rk.value] = (fn, source)
             if fn is fallthrough_kernel:
-                ft |= 1 << rk.value
+                ft |= key_bits(rk)
         self.table = table
         self.fallthrough_bits = ft
         self.memo.clear()

@@ -39,8 +39,8 @@ import numpy as np
 
 from .conversions import conversion
 from .dtypes import as_dtype, from_numpy_dtype
-from .errors import DTypeError, ShapeError
-from .keys import DispatchKey
+from .errors import DTypeError, ShapeError, SparseLayoutError
+from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .tensor import Tensor, wrap
 
@@ -49,16 +49,12 @@ __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr"
 
 sparse_csr = "sparse_csr"   # the layout marker: ``A.layout == dj.sparse_csr``
 
-SPARSE_CSR_CPU_BITS = 1 << DispatchKey.SparseCsrCPU.value
-SPARSE_CSR_CUDA_BITS = 1 << DispatchKey.SparseCsrCUDA.value
+SPARSE_CSR_CPU_BITS = key_bits(DispatchKey.SparseCsrCPU)
+SPARSE_CSR_CUDA_BITS = key_bits(DispatchKey.SparseCsrCUDA)
 SPARSE_CSR_BITS = SPARSE_CSR_CPU_BITS | SPARSE_CSR_CUDA_BITS     # either device
-_AUTOGRAD_CPU_BITS = 1 << DispatchKey.AutogradCPU.value
-_AUTOGRAD_CUDA_BITS = 1 << DispatchKey.AutogradCUDA.value
+_AUTOGRAD_CPU_BITS = key_bits(DispatchKey.AutogradCPU)
+_AUTOGRAD_CUDA_BITS = key_bits(DispatchKey.AutogradCUDA)
 _new = object.__new__
-
-
-class SparseLayoutError(ShapeError):
-    """Dense-style access to a sparse tensor."""
 
 
 def _dense_only(what: str):

@@ -17,20 +17,19 @@ import numpy as np
 from . import dispatcher
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
 from .errors import DTypeError, ShapeError
-from .keys import DispatchKey, DispatchKeySet
-from .signature import KS_SHIFT, MAX_NDIM, make_sig
+from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
+from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
 
 __all__ = ["Tensor", "device", "place", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
            "version_box", "version_of", "bump_version"]
 
 _K = DispatchKey
-CPU_BITS = 1 << _K.CPU.value
-AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
-CUDA_BITS = 1 << _K.CUDA.value
-AUTOGRAD_CUDA_BITS = 1 << _K.AutogradCUDA.value
-_CUDA_SIG_BITS = CUDA_BITS << KS_SHIFT
-_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value)
-                      | (1 << _K.AutogradOther.value)) << KS_SHIFT
+CPU_BITS = key_bits(_K.CPU)
+AUTOGRAD_CPU_BITS = key_bits(_K.AutogradCPU)
+CUDA_BITS = key_bits(_K.CUDA)
+AUTOGRAD_CUDA_BITS = key_bits(_K.AutogradCUDA)
+_CUDA_SIG_BITS = keyset_sig_bits(CUDA_BITS)
+_AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)
 strided = "strided"
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
@@ -512,7 +511,7 @@ def dispatch_keys(t: Tensor) -> DispatchKeySet:
     """
     if not isinstance(t, Tensor):
         raise TypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
-    return DispatchKeySet.from_bits(t._sig >> KS_SHIFT)
+    return DispatchKeySet.from_bits(sig_keyset(t._sig))
 
 
 def is_tensor(x) -> bool:
