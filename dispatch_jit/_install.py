@@ -3,7 +3,7 @@ methods and Python operators, all straight from the tables in kernels/aten.py.""
 
 from __future__ import annotations
 
-from .dispatcher import make_entry
+from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .registry import lookup
 from .tensor import Tensor

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import registry
-from .dispatcher import make_entry
+from .entry import make_entry
 from .errors import RegistrationError
 from .keys import DispatchKey
 from .registry import RegistrationHandle, fallthrough_kernel
