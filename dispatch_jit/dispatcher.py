@@ -38,7 +38,7 @@ from typing import Callable
 
 from .errors import DeviceMismatchError, NoKernelError, SchemaError
 from .keys import DispatchKey, DispatchKeySet, bits_below
-from .registry import OperatorEntry
+from .registry import KernelKind, OperatorEntry
 from .signature import SIG_NONE, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
@@ -368,11 +368,11 @@ def _returning_kernel(op: OperatorEntry, ks: int) -> tuple:
     ks &= ~op.fallthrough_bits
     while True:
         key = DispatchKeySet.from_bits(ks).highest()
-        kernel, source = op.table[key.value]
+        kernel, kind = op.table[key.value]
         ks &= bits_below(key)
-        if not source.startswith("backend fallback") or not ks:
+        if kind is not KernelKind.BACKEND_FALLBACK or not ks:
             name = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
-            return name, source, key
+            return name, kind.value, key
 
 
 def _check_first_return(op: OperatorEntry, ks: int, memo_key: tuple, fn: Callable) -> Callable:
@@ -400,11 +400,11 @@ def _check_first_return(op: OperatorEntry, ks: int, memo_key: tuple, fn: Callabl
 def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace: bool) -> Callable:
     ks &= ~op.fallthrough_bits
     key = DispatchKeySet.from_bits(ks).highest()
-    fn, source = op.table[key.value] if ks else (None, "missing")
+    fn, kind = op.table[key.value] if ks else (None, KernelKind.MISSING)
     if fn is None:
         raise no_kernel_error(op, key, ks)
     call = Call(op, key, ks, metas, trace)
-    if source.startswith("backend fallback"):
+    if kind is KernelKind.BACKEND_FALLBACK:
         kern = _boxed(op, fn, ks)
         if hasattr(fn, "specialize"):
             # a fallback may specialize per signature too (the Tracer's, for lazy recording): it gets the
