@@ -31,7 +31,6 @@ promotion, the table walk and compilation happen once per signature, in
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from typing import Callable
@@ -43,7 +42,7 @@ from .signature import SIG_NONE, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "redispatch", "tls", "set_tensor_type", "calls_of", "memo_key", "key_fields",
-           "is_tracing_dispatch", "set_write_guard", "resolve_call", "errors_name"]
+           "is_tracing_dispatch", "set_write_guard", "resolve_call"]
 
 
 class _MissingArg:
@@ -226,26 +225,6 @@ def set_tensor_type(cls) -> None:
     _TENSOR_TYPE[0] = cls
     for g in _GENERATED_GLOBALS:
         g["_T"] = cls
-
-
-def errors_name(exc: BaseException, op: OperatorEntry | str, public_name: str) -> None:
-    """Rewrite ``exc``'s message (in place) to name ``public_name`` where it names ``op`` (an
-    OperatorEntry or its name): ``max(): ...``/``max: ...`` become ``amax(): ...``/``amax: ...``,
-    and a message opening with the qualified name (``aten::sub.Tensor: ...``, or a quoted schema)
-    gets ``subtract(): `` in front.
-    Other words are left alone (``'min' or 'max'``, ``dj.max(x)``, ``maximum``)."""
-    if not exc.args or not isinstance(exc.args[0], str):
-        return
-    msg, base = exc.args[0], (op if isinstance(op, str) else op.schema.name).split("::")[-1].split(".")[0]
-    if base == public_name:
-        return
-    if base.endswith("_") and public_name.endswith("_"):     # clip_ -> clamp_: kernels say "clamp"
-        base, public_name = base[:-1], public_name[:-1]
-    new = re.sub(rf"(?<![\w.:'`]){re.escape(base)}(?=\(\)|:(?!:))", public_name, msg)
-    if new.startswith("aten::" + base) and not new.startswith(public_name):
-        new = f"{public_name}(): {new}"
-    if new != msg:
-        exc.args = (new,) + exc.args[1:]
 
 
 # -- the miss path ---------------------------------------------------------------

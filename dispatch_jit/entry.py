@@ -15,15 +15,16 @@ the same key for the miss path and redispatch); the miss is dispatcher.resolve_c
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from .dispatcher import (CLASS, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
-                         errors_name, key_fields, resolve_call, tls)
+                         key_fields, resolve_call, tls)
 from .errors import DispatchJitError, SchemaError
 from .registry import OperatorEntry
 from .signature import SIG_NONE, scalar_sig
 
-__all__ = ["make_entry", "KEYWORD_ALIASES"]
+__all__ = ["make_entry", "KEYWORD_ALIASES", "errors_name"]
 
 
 def _field_expr(name: str, kind: str) -> str:
@@ -121,3 +122,23 @@ def _both_spellings(op, name: str, value, default, alias: str, alias_value):
 
 _RESERVED = {"from", "in", "is", "lambda", "def", "class", "return", "global", "import", "and", "or",
              "not", "if", "else", "while", "for", "with", "as", "pass", "None", "True", "False"}
+
+
+def errors_name(exc: BaseException, op: OperatorEntry | str, public_name: str) -> None:
+    """Rewrite ``exc``'s message (in place) to name ``public_name`` where it names ``op`` (an
+    OperatorEntry or its name): ``max(): ...``/``max: ...`` become ``amax(): ...``/``amax: ...``,
+    and a message opening with the qualified name (``aten::sub.Tensor: ...``, or a quoted schema)
+    gets ``subtract(): `` in front.
+    Other words are left alone (``'min' or 'max'``, ``dj.max(x)``, ``maximum``)."""
+    if not exc.args or not isinstance(exc.args[0], str):
+        return
+    msg, base = exc.args[0], (op if isinstance(op, str) else op.schema.name).split("::")[-1].split(".")[0]
+    if base == public_name:
+        return
+    if base.endswith("_") and public_name.endswith("_"):     # clip_ -> clamp_: kernels say "clamp"
+        base, public_name = base[:-1], public_name[:-1]
+    new = re.sub(rf"(?<![\w.:'`]){re.escape(base)}(?=\(\)|:(?!:))", public_name, msg)
+    if new.startswith("aten::" + base) and not new.startswith(public_name):
+        new = f"{public_name}(): {new}"
+    if new != msg:
+        exc.args = (new,) + exc.args[1:]

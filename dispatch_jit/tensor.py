@@ -15,6 +15,7 @@ from weakref import ref as _weakref
 import numpy as np
 
 from . import dispatcher
+from .devices import CPU_DEVICE, _check_cpu, device, place  # noqa: F401  (CPU_DEVICE, _check_cpu: re-exported)
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
 from .errors import DTypeError, ShapeError
 from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
@@ -36,74 +37,6 @@ _NON_LEAF_GRAD = (
     "be populated during autograd.backward(). If you indeed want the .grad field to be populated for a "
     "non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
     "mistake, make sure you access the leaf Tensor instead.")
-
-
-class device:
-    """A device: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``.
-
-    >>> import dispatch_jit as dj
-    >>> dj.device("cpu"), dj.device("cuda:1").index
-    (device(type='cpu'), 1)
-    """
-
-    __slots__ = ("type", "index")
-
-    def __init__(self, spec="cpu", index: int | None = None):
-        if isinstance(spec, device):
-            spec, index = spec.type, spec.index
-        if not isinstance(spec, str):
-            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
-        typ, _, idx = spec.partition(":")
-        if typ not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"unknown device type {typ!r}: expected 'cpu', 'cuda', 'cuda:N' or 'meta'")
-        if idx:
-            if not idx.isdigit():
-                raise ValueError(f"bad device index in {spec!r}: expected a non-negative integer after ':'")
-            index = int(idx)
-        self.type, self.index = typ, index
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and (self.type, self.index or 0) == (other.type, other.index or 0)
-
-    def __hash__(self):
-        return hash((self.type, self.index or 0))
-
-    def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-    def __repr__(self):
-        return f"device(type='{self.type}')" if self.index is None else \
-            f"device(type='{self.type}', index={self.index})"
-
-
-CPU_DEVICE = device("cpu")
-
-
-def _check_cpu(dev) -> None:
-    """Raise unless ``dev`` names a device tensors with data can live on."""
-    if dev is None:
-        return
-    d = device(dev) if not isinstance(dev, device) else dev
-    if d.type == "cuda":
-        from .cuda.runtime import require
-        require(d.index or 0)
-    elif d.type != "cpu":
-        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu' or 'cuda'")
-
-
-def place(a: np.ndarray, dev):
-    """The storage for host array ``a`` on device ``dev``: ``a`` itself for the CPU,
-    a copy in device memory for CUDA."""
-    if dev is None:
-        return a
-    d = device(dev) if not isinstance(dev, device) else dev
-    if d.type == "cpu":
-        return a
-    _check_cpu(d)
-    from .cuda.array import from_host
-    return from_host(a, d.index or 0)
 
 
 class Tensor:
