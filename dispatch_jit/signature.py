@@ -30,9 +30,10 @@ from .keys import CUDA_KEY_BITS, DispatchKeySet
 
 __all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
            "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
-           "sig_device_index"]
+           "sig_device_index", "CONTIGUOUS_BIT"]
 
 MAX_NDIM = 64
+CONTIGUOUS_BIT = 1               # bit 0
 NDIM_SHIFT, NDIM_MASK = 1, 127   # 7 bits from bit 1
 DTYPE_SHIFT, DTYPE_MASK = 8, 15
 KS_SHIFT = 18
@@ -143,6 +144,6 @@ def decode(sig) -> ArgMeta:
         ks = sig_keyset(sig)
         device = f"cuda:{sig_device_index(sig)}" if ks & CUDA_KEY_BITS else "cpu"
         m = ArgMeta("tensor", dtype=ALL_DTYPES[sig_dtype_index(sig)], ndim=(sig >> NDIM_SHIFT) & NDIM_MASK,
-                    contiguous=bool(sig & 1), keyset=ks, device=device)
+                    contiguous=bool(sig & CONTIGUOUS_BIT), keyset=ks, device=device)
     _DECODED[sig] = m
     return m
