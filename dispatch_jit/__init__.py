@@ -37,7 +37,7 @@ from .compiler import get_mode, mode, set_mode  # noqa: E402
 from .kernels.quantized import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
 
-_FUNCTIONS = _install(globals())
+_FUNCTIONS = _install(globals(), _kernels.aten)
 
 __version__ = "0.1.0"
 

@@ -3,7 +3,7 @@ methods and Python operators, all straight from the tables in kernels/aten.py.""
 
 from __future__ import annotations
 
-from .dispatcher import make_entry
+from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .registry import lookup
 from .tensor import Tensor
@@ -53,10 +53,6 @@ def _cpu(self):
     return self.to("cpu")
 
 
-def _device_type(d) -> str:
-    return str(d).split(":")[0]
-
-
 def _contiguous(self):
     return self if self._data.flags.c_contiguous else self.clone()
 
@@ -100,8 +96,16 @@ def _named(public: str, opname: str):
 _ALIASES: dict = {}
 
 
-def install(namespace: dict) -> list[str]:
-    from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS, PY_FUNCTIONS
+def install(namespace: dict, surface) -> list[str]:
+    """Bind the op library's public surface into ``namespace`` and onto Tensor.
+
+    ``surface`` is the module (or any object) holding the op library's tables:
+    FUNCTIONS, ARRAY_API_ALIASES, METHODS, PY_FUNCTIONS and OPERATORS
+    (kernels/aten.py); dispatch_jit/__init__.py passes it, so the engine never
+    imports kernels/.
+    """
+    FUNCTIONS, ARRAY_API_ALIASES, METHODS = surface.FUNCTIONS, surface.ARRAY_API_ALIASES, surface.METHODS
+    PY_FUNCTIONS, OPERATORS = surface.PY_FUNCTIONS, surface.OPERATORS
     names = []
     for public, opname in FUNCTIONS.items():
         namespace[public] = _named(public, opname)

@@ -27,11 +27,11 @@ import threading
 from .dispatcher import ExcludeDispatchKeyGuard, tls
 from .dtypes import DType, as_dtype, float16, float32, promote_types
 from .errors import DTypeError
-from .keys import AUTOCAST_KEY_FOR_DEVICE, DispatchKey
+from .keys import AUTOCAST_BITS, AUTOCAST_KEY_FOR_DEVICE, DispatchKey, key_bits
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "AutocastKernel", "POLICIES"]
 
-_AUTOCAST_BITS = (1 << DispatchKey.AutocastCPU.value) | (1 << DispatchKey.AutocastCUDA.value)
+_AUTOCAST_BITS = AUTOCAST_BITS
 _DEFAULT_DTYPE = {"cpu": float16, "cuda": float16}
 _LOWER_OK = {"float16", "float32", "float64"}    # bfloat16 does not exist here (see the module docstring)
 
@@ -47,7 +47,7 @@ _state = _State()
 
 
 def is_autocast_enabled(device_type: str = "cpu") -> bool:
-    return bool(tls.include >> AUTOCAST_KEY_FOR_DEVICE[device_type].value & 1)
+    return bool(tls.include & key_bits(AUTOCAST_KEY_FOR_DEVICE[device_type]))
 
 
 def get_autocast_dtype(device_type: str = "cpu") -> DType:
@@ -70,7 +70,7 @@ class autocast:
         if d.name not in _LOWER_OK:
             raise DTypeError(f"autocast: dtype must be a floating dtype (float16, float32, float64), got {d.name}")
         self.device_type, self.dtype, self.enabled = device_type, d, bool(enabled)
-        self.bit = 1 << AUTOCAST_KEY_FOR_DEVICE[device_type].value
+        self.bit = key_bits(AUTOCAST_KEY_FOR_DEVICE[device_type])
 
     def __enter__(self):
         self.prev = (tls.include, _state.dtype[self.device_type])

@@ -37,7 +37,7 @@ def _filled(shape: tuple, dt: DType, value, device, requires_grad: bool) -> Tens
         a = np.empty(shape, dt.np) if value is None else np.full(shape, value, dt.np)
         return _finish(a, device, requires_grad)
     from .cuda import array as cuda_array
-    from .kernels.cuda_copy import fill
+    from .cuda.copy import fill
     from .tensor import device as _device
     _check_cpu(device)
     d = cuda_array.empty(shape, dt.np, _device(device).index or 0)

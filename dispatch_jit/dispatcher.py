@@ -31,19 +31,18 @@ promotion, the table walk and compilation happen once per signature, in
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from typing import Callable
 
-from .errors import DeviceMismatchError, DispatchJitError, NoKernelError, SchemaError
-from .keys import DispatchKey, DispatchKeySet
-from .registry import OperatorEntry
-from .signature import ArgMeta, decode, scalar_sig
+from .errors import DeviceMismatchError, NoKernelError, SchemaError
+from .keys import DispatchKey, DispatchKeySet, bits_below
+from .registry import KernelKind, OperatorEntry
+from .signature import SIG_NONE, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
-           "make_entry", "redispatch", "tls", "set_tensor_type", "calls_of",
-           "is_tracing_dispatch", "set_write_guard"]
+           "redispatch", "tls", "set_tensor_type", "calls_of", "memo_key", "key_fields",
+           "is_tracing_dispatch", "set_write_guard", "resolve_call"]
 
 
 class _MissingArg:
@@ -169,9 +168,56 @@ def is_tracing_dispatch() -> bool:
     return tls.trace
 
 
-# -- generated entries -------------------------------------------------------
+# -- the memo key ------------------------------------------------------------------
+# One memo key per call: the thread-local state id, then, per schema argument that can
+# change the kernel, a tensor-like argument's signature or a Scalar argument's type (an int
+# alpha on int tensors, a float on floats).  ``key_fields`` says which arguments and how;
+# ``memo_key`` builds the key from them (the miss path, redispatch) and entry.py renders the
+# same fields as the generated entry's inline expression (the hot path).  This is the one
+# source of truth: tests/test_memo_key.py checks that the generated entries agree with it.
+TENSOR, OPTIONAL_TENSOR, SIG, CLASS = "tensor", "optional tensor", "sig", "class"
 _GENERATED_GLOBALS: list[dict] = []
 _TENSOR_TYPE: list = [None]
+_KEY_FIELDS: dict = {}
+
+
+def key_fields(op: OperatorEntry) -> tuple:
+    """(argument index, kind) for each argument in ``op``'s memo key, in schema order.
+
+    Kinds: TENSOR (a Tensor: its ``_sig``, or ``scalar_sig`` of a number passed for it),
+    OPTIONAL_TENSOR (the same, ``-1`` for None), SIG (Tensor lists: ``scalar_sig``) and
+    CLASS (Scalar arguments: their type)."""
+    fields = _KEY_FIELDS.get(op.schema)
+    if fields is None:
+        fields = []
+        for i, a in enumerate(op.schema.arguments):
+            if a.type.is_tensor_like:
+                if a.type.base == "Tensor" and not a.type.is_list:
+                    fields.append((i, OPTIONAL_TENSOR if a.type.optional else TENSOR))
+                else:
+                    fields.append((i, SIG))
+            elif a.type.base == "Scalar":
+                fields.append((i, CLASS))
+        fields = _KEY_FIELDS[op.schema] = tuple(fields)
+    return fields
+
+
+def memo_key(op: OperatorEntry, args: tuple) -> tuple:
+    """The memo key of a call of ``op`` on ``args`` (every schema argument, positionally)
+    in this thread's current dispatch state."""
+    T = _TENSOR_TYPE[0]
+    key = [tls.k]
+    for i, kind in key_fields(op):
+        v = args[i]
+        if kind == CLASS:
+            key.append(v.__class__)
+        elif kind == OPTIONAL_TENSOR and v is None:
+            key.append(SIG_NONE)
+        elif kind != SIG and v.__class__ is T:
+            key.append(v._sig)
+        else:
+            key.append(scalar_sig(v))
+    return tuple(key)
 
 
 def set_tensor_type(cls) -> None:
@@ -179,125 +225,6 @@ def set_tensor_type(cls) -> None:
     _TENSOR_TYPE[0] = cls
     for g in _GENERATED_GLOBALS:
         g["_T"] = cls
-
-
-def _sig_expr(name: str, arg) -> str:
-    base = arg.type.base
-    if base == "Tensor" and not arg.type.is_list:
-        expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
-        if arg.type.optional:   # out=None is the common case: no call for it
-            expr = f"(-1 if {name} is None else {expr})"
-        return expr
-    return f"_ssig({name})"
-
-
-def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool = False) -> Callable:
-    """Generate the fast entry function for ``op`` from its schema.
-
-    ``as_alias=True`` makes another public name for the op (``dj.amax`` for ``aten::max``,
-    ``dj.concat`` for ``aten::cat``): the same hot path and memo, not stored as ``op.entry``,
-    and errors raised on purpose name ``public_name``, the function the user called, not the
-    op underneath (``errors_name``).  Its ``try`` costs nothing until something raises."""
-    schema = op.schema
-    params, names, sigs = [], [], []
-    kw_started = False
-    for a in schema.arguments:
-        pname = a.name if a.name not in _RESERVED else a.name + "_"
-        if a.kwarg_only and not kw_started:
-            params.append("*")
-            kw_started = True
-        default = "_MISSING" if not a.has_default else f"_D_{pname}"
-        params.append(f"{pname}={default}")
-        names.append(pname)
-        if a.type.is_tensor_like:
-            sigs.append(_sig_expr(pname, a))
-        elif a.type.base == "Scalar":
-            # a Scalar's type changes the kernel (int alpha on int tensors, float on floats)
-            sigs.append(f"{pname}.__class__")
-    # PyTorch spellings accepted as aliases of the array API names (dim= for axis=)
-    aliases = [(alias, real) for real, alias in KEYWORD_ALIASES.items() if real in names]
-    defaults = dict(zip(names, (p.split("=", 1)[1] for p in params if p != "*")))
-    for alias, real in aliases:
-        if not kw_started:
-            params.append("*")
-            kw_started = True
-        params.append(f"{alias}=_NOALIAS")
-    arglist = ", ".join(names)
-    key = "(_tls.k, " + ", ".join(sigs) + ("," if len(sigs) == 1 else "") + ")" if sigs else "(_tls.k,)"
-    fname = (public_name or schema.name).replace(".", "_")
-    # an alias costs nothing unless given; given, it must not come with its name too (a value other
-    # than the default: keepdims=True, keepdim=True raises, as torch; the default passed explicitly
-    # cannot be told from no value without a check on every call)
-    prologue = "".join(f"    if {alias} is not _NOALIAS:\n"
-                       f"        {real} = _both(_op, '{real}', {real}, {defaults[real]}, '{alias}', {alias})\n"
-                       for alias, real in aliases)
-    body = ("    _count()\n"
-            f"    _f = _memo_get({key})\n"
-            f"    if _f is None:\n"
-            f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
-            f"    return _f({arglist})\n")
-    if as_alias:
-        body = ("    try:\n" + "".join("    " + line + "\n" for line in body.splitlines()) +
-                "    except _DJError as _e:\n"
-                f"        _rename(_e, _op, {public_name!r})\n"
-                "        raise\n")
-        prologue = prologue.replace("_both(_op,", f"_both({public_name!r},")
-    src = f"def {fname}({', '.join(params)}):\n" + prologue + body
-    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
-         "_miss": resolve_call, "_MISSING": MISSING,
-         "_NOALIAS": _NOALIAS, "_both": _both_spellings,
-         "_DJError": DispatchJitError, "_rename": errors_name}
-    for a, pname in zip(schema.arguments, names):
-        if a.has_default:
-            d = a.default
-            g[f"_D_{pname}"] = tuple(d) if isinstance(d, list) else d
-    exec(compile(src, f"<dispatch_jit entry {schema.full_name}>", "exec"), g)
-    _GENERATED_GLOBALS.append(g)
-    fn = g[fname]
-    fn.__qualname__ = fn.__name__ = public_name or schema.name
-    fn.__source__ = src
-    fn._op = op
-    if not as_alias:
-        op.entry = fn
-    return fn
-
-
-KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
-_NOALIAS = _MissingArg()
-
-
-def _both_spellings(op, name: str, value, default, alias: str, alias_value):
-    """The value of ``alias=`` (PyTorch's spelling of ``name=``), unless ``name=`` was given too.
-    ``op``: the OperatorEntry, or the public name of an alias entry."""
-    if value is not default:
-        who = op if isinstance(op, str) else op.schema.name
-        raise SchemaError(f"{who}() got both {name}={value!r} and {alias}={alias_value!r}, two "
-                          f"spellings of one argument; pass one of them")
-    return alias_value
-
-
-def errors_name(exc: BaseException, op: OperatorEntry | str, public_name: str) -> None:
-    """Rewrite ``exc``'s message (in place) to name ``public_name`` where it names ``op`` (an
-    OperatorEntry or its name): ``max(): ...``/``max: ...`` become ``amax(): ...``/``amax: ...``,
-    and a message opening with the qualified name (``aten::sub.Tensor: ...``, or a quoted schema)
-    gets ``subtract(): `` in front.
-    Other words are left alone (``'min' or 'max'``, ``dj.max(x)``, ``maximum``)."""
-    if not exc.args or not isinstance(exc.args[0], str):
-        return
-    msg, base = exc.args[0], (op if isinstance(op, str) else op.schema.name).split("::")[-1].split(".")[0]
-    if base == public_name:
-        return
-    if base.endswith("_") and public_name.endswith("_"):     # clip_ -> clamp_: kernels say "clamp"
-        base, public_name = base[:-1], public_name[:-1]
-    new = re.sub(rf"(?<![\w.:'`]){re.escape(base)}(?=\(\)|:(?!:))", public_name, msg)
-    if new.startswith("aten::" + base) and not new.startswith(public_name):
-        new = f"{public_name}(): {new}"
-    if new != msg:
-        exc.args = (new,) + exc.args[1:]
-
-
-_RESERVED = {"from", "in", "is", "lambda", "def", "class", "return", "global", "import", "and", "or",
-             "not", "if", "else", "while", "for", "with", "as", "pass", "None", "True", "False"}
 
 
 # -- the miss path ---------------------------------------------------------------
@@ -310,14 +237,10 @@ class Call:
     def __init__(self, op: OperatorEntry, key: DispatchKey, keyset: int, metas: tuple, trace: bool):
         self.op, self.key, self.keyset, self.metas, self.trace = op, key, keyset, metas, trace
 
-    @property
-    def tensor_metas(self) -> list[ArgMeta]:
-        return [m for m in self.metas if m is not None and m.kind == "tensor"]
-
     def redispatch(self) -> Callable:
         """The callable that runs below this call's key (PyTorch's
         ``redispatch(keyset.remove(key))``), resolved now, once."""
-        below = self.keyset & ((1 << self.key.value) - 1)
+        below = self.keyset & bits_below(self.key)
         return _resolve_keyset(self.op, below, self.metas, "redispatch", self.trace)
 
 
@@ -405,16 +328,9 @@ def resolve_call(op: OperatorEntry, args: tuple) -> Callable:
                           f"({seen}); make one a tensor with dj.tensor(...)")
     ks = (tensor_ks | state.include) & ~state.exclude
     fn = _resolve_keyset(op, ks, metas, "call", state.trace)
-    key = [state.k]
-    T = _TENSOR_TYPE[0]
-    for a, v in zip(op.schema.arguments, args):
-        if a.type.is_tensor_like:
-            key.append(v._sig if v.__class__ is T else scalar_sig(v))
-        elif a.type.base == "Scalar":
-            key.append(v.__class__)
+    key = memo_key(op, args)
     op.misses += 1
     fn = _guard_writes(op, metas, fn)
-    key = tuple(key)
     op.memo[key] = fn = _check_first_return(op, ks, key, fn)
     return fn
 
@@ -431,11 +347,11 @@ def _returning_kernel(op: OperatorEntry, ks: int) -> tuple:
     ks &= ~op.fallthrough_bits
     while True:
         key = DispatchKeySet.from_bits(ks).highest()
-        kernel, source = op.table[key.value]
-        ks &= (1 << key.value) - 1
-        if not source.startswith("backend fallback") or not ks:
+        kernel, kind = op.table[key.value]
+        ks &= bits_below(key)
+        if kind is not KernelKind.BACKEND_FALLBACK or not ks:
             name = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
-            return name, source, key
+            return name, kind.value, key
 
 
 def _check_first_return(op: OperatorEntry, ks: int, memo_key: tuple, fn: Callable) -> Callable:
@@ -463,11 +379,11 @@ def _check_first_return(op: OperatorEntry, ks: int, memo_key: tuple, fn: Callabl
 def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace: bool) -> Callable:
     ks &= ~op.fallthrough_bits
     key = DispatchKeySet.from_bits(ks).highest()
-    fn, source = op.table[key.value] if ks else (None, "missing")
+    fn, kind = op.table[key.value] if ks else (None, KernelKind.MISSING)
     if fn is None:
         raise no_kernel_error(op, key, ks)
     call = Call(op, key, ks, metas, trace)
-    if source.startswith("backend fallback"):
+    if kind is KernelKind.BACKEND_FALLBACK:
         kern = _boxed(op, fn, ks)
         if hasattr(fn, "specialize"):
             # a fallback may specialize per signature too (the Tracer's, for lazy recording): it gets the
@@ -568,14 +484,12 @@ def no_kernel_error(op: OperatorEntry, key: DispatchKey, ks: int) -> NoKernelErr
 def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
     """Run ``op`` on positional ``args`` (schema order) with an explicit key set."""
     bits = keyset.bits if isinstance(keyset, DispatchKeySet) else int(keyset)
-    metas = _metas(op, args)
-    sigs = tuple(getattr(v, "_sig", None) if m is not None and m.kind == "tensor" else
-                 (scalar_sig(v) if m is not None else None) for v, m in zip(args, metas))
-    memo_key = ("redispatch", tls.k, bits, sigs)
-    fn = op.memo.get(memo_key)
+    key = ("redispatch", bits) + memo_key(op, args)    # never equal to an entry's key (a str first)
+    fn = op.memo.get(key)
     if fn is None:
+        metas = _metas(op, args)
         fn = _guard_writes(op, metas, _resolve_keyset(op, bits, metas, "redispatch", tls.trace))
-        op.memo[memo_key] = fn
+        op.memo[key] = fn
     return fn(*args)
 
 

@@ -23,6 +23,10 @@ __all__ = [
     "CudaUnavailableError",
     "CudaOutOfMemoryError",
     "EscapedTensorError",
+    "SparseLayoutError",
+    "SchemaInferenceError",
+    "OpCheckError",
+    "GraphError",
 ]
 
 
@@ -86,3 +90,21 @@ class CudaOutOfMemoryError(DispatchJitError, MemoryError):
 class EscapedTensorError(DispatchJitError, RuntimeError):
     """A tensor made while ``dj.compile`` traced a function was kept outside it (in a global, an
     attribute or a container): it is a placeholder without data, so any use of it fails."""
+
+
+class SparseLayoutError(ShapeError):
+    """Dense-style access to a sparse tensor."""
+
+
+class SchemaInferenceError(DispatchJitError, ValueError):
+    """A function's signature cannot be turned into a schema."""
+
+
+class OpCheckError(DispatchJitError, AssertionError):
+    """``opcheck`` found a registration that does not match the kernel's behaviour."""
+
+
+class GraphError(AssertionError):
+    """A graph failed ``Graph.check()``: a pass or the tracer produced a malformed graph.
+
+    An internal invariant (a bug in a compiler pass), not a user error: it is no DispatchJitError."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .dispatcher import calls_of
 from .keys import RUNTIME_KEYS, DispatchKey
-from .registry import OperatorEntry, all_operators, backend_fallbacks, lookup, overloads
+from .registry import FALLTHROUGH_KINDS, OperatorEntry, all_operators, backend_fallbacks, lookup, overloads
 
 __all__ = ["dump", "dump_table", "has_kernel", "cache_info", "list_operators"]
 
@@ -62,9 +62,9 @@ def dump_table(name) -> str:
     lines = [f"Computed dispatch table for {op.name}:"]
     width = max(len(k.name) for k in RUNTIME_KEYS)
     for key in sorted(RUNTIME_KEYS, key=lambda k: -k.value):
-        fn, source = op.table[key.value]
-        what = "-" if fn is None else ("fallthrough" if source.startswith("fallthrough") else _kernel_name(fn))
-        lines.append(f"  {key.name:<{width}}  {what}  [{source}]")
+        fn, kind = op.table[key.value]
+        what = "-" if fn is None else ("fallthrough" if kind in FALLTHROUGH_KINDS else _kernel_name(fn))
+        lines.append(f"  {key.name:<{width}}  {what}  [{kind.value}]")
     return "\n".join(lines)
 
 

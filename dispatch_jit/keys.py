@@ -13,7 +13,8 @@ from __future__ import annotations
 import enum
 from typing import Iterable
 
-__all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS"]
+__all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS", "key_bits", "bits_below", "AUTOGRAD_BITS",
+           "AUTOCAST_BITS", "CUDA_KEY_BITS"]
 
 
 class DispatchKey(enum.IntEnum):
@@ -74,11 +75,6 @@ _K = DispatchKey
 # key is a "functionality" key that wraps a backend.
 BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCsrCPU, _K.SparseCsrCUDA)
 
-# Which autograd key a tensor of a given backend carries when it requires grad.
-AUTOGRAD_KEY_FOR_BACKEND = {
-    _K.CPU: _K.AutogradCPU,
-    _K.CUDA: _K.AutogradCUDA,
-}
 AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
 
 # What each alias key stands for, as in PyTorch's getRuntimeDispatchKeySet.
@@ -152,6 +148,26 @@ class DispatchKeySet:
         return "DispatchKeySet(" + ", ".join(k.name for k in self) + ")"
 
 
+# -- bits of runtime keys: the one place that spells a key's bit position -------------
+
+
+def key_bits(*keys: DispatchKey) -> int:
+    """The bitmask of runtime ``keys`` (a key's bit position is its value).
+
+    >>> key_bits(DispatchKey.CPU, DispatchKey.AutogradCPU) == DispatchKeySet([DispatchKey.CPU, DispatchKey.AutogradCPU]).bits
+    True
+    """
+    bits = 0
+    for k in keys:
+        bits |= _key_bit(k)
+    return bits
+
+
+def bits_below(key: DispatchKey) -> int:
+    """The bitmask of every runtime key of lower priority than ``key`` (what a redispatch keeps)."""
+    return (1 << key.value) - 1
+
+
 def _to_bits(keys) -> int:
     if isinstance(keys, DispatchKeySet):
         return keys.bits
@@ -172,3 +188,8 @@ def _key_bit(key: DispatchKey) -> int:
         raise ValueError(f"{key.name} is an alias key: it names a group of runtime keys for registration "
                          f"and cannot be put in a DispatchKeySet; use one of {[k.name for k in ALIAS_EXPANSION[key]]}")
     return 0 if key is DispatchKey.Undefined else 1 << key.value
+
+
+AUTOGRAD_BITS = key_bits(_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA)
+AUTOCAST_BITS = key_bits(_K.AutocastCPU, _K.AutocastCUDA)
+CUDA_KEY_BITS = key_bits(_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA, _K.AutocastCUDA)

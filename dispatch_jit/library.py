@@ -1,5 +1,8 @@
 """``dj.library``: define operators and register kernels, as ``torch.library`` does.
 
+The public facade over dispatch_jit/_library/ (registration, schema inference,
+custom_op, opcheck).
+
 >>> import dispatch_jit as dj
 >>> lib = dj.Library("doc_demo", "DEF")
 >>> lib.define("twice(Tensor self) -> Tensor")
@@ -12,132 +15,10 @@ tensor([2., 4.])
 
 from __future__ import annotations
 
-from typing import Callable
+from ._library.custom_op import CustomOpDef, custom_op, register_fake
+from ._library.infer_schema import infer_schema
+from ._library.opcheck import OpCheckError, opcheck
+from ._library.registration import Library, fallthrough_kernel
 
-from . import registry
-from .dispatcher import make_entry
-from .errors import RegistrationError
-from .keys import DispatchKey
-from .registry import RegistrationHandle, fallthrough_kernel
-from .schema import parse_schema
-
-__all__ = ["Library", "fallthrough_kernel"]
-
-_KINDS = ("DEF", "IMPL", "FRAGMENT")
-_DEF_NAMESPACES: set[str] = set()
-
-
-class Library:
-    """A block of definitions and registrations for one namespace.
-
-    Args:
-        ns: the namespace ("aten", "myops"); "_" for a library that only
-            registers backend fallbacks.
-        kind: "DEF" (the one library that defines the namespace's ops, like
-            TORCH_LIBRARY), "FRAGMENT" (more definitions for an existing
-            namespace), or "IMPL" (kernels only, like TORCH_LIBRARY_IMPL).
-        dispatch_key: default key for ``impl`` calls that name none.
-    """
-
-    def __init__(self, ns: str, kind: str, dispatch_key: str = ""):
-        if kind not in _KINDS:
-            raise ValueError(f"Library kind must be one of {_KINDS}, got {kind!r}")
-        if not ns or not (ns == "_" or ns.isidentifier()):
-            raise ValueError(f"Library namespace must be an identifier or '_', got {ns!r}")
-        if kind == "DEF":
-            if ns in _DEF_NAMESPACES:
-                raise RegistrationError(
-                    f"namespace '{ns}' already has a DEF library; only one may exist per namespace. "
-                    f"Use Library('{ns}', 'FRAGMENT') to define more ops, or 'IMPL' to add kernels")
-            _DEF_NAMESPACES.add(ns)
-        self.ns, self.kind = ns, kind
-        self.dispatch_key = dispatch_key
-        self._handles: list[RegistrationHandle] = []
-
-    def define(self, schema: str, alias_analysis: str = "", *, tags=()) -> str:
-        """Define an operator from a schema string; returns its qualified name."""
-        if self.kind == "IMPL":
-            raise RegistrationError(f"cannot define '{schema}' in an IMPL library; use 'DEF' or 'FRAGMENT'")
-        s = parse_schema(schema)
-        if s.namespace is None:
-            s = s.with_namespace(self.ns)
-        elif s.namespace != self.ns:
-            raise RegistrationError(f"schema namespace '{s.namespace}' does not match the library's '{self.ns}'")
-        op = registry.define(s, debug=f"Library({self.ns!r}, {self.kind!r})")
-        op.tags.update(tags)
-        make_entry(op)
-        self._handles.append(RegistrationHandle(lambda: registry.undefine(op), f"define {op.name}"))
-        return op.packet_name
-
-    def impl(self, op_name: str, fn: Callable | str | None = None, dispatch_key: str = "", *,
-             with_keyset: bool = False):
-        """Register ``fn`` as the kernel of ``op_name`` at ``dispatch_key``.
-
-        The kernel receives the schema's arguments positionally (keyword-only
-        ones as keywords).  Usable as a decorator:
-        ``@lib.impl("myadd", dispatch_key="CPU")``.  Returns a handle whose
-        ``remove()`` undoes the registration.
-        """
-        if fn is None or isinstance(fn, (str, DispatchKey)):
-            key_arg = fn if fn is not None else dispatch_key
-
-            def deco(f):
-                self.impl(op_name, f, key_arg, with_keyset=with_keyset)
-                return f
-            return deco
-        if not (callable(fn) or hasattr(fn, "specialize")):
-            raise TypeError(f"impl() expects a callable kernel (or an object with .specialize(call)), "
-                            f"got {type(fn).__name__}")
-        key = DispatchKey.parse(dispatch_key or self.dispatch_key or "CompositeImplicitAutograd")
-        op = registry.lookup(op_name, None if "::" in op_name else self.ns)
-        if with_keyset:
-            fn = _KeysetKernel(fn)
-        h = op.register(key, fn, debug=f"Library({self.ns!r}, {self.kind!r}).impl")
-        self._handles.append(h)
-        return h
-
-    def fallback(self, fn: Callable, dispatch_key: str = "", *, with_keyset: bool = True) -> RegistrationHandle:
-        """Register a boxed kernel ``fn(op, keyset, args, kwargs)`` for every
-        operator, present and future, at ``dispatch_key``.  Only on
-        ``Library("_", "IMPL")``, as in PyTorch."""
-        if self.ns != "_" or self.kind != "IMPL":
-            raise RegistrationError("fallback() is only allowed on Library('_', 'IMPL')")
-        key = DispatchKey.parse(dispatch_key or self.dispatch_key)
-        if key.is_alias:
-            raise RegistrationError(f"a backend fallback needs a runtime key, not the alias {key.name}")
-        h = registry.register_fallback(key, fn)
-        self._handles.append(h)
-        return h
-
-    def _destroy(self) -> None:
-        """Undo everything this library registered (newest first)."""
-        for h in reversed(self._handles):
-            h.remove()
-        self._handles.clear()
-        if self.kind == "DEF":
-            _DEF_NAMESPACES.discard(self.ns)
-
-    def __repr__(self) -> str:
-        return f"Library(kind={self.kind}, ns={self.ns}, registrations={len(self._handles)})"
-
-
-class _KeysetKernel:
-    """A kernel that wants the call's key set as its first argument."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def specialize(self, call):
-        from .keys import DispatchKeySet
-        from .dispatcher import _unboxed
-        ks = DispatchKeySet.from_bits(call.keyset)
-        inner = _unboxed(call.op, lambda *a, **k: self.fn(ks, *a, **k))
-        return inner
-
-
-# Custom operators from Python functions, and the tool that checks them (torch.library's
-# custom_op / register_fake / opcheck).  Imported last: custom_op sits above autograd.
-from .custom_op import CustomOpDef, custom_op, infer_schema, register_fake  # noqa: E402
-from .opcheck import OpCheckError, opcheck  # noqa: E402
-
-__all__ += ["custom_op", "CustomOpDef", "opcheck", "OpCheckError", "register_fake", "infer_schema"]
+__all__ = ["Library", "fallthrough_kernel", "custom_op", "CustomOpDef", "opcheck", "OpCheckError", "register_fake",
+           "infer_schema"]

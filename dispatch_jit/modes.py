@@ -19,12 +19,12 @@ saw aten::add.Tensor
 from __future__ import annotations
 
 from .dispatcher import tls
-from .keys import DispatchKey
+from .keys import DispatchKey, key_bits
 from .registry import register_fallback
 
 __all__ = ["DispatchMode"]
 
-_PY_BIT = 1 << DispatchKey.Python.value
+_PY_BIT = key_bits(DispatchKey.Python)
 
 
 class DispatchMode:

@@ -28,17 +28,18 @@ import math
 
 import numpy as np
 
+from .conversions import conversion
 from .dtypes import DType, from_numpy_dtype
 from .errors import DTypeError
-from .keys import DispatchKey
+from .keys import DispatchKey, key_bits
 from .signature import MAX_NDIM, make_sig
 from .tensor import Tensor, wrap, _new
 
 __all__ = ["QDType", "qint8", "quint8", "QuantizedTensor", "quantize_per_tensor", "make_quantized",
            "QUANTIZED_CPU_BITS", "QUANTIZED_CUDA_BITS", "per_tensor_affine"]
 
-QUANTIZED_CPU_BITS = 1 << DispatchKey.QuantizedCPU.value
-QUANTIZED_CUDA_BITS = 1 << DispatchKey.QuantizedCUDA.value
+QUANTIZED_CPU_BITS = key_bits(DispatchKey.QuantizedCPU)
+QUANTIZED_CUDA_BITS = key_bits(DispatchKey.QuantizedCUDA)
 per_tensor_affine = "per_tensor_affine"
 
 
@@ -70,7 +71,6 @@ class QDType:
 
 qint8 = QDType("qint8", np.int8)
 quint8 = QDType("quint8", np.uint8)
-_BY_STORAGE = {qint8.np: qint8, quint8.np: quint8}
 
 
 def _on_cuda(a) -> bool:
@@ -167,15 +167,14 @@ class QuantizedTensor(Tensor):
     def int_repr(self) -> Tensor:
         """The stored integers as a dense int8/uint8 tensor (a copy, on this tensor's device)."""
         if _on_cuda(self._data):
-            from .kernels.cuda_copy import contiguous_copy
+            from .cuda.copy import contiguous_copy
             return wrap(contiguous_copy(self._data))
         return wrap(self._data.copy())
 
     def dequantize(self) -> Tensor:
         """The represented real values, ``(q - zero_point) * scale``, as float32 (on this tensor's device)."""
         if _on_cuda(self._data):
-            from .kernels.cuda_quantized import dequantize_cuda
-            return wrap(dequantize_cuda(self._data, self.scale, self.zero_point))
+            return wrap(conversion("dequantize", "cuda")(self._data, self.scale, self.zero_point))
         return wrap(dequantize_array(self._data, self.scale, self.zero_point))
 
     def requires_grad_(self, requires_grad: bool = True):
@@ -269,12 +268,8 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     if t.ndim > MAX_NDIM:
         raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
     if _on_cuda(t._data):
-        from .kernels.cuda_quantized import quantize_cuda
-        return make_quantized(quantize_cuda(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
+        q = conversion("quantize", "cuda")(t._data, scale, zero_point, dtype)
+        return make_quantized(q, scale, zero_point, dtype)
     return make_quantized(quantize_array(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
-
-
-def qdtype_of_storage(dt: np.dtype) -> QDType:
-    return _BY_STORAGE[np.dtype(dt)]
 
 

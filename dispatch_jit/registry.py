@@ -16,17 +16,18 @@ computed from.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import RegistrationError
-from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey
+from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey, key_bits
 from .schema import FunctionSchema, parse_schema
 
 __all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
-           "compute_table_entry", "backend_fallbacks", "registry_lock", "on_change"]
+           "compute_table_entry", "KernelKind", "FALLTHROUGH_KINDS", "backend_fallbacks", "registry_lock", "on_change"]
 
 _K = DispatchKey
 
@@ -79,6 +80,25 @@ class RegistrationHandle:
         return f"<RegistrationHandle {self.description} ({state})>"
 
 
+class KernelKind(enum.StrEnum):
+    """What a dispatch table entry is: the dispatcher decides on it (a backend fallback is
+    called boxed, a fallthrough is masked out of the key set).  The value is the label that
+    ``dump_table`` and error messages show, nothing decides on it."""
+
+    KERNEL = "kernel"                                   # registered at this very key
+    FALLTHROUGH = "fallthrough"                         # a fallthrough_kernel registered for this op
+    COMPOSITE_EXPLICIT = "CompositeExplicitAutograd"    # the alias kernel covering backend keys
+    COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"    # the decomposition, at backend and autograd keys
+    AUTOGRAD = "Autograd"                               # the Autograd alias kernel
+    BACKEND_FALLBACK = "backend fallback"               # one boxed kernel for every op at this key
+    FALLTHROUGH_FALLBACK = "fallthrough (backend fallback)"
+    MISSING = "missing"
+
+
+FALLTHROUGH_KINDS = frozenset([KernelKind.FALLTHROUGH, KernelKind.FALLTHROUGH_FALLBACK])
+_MISSING_ENTRY = (None, KernelKind.MISSING)
+
+
 class OperatorEntry:
     """One operator overload: schema, kernels per key, computed table, memo.
 
@@ -91,8 +111,8 @@ class OperatorEntry:
         self.name = schema.full_name          # "aten::add.Tensor"
         self.packet_name = schema.qualname    # "aten::add"
         self.kernels: dict[DispatchKey, Kernel] = {}
-        # one (callable or None, source) per runtime key value
-        self.table: list[tuple[Callable | None, str]] = [(None, "missing")] * 16
+        # one (callable or None, KernelKind) per runtime key value
+        self.table: list[tuple[Callable | None, KernelKind]] = [_MISSING_ENTRY] * 16
         self.fallthrough_bits = 0
         self.memo: dict = {}
         self.misses = 0
@@ -121,13 +141,13 @@ class OperatorEntry:
     def refresh(self, notify: bool = True) -> None:
         """Recompute the dispatch table and drop every memoized resolution, and (``notify``)
         every cache that ``on_change`` listeners derived from registrations."""
-        table = [(None, "missing")] * 16
+        table = [_MISSING_ENTRY] * 16
         ft = 0
         for rk in RUNTIME_KEYS:
-            fn, source = compute_table_entry(self, rk)
-            table[rk.value] = (fn, source)
-            if fn is fallthrough_kernel:
-                ft |= 1 << rk.value
+            fn, kind = compute_table_entry(self, rk)
+            table[rk.value] = (fn, kind)
+            if kind in FALLTHROUGH_KINDS:
+                ft |= key_bits(rk)
         self.table = table
         self.fallthrough_bits = ft
         self.memo.clear()
@@ -138,8 +158,8 @@ class OperatorEntry:
         """The CompositeImplicitAutograd kernel that a call ending on backend ``key`` runs (what
         tracing records through), or None: there is none, or a kernel registered at ``key`` or a
         CompositeExplicitAutograd one takes precedence (``compute_table_entry``)."""
-        fn, source = self.table[key.value]
-        if source != "CompositeImplicitAutograd" or fn is fallthrough_kernel or hasattr(fn, "specialize"):
+        fn, kind = self.table[key.value]
+        if kind is not KernelKind.COMPOSITE_IMPLICIT or fn is fallthrough_kernel or hasattr(fn, "specialize"):
             return None
         return fn
 
@@ -148,14 +168,14 @@ class OperatorEntry:
         if key.is_alias:
             k = self.kernels.get(key)
             return k is not None and k.fn is not fallthrough_kernel
-        fn, _ = self.table[key.value]
-        return fn is not None and fn is not fallthrough_kernel
+        fn, kind = self.table[key.value]
+        return fn is not None and kind not in FALLTHROUGH_KINDS
 
     def __repr__(self) -> str:
         return f"<OperatorEntry {self.name}>"
 
 
-def compute_table_entry(op: OperatorEntry, k: DispatchKey) -> tuple[Callable | None, str]:
+def compute_table_entry(op: OperatorEntry, k: DispatchKey) -> tuple[Callable | None, KernelKind]:
     """The kernel a call landing on runtime key ``k`` runs, and where it came from.
 
     PyTorch's precedence (computeDispatchTableEntryWithDebug), step by step:
@@ -171,22 +191,22 @@ def compute_table_entry(op: OperatorEntry, k: DispatchKey) -> tuple[Callable | N
     kernels = op.kernels
     direct = kernels.get(k)
     if direct is not None:
-        return direct.fn, "fallthrough" if direct.fn is fallthrough_kernel else "kernel"
+        return direct.fn, KernelKind.FALLTHROUGH if direct.fn is fallthrough_kernel else KernelKind.KERNEL
     cea = kernels.get(_K.CompositeExplicitAutograd)
     if cea is not None and k in ALIAS_EXPANSION[_K.CompositeExplicitAutograd]:
-        return cea.fn, "CompositeExplicitAutograd"
+        return cea.fn, KernelKind.COMPOSITE_EXPLICIT
     cia = kernels.get(_K.CompositeImplicitAutograd)
     if cia is not None and k in ALIAS_EXPANSION[_K.CompositeImplicitAutograd]:
         backend = _AUTOGRAD_TO_BACKEND.get(k)
         if backend is None or not (backend in kernels or cea is not None):
-            return cia.fn, "CompositeImplicitAutograd"
+            return cia.fn, KernelKind.COMPOSITE_IMPLICIT
     ag = kernels.get(_K.Autograd)
     if ag is not None and k in ALIAS_EXPANSION[_K.Autograd]:
-        return ag.fn, "fallthrough" if ag.fn is fallthrough_kernel else "Autograd"
+        return ag.fn, KernelKind.FALLTHROUGH if ag.fn is fallthrough_kernel else KernelKind.AUTOGRAD
     fb = _BACKEND_FALLBACKS.get(k)
     if fb is not None:
-        return fb, "fallthrough (backend fallback)" if fb is fallthrough_kernel else "backend fallback"
-    return None, "missing"
+        return fb, KernelKind.FALLTHROUGH_FALLBACK if fb is fallthrough_kernel else KernelKind.BACKEND_FALLBACK
+    return None, KernelKind.MISSING
 
 
 _AUTOGRAD_TO_BACKEND = {_K.AutogradCPU: _K.CPU, _K.AutogradCUDA: _K.CUDA}

@@ -26,27 +26,46 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
-from .keys import DispatchKey, DispatchKeySet
+from .keys import CUDA_KEY_BITS, DispatchKeySet
 
 __all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
-           "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK"]
+           "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
+           "sig_device_index", "CONTIGUOUS_BIT"]
 
 MAX_NDIM = 64
-NDIM_MASK = 127               # 7 bits from bit 1
+CONTIGUOUS_BIT = 1               # bit 0
+NDIM_SHIFT, NDIM_MASK = 1, 127   # 7 bits from bit 1
 DTYPE_SHIFT, DTYPE_MASK = 8, 15
 KS_SHIFT = 18
-_K = DispatchKey
-CUDA_KEY_BITS = sum(1 << k.value for k in (_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA,
-                                           _K.AutocastCUDA))
-
-
 DEVICE_SHIFT = 12
 DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
 
 
 def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
-    return ((ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << DTYPE_SHIFT) | (ndim << 1)
+    return ((ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << DTYPE_SHIFT) | (ndim << NDIM_SHIFT)
             | int(contiguous))
+
+
+# Decoding one field of a tensor signature.  Hot loops inline these same expressions
+# (``sig >> DTYPE_SHIFT & DTYPE_MASK``) with the names above, never with the numbers.
+def sig_keyset(sig: int) -> int:
+    """The dispatch key set bits of a tensor signature."""
+    return sig >> KS_SHIFT
+
+
+def keyset_sig_bits(ks_bits: int) -> int:
+    """Key set bits moved to where a tensor signature holds them (to test ``sig & ...``)."""
+    return ks_bits << KS_SHIFT
+
+
+def sig_dtype_index(sig: int) -> int:
+    """The dtype index (into ``dtypes.ALL_DTYPES``) of a tensor signature."""
+    return (sig >> DTYPE_SHIFT) & DTYPE_MASK
+
+
+def sig_device_index(sig: int) -> int:
+    """The device index (the N of cuda:N) of a tensor signature."""
+    return (sig & DEVICE_MASK) >> DEVICE_SHIFT
 
 
 # Python scalars: one negative signature per type, so `x * 2` and `x * 2.0`
@@ -122,10 +141,9 @@ def decode(sig) -> ArgMeta:
         d = ALL_DTYPES[_NP_SCALAR_BASE - sig]
         m = ArgMeta("scalar", dtype=d, pytype=d.np.type)
     else:
-        ks = sig >> KS_SHIFT
-        dev_index = (sig & DEVICE_MASK) >> DEVICE_SHIFT
-        device = f"cuda:{dev_index}" if ks & CUDA_KEY_BITS else "cpu"
-        m = ArgMeta("tensor", dtype=ALL_DTYPES[(sig >> DTYPE_SHIFT) & DTYPE_MASK], ndim=(sig >> 1) & NDIM_MASK,
-                    contiguous=bool(sig & 1), keyset=ks, device=device)
+        ks = sig_keyset(sig)
+        device = f"cuda:{sig_device_index(sig)}" if ks & CUDA_KEY_BITS else "cpu"
+        m = ArgMeta("tensor", dtype=ALL_DTYPES[sig_dtype_index(sig)], ndim=(sig >> NDIM_SHIFT) & NDIM_MASK,
+                    contiguous=bool(sig & CONTIGUOUS_BIT), keyset=ks, device=device)
     _DECODED[sig] = m
     return m

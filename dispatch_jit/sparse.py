@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conversions import conversion
 from .dtypes import as_dtype, from_numpy_dtype
-from .errors import DTypeError, ShapeError
-from .keys import DispatchKey
+from .errors import DTypeError, ShapeError, SparseLayoutError
+from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .tensor import Tensor, wrap
 
@@ -48,16 +49,12 @@ __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr"
 
 sparse_csr = "sparse_csr"   # the layout marker: ``A.layout == dj.sparse_csr``
 
-SPARSE_CSR_CPU_BITS = 1 << DispatchKey.SparseCsrCPU.value
-SPARSE_CSR_CUDA_BITS = 1 << DispatchKey.SparseCsrCUDA.value
+SPARSE_CSR_CPU_BITS = key_bits(DispatchKey.SparseCsrCPU)
+SPARSE_CSR_CUDA_BITS = key_bits(DispatchKey.SparseCsrCUDA)
 SPARSE_CSR_BITS = SPARSE_CSR_CPU_BITS | SPARSE_CSR_CUDA_BITS     # either device
-_AUTOGRAD_CPU_BITS = 1 << DispatchKey.AutogradCPU.value
-_AUTOGRAD_CUDA_BITS = 1 << DispatchKey.AutogradCUDA.value
+_AUTOGRAD_CPU_BITS = key_bits(DispatchKey.AutogradCPU)
+_AUTOGRAD_CUDA_BITS = key_bits(DispatchKey.AutogradCUDA)
 _new = object.__new__
-
-
-class SparseLayoutError(ShapeError):
-    """Dense-style access to a sparse tensor."""
 
 
 def _dense_only(what: str):
@@ -386,7 +383,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
     if not vt._data.flags.c_contiguous:
         if vt.is_cuda:
-            from .kernels.cuda_copy import contiguous_copy
+            from .cuda.copy import contiguous_copy
             vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
         else:
             vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
@@ -420,8 +417,7 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
     if _on_cuda(a):
         if a.ndim != 2:
             raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
-        from .kernels.cuda_sparse import dense_to_csr
-        crow, col, val = dense_to_csr(a)
+        crow, col, val = conversion("dense_to_csr", "cuda")(a)
         return _make(crow, col, val, a.shape)
     if a.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")

@@ -15,96 +15,28 @@ from weakref import ref as _weakref
 import numpy as np
 
 from . import dispatcher
+from .devices import CPU_DEVICE, _check_cpu, device, place  # noqa: F401  (CPU_DEVICE, _check_cpu: re-exported)
 from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
 from .errors import DTypeError, ShapeError
-from .keys import DispatchKey, DispatchKeySet
-from .signature import KS_SHIFT, MAX_NDIM, make_sig
+from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
+from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
 
 __all__ = ["Tensor", "device", "place", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
            "version_box", "version_of", "bump_version"]
 
 _K = DispatchKey
-CPU_BITS = 1 << _K.CPU.value
-AUTOGRAD_CPU_BITS = 1 << _K.AutogradCPU.value
-CUDA_BITS = 1 << _K.CUDA.value
-AUTOGRAD_CUDA_BITS = 1 << _K.AutogradCUDA.value
-_CUDA_SIG_BITS = CUDA_BITS << KS_SHIFT
-_AUTOGRAD_SIG_BITS = ((1 << _K.AutogradCPU.value) | (1 << _K.AutogradCUDA.value)
-                      | (1 << _K.AutogradOther.value)) << KS_SHIFT
+CPU_BITS = key_bits(_K.CPU)
+AUTOGRAD_CPU_BITS = key_bits(_K.AutogradCPU)
+CUDA_BITS = key_bits(_K.CUDA)
+AUTOGRAD_CUDA_BITS = key_bits(_K.AutogradCUDA)
+_CUDA_SIG_BITS = keyset_sig_bits(CUDA_BITS)
+_AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)
 strided = "strided"
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
     "be populated during autograd.backward(). If you indeed want the .grad field to be populated for a "
     "non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
     "mistake, make sure you access the leaf Tensor instead.")
-
-
-class device:
-    """A device: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``.
-
-    >>> import dispatch_jit as dj
-    >>> dj.device("cpu"), dj.device("cuda:1").index
-    (device(type='cpu'), 1)
-    """
-
-    __slots__ = ("type", "index")
-
-    def __init__(self, spec="cpu", index: int | None = None):
-        if isinstance(spec, device):
-            spec, index = spec.type, spec.index
-        if not isinstance(spec, str):
-            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
-        typ, _, idx = spec.partition(":")
-        if typ not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"unknown device type {typ!r}: expected 'cpu', 'cuda', 'cuda:N' or 'meta'")
-        if idx:
-            if not idx.isdigit():
-                raise ValueError(f"bad device index in {spec!r}: expected a non-negative integer after ':'")
-            index = int(idx)
-        self.type, self.index = typ, index
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and (self.type, self.index or 0) == (other.type, other.index or 0)
-
-    def __hash__(self):
-        return hash((self.type, self.index or 0))
-
-    def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-    def __repr__(self):
-        return f"device(type='{self.type}')" if self.index is None else \
-            f"device(type='{self.type}', index={self.index})"
-
-
-CPU_DEVICE = device("cpu")
-
-
-def _check_cpu(dev) -> None:
-    """Raise unless ``dev`` names a device tensors with data can live on."""
-    if dev is None:
-        return
-    d = device(dev) if not isinstance(dev, device) else dev
-    if d.type == "cuda":
-        from .cuda.runtime import require
-        require(d.index or 0)
-    elif d.type != "cpu":
-        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu' or 'cuda'")
-
-
-def place(a: np.ndarray, dev):
-    """The storage for host array ``a`` on device ``dev``: ``a`` itself for the CPU,
-    a copy in device memory for CUDA."""
-    if dev is None:
-        return a
-    d = device(dev) if not isinstance(dev, device) else dev
-    if d.type == "cpu":
-        return a
-    _check_cpu(d)
-    from .cuda.array import from_host
-    return from_host(a, d.index or 0)
 
 
 class Tensor:
@@ -298,7 +230,7 @@ class Tensor:
 
         def write():
             if self._sig & _CUDA_SIG_BITS:
-                from .kernels.cuda_index import setitem as cuda_setitem
+                from .cuda.index import setitem as cuda_setitem
                 cuda_setitem(self, idx, value)
             else:
                 self._data[idx] = src
@@ -512,7 +444,7 @@ def dispatch_keys(t: Tensor) -> DispatchKeySet:
     """
     if not isinstance(t, Tensor):
         raise TypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
-    return DispatchKeySet.from_bits(t._sig >> KS_SHIFT)
+    return DispatchKeySet.from_bits(sig_keyset(t._sig))
 
 
 def is_tensor(x) -> bool:

@@ -168,7 +168,7 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
         else:
             reads[i] = cast.format(f"a{i}[a{i}_k]")
     lines.append("    while i < total:")
-    from .cuda_codegen import unravel
+    from dispatch_jit.cuda.codegen import unravel
     ops = arrays + ["out"]
     lines += unravel(nd, ops, "        ", contiguous=tuple(ops) if flat else ())
     for i, r in reads.items():
@@ -239,7 +239,7 @@ class _PlanCUDA:
         key = (ndim, flat)
         k = self.kernels.get(key)
         if k is None:
-            from .cuda_codegen import compile_cuda
+            from dispatch_jit.cuda.codegen import compile_cuda
             src = kernel_source(self.kern.op, self.kkinds, self.casts, self.kcompute, ndim, flat,
                                 self.static_names)
             k = compile_cuda(src, "ew_kernel", {"_ct": self.kcompute.np.type, **_helpers()})
@@ -302,7 +302,7 @@ class _PlanCUDA:
                         a.offset == out_arr.offset and a.strides == out_arr.strides and a.shape == out_arr.shape):
                     alo, ahi = a.extent()
                     if alo < hi and lo < ahi:
-                        from .cuda_copy import contiguous_copy
+                        from dispatch_jit.cuda.copy import contiguous_copy
                         a = contiguous_copy(a)
                 if a.shape != shape:
                     a = a.view_as(lambda l, s=shape: np.broadcast_to(l, s))

@@ -58,8 +58,8 @@ from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError, ShapeError
 from dispatch_jit.tensor import wrap
 
-from .cuda_codegen import compile_cuda, unravel
-from .cuda_copy import contiguous_copy
+from dispatch_jit.cuda.codegen import compile_cuda, unravel
+from dispatch_jit.cuda.copy import contiguous_copy
 
 __all__ = ["CUDA_KERNELS", "TileConfig", "config", "HARDWARE_CONFIG", "HARDWARE_CONFIG_WIDE", "SIMULATOR_CONFIG",
            "matmul_arrays"]

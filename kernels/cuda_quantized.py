@@ -43,8 +43,8 @@ from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
 from dispatch_jit.library import Library
 from dispatch_jit.quantized import QUANTIZED_CUDA_BITS, QuantizedTensor, check_qparams, make_quantized
 
-from .cuda_codegen import compile_cuda
-from .cuda_copy import contiguous_copy
+from dispatch_jit.cuda.codegen import compile_cuda
+from dispatch_jit.cuda.copy import contiguous_copy
 from .quantized import _MAX_K, _Kernel as _CpuKernel, check_matmul_shapes, minmax_qparams
 
 __all__ = ["quantize_cuda", "dequantize_cuda", "CUDA_QUANTIZED_KERNELS"]
@@ -210,7 +210,7 @@ def _matmul_cuda(a: CudaArray, za: int, sa: float, b: CudaArray, zb: int, sb: fl
     auto = so is None
     mm = empty((2,), np.int32, dev)
     if auto:
-        from .cuda_copy import fill
+        from dispatch_jit.cuda.copy import fill
         fill(mm.view_as(lambda l: l[:1]), np.iinfo(np.int32).max)
         fill(mm.view_as(lambda l: l[1:]), np.iinfo(np.int32).min)
     ka = compile_cuda(_ACC_SRC, "qmm_acc")

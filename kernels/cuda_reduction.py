@@ -55,8 +55,8 @@ from dispatch_jit.tensor import wrap
 
 from . import reduction, reduction_table
 from .reduction_ops import CPU_KERNELS
-from .cuda_codegen import compile_cuda
-from .cuda_copy import astype
+from dispatch_jit.cuda.codegen import compile_cuda
+from dispatch_jit.cuda.copy import astype
 from .shape import normalize_axes, normalize_axis
 
 __all__ = ["CUDA_KERNELS", "ReductionCUDA", "plan_variant", "kernel_source", "compiled_kernels", "launch_config"]

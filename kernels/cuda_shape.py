@@ -20,7 +20,7 @@ from dispatch_jit.errors import SchemaError, ShapeError
 from dispatch_jit.tensor import Tensor, wrap, wrap_view
 
 from . import shape as cpu
-from .cuda_copy import contiguous_copy, copy_into
+from dispatch_jit.cuda.copy import contiguous_copy, copy_into
 
 __all__ = ["CUDA_KERNELS"]
 

@@ -42,8 +42,8 @@ from dispatch_jit.library import Library
 from dispatch_jit.sparse import SPARSE_CSR_CUDA_BITS, _make
 from dispatch_jit.tensor import Tensor, wrap
 
-from .cuda_codegen import compile_cuda
-from .cuda_copy import contiguous_copy, fill
+from dispatch_jit.cuda.codegen import compile_cuda
+from dispatch_jit.cuda.copy import contiguous_copy, fill
 from .sparse import _check_float_or_int, _record, mul_plan
 
 __all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "CUDA_SPARSE_KERNELS"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.dtypes import as_dtype
-from dispatch_jit.dispatcher import errors_name
+from dispatch_jit.entry import errors_name
 from dispatch_jit.errors import DispatchJitError, SchemaError
 from dispatch_jit.tensor import wrap
 

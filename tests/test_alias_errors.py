@@ -1,6 +1,6 @@
 """Errors name the function the user called (issue 12), not the op underneath: ``dj.amax`` is
 ``aten::max``, ``dj.concat`` is ``aten::cat``, ``dj.clip`` is ``aten::clamp``; each public
-alias is its own generated entry (dispatcher.make_entry(as_alias=True)) over the same memo."""
+alias is its own generated entry (entry.make_entry(as_alias=True)) over the same memo."""
 
 import numpy as np
 import pytest

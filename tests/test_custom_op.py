@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.custom_op import SchemaInferenceError, infer_schema
-from dispatch_jit.opcheck import OpCheckError
+from dispatch_jit.errors import SchemaInferenceError
+from dispatch_jit.library import infer_schema
+from dispatch_jit.errors import OpCheckError
 
 _ids = itertools.count()
 

@@ -8,11 +8,11 @@ naming the op and saying how to register a formula.
 
 from __future__ import annotations
 
-from ..keys import DispatchKey
+from ..keys import AUTOGRAD_BITS
 
 __all__ = ["autograd_not_implemented"]
 
-_AG = sum(1 << k.value for k in (DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA, DispatchKey.AutogradOther))
+_AG = AUTOGRAD_BITS
 
 
 def autograd_not_implemented(op, keyset, args, kwargs):

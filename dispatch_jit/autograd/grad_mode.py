@@ -11,12 +11,10 @@ from __future__ import annotations
 import functools
 
 from ..dispatcher import tls
-from ..keys import DispatchKey
+from ..keys import AUTOGRAD_BITS
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
-AUTOGRAD_BITS = sum(1 << k.value for k in (DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA,
-                                           DispatchKey.AutogradOther))
 
 
 def is_grad_enabled() -> bool:

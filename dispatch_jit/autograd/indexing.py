@@ -25,7 +25,7 @@ def _is_basic(index) -> bool:
 def getitem(t, index):
     basic = _is_basic(index)
     if t.is_cuda:
-        from ..kernels import cuda_index
+        from ..cuda import index as cuda_index
         a = cuda_index.getitem(t._data, index)      # a view, or a fresh gathered array
         out = wrap_view(t, a) if basic else wrap(a)
     else:
@@ -74,7 +74,7 @@ def _scatter_backward(grads, saved, ctx, needs):
 def index_add(gz, index, g) -> None:
     """``gz[index] += g`` in place, repeated indices accumulating (no autograd)."""
     if gz.is_cuda:
-        from ..kernels import cuda_index
+        from ..cuda import index as cuda_index
         cuda_index.index_add(gz._data, index, g._data)
     else:
         np.add.at(gz._data, index, g._data)
@@ -82,7 +82,7 @@ def index_add(gz, index, g) -> None:
 
 def _assign_zero(t, index) -> None:
     if t.is_cuda:
-        from ..kernels import cuda_index
+        from ..cuda import index as cuda_index
         cuda_index.setitem_data(t._data, index, 0)
     else:
         t._data[index] = 0

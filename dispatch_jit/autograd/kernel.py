@@ -17,18 +17,18 @@ import numpy as np
 
 from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
-from ..keys import DispatchKey
+from ..keys import DispatchKey, key_bits
 from ..broadcast import broadcast_shapes
-from ..signature import DTYPE_MASK, DTYPE_SHIFT, KS_SHIFT
+from ..signature import DTYPE_MASK, DTYPE_SHIFT, keyset_sig_bits
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, bump_version, edge_of, node_class
 
 __all__ = ["Derivative", "Grad", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to",
            "grad_to_shape"]
 
-_AG_CPU = 1 << (DispatchKey.AutogradCPU.value + KS_SHIFT)
-_AG_CUDA = 1 << (DispatchKey.AutogradCUDA.value + KS_SHIFT)
-_CUDA_KS = 1 << (DispatchKey.CUDA.value + KS_SHIFT)
+_AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
+_AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
+_CUDA_KS = keyset_sig_bits(key_bits(DispatchKey.CUDA))
 # dtype indices whose tensors can carry gradients (floating and complex)
 _DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
 
@@ -221,8 +221,8 @@ class AutogradKernel:
 
 
 _NOSAVED = types.MappingProxyType({})
-_DENSE_KS = (1 << DispatchKey.CPU.value) | (1 << DispatchKey.CUDA.value)
-_AG_KS = (_AG_CPU | _AG_CUDA) >> KS_SHIFT
+_DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA)
+_AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
 
 
 def _requires_grad(meta) -> bool:
@@ -332,7 +332,7 @@ class AutogradInplaceKernel:
 def _write_into(dst, src) -> None:
     """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
     if dst.is_cuda:
-        from ..kernels.cuda_copy import copy_into
+        from ..cuda.copy import copy_into
         copy_into(dst._data, src._data)
     else:
         np.copyto(dst._data, src._data, casting="unsafe")

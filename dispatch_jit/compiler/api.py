@@ -46,7 +46,8 @@ from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
-from dispatch_jit.signature import decode
+from dispatch_jit.keys import AUTOGRAD_BITS
+from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
 from .fastpath import NEVER, NOT_YET, fast_runner
@@ -65,7 +66,7 @@ CacheInfo.__doc__ = """Counters of a compiled function: ``calls``; ``hits`` (sig
 cache); ``traces``; ``compiles`` (fused loops compiled by Numba); ``disk_hits``
 (fused loops loaded from the disk cache instead); ``eager_calls`` (calls run
 eagerly); ``entries`` (signatures cached)."""
-_AUTOGRAD_SIG_BITS = 0b111 << (16 + 9)   # AutogradOther, AutogradCPU, AutogradCUDA
+_AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)   # AutogradOther, AutogradCPU, AutogradCUDA
 _FLOATS = frozenset([float, np.float16, np.float32, np.float64])
 
 

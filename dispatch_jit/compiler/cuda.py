@@ -5,12 +5,12 @@ same per-node casts, scalar expressions and result dtypes, so a fused CUDA
 chain stores what eager mode would, computed in registers), inside the
 grid-stride loop of the eager CUDA kernels (kernels/cuda_elementwise.py).
 Operands are (flat device buffer, element offset, element strides), as
-``kernels/cuda_codegen`` passes them.  Two shapes:
+``dispatch_jit/cuda/codegen.py`` passes them.  Two shapes:
 
 * ``flat``: every input C-contiguous with the iteration shape: each index is
   ``offset + i``;
 * ``strided``: the linear index is unravelled into one flat index per input
-  (``cuda_codegen.unravel``) over broadcast views whose broadcast
+  (``codegen.unravel``) over broadcast views whose broadcast
   dimensions have stride 0, so nothing is copied; outputs are fresh
   C-contiguous arrays, indexed ``offset + i`` either way.
 
@@ -42,7 +42,7 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config
 from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
-from dispatch_jit.kernels.cuda_codegen import compile_cuda, compiled_cuda_kernels, operand_args, operand_params, unravel
+from dispatch_jit.cuda.codegen import compile_cuda, compiled_cuda_kernels, operand_args, operand_params, unravel
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 
 from .ir import Var
@@ -66,7 +67,7 @@ def fast_runner(plan):
     lines += [f"    a{k} = t{pos[v]}._data" for k, v in enumerate(r.inputs)]
     used = sorted({pos[v] for v in r.inputs})
     cond = [f"{a}.shape == s" for a in arrays[1:]]
-    cond.append(f"{' & '.join(f't{i}._sig' for i in used)} & 1")
+    cond.append(f"{' & '.join(f't{i}._sig' for i in used)} & {CONTIGUOUS_BIT}")
     cond.append("a0.size < _SMALL and a0.size < _pool.small")
     lines += ["    s = a0.shape", f"    if {' and '.join(cond)}:"]
     outs_np = [f"o{j}" for j in range(len(step.out_np))]

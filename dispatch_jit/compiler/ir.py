@@ -20,13 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dispatch_jit.dtypes import DType
+from dispatch_jit.errors import GraphError
 
 __all__ = ["TensorType", "Var", "Node", "Graph", "GraphError", "vars_in", "rename_vars", "RuntimeFloat", "RuntimeInt",
            "runtime_scalar", "is_runtime_scalar", "scalar_var", "rebuild"]
-
-
-class GraphError(AssertionError):
-    """A graph failed ``Graph.check()``: a pass or the tracer produced a malformed graph."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
 from dispatch_jit.kernels.reduction import full_chunks
 from dispatch_jit.kernels.shape import MAX_LOOP_NDIM
-from dispatch_jit.signature import make_sig
+from dispatch_jit.signature import CONTIGUOUS_BIT, make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
 from .codegen import Codegen, compile_loop, crosswise
@@ -158,7 +158,7 @@ class FusedStep:
             # signature's bit, as the eager fast paths read it (a.flags costs an object per array)
             shape = arrays[0].shape
             for t, a in zip(tensors, arrays):
-                if a.shape != shape or not t._sig & 1:
+                if a.shape != shape or not t._sig & CONTIGUOUS_BIT:
                     break
             else:
                 n = arrays[0].size

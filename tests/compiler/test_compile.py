@@ -247,3 +247,12 @@ def test_tracer_key_outside_a_trace_falls_through():
     with dj.IncludeDispatchKeyGuard(dj.DispatchKey.Tracer):
         r = a * 2.0
     assert_same(r, a * 2.0)
+
+
+def test_explain_names_requires_grad_of_a_cpu_tensor():
+    # the recompile reason decodes the Autograd keys from the signature (AutogradCPU, not a
+    # hand-spelled bit position that missed it)
+    f = compile(lambda a: dj.exp(a) * 2.0)
+    f(T((3,), np.float64))
+    f(T((3,), np.float64).requires_grad_())
+    assert "requires_grad False -> True" in f.explain()

@@ -14,19 +14,15 @@ from typing import Iterable
 
 import numpy as np
 
-from .autograd.grad_mode import no_grad
-from .autograd.graph import version_of
+from ..autograd.grad_mode import no_grad
+from ..autograd.graph import version_of
 from .custom_op import NON_DIFFERENTIABLE, _entry_of
-from .errors import DispatchJitError, SchemaError
-from .keys import DispatchKey
-from .schema import bind
-from .tensor import Tensor
+from ..errors import OpCheckError, SchemaError
+from ..keys import DispatchKey
+from ..schema import bind
+from ..tensor import Tensor
 
 __all__ = ["opcheck", "OpCheckError", "DEFAULT_TEST_UTILS"]
-
-
-class OpCheckError(DispatchJitError, AssertionError):
-    """``opcheck`` found a registration that does not match the kernel's behaviour."""
 
 
 DEFAULT_TEST_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_mutation")
@@ -130,7 +126,7 @@ def _check_fake(entry, args, kwargs) -> None:
         raise OpCheckError(f"test_faketensor: {entry.name} has no fake kernel; add one with "
                            f"register_fake (it returns tensors of the output's shape and dtype, e.g. "
                            f"dj.empty_like(x))")
-    from .creation import zeros_like
+    from ..creation import zeros_like
     a2, k2 = _fresh_call(entry, args, kwargs)
     with no_grad():
         real = entry.entry(*a2, **k2)
@@ -250,7 +246,7 @@ def opcheck(op, args: tuple, kwargs: dict | None = None, *, test_utils: str | It
     >>> dj.library.opcheck(double, (dj.tensor([1.0, 2.0]),))     # doctest: +ELLIPSIS
     Traceback (most recent call last):
       ...
-    dispatch_jit.opcheck.OpCheckError: test_faketensor: ... the fake kernel returned Tensor(shape=(3,), ...
+    dispatch_jit.errors.OpCheckError: test_faketensor: ... the fake kernel returned Tensor(shape=(3,), ...
     >>> double._destroy()
     """
     entry = _entry_of(op)

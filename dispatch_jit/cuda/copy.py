@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.cuda.array import CudaArray, empty
-from dispatch_jit.cuda.launch import elementwise_config
+from .array import CudaArray, empty
+from .launch import elementwise_config
 
-from .cuda_codegen import compile_cuda, operand_args, operand_params, unravel
+from .codegen import compile_cuda, operand_args, operand_params, unravel
 
 __all__ = ["copy_into", "fill", "contiguous_copy", "astype", "cast_expr"]
 

@@ -15,9 +15,10 @@ import threading
 
 import numpy as np
 
-from dispatch_jit.cuda.runtime import cuda_module
+from .runtime import cuda_module
 
-__all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers"]
+__all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers",
+           "register_scalar_helpers"]
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
@@ -65,13 +66,22 @@ def unravel(ndim: int, operands: list[str], indent: str, linear: str = "i", cont
     return lines
 
 
+def register_scalar_helpers(helpers: dict) -> None:
+    """Make the op library's scalar helpers (plain Python functions) callable from generated kernels.
+
+    The op library registers them once, at import (kernels/engine_hooks.py): the
+    engine never imports kernels/.
+    """
+    _SCALAR_HELPERS.update(helpers)
+    _HELPERS.clear()
+
+
 def device_helpers() -> dict:
-    """The scalar helpers of scalar_helpers.py as CUDA device functions."""
+    """The registered scalar helpers as CUDA device functions."""
     h = _HELPERS.get("cuda")
     if h is None:
-        from .scalar_helpers import HELPERS
         cuda = cuda_module()
-        h = {name: cuda.jit(device=True)(fn) for name, fn in HELPERS.items()}
+        h = {name: cuda.jit(device=True)(fn) for name, fn in _SCALAR_HELPERS.items()}
         # the CPU's vectorizable float32 exp, tanh, sin and cos are built from bit tricks and
         # tables; CUDA has expf, tanhf, sinf and cosf (with their own exact large-argument path)
         for name, fn in (("_exp_f32", _exp), ("_tanh_f32", _tanh), ("_sin_f32", _sin), ("_cos_f32", _cos)):
@@ -81,6 +91,7 @@ def device_helpers() -> dict:
 
 
 _HELPERS: dict = {}
+_SCALAR_HELPERS: dict = {}   # name -> plain Python function, filled by register_scalar_helpers
 
 
 def _exp(x):

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.cuda import array as cuda_array
-from dispatch_jit.cuda.array import CudaArray
-from dispatch_jit.cuda.launch import elementwise_config
-from dispatch_jit.errors import DTypeError
+from . import array as cuda_array
+from .array import CudaArray
+from .launch import elementwise_config
+from ..errors import DTypeError
 
-from .cuda_codegen import compile_cuda
-from .cuda_copy import cast_expr, copy_into, fill
+from .codegen import compile_cuda
+from .copy import cast_expr, copy_into, fill
 
 __all__ = ["getitem", "setitem", "setitem_data", "index_add", "is_basic"]
 
@@ -126,7 +126,7 @@ def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, value) -> None:
         if src.shape != pos.shape:
             src = src.view_as(lambda l: np.broadcast_to(l, pos.shape))
         if not src.flags.c_contiguous:
-            from .cuda_copy import contiguous_copy
+            from .copy import contiguous_copy
             src = contiguous_copy(src)
         s_o, s_step = src.offset, 1
     dpos = cuda_array.from_host(pos.reshape(-1), arr.device_index)
