@@ -4,7 +4,7 @@ A quantized tensor stores integers ``q`` (int8 for ``qint8``, uint8 for
 ``quint8``) and stands for the real values ``(q - zero_point) * scale``.
 It is a ``Tensor`` subclass whose ``_data`` is the integer storage and whose
 signature carries the QuantizedCPU key (not CPU), so every op on it
-dispatches to the kernels registered at QuantizedCPU (kernels/quantized.py);
+dispatches to the kernels registered at QuantizedCPU (kernels/quantized/cpu.py);
 an op without one raises ``NoKernelError`` naming the keys that have kernels.
 
 The dispatcher's memo key holds the signature (key set, storage dtype, ndim,
@@ -81,7 +81,7 @@ class QuantizedTensor(Tensor):
     """A per-tensor affine quantized tensor; make one with ``quantize_per_tensor``.
 
     Its integer storage is a NumPy array (key QuantizedCPU) or a CudaArray
-    (key QuantizedCUDA, kernels in kernels/cuda_quantized.py)."""
+    (key QuantizedCUDA, kernels in kernels/quantized/cuda.py)."""
 
     __slots__ = ()
 
@@ -174,7 +174,7 @@ class QuantizedTensor(Tensor):
     def dequantize(self) -> Tensor:
         """The represented real values, ``(q - zero_point) * scale``, as float32 (on this tensor's device)."""
         if _on_cuda(self._data):
-            from .kernels.cuda_quantized import dequantize_cuda
+            from .kernels.quantized.cuda import dequantize_cuda
             return wrap(dequantize_cuda(self._data, self.scale, self.zero_point))
         return wrap(dequantize_array(self._data, self.scale, self.zero_point))
 
@@ -269,7 +269,7 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     if t.ndim > MAX_NDIM:
         raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
     if _on_cuda(t._data):
-        from .kernels.cuda_quantized import quantize_cuda
+        from .kernels.quantized.cuda import quantize_cuda
         return make_quantized(quantize_cuda(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
     return make_quantized(quantize_array(t._data, scale, zero_point, dtype), scale, zero_point, dtype)
 

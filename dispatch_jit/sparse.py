@@ -11,7 +11,7 @@ and scipy.sparse:
 
 Its signature carries the ``SparseCsrCPU`` key (plus ``AutogradCPU`` when
 its values require grad), so every op called on it dispatches to the kernels
-registered at SparseCsrCPU (kernels/sparse.py); a call mixing it with dense
+registered at SparseCsrCPU (kernels/sparse/cpu.py); a call mixing it with dense
 tensors ORs their key sets and SparseCsrCPU, being higher than CPU, wins.
 
 The values are an ordinary dense 1-D ``Tensor`` (``values()``): gradients
@@ -420,7 +420,7 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
     if _on_cuda(a):
         if a.ndim != 2:
             raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
-        from .kernels.cuda_sparse import dense_to_csr
+        from .kernels.sparse.cuda import dense_to_csr
         crow, col, val = dense_to_csr(a)
         return _make(crow, col, val, a.shape)
     if a.ndim != 2:

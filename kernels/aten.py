@@ -15,11 +15,16 @@ from dispatch_jit.autograd.kernel import AutogradInplaceKernel, AutogradKernel
 from dispatch_jit.library import Library, fallthrough_kernel
 from dispatch_jit.registry import lookup
 
-from . import composite, cuda_linalg, cuda_reduction, cuda_shape, linalg_ops, reduction_ops
-from .cpu_elementwise import ElementwiseCPU
+from . import composite
+from .linalg import cuda as cuda_linalg
+from .reduction import cuda as cuda_reduction
+from .shape import cuda as cuda_shape
+from .linalg import op as linalg_ops
+from .reduction import op as reduction_ops
+from .elementwise.cpu import ElementwiseCPU
 from .derivatives import DERIVATIVES
-from .scalar_ops import SCALAR_OPS
-from .shape import SHAPE_KERNELS
+from .elementwise.table import SCALAR_OPS
+from .shape.cpu import SHAPE_KERNELS
 
 __all__ = ["aten", "FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS"]
 
@@ -85,7 +90,7 @@ for _name, _kernel in cuda_reduction.CUDA_KERNELS.items():   # reductions
     aten_cuda.impl(_name, reduction_ops.VarStd(_kernel) if _name in reduction_ops.VAR_STD else _kernel)
 for _name, _kernel in cuda_linalg.CUDA_KERNELS.items():   # matmul, dot
     aten_cuda.impl(_name, _kernel)
-from .cuda_elementwise import ElementwiseCUDA  # noqa: E402  (elementwise ops, from scalar_ops.py)
+from .elementwise.cuda import ElementwiseCUDA  # noqa: E402  (elementwise ops, from scalar_ops.py)
 for _op in SCALAR_OPS.values():
     f, i = ELEMENTWISE_SCHEMAS[_op.name]
     aten_cuda.impl(f.split("(")[0], ElementwiseCUDA(_op, "functional"))

@@ -69,7 +69,7 @@ def device_helpers() -> dict:
     """The scalar helpers of scalar_helpers.py as CUDA device functions."""
     h = _HELPERS.get("cuda")
     if h is None:
-        from .scalar_helpers import HELPERS
+        from .support.scalar_helpers import HELPERS
         cuda = cuda_module()
         h = {name: cuda.jit(device=True)(fn) for name, fn in HELPERS.items()}
         # the CPU's vectorizable float32 exp, tanh, sin and cos are built from bit tricks and

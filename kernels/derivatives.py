@@ -20,7 +20,7 @@ from dispatch_jit.autograd.kernel import Derivative, Grad
 from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
 
-from .reduction_ops import correction_of
+from .reduction.op import correction_of
 
 __all__ = ["DERIVATIVES", "INPLACE_OF"]
 
