@@ -1,5 +1,5 @@
 """Install the op library's public surface: ``dj.<op>`` functions, Tensor
-methods and Python operators, all straight from the tables in kernels/aten.py."""
+methods and Python operators, all straight from the tables in kernels/surface.py."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ _ALIASES: dict = {}
 
 
 def install(namespace: dict) -> list[str]:
-    from .kernels.aten import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS, PY_FUNCTIONS
+    from .kernels.surface import ARRAY_API_ALIASES, FUNCTIONS, METHODS, OPERATORS, PY_FUNCTIONS
     names = []
     for public, opname in FUNCTIONS.items():
         namespace[public] = _named(public, opname)

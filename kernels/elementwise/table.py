@@ -23,7 +23,7 @@ from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
 
 __all__ = ["Check", "ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
-           "check_output"]
+           "check_output", "ELEMENTWISE_SCHEMAS"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
 NUM = frozenset({INT, FLOAT, COMPLEX})
@@ -322,3 +322,29 @@ def check_output(opname: str, inplace: bool, result: DType, out_t, shape: tuple)
         raise ShapeError(f"{opname}: {what} of shape {tuple(out_t.shape)} and strides "
                          f"{out_t.strides} is read-only (an expand()ed view, whose elements share "
                          f"memory, or a read-only NumPy buffer); write into a .clone() of it instead")
+
+
+# -- schemas: one functional and (where the op has one) one in-place schema per op --------------------
+_OUT = "Tensor(a!)? out=None"
+
+
+def _schemas(op: ScalarOp) -> tuple[str, str | None]:
+    statics = [s for s in op.statics]
+    if op.arity == 1:
+        f = f"{op.name}(Tensor self, *, {_OUT}) -> Tensor"
+        i = f"{op.name}_(Tensor(a!) self) -> Tensor(a!)"
+    elif op.arity == 2:
+        kw = ", ".join(statics + [_OUT])
+        f = f"{op.name}.Tensor(Tensor self, Tensor other, *, {kw}) -> Tensor"
+        kwi = (", *, " + ", ".join(statics)) if statics else ""
+        i = f"{op.name}_.Tensor(Tensor(a!) self, Tensor other{kwi}) -> Tensor(a!)"
+    elif op.name == "where":
+        f, i = "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", None
+    else:  # clamp
+        f = f"clamp(Tensor self, Tensor? min=None, Tensor? max=None, *, {_OUT}) -> Tensor"
+        i = "clamp_(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"
+    return f, (i if op.inplace else None)
+
+
+# op name -> (functional schema, in-place schema or None)
+ELEMENTWISE_SCHEMAS: dict[str, tuple[str, str | None]] = {op.name: _schemas(op) for op in SCALAR_OPS.values()}

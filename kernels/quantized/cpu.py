@@ -30,7 +30,7 @@ view and is masked), in a serial and a prange variant.
 
 from __future__ import annotations
 
-import math
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -39,14 +39,11 @@ from numba import types as nbt
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from dispatch_jit.broadcast import broadcast_shapes
-from dispatch_jit.errors import DTypeError, ShapeError
-from dispatch_jit.library import Library
-from dispatch_jit.registry import lookup
-from dispatch_jit.quantized import QUANTIZED_CPU_BITS, QuantizedTensor, make_quantized
+from dispatch_jit.errors import ShapeError
 
-__all__ = ["SCHEMAS", "KERNELS", "quantized_matmul", "quantized_add", "quantized_linear",
-           "quantized_matmul_arrays", "minmax_qparams", "compiled_signatures"]
+from .op import minmax_qparams
+
+__all__ = ["SCHEMAS", "CPU", "quantized_matmul_arrays", "minmax_qparams", "compiled_signatures"]
 
 SCHEMAS = [
     "quantized_matmul(Tensor self, Tensor other, float output_scale, int output_zero_point) -> Tensor",
@@ -333,23 +330,6 @@ def _flat_entry(name: str, func, arrays: tuple, scalars: int):
     return _entry(name, func, sig)
 
 
-# --- quantization parameters --------------------------------------------------------------------
-
-def minmax_qparams(lo: float, hi: float, qdtype) -> tuple[float, int]:
-    """MinMaxObserver's (scale, zero_point) for real values in [lo, hi] (widened to contain 0).
-
-    >>> from dispatch_jit.quantized import quint8
-    >>> minmax_qparams(-1.0, 3.0, quint8)
-    (0.01568627450980392, 64)
-    """
-    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    scale = (hi - lo) / (qdtype.qmax - qdtype.qmin)
-    if not scale > 0 or not math.isfinite(scale):
-        scale = 1.0
-    zp = qdtype.qmin - round(lo / scale)
-    return scale, int(min(max(zp, qdtype.qmin), qdtype.qmax))
-
-
 # --- array-level matmul ------------------------------------------------------------------------
 
 def _int8_view(x: np.ndarray) -> np.ndarray:
@@ -402,172 +382,34 @@ def quantized_matmul_arrays(a: np.ndarray, za: int, sa: float, b: np.ndarray, zb
     return out, so, zo
 
 
-# --- dispatcher kernels ------------------------------------------------------------------------
+# --- what quantized/op.py's ops compute on the CPU ----------------------------------------------
 
-def _require_quantized(opname: str, metas, names, bits: int = QUANTIZED_CPU_BITS) -> None:
-    for m, name in zip(metas, names):
-        if m is None or m.kind != "tensor" or not m.keyset & bits:
-            what = "a Python number" if m is not None and m.kind == "scalar" else \
-                "a dense tensor" if m is not None and m.kind == "tensor" else "not a tensor"
-            raise DTypeError(f"{opname}: argument '{name}' must be a quantized tensor, got {what}; "
-                             f"quantize it with dj.quantize_per_tensor(...) or dequantize() the others")
-
-
-def _out_qparams(so, zo, qdtype):
-    from dispatch_jit.quantized import check_qparams
-    return check_qparams(so, zo, qdtype)
-
-
-class _Kernel:
-    """A QuantizedCPU kernel: checks the metas once on the miss path, then runs ``impl``.
-    (The QuantizedCUDA kernels subclass it with their key's bits and suffix.)"""
-
-    names: tuple = ()
-    key_bits = QUANTIZED_CPU_BITS
-    suffix = "quantized_cpu"
-
-    def __init__(self, opname: str):
-        self.opname = opname
-        self.__name__ = f"{opname}_{self.suffix}"
-
-    def specialize(self, call):
-        _require_quantized(call.op.name, call.metas, self.names, self.key_bits)
-        rec = call.op.compiled.setdefault(self.__name__, [])
-        dts = "x".join(m.dtype.name for m in call.metas[:len(self.names)])
-        if dts not in rec:
-            rec.append(dts)
-        return self.run
-
-
-def check_matmul_shapes(a, b, name: str) -> int:
-    """The quantized matmul's shape rule, (..., k) @ (k, n) or (k,); returns k."""
-    if a.ndim < 1 or b.ndim < 1 or b.ndim > 2:
-        raise ShapeError(f"quantized {name}: supports a (..., k) @ (k, n) or (k,), got shapes "
-                         f"{a.shape} and {b.shape}")
-    k = a.shape[-1]
-    if b.shape[0] != k:
-        raise ShapeError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be multiplied "
-                         f"({k} != {b.shape[0]})")
-    return k
-
-
-def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="matmul"):
-    a, b = x._data, y._data
-    k = check_matmul_shapes(a, b, name)
-    lead = a.shape[:-1]
+def _matmul(a, za, sa, b, zb, sb, k, qdtype, so, zo, bias):
     b2 = b if b.ndim == 2 else b.reshape(k, 1)
-    a2 = a.reshape(-1, k)
-    qd = x.qdtype
-    if so is not None:
-        so, zo = _out_qparams(so, zo, qd)
-    out, so, zo = quantized_matmul_arrays(a2, x.zero_point, x.scale, b2, y.zero_point, y.scale, qd, so, zo, bias)
-    shape = lead + ((b.shape[1],) if b.ndim == 2 else ())
-    return make_quantized(out.reshape(shape), so, zo, qd)
+    return quantized_matmul_arrays(a.reshape(-1, k), za, sa, b2, zb, sb, qdtype, so, zo, bias)
 
 
-class QMatmul(_Kernel):
-    names = ("self", "other")
-
-    def __init__(self, explicit: bool):
-        super().__init__("quantized_matmul" if explicit else "matmul")
-        self.explicit = explicit
-
-    def run(self, x, y, so=None, zo=None):
-        return _matmul2d(x, y, so, zo)
+def _flat(a: np.ndarray, shape: tuple) -> np.ndarray:
+    return np.ascontiguousarray(np.broadcast_to(a, shape) if a.shape != shape else a).ravel()
 
 
-class QLinear(_Kernel):
-    names = ("input", "weight")
-
-    def run(self, x, w, bias, so, zo):
-        if w.ndim != 2:
-            raise ShapeError(f"quantized_linear: weight must be 2-D (out_features, in_features), got {w.shape}")
-        if bias is not None:
-            if isinstance(bias, QuantizedTensor) or bias._data.dtype.kind != "f":
-                raise DTypeError(f"quantized_linear: bias must be a float tensor, got {bias.dtype}")
-            if bias.shape != (w.shape[0],):
-                raise ShapeError(f"quantized_linear: bias has shape {bias.shape}, expected ({w.shape[0]},)")
-            bias = bias._data
-        wt = make_quantized(w._data.T, w.scale, w.zero_point, w.qdtype)
-        return _matmul2d(x, wt, so, zo, bias, "linear")
+def _add_range(a, b, sa, za, sb, zb):
+    return _flat_entry("add_minmax", _add_minmax, (a, b), 4)(a, b, sa, za, sb, zb)
 
 
-def _flat_pair(x, y, name):
-    a, b = x._data, y._data
-    if a.shape != b.shape:
-        try:
-            shape = broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            from dispatch_jit.errors import BroadcastError
-            raise BroadcastError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be broadcast "
-                                 f"together") from None
-        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    return np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(), a.shape
+def _add_arrays(a, b, shape, sa, za, sb, zb, so, zo, qd):
+    out = np.empty(a.size, qd.np)
+    _flat_entry("add", _add, (a, b, out), 8)(a, b, out, sa, za, sb, zb, so, float(zo), float(qd.qmin), float(qd.qmax))
+    return out.reshape(shape)
 
 
-class QAdd(_Kernel):
-    names = ("self", "other")
-
-    def __init__(self, explicit: bool):
-        super().__init__("quantized_add" if explicit else "add")
-        self.explicit = explicit
-
-    def run(self, x, y, *rest):
-        if self.explicit:
-            so, zo = _out_qparams(rest[0], rest[1], x.qdtype)
-        else:
-            alpha, out = rest
-            if alpha != 1 or out is not None:
-                raise DTypeError("quantized add: alpha and out= are not supported; use "
-                                 "dj.quantized_add(a, b, output_scale, output_zero_point)")
-            so = None
-        a, b, shape = _flat_pair(x, y, "add")
-        qd = x.qdtype
-        sa, za, sb, zb = x.scale, float(x.zero_point), y.scale, float(y.zero_point)
-        if so is None:
-            lo, hi = _flat_entry("add_minmax", _add_minmax, (a, b), 4)(a, b, sa, za, sb, zb) if a.size else (0, 0)
-            so, zo = minmax_qparams(lo, hi, qd)
-        out = np.empty(a.size, qd.np)
-        _flat_entry("add", _add, (a, b, out), 8)(a, b, out, sa, za, sb, zb, so, float(zo), float(qd.qmin),
-                                                 float(qd.qmax))
-        return make_quantized(out.reshape(shape), so, zo, qd)
+def _relu_array(a, zero_point):
+    a = np.ascontiguousarray(a)
+    res = np.empty_like(a)
+    fn = _entry("relu", _relu, (nbt.Array(numba.from_dtype(a.dtype), 1, "C"),) * 2 + (nbt.int64,))
+    fn(a.reshape(-1), res.reshape(-1), zero_point)
+    return res
 
 
-class QRelu(_Kernel):
-    names = ("self",)
-
-    def run(self, x, out=None):
-        if out is not None:
-            raise DTypeError("quantized relu: out= is not supported")
-        a = np.ascontiguousarray(x._data)
-        res = np.empty_like(a)
-        fn = _entry("relu", _relu, (nbt.Array(numba.from_dtype(a.dtype), 1, "C"),) * 2 + (nbt.int64,))
-        fn(a.reshape(-1), res.reshape(-1), x.zero_point)
-        return make_quantized(res, x.scale, x.zero_point, x.qdtype)
-
-
-KERNELS = {
-    "matmul": QMatmul(False),
-    "quantized_matmul": QMatmul(True),
-    "add.Tensor": QAdd(False),
-    "quantized_add": QAdd(True),
-    "relu": QRelu("relu"),
-    "quantized_linear": QLinear("quantized_linear"),
-}
-
-# -- definitions and registrations ---------------------------------------------------------------
-aten_quantized_defs = Library("aten", "FRAGMENT")
-for _schema in SCHEMAS:
-    aten_quantized_defs.define(_schema)
-
-aten_quantized = Library("aten", "IMPL", "QuantizedCPU")
-for _name, _kernel in KERNELS.items():
-    aten_quantized.impl(_name, _kernel)
-
-# the public entries (dj.quantized_matmul, ...): the generated dispatcher functions
-quantized_matmul = lookup("aten::quantized_matmul").entry
-quantized_add = lookup("aten::quantized_add").entry
-quantized_linear = lookup("aten::quantized_linear").entry
-
-# the QuantizedCUDA kernels register themselves (numba.cuda is imported on first use only)
-from . import cuda as cuda_quantized  # noqa: E402,F401
+CPU = SimpleNamespace(matmul=_matmul, reshape=np.reshape, transpose=np.transpose, flat=_flat, add_range=_add_range,
+                      add=_add_arrays, relu=_relu_array)

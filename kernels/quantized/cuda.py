@@ -33,21 +33,21 @@ tiling, no dp4a).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from dispatch_jit.broadcast import broadcast_shapes
-from dispatch_jit.cuda.array import CudaArray, empty
-from dispatch_jit.cuda.launch import elementwise_config
+from dispatch_jit.cuda.array import CudaArray, empty, from_host
+from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.cuda.runtime import is_simulator
-from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
-from dispatch_jit.library import Library
-from dispatch_jit.quantized import QUANTIZED_CUDA_BITS, QuantizedTensor, check_qparams, make_quantized
+from dispatch_jit.errors import ShapeError
 
 from ..cuda_codegen import compile_cuda
 from ..cuda_copy import contiguous_copy
-from .cpu import _MAX_K, _Kernel as _CpuKernel, check_matmul_shapes, minmax_qparams
+from .cpu import _MAX_K
+from .op import minmax_qparams
 
-__all__ = ["quantize_cuda", "dequantize_cuda", "CUDA_QUANTIZED_KERNELS"]
+__all__ = ["quantize_cuda", "dequantize_cuda", "CUDA"]
 
 
 def _exact_mul_globals() -> dict:
@@ -101,13 +101,6 @@ def _rint_device():
         exec(_RINT, ns)
         _RINT_DEV.append(cuda_module().jit(device=True)(ns["_rint"]))
     return _RINT_DEV[0]
-
-
-def _launch(kernel, n: int, device_index: int, *args) -> None:
-    if n == 0:
-        return
-    blocks, threads = elementwise_config(n, device_index)
-    kernel[blocks, threads](*args)
 
 
 def _flat(a: CudaArray) -> CudaArray:
@@ -238,56 +231,21 @@ def _matmul_cuda(a: CudaArray, za: int, sa: float, b: CudaArray, zb: int, sb: fl
     return out, so, zo
 
 
-class _Kernel(_CpuKernel):
-    """A QuantizedCUDA kernel: the CPU kernels' checks, at the QuantizedCUDA key."""
+# --- what quantized/op.py's ops compute on CUDA ---------------------------------------------------
 
-    key_bits = QUANTIZED_CUDA_BITS
-    suffix = "quantized_cuda"
-
-
-def _matmul2d(x: QuantizedTensor, y: QuantizedTensor, so, zo, bias=None, name="matmul"):
-    a, b = x._data, y._data
-    k = check_matmul_shapes(a, b, name)
-    lead = a.shape[:-1]
+def _matmul(a, za, sa, b, zb, sb, k, qdtype, so, zo, bias):
     b2 = b if b.ndim == 2 else b.view_as(lambda l: l.reshape(k, 1))
     if a.ndim != 2:
-        a = _flat(a)
-        a = a.view_as(lambda l: l.reshape(-1, k))
-    qd = x.qdtype
-    if so is not None:
-        so, zo = check_qparams(so, zo, qd)
-    out, so, zo = _matmul_cuda(a, x.zero_point, x.scale, b2, y.zero_point, y.scale, qd, so, zo, bias)
-    shape = lead + ((b.shape[1],) if b.ndim == 2 else ())
-    return make_quantized(out.view_as(lambda l: l.reshape(shape)), so, zo, qd)
+        a = _flat(a).view_as(lambda l: l.reshape(-1, k))
+    return _matmul_cuda(a, za, sa, b2, zb, sb, qdtype, so, zo, bias)
 
 
-class QMatmulCUDA(_Kernel):
-    names = ("self", "other")
-
-    def __init__(self, explicit: bool):
-        super().__init__("quantized_matmul" if explicit else "matmul")
-
-    def run(self, x, y, so=None, zo=None):
-        return _matmul2d(x, y, so, zo)
+def _reshape(a: CudaArray, shape: tuple) -> CudaArray:
+    return a.view_as(lambda l: l.reshape(shape))
 
 
-class QLinearCUDA(_Kernel):
-    names = ("input", "weight")
-
-    def run(self, x, w, bias, so, zo):
-        if w.ndim != 2:
-            raise ShapeError(f"quantized_linear: weight must be 2-D (out_features, in_features), got {w.shape}")
-        if bias is not None:
-            if isinstance(bias, QuantizedTensor) or bias._data.dtype.kind != "f":
-                raise DTypeError(f"quantized_linear: bias must be a float tensor, got {bias.dtype}")
-            if bias.shape != (w.shape[0],):
-                raise ShapeError(f"quantized_linear: bias has shape {bias.shape}, expected ({w.shape[0]},)")
-            if not bias.is_cuda:
-                raise DTypeError(f"quantized_linear: bias is on {bias.device} but the input is on {x.device}; "
-                                 f"move it with .cuda()")
-            bias = bias._data
-        wt = make_quantized(w._data.view_as(lambda l: l.T), w.scale, w.zero_point, w.qdtype)
-        return _matmul2d(x, wt, so, zo, bias, "linear")
+def _transpose(a: CudaArray) -> CudaArray:
+    return a.view_as(lambda l: l.T)
 
 
 # --- add, relu ------------------------------------------------------------------------------------
@@ -314,64 +272,27 @@ def qadd_minmax(a, b, mm, sa, za, sb, zb, n):
 """
 
 
-def _flat_pair(x, y, name):
-    a, b = x._data, y._data
-    shape = a.shape
-    if a.shape != b.shape:
-        try:
-            shape = broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            raise BroadcastError(f"quantized {name}: shapes {a.shape} and {b.shape} cannot be broadcast "
-                                 f"together") from None
-        if a.shape != shape:
-            a = a.view_as(lambda l: np.broadcast_to(l, shape))
-        if b.shape != shape:
-            b = b.view_as(lambda l: np.broadcast_to(l, shape))
-    a, b = _flat(a), _flat(b)
-    if a.offset:
-        a = contiguous_copy(a)
-    if b.offset:
-        b = contiguous_copy(b)
-    return a, b, shape
+def _flat_to(a: CudaArray, shape: tuple) -> CudaArray:
+    """``a`` broadcast to ``shape``, C-contiguous at offset 0: the add kernels index it from 0."""
+    if a.shape != shape:
+        a = a.view_as(lambda l: np.broadcast_to(l, shape))
+    a = _flat(a)
+    return contiguous_copy(a) if a.offset else a
 
 
-class QAddCUDA(_Kernel):
-    names = ("self", "other")
+def _add_range(a, b, sa, za, sb, zb):
+    mm = from_host(np.zeros(2, np.float64), a.device_index)     # the CPU's lo, hi start at 0.0
+    k = compile_cuda(_ADD_MINMAX_SRC, "qadd_minmax", _exact_mul_globals())
+    _launch(k, a.size, a.device_index, a.storage.buf, b.storage.buf, mm.storage.buf, sa, za, sb, zb, a.size)
+    return tuple(float(v) for v in mm.to_host())         # the one synchronization
 
-    def __init__(self, explicit: bool):
-        super().__init__("quantized_add" if explicit else "add")
-        self.explicit = explicit
 
-    def run(self, x, y, *rest):
-        if self.explicit:
-            so, zo = check_qparams(rest[0], rest[1], x.qdtype)
-        else:
-            alpha, out = rest
-            if alpha != 1 or out is not None:
-                raise DTypeError("quantized add: alpha and out= are not supported; use "
-                                 "dj.quantized_add(a, b, output_scale, output_zero_point)")
-            so = None
-        a, b, shape = _flat_pair(x, y, "add")
-        qd = x.qdtype
-        dev = a.device_index
-        sa, za, sb, zb = x.scale, float(x.zero_point), y.scale, float(y.zero_point)
-        n = a.size
-        mul = _exact_mul_globals()
-        if so is None:
-            if n:
-                from dispatch_jit.cuda.array import from_host
-                mm = from_host(np.zeros(2, np.float64), dev)     # the CPU's lo, hi start at 0.0
-                k = compile_cuda(_ADD_MINMAX_SRC, "qadd_minmax", mul)
-                _launch(k, n, dev, a.storage.buf, b.storage.buf, mm.storage.buf, sa, za, sb, zb, n)
-                lo, hi = (float(v) for v in mm.to_host())         # the one synchronization
-            else:
-                lo = hi = 0.0
-            so, zo = minmax_qparams(lo, hi, qd)
-        out = empty(shape, qd.np, dev)
-        k = _with_rint(_ADD_SRC, "qadd", {"_dt": qd.np.type, **mul})
-        _launch(k, n, dev, a.storage.buf, b.storage.buf, out.storage.buf, sa, za, sb, zb, float(so), float(zo),
-                float(qd.qmin), float(qd.qmax), n)
-        return make_quantized(out, so, zo, qd)
+def _add_arrays(a, b, shape, sa, za, sb, zb, so, zo, qd):
+    out = empty(shape, qd.np, a.device_index)
+    k = _with_rint(_ADD_SRC, "qadd", {"_dt": qd.np.type, **_exact_mul_globals()})
+    _launch(k, a.size, a.device_index, a.storage.buf, b.storage.buf, out.storage.buf, sa, za, sb, zb, float(so),
+            float(zo), float(qd.qmin), float(qd.qmax), a.size)
+    return out
 
 
 _RELU_SRC = """\
@@ -385,29 +306,13 @@ def qrelu(a, a_o, out, zp, n):
 """
 
 
-class QReluCUDA(_Kernel):
-    names = ("self",)
-
-    def run(self, x, out=None):
-        if out is not None:
-            raise DTypeError("quantized relu: out= is not supported")
-        a = _flat(x._data)
-        res = empty(a.shape, a.dtype, a.device_index)
-        k = compile_cuda(_RELU_SRC, "qrelu")
-        _launch(k, a.size, a.device_index, a.storage.buf, a.offset, res.storage.buf, a.dtype.type(x.zero_point),
-                a.size)
-        return make_quantized(res, x.scale, x.zero_point, x.qdtype)
+def _relu_array(a: CudaArray, zero_point) -> CudaArray:
+    a = _flat(a)
+    res = empty(a.shape, a.dtype, a.device_index)
+    k = compile_cuda(_RELU_SRC, "qrelu")
+    _launch(k, a.size, a.device_index, a.storage.buf, a.offset, res.storage.buf, a.dtype.type(zero_point), a.size)
+    return res
 
 
-CUDA_QUANTIZED_KERNELS = {
-    "matmul": QMatmulCUDA(False),
-    "quantized_matmul": QMatmulCUDA(True),
-    "add.Tensor": QAddCUDA(False),
-    "quantized_add": QAddCUDA(True),
-    "relu": QReluCUDA("relu"),
-    "quantized_linear": QLinearCUDA("quantized_linear"),
-}
-
-aten_quantized_cuda = Library("aten", "IMPL", "QuantizedCUDA")
-for _name, _kernel in CUDA_QUANTIZED_KERNELS.items():
-    aten_quantized_cuda.impl(_name, _kernel)
+CUDA = SimpleNamespace(matmul=_matmul, reshape=_reshape, transpose=_transpose, flat=_flat_to, add_range=_add_range,
+                       add=_add_arrays, relu=_relu_array)

@@ -95,7 +95,7 @@ def correction_of(name: str, unbiased, correction) -> float:
 class VarStd:
     """var/std in PyTorch's argument order ``(self, axis, unbiased, keepdims, *, correction)``
     over a reduction kernel taking ``(self, axis, keepdims, correction)``: resolves the
-    correction and reorders.  Wraps the CPU kernel here and the CUDA one in aten.py."""
+    correction and reorders.  Wraps the CPU kernel here and the CUDA one in reduction/__init__.py."""
 
     extra = ("correction",)       # what the wrapped kernel takes after keepdims
 

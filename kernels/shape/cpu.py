@@ -261,7 +261,7 @@ def clone(self):
     return wrap(out)
 
 
-# schema -> kernel; registered at the CPU key by aten.py
+# schema -> kernel; registered at the CPU key (shape/__init__.py)
 SHAPE_KERNELS = {
     "reshape(Tensor(a) self, int[] shape) -> Tensor(a)": reshape,
     "view(Tensor(a) self, int[] shape) -> Tensor(a)": view,

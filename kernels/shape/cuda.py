@@ -143,7 +143,7 @@ def clone(self):
 _VIEWS = {"permute": cpu.permute, "transpose.int": cpu.transpose, "expand": cpu.expand, "squeeze": cpu.squeeze,
           "unsqueeze": cpu.unsqueeze, "narrow": cpu.narrow, "view": cpu.view}
 
-# overload name -> kernel; registered at the CUDA key by aten.py
+# overload name -> kernel; registered at the CUDA key (shape/__init__.py)
 CUDA_KERNELS = {
     **{name: _view_kernel(k) for name, k in _VIEWS.items()},
     "reshape": _copying_kernel(cpu.reshape, _reshape_target),

@@ -24,17 +24,18 @@ not implemented (a CSR result of an op on tensors requiring grad raises).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numba
 import numpy as np
 from numba import prange
 
-from dispatch_jit.autograd.kernel import AutogradKernel, Derivative
+from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.dtypes import result_type
-from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
+from dispatch_jit.errors import SchemaError, ShapeError
 from dispatch_jit.keys import DispatchKey
-from dispatch_jit.library import Library
 from dispatch_jit.registry import lookup
-from dispatch_jit.sparse import SPARSE_CSR_BITS, SPARSE_CSR_CPU_BITS, SparseCsrTensor, _make
+from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
 from dispatch_jit.tensor import Tensor, wrap
 
 __all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
@@ -155,19 +156,8 @@ def _sum_cols(col, val, out):
         out[col[k]] += val[k]
 
 
-def _record(call, name: str, dt) -> None:
-    rec = call.op.compiled.setdefault(name, [])
-    if dt.name not in rec:
-        rec.append(dt.name)
-
-
 def _as(a: np.ndarray, npdt) -> np.ndarray:
     return a if a.dtype == npdt else a.astype(npdt)
-
-
-def _check_float_or_int(dt, opname):
-    if dt.category < 1 or dt.category > 2:
-        raise DTypeError(f"{opname}: sparse CSR kernels support integer and floating dtypes, got {dt.name}")
 
 
 # -- the matmul ------------------------------------------------------------------------------------------
@@ -188,34 +178,6 @@ def csr_matmul_arrays(crow, col, val, b: np.ndarray, ncols: int) -> np.ndarray:
         else:
             out[...] = 0
     return out
-
-
-class SparseMatmul:
-    """aten::matmul at SparseCsrCPU: CSR @ dense (2-D or 1-D) -> dense."""
-
-    __name__ = "sparse_csr_matmul_cpu"
-
-    def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        if a.kind != "tensor" or b.kind != "tensor" or not a.keyset & SPARSE_CSR_CPU_BITS:
-            raise SchemaError(f"matmul with sparse CSR tensors supports only CSR @ dense (got {_what(a)} @ "
-                              f"{_what(b)}); convert with .to_dense()")
-        if b.keyset & SPARSE_CSR_CPU_BITS:
-            raise SchemaError("matmul: CSR @ CSR is not implemented; convert one operand with .to_dense()")
-        dt = result_type(a.dtype, b.dtype)
-        _check_float_or_int(dt, "matmul")
-        _record(call, self.__name__, dt)
-        npdt = dt.np
-
-        def run(x, y):
-            return wrap(csr_matmul_arrays(x._crow, x._col, _as(x._data, npdt), _as(y._data, npdt), x._shape[1]))
-        return run
-
-
-def _what(m) -> str:
-    if m.kind != "tensor":
-        return m.kind
-    return "CSR" if m.keyset & SPARSE_CSR_CPU_BITS else "dense"
 
 
 # aten::sparse_csr_mm: the differentiable form (values and dense operand are ordinary tensors)
@@ -283,158 +245,69 @@ def sparse_csr_mm(a: SparseCsrTensor, dense: Tensor) -> Tensor:
     return lookup("aten::sparse_csr_mm").entry(a.crow_indices(), a.col_indices(), a._values_t, dense, a._shape[1])
 
 
-# -- add, mul, sum, to_dense -------------------------------------------------------------------------------------
-class SparseAdd:
-    """aten::add.Tensor at SparseCsrCPU: CSR + alpha * CSR -> CSR."""
-
-    __name__ = "sparse_csr_add_cpu"
-
-    def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        if not (a.kind == "tensor" and b.kind == "tensor" and a.keyset & b.keyset & SPARSE_CSR_CPU_BITS):
-            raise SchemaError(f"add with sparse CSR tensors supports only CSR + CSR (got {_what(a)} + {_what(b)}); "
-                              f"convert with .to_dense()")
-        dt = result_type(a.dtype, b.dtype)
-        _check_float_or_int(dt, "add")
-        _record(call, self.__name__, dt)
-        npdt = dt.np
-
-        def run(x, y, alpha=1, out=None):
-            if out is not None:
-                raise SchemaError("add: out= is not supported for sparse CSR tensors")
-            if x._shape != y._shape:
-                raise ShapeError(f"add: sparse CSR shapes {x._shape} and {y._shape} must match")
-            counts = np.empty(x._shape[0], dtype=np.int64)
-            _add_count(x._crow, x._col, y._crow, y._col, counts)
-            crow = np.zeros(x._shape[0] + 1, dtype=np.int64)
-            np.cumsum(counts, out=crow[1:])
-            nnz = int(crow[-1])
-            col = np.empty(nnz, dtype=np.int64)
-            val = np.empty(nnz, dtype=npdt)
-            _add_fill(x._crow, x._col, _as(x._data, npdt), y._crow, y._col, _as(y._data, npdt), npdt.type(alpha),
-                      crow, col, val)
-            return _make(crow, col, val, x._shape)
-        return run
+# -- matmul, add, mul, sum: what sparse/op.py's ops compute on the CPU -------------------------------------
+def _matmul(x, y, npdt):
+    return wrap(csr_matmul_arrays(x._crow, x._col, _as(x._data, npdt), _as(y._data, npdt), x._shape[1]))
 
 
-def mul_plan(call, csr_bits: int, kernel_name: str):
-    """CSR * scalar / dense, resolved once per signature (for the CPU and CUDA kernels):
-    (whether the CSR operand is second, the result dtype, whether the other operand is a
-    dense tensor of ndim > 0)."""
-    a, b = call.metas[0], call.metas[1]
-    swap = not (a.kind == "tensor" and a.keyset & csr_bits)
-    s, o = (b, a) if swap else (a, b)
-    if o.kind == "tensor" and o.keyset & csr_bits:
-        raise SchemaError("mul: CSR * CSR is not implemented; convert one operand with .to_dense()")
-    if o.kind == "scalar":
-        dt = result_type(s.dtype, o.pytype(0))
-    elif o.kind == "tensor":
-        dt = result_type(s.dtype, o.dtype) if o.ndim else result_type(s.dtype, o.dtype.np.type(0))
-    else:
-        raise SchemaError(f"mul: cannot multiply a sparse CSR tensor by {o.kind}")
-    _check_float_or_int(dt, "mul")
-    _record(call, kernel_name, dt)
-    return swap, dt, o.kind == "tensor" and o.ndim > 0
+def _add(x, y, alpha, npdt):
+    counts = np.empty(x._shape[0], dtype=np.int64)
+    _add_count(x._crow, x._col, y._crow, y._col, counts)
+    crow = np.zeros(x._shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=crow[1:])
+    nnz = int(crow[-1])
+    col = np.empty(nnz, dtype=np.int64)
+    val = np.empty(nnz, dtype=npdt)
+    _add_fill(x._crow, x._col, _as(x._data, npdt), y._crow, y._col, _as(y._data, npdt), alpha, crow, col, val)
+    return crow, col, val
 
 
-class SparseMul:
-    """aten::mul.Tensor at SparseCsrCPU: CSR * scalar (or 0-d tensor) and CSR *
-    dense broadcast to the CSR's shape -> CSR with the same pattern."""
-
-    __name__ = "sparse_csr_mul_cpu"
-
-    def specialize(self, call):
-        swap, dt, dense_other = mul_plan(call, SPARSE_CSR_CPU_BITS, self.__name__)
-        npdt = dt.np
-
-        def run(x, y, out=None):
-            if out is not None:
-                raise SchemaError("mul: out= is not supported for sparse CSR tensors")
-            if swap:
-                x, y = y, x
-            v = _as(x._data, npdt)
-            if not dense_other:
-                k = y._data if isinstance(y, Tensor) else y
-                return _make(x._crow, x._col, v * npdt.type(k), x._shape)
-            try:
-                d = np.broadcast_to(_as(y._data, npdt), x._shape)
-            except ValueError:
-                raise ShapeError(f"mul: a dense operand of shape {y.shape} does not broadcast to the sparse CSR "
-                                 f"shape {x._shape}") from None
-            vals = np.empty(v.shape[0], dtype=npdt)
-            _mul_dense(x._crow, x._col, v, d, vals)
-            return _make(x._crow, x._col, vals, x._shape)
-        return run
+def _mul_scalar(x, y, npdt):
+    k = y._data if isinstance(y, Tensor) else y
+    return _as(x._data, npdt) * npdt.type(k)
 
 
-class SparseSum:
-    """aten::sum at SparseCsrCPU: over everything, or along axis 0 or 1 -> dense."""
-
-    __name__ = "sparse_csr_sum_cpu"
-
-    def specialize(self, call):
-        _record(call, self.__name__, call.metas[0].dtype)
-
-        def run(x, axis=None, keepdims=False, dtype=None):
-            v = x._data
-            if dtype is not None:
-                from dispatch_jit.dtypes import as_dtype
-                v = v.astype(as_dtype(dtype).np)
-            elif v.dtype.kind in "biu":
-                v = v.astype(np.int64)       # integer sums accumulate in int64, as PyTorch's do
-            axes = (0, 1) if axis is None else tuple(sorted(a % 2 for a in ((axis,) if isinstance(axis, int)
-                                                                          else axis)))
-            if axes == (0, 1) or axes == ():
-                r = np.asarray(v.sum(dtype=v.dtype))
-                if keepdims:
-                    r = r.reshape(1, 1)
-            elif axes == (1,):
-                r = np.empty(x._shape[0], dtype=v.dtype)
-                _sum_rows(x._crow, v, r)
-                if keepdims:
-                    r = r.reshape(-1, 1)
-            else:
-                r = np.zeros(x._shape[1], dtype=v.dtype)
-                _sum_cols(x._col, v, r)
-                if keepdims:
-                    r = r.reshape(1, -1)
-            return wrap(r)
-        return run
+def _mul_by_dense(x, y, npdt):
+    v = _as(x._data, npdt)
+    vals = np.empty(v.shape[0], dtype=npdt)
+    _mul_dense(x._crow, x._col, v, np.broadcast_to(_as(y._data, npdt), x._shape), vals)
+    return vals
 
 
-def _to_dense_sparse(x):
+def _values(x, to):
+    return x._data if to is None else x._data.astype(to)
+
+
+def _sum_all(x, to, keepdims):
+    v = _values(x, to)
+    r = np.asarray(v.sum(dtype=v.dtype))
+    return wrap(r.reshape(1, 1) if keepdims else r)
+
+
+def _sum_along_rows(x, to, keepdims):
+    v = _values(x, to)
+    r = np.empty(x._shape[0], dtype=v.dtype)
+    _sum_rows(x._crow, v, r)
+    return wrap(r.reshape(-1, 1) if keepdims else r)
+
+
+def _sum_along_cols(x, to, keepdims):
+    v = _values(x, to)
+    r = np.zeros(x._shape[1], dtype=v.dtype)
+    _sum_cols(x._col, v, r)
+    return wrap(r.reshape(1, -1) if keepdims else r)
+
+
+CPU = SimpleNamespace(matmul=_matmul, add=_add, mul_scalar=_mul_scalar, mul_dense=_mul_by_dense,
+                      sum_all=_sum_all, sum_rows=_sum_along_rows, sum_cols=_sum_along_cols)
+
+
+def to_dense_cpu(x):
     out = np.zeros(x._shape, dtype=x._data.dtype)
     _to_dense(x._crow, x._col, x._data, out)
     return wrap(out)
 
 
-def _to_dense_dense(x):
+def to_dense_dense(x):
+    """to_dense on a dense tensor: the identity (registered at CPU and CUDA)."""
     return x
-
-
-# -- registrations ------------------------------------------------------------------------------------------
-aten_sparse_def = Library("aten", "FRAGMENT")
-aten_sparse_def.define("to_dense(Tensor self) -> Tensor")
-aten_sparse_def.define("sparse_csr_mm(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor dense, "
-                       "int ncols) -> Tensor")
-
-aten_sparse_csr = Library("aten", "IMPL", "SparseCsrCPU")
-aten_sparse_csr.impl("matmul", SparseMatmul())
-aten_sparse_csr.impl("add.Tensor", SparseAdd())
-aten_sparse_csr.impl("mul.Tensor", SparseMul())
-aten_sparse_csr.impl("sum", SparseSum())
-aten_sparse_csr.impl("to_dense", _to_dense_sparse)
-
-aten_sparse_cpu = Library("aten", "IMPL", "CPU")
-aten_sparse_cpu.impl("to_dense", _to_dense_dense)
-aten_sparse_cpu.impl("sparse_csr_mm", _sparse_mm_cpu)
-
-aten_sparse_autograd = Library("aten", "IMPL", "Autograd")
-aten_sparse_autograd.impl("sparse_csr_mm", AutogradKernel(SPARSE_MM_DERIVATIVE))
-aten_sparse_ag_cpu = Library("aten", "IMPL", "AutogradCPU")
-aten_sparse_ag_cpu.impl("matmul", MatmulAutogradRouter())
-aten_sparse_ag_cuda = Library("aten", "IMPL", "AutogradCUDA")
-aten_sparse_ag_cuda.impl("matmul", MatmulAutogradRouter())
-
-# the SparseCsrCUDA kernels register themselves (numba.cuda is imported on first use only)
-from . import cuda as cuda_sparse  # noqa: E402,F401

@@ -31,22 +31,21 @@ thread per row.  Float sums run in a different order from the CPU's
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty, from_host
-from dispatch_jit.cuda.launch import elementwise_config
+from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.dtypes import result_type
-from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
-from dispatch_jit.library import Library
-from dispatch_jit.sparse import SPARSE_CSR_CUDA_BITS, _make
+from dispatch_jit.errors import DTypeError, ShapeError
+from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, wrap
 
 from ..cuda_codegen import compile_cuda
 from ..cuda_copy import contiguous_copy, fill
-from .cpu import _check_float_or_int, _record, mul_plan
 
-__all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "CUDA_SPARSE_KERNELS"]
+__all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "sparse_mm_cuda", "to_dense_cuda", "CUDA"]
 
 
 def _acc_type(dt: np.dtype):
@@ -56,13 +55,6 @@ def _acc_type(dt: np.dtype):
     if dt.kind in "iub":
         return np.int64
     return dt.type
-
-
-def _launch(kernel, n: int, device_index: int, *args) -> None:
-    if n == 0:
-        return
-    blocks, threads = elementwise_config(n, device_index)
-    kernel[blocks, threads](*args)
 
 
 def _plain(a, npdt=None):
@@ -190,38 +182,9 @@ def csr_matmul_cuda(crow, col, val, b, ncols: int):
     return out
 
 
-def _what(m) -> str:
-    if m.kind != "tensor":
-        return m.kind
-    return "CSR" if m.keyset & SPARSE_CSR_CUDA_BITS else "dense"
-
-
-def _require_cuda(t: Tensor, opname: str) -> None:
-    if not t.is_cuda:
-        raise SchemaError(f"{opname}: the sparse CSR tensor is on {t.device}; move the operands to one device")
-
-
-class SparseMatmulCUDA:
-    """aten::matmul at SparseCsrCUDA: CSR @ dense (2-D or 1-D) -> dense."""
-
-    __name__ = "sparse_csr_matmul_cuda"
-
-    def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        if a.kind != "tensor" or b.kind != "tensor" or not a.keyset & SPARSE_CSR_CUDA_BITS:
-            raise SchemaError(f"matmul with sparse CSR tensors supports only CSR @ dense (got {_what(a)} @ "
-                              f"{_what(b)}); convert with .to_dense()")
-        if b.keyset & SPARSE_CSR_CUDA_BITS:
-            raise SchemaError("matmul: CSR @ CSR is not implemented; convert one operand with .to_dense()")
-        dt = result_type(a.dtype, b.dtype)
-        _check_float_or_int(dt, "matmul")
-        _record(call, self.__name__, dt)
-        npdt = dt.np
-
-        def run(x, y):
-            v = x._data if x._data.dtype == npdt else contiguous_copy(x._data, npdt)
-            return wrap(csr_matmul_cuda(x._crow, x._col, v, y._data, x._shape[1]))
-        return run
+def _matmul(x, y, npdt):
+    v = x._data if x._data.dtype == npdt else contiguous_copy(x._data, npdt)
+    return wrap(csr_matmul_cuda(x._crow, x._col, v, y._data, x._shape[1]))
 
 
 def sparse_mm_cuda(crow, col, values, dense, ncols):
@@ -344,41 +307,21 @@ def csr_add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val, rows):
 """
 
 
-class SparseAddCUDA:
-    """aten::add.Tensor at SparseCsrCUDA: CSR + alpha * CSR -> CSR."""
-
-    __name__ = "sparse_csr_add_cuda"
-
-    def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        if not (a.kind == "tensor" and b.kind == "tensor" and a.keyset & b.keyset & SPARSE_CSR_CUDA_BITS):
-            raise SchemaError(f"add with sparse CSR tensors supports only CSR + CSR (got {_what(a)} + {_what(b)}); "
-                              f"convert with .to_dense()")
-        dt = result_type(a.dtype, b.dtype)
-        _check_float_or_int(dt, "add")
-        _record(call, self.__name__, dt)
-        npdt = dt.np
-
-        def run(x, y, alpha=1, out=None):
-            if out is not None:
-                raise SchemaError("add: out= is not supported for sparse CSR tensors")
-            if x._shape != y._shape:
-                raise ShapeError(f"add: sparse CSR shapes {x._shape} and {y._shape} must match")
-            rows = x._shape[0]
-            dev = x._data.device_index
-            counts = empty((rows,), np.int64, dev)
-            _launch(_k(_ADD_COUNT, "csr_add_count"), rows, dev, x._crow.storage.buf, x._col.storage.buf,
-                    y._crow.storage.buf, y._col.storage.buf, counts.storage.buf, rows)
-            crow, nnz = _host_prefix(counts)
-            col = empty((nnz,), np.int64, dev)
-            val = empty((nnz,), npdt, dev)
-            if nnz:
-                va, vb = _plain(x._data, npdt), _plain(y._data, npdt)
-                _launch(_k(_ADD_FILL, "csr_add_fill", _dt=npdt.type), rows, dev, x._crow.storage.buf,
-                        x._col.storage.buf, va.storage.buf, y._crow.storage.buf, y._col.storage.buf, vb.storage.buf,
-                        npdt.type(alpha), crow.storage.buf, col.storage.buf, val.storage.buf, rows)
-            return _make(crow, col, wrap(val), x._shape)
-        return run
+def _add(x, y, alpha, npdt):
+    rows = x._shape[0]
+    dev = x._data.device_index
+    counts = empty((rows,), np.int64, dev)
+    _launch(_k(_ADD_COUNT, "csr_add_count"), rows, dev, x._crow.storage.buf, x._col.storage.buf,
+            y._crow.storage.buf, y._col.storage.buf, counts.storage.buf, rows)
+    crow, nnz = _host_prefix(counts)
+    col = empty((nnz,), np.int64, dev)
+    val = empty((nnz,), npdt, dev)
+    if nnz:
+        va, vb = _plain(x._data, npdt), _plain(y._data, npdt)
+        _launch(_k(_ADD_FILL, "csr_add_fill", _dt=npdt.type), rows, dev, x._crow.storage.buf,
+                x._col.storage.buf, va.storage.buf, y._crow.storage.buf, y._col.storage.buf, vb.storage.buf,
+                alpha, crow.storage.buf, col.storage.buf, val.storage.buf, rows)
+    return crow, col, wrap(val)
 
 
 _MUL_SCALAR = """\
@@ -401,43 +344,26 @@ def csr_mul_dense(crow, col, val, d, d_o, d_s0, d_s1, out, rows):
 """
 
 
-class SparseMulCUDA:
-    """aten::mul.Tensor at SparseCsrCUDA: CSR * scalar (or 0-d tensor) and CSR * dense broadcast
-    to the CSR's shape -> CSR with the same pattern."""
+def _mul_scalar(x, y, npdt):
+    v = _plain(x._data, npdt)
+    nnz = v.shape[0]
+    res = empty((nnz,), npdt, v.device_index)
+    k = y._host().item() if isinstance(y, Tensor) else y    # a 0-d tensor: read once
+    _launch(_k(_MUL_SCALAR, "csr_mul_scalar", _dt=npdt.type), nnz, v.device_index, v.storage.buf, npdt.type(k),
+            res.storage.buf, nnz)
+    return wrap(res)
 
-    __name__ = "sparse_csr_mul_cuda"
 
-    def specialize(self, call):
-        swap, dt, dense_other = mul_plan(call, SPARSE_CSR_CUDA_BITS, self.__name__)
-        npdt = dt.np
-
-        def run(x, y, out=None):
-            if out is not None:
-                raise SchemaError("mul: out= is not supported for sparse CSR tensors")
-            if swap:
-                x, y = y, x
-            dev = x._data.device_index
-            v = _plain(x._data, npdt)
-            nnz = v.shape[0]
-            res = empty((nnz,), npdt, dev)
-            if not dense_other:
-                k = y._host().item() if isinstance(y, Tensor) else y    # a 0-d tensor: read once
-                _launch(_k(_MUL_SCALAR, "csr_mul_scalar", _dt=npdt.type), nnz, dev, v.storage.buf, npdt.type(k),
-                        res.storage.buf, nnz)
-                return _make(x._crow, x._col, wrap(res), x._shape)
-            d = y._data if y._data.dtype == npdt else contiguous_copy(y._data, npdt)
-            try:
-                if broadcast_shapes(d.shape, x._shape) != x._shape:
-                    raise ValueError
-                d = d.view_as(lambda l: np.broadcast_to(l, x._shape))
-            except ValueError:
-                raise ShapeError(f"mul: a dense operand of shape {y.shape} does not broadcast to the sparse CSR "
-                                 f"shape {x._shape}") from None
-            s0, s1 = d.elem_strides()
-            _launch(_k(_MUL_DENSE, "csr_mul_dense", _dt=npdt.type), x._shape[0], dev, x._crow.storage.buf,
-                    x._col.storage.buf, v.storage.buf, d.storage.buf, d.offset, s0, s1, res.storage.buf, x._shape[0])
-            return _make(x._crow, x._col, wrap(res), x._shape)
-        return run
+def _mul_by_dense(x, y, npdt):
+    v = _plain(x._data, npdt)
+    dev = v.device_index
+    res = empty((v.shape[0],), npdt, dev)
+    d = y._data if y._data.dtype == npdt else contiguous_copy(y._data, npdt)
+    d = d.view_as(lambda l: np.broadcast_to(l, x._shape))
+    s0, s1 = d.elem_strides()
+    _launch(_k(_MUL_DENSE, "csr_mul_dense", _dt=npdt.type), x._shape[0], dev, x._crow.storage.buf,
+            x._col.storage.buf, v.storage.buf, d.storage.buf, d.offset, s0, s1, res.storage.buf, x._shape[0])
+    return wrap(res)
 
 
 _SUM_ROWS = """\
@@ -477,55 +403,35 @@ def csr_sum_cols_scan(col, val, out, nnz, cols):
 _ATOMIC_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64)}
 
 
-class SparseSumCUDA:
-    """aten::sum at SparseCsrCUDA: over everything, or along axis 0 or 1 -> dense."""
+def _sum_all(x, to, keepdims):
+    v = _plain(x._data, to)
+    r = lookup("aten::sum").entry(wrap(v))
+    if r.dtype.np != v.dtype:
+        r = r.to(v.dtype)
+    return r.reshape(1, 1) if keepdims else r
 
-    __name__ = "sparse_csr_sum_cuda"
 
-    def specialize(self, call):
-        _record(call, self.__name__, call.metas[0].dtype)
+def _sum_along_rows(x, to, keepdims):
+    v = _plain(x._data, to)
+    rows, dt = x._shape[0], v.dtype
+    r = empty((rows,), dt, v.device_index)
+    _launch(_k(_SUM_ROWS, "csr_sum_rows", _acc=_acc_type(dt), _dt=dt.type), rows, v.device_index,
+            x._crow.storage.buf, v.storage.buf, r.storage.buf, rows)
+    return wrap(r.view_as(lambda l: l.reshape(rows, 1)) if keepdims else r)
 
-        def run(x, axis=None, keepdims=False, dtype=None):
-            v = x._data
-            dev = v.device_index
-            if dtype is not None:
-                from dispatch_jit.dtypes import as_dtype
-                v = _plain(v, as_dtype(dtype).np)
-            elif v.dtype.kind in "biu":
-                v = _plain(v, np.int64)      # integer sums accumulate in int64, as PyTorch's do
-            else:
-                v = _plain(v)
-            axes = (0, 1) if axis is None else tuple(sorted(a % 2 for a in ((axis,) if isinstance(axis, int)
-                                                                          else axis)))
-            dt = v.dtype
-            if axes == (0, 1) or axes == ():
-                from dispatch_jit.registry import lookup
-                r = lookup("aten::sum").entry(wrap(v))
-                if r.dtype.np != dt:
-                    r = r.to(dt)
-                return r.reshape(1, 1) if keepdims else r
-            rows, cols = x._shape
-            g = {"_acc": _acc_type(dt), "_dt": dt.type}
-            if axes == (1,):
-                r = empty((rows,), dt, dev)
-                _launch(_k(_SUM_ROWS, "csr_sum_rows", **g), rows, dev, x._crow.storage.buf, v.storage.buf,
-                        r.storage.buf, rows)
-                shape = (rows, 1)
-            else:
-                r = empty((cols,), dt, dev)
-                nnz = v.shape[0]
-                if dt in _ATOMIC_ADD_DTYPES:
-                    fill(r, 0)
-                    _launch(_k(_SUM_COLS_ATOMIC, "csr_sum_cols_atomic"), nnz, dev, x._col.storage.buf,
-                            v.storage.buf, r.storage.buf, nnz)
-                else:
-                    _launch(_k(_SUM_COLS_SCAN, "csr_sum_cols_scan", **g), cols, dev, x._col.storage.buf,
-                            v.storage.buf, r.storage.buf, nnz, cols)
-                shape = (1, cols)
-            if keepdims:
-                r = r.view_as(lambda l: l.reshape(shape))
-            return wrap(r)
-        return run
+
+def _sum_along_cols(x, to, keepdims):
+    v = _plain(x._data, to)
+    cols, dt, dev, nnz = x._shape[1], v.dtype, v.device_index, v.shape[0]
+    r = empty((cols,), dt, dev)
+    if dt in _ATOMIC_ADD_DTYPES:
+        fill(r, 0)
+        _launch(_k(_SUM_COLS_ATOMIC, "csr_sum_cols_atomic"), nnz, dev, x._col.storage.buf, v.storage.buf,
+                r.storage.buf, nnz)
+    else:
+        _launch(_k(_SUM_COLS_SCAN, "csr_sum_cols_scan", _acc=_acc_type(dt), _dt=dt.type), cols, dev,
+                x._col.storage.buf, v.storage.buf, r.storage.buf, nnz, cols)
+    return wrap(r.view_as(lambda l: l.reshape(1, cols)) if keepdims else r)
 
 
 _TO_DENSE = """\
@@ -539,7 +445,7 @@ def csr_to_dense(crow, col, val, out, rows, cols):
 """
 
 
-def _to_dense_sparse_cuda(x):
+def to_dense_cuda(x):
     v = _plain(x._data)
     rows, cols = x._shape
     dev = v.device_index
@@ -550,23 +456,6 @@ def _to_dense_sparse_cuda(x):
     return wrap(out)
 
 
-def _to_dense_dense(x):
-    return x
 
-
-CUDA_SPARSE_KERNELS = {
-    "matmul": SparseMatmulCUDA(),
-    "add.Tensor": SparseAddCUDA(),
-    "mul.Tensor": SparseMulCUDA(),
-    "sum": SparseSumCUDA(),
-    "to_dense": _to_dense_sparse_cuda,
-}
-
-# -- registrations (the ops are defined in kernels/sparse/cpu.py) ----------------------------------------------
-aten_sparse_csr_cuda = Library("aten", "IMPL", "SparseCsrCUDA")
-for _name, _kernel in CUDA_SPARSE_KERNELS.items():
-    aten_sparse_csr_cuda.impl(_name, _kernel)
-
-aten_sparse_cuda = Library("aten", "IMPL", "CUDA")
-aten_sparse_cuda.impl("to_dense", _to_dense_dense)
-aten_sparse_cuda.impl("sparse_csr_mm", sparse_mm_cuda)
+CUDA = SimpleNamespace(matmul=_matmul, add=_add, mul_scalar=_mul_scalar, mul_dense=_mul_by_dense,
+                       sum_all=_sum_all, sum_rows=_sum_along_rows, sum_cols=_sum_along_cols)
