@@ -17,7 +17,7 @@ import numpy as np
 
 from dispatch_jit.cuda.runtime import cuda_module
 
-__all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers"]
+__all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers", "grid_stride"]
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
@@ -66,7 +66,7 @@ def unravel(ndim: int, operands: list[str], indent: str, linear: str = "i", cont
 
 
 def device_helpers() -> dict:
-    """The scalar helpers of scalar_helpers.py as CUDA device functions."""
+    """The scalar helpers of support/scalar_helpers.py as CUDA device functions."""
     h = _HELPERS.get("cuda")
     if h is None:
         from .support.scalar_helpers import HELPERS
@@ -114,3 +114,20 @@ def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
             k = cuda.jit(g[name])
             _CACHE[key] = k
     return k
+
+
+def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
+    """The source of a CUDA kernel ``def signature:`` whose threads share the indices [0, n) in a
+    grid-stride loop, running ``body`` (source at column 0) for each ``index``.
+
+    >>> print(grid_stride("fill(out, v, n)", "n", "out[i] = v"), end="")
+    def fill(out, v, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            out[i] = v
+            i += step
+    """
+    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while {index} < {n}:"]
+    lines += ["        " + line if line else line for line in body.rstrip("\n").split("\n")]
+    return "\n".join(lines + [f"        {index} += step", ""])

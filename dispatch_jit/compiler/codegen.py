@@ -45,7 +45,7 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
-from dispatch_jit.kernels.elementwise.cpu import _JIT_HELPERS, _NB_DTYPE
+from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS, NB_DTYPE as _NB_DTYPE
 
 from .diskcache import compile_cached
 from .ir import Var

@@ -1,4 +1,4 @@
-"""Eager CPU kernels for the elementwise ops, generated from scalar_ops.py.
+"""Eager CPU kernels for the elementwise ops, generated from table.py.
 
 For one op and one resolved signature (dtypes, ndim, contiguity of every
 input) ``ElementwiseCPU.specialize`` returns the callable the dispatcher
@@ -32,13 +32,13 @@ from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
-from dispatch_jit.errors import DTypeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
-from ..support.scalar_helpers import HELPERS
+from ..support.numba_types import JIT_HELPERS, NB_DTYPE, NB_PY
 from ..support.sincos_f32 import GUARD_GLOBALS
-from .table import ScalarOp, broadcast_shape, check_output, resolve
+from .table import (READ_CASTS, ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
+                    kernel_prelude, output_tensor)
 from ..shape.cpu import loop_operands
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
@@ -48,9 +48,6 @@ __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
 # costs 5-10 us to start on a quiet machine and far more on a busy one.
 PARALLEL_MIN = 1 << 18
 
-_NB_DTYPE = {d.np: numba.from_dtype(d.np) for d in ALL_DTYPES if d is not float16}
-_NB_PY = {bool: nbt.boolean, int: nbt.int64, float: nbt.float64, complex: nbt.complex128}
-_JIT_HELPERS = {name: numba.njit(error_model="numpy")(fn) for name, fn in HELPERS.items()}
 _NAMES = ("x", "y", "z")
 
 # (source, argtypes, parallel) -> entry point; shared by all ops and tests
@@ -70,14 +67,12 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     guarded = op.fast.get(compute.name) if ndim else None
     check = op.checks.get(compute.category)
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
-    lines = [f"def kernel({', '.join(params)}):", "    _zero = _ct(0)", "    _one = _ct(1)"]
-    for s in static_names:
-        lines.append(f"    {s} = _ct({s})")
+    lines = [f"def kernel({', '.join(params)}):"] + kernel_prelude(static_names)
     reads = {}
     for i, (k, c) in enumerate(zip(kinds, casts)):
         if k == "none":
             continue
-        cast = {"compute": "_ct({})", "bool": "({} != 0)", "none": "{}"}[c]
+        cast = READ_CASTS[c]
         if k == "scalar":
             lines.append(f"    s{i} = {cast.format(f'a{i}')}")
             reads[i] = f"s{i}"
@@ -123,7 +118,7 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     if guarded is None:
         lines += loop(indent, f"{par}({last})", f"{store.format(inner)} = {expr}")
         return "\n".join(lines) + "\n"
-    # A fast form valid only where a guard holds (sincos_f32.py): per chunk, a vectorized scan
+    # A fast form valid only where a guard holds (support/sincos_f32.py): per chunk, a vectorized scan
     # of the guard, then the fast loop or the exact one.  Both give the same bits where the
     # guard holds, so the result of an element never depends on its neighbours.
     fast, guard = guarded
@@ -152,7 +147,7 @@ def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
         ep = _COMPILED.get(key)
         if ep is None:
             g = {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
-                 "prange": numba.prange if parallel else range, **_JIT_HELPERS, **GUARD_GLOBALS}
+                 "prange": numba.prange if parallel else range, **JIT_HELPERS, **GUARD_GLOBALS}
             exec(compile(src, "<dispatch_jit elementwise>", "exec"), g)
             # nogil only where the loop is long: releasing the GIL costs ~100 ns a call
             disp = numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(g["kernel"])
@@ -180,32 +175,24 @@ class _Variant:
         return self.serial
 
 
-class ElementwiseCPU:
-    """The CPU kernel of one ScalarOp, in one of three modes: "functional"
-    (with ``out=``), "inplace" (writes into the first input)."""
+class ElementwiseCPU(ElementwiseKernel):
+    """The CPU kernel of one ScalarOp ("functional" or "inplace", see ElementwiseKernel)."""
 
-    def __init__(self, op: ScalarOp, mode: str = "functional"):
-        self.op, self.mode = op, mode
-        self.__name__ = f"{op.name}{'_' if mode == 'inplace' else ''}_cpu"
+    device = "cpu"
 
     # -- miss path ---------------------------------------------------------------------------
-    def specialize(self, call):
-        op = self.op
-        r = resolve(op, call)
-        in_idx, static_idx, static_names, out_pos = r.in_idx, r.static_idx, r.static_names, r.out_pos
-        in_metas, compute, result, casts = r.in_metas, r.compute, r.result, r.casts
+    def plan(self, call, r, kcompute):
+        in_metas, result = r.in_metas, r.result
         kinds = tuple("none" if m.kind == "none" else ("array" if m.kind == "tensor" else "scalar")
                       for m in in_metas)
         ndim = max(m.ndim for m in in_metas if m.kind == "tensor")
-        # float16: stored as float16, computed in float32 (no CPU float16 arithmetic in Numba)
-        kcompute = float32 if compute is float16 else compute
+        # no CPU float16 arithmetic in Numba: a float16 result is computed into float32, then cast
         kresult = float32 if result is float16 else result
-        plan = _Plan(self, call.op.name, kinds, casts, kcompute, compute, result, kresult, static_names,
-                     in_idx, static_idx, out_pos, in_metas)
+        plan = _Plan(self, call.op.name, kinds, r.casts, kcompute, r.compute, result, kresult, r.static_names,
+                     r.in_idx, r.static_idx, r.out_pos, in_metas)
         fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype is not float16
                                                       for m in in_metas if m.kind == "tensor")
                    and result is not float16)
-        call.op.compiled.setdefault(self.__name__, [])
         return plan.fast(ndim) if fast_ok else plan.general
 
 
@@ -225,13 +212,13 @@ class _Plan:
         ts = []
         for k, m, d in zip(self.kinds, self.in_metas, in_dtypes):
             if k == "array":
-                ts.append(nbt.Array(_NB_DTYPE[d.np], ndim, layout))
+                ts.append(nbt.Array(NB_DTYPE[d.np], ndim, layout))
             elif k == "scalar":
-                ts.append(_NB_PY.get(m.pytype) or numba.from_dtype(np.dtype(m.pytype)))
+                ts.append(NB_PY.get(m.pytype) or numba.from_dtype(np.dtype(m.pytype)))
         for _ in self.static_names:
-            ts.append(_NB_PY[complex] if self.kcompute.category == 3 else
-                      _NB_PY[float] if self.kcompute.category == 2 else _NB_PY[int])
-        ts.append(nbt.Array(_NB_DTYPE[out_dtype.np], ndim, layout))
+            ts.append(NB_PY[complex] if self.kcompute.category == 3 else
+                      NB_PY[float] if self.kcompute.category == 2 else NB_PY[int])
+        ts.append(nbt.Array(NB_DTYPE[out_dtype.np], ndim, layout))
         return tuple(ts)
 
     def variant(self, ndim, flat, in_dtypes, out_dtype):
@@ -259,11 +246,7 @@ class _Plan:
 
     def _check_statics(self, args):
         if self.int_compute:
-            for i in self.static_idx:
-                if isinstance(args[i], (float, complex)):
-                    raise DTypeError(f"{self.opname}: for integral inputs, argument "
-                                     f"'{self.static_names[self.static_idx.index(i)]}' must not be a "
-                                     f"floating point number (got {args[i]!r})")
+            check_statics(self.opname, self.static_idx, self.static_names, args)
 
     # -- the flat fast path, generated so that a hit runs straight-line code -------------------
     def fast(self, ndim: int):
@@ -322,10 +305,7 @@ class _Plan:
         inputs = [args[i] for i in self.in_idx]
         arrays = [x._data if k == "array" else x for x, k in zip(inputs, self.kinds)]
         shape = broadcast_shape(self.opname, [a.shape for a, k in zip(arrays, self.kinds) if k == "array"])
-        if self.kern.mode == "inplace":
-            out_t = inputs[0]
-        else:
-            out_t = args[self.out_pos] if self.out_pos is not None else None
+        out_t = output_tensor(self.kern.mode, inputs, args, self.out_pos)
         if out_t is not None:
             check_output(self.opname, self.kern.mode == "inplace", self.result, out_t, shape)
             out_arr = out_t._data

@@ -1,6 +1,6 @@
-"""CUDA kernels for the elementwise ops, generated from scalar_ops.py.
+"""CUDA kernels for the elementwise ops, generated from table.py.
 
-The CUDA twin of cpu_elementwise.py: same type rules (``type_rule``), same
+The CUDA twin of cpu.py: same type rules (``type_rule``), same
 errors, same broadcasting, same results.  For one op and one resolved
 signature ``ElementwiseCUDA.specialize`` returns the callable the dispatcher
 memoizes; on each call it picks one of two generated grid-stride kernels
@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.dtypes import float16, float32
 from dispatch_jit.errors import DeviceMismatchError, DTypeError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
 from ..support.scalar_helpers import _ifloordiv, _iremainder
-from .table import ScalarOp, broadcast_shape, check_output, resolve
+from .table import (READ_CASTS, ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
+                    kernel_prelude, output_tensor)
 
 __all__ = ["ElementwiseCUDA", "kernel_source", "CUDA_UNSUPPORTED"]
 
@@ -117,7 +117,7 @@ _LIBDEVICE_ROUNDING = ("floor", "ceil", "rint", "trunc")
 
 def cuda_expression(op: ScalarOp, compute, present: tuple, simulator: bool) -> str:
     """The op's scalar expression as CUDA device code compiles it."""
-    # int64 keeps the plain form: the CPU's wrapping uint64 forms (scalar_ops._WRAP64) answer LLVM's
+    # int64 keeps the plain form: the CPU's wrapping uint64 forms (table._WRAP64) answer LLVM's
     # nsw flags, and the simulator's NumPy scalars convert a uint64 above 2**63 to int64 by value,
     # not by bits (NumPy's int64 arithmetic wraps by itself)
     expr = op.expression(compute.category, present, "" if compute.name == "int64" else compute.name)
@@ -152,16 +152,12 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
     params += [f"n{d}" for d in range(nd)] + ["total"]
     lines = [f"def ew_kernel({', '.join(params)}):",
              "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)",
-             "    _zero = _ct(0)",
-             "    _one = _ct(1)"]
-    for s in static_names:
-        lines.append(f"    {s} = _ct({s})")
+             "    step = cuda.gridsize(1)"] + kernel_prelude(static_names)
     reads = {}
     for i, (k, c) in enumerate(zip(kinds, casts)):
         if k == "none":
             continue
-        cast = {"compute": "_ct({})", "bool": "({} != 0)", "none": "{}"}[c]
+        cast = READ_CASTS[c]
         if k == "scalar":
             # converted to the kernel dtype on the host already
             lines.append(f"    {_NAMES[i]} = a{i}")
@@ -197,30 +193,24 @@ def _static_value(v, compute):
     return _host_value(py, compute.np)
 
 
-class ElementwiseCUDA:
-    """The CUDA kernel of one ScalarOp: "functional" (with ``out=``) or "inplace"
-    (writes into the first input)."""
+class ElementwiseCUDA(ElementwiseKernel):
+    """The CUDA kernel of one ScalarOp ("functional" or "inplace", see ElementwiseKernel)."""
 
-    def __init__(self, op: ScalarOp, mode: str = "functional"):
-        self.op, self.mode = op, mode
-        self.__name__ = f"{op.name}{'_' if mode == 'inplace' else ''}_cuda"
+    device = "cuda"
 
-    def specialize(self, call):
-        op = self.op
-        r = resolve(op, call)
-        in_idx, static_idx, static_names, out_pos = r.in_idx, r.static_idx, r.static_names, r.out_pos
-        compute, result, casts = r.compute, r.result, r.casts
+    def check(self, r):
+        name, compute = self.op.name, r.compute
+        if (name, compute.name) in CUDA_UNSUPPORTED:
+            raise DTypeError(f"{name}() is not supported for {compute.name} on CUDA (Numba's CUDA target "
+                             f"cannot compile it); compute on the CPU (.cpu()) or convert the inputs")
+
+    def plan(self, call, r, kcompute):
         # "host": a zero-dim CPU tensor joining a CUDA computation; read on the host, passed as a scalar
         kinds = tuple("none" if m.kind == "none" else
                       ("host" if m.device == "cpu" else "array") if m.kind == "tensor" else "scalar"
                       for m in r.in_metas)
-        if (op.name, compute.name) in CUDA_UNSUPPORTED:
-            raise DTypeError(f"{op.name}() is not supported for {compute.name} on CUDA (Numba's CUDA target "
-                             f"cannot compile it); compute on the CPU (.cpu()) or convert the inputs")
-        kcompute = float32 if compute is float16 else compute
-        call.op.compiled.setdefault(self.__name__, [])
-        return _PlanCUDA(self, call.op.name, kinds, casts, kcompute, result, static_names, in_idx,
-                         static_idx, out_pos).run
+        return _PlanCUDA(self, call.op.name, kinds, r.casts, kcompute, r.result, r.static_names, r.in_idx,
+                         r.static_idx, r.out_pos).run
 
 
 class _PlanCUDA:
@@ -252,19 +242,12 @@ class _PlanCUDA:
     def run(self, *args):
         opname = self.opname
         if self.int_compute:
-            for i in self.static_idx:
-                if isinstance(args[i], (float, complex)):
-                    raise DTypeError(f"{opname}: for integral inputs, argument "
-                                     f"'{self.static_names[self.static_idx.index(i)]}' must not be a "
-                                     f"floating point number (got {args[i]!r})")
+            check_statics(opname, self.static_idx, self.static_names, args)
         inputs = [args[i] for i in self.in_idx]
         kinds = self.kinds
         tens = [x._data for x, k in zip(inputs, kinds) if k in ("array", "host")]
         shape = broadcast_shape(opname, [a.shape for a in tens])
-        if self.kern.mode == "inplace":
-            out_t = inputs[0]
-        else:
-            out_t = args[self.out_pos] if self.out_pos is not None else None
+        out_t = output_tensor(self.kern.mode, inputs, args, self.out_pos)
         device_index = next((x._data.device_index for x, k in zip(inputs, kinds) if k == "array"), None)
         if out_t is not None:
             check_output(opname, self.kern.mode == "inplace", self.result, out_t, shape)

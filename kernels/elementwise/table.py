@@ -3,11 +3,11 @@
 Each ``ScalarOp`` holds the per-element expression over ``x, y, z`` (the
 op's tensor inputs, already cast to the compute dtype), its type rule, the
 dtype categories it accepts, and its static (non-tensor) parameters.  The
-eager CPU kernels (cpu_elementwise.py) are generated from this table; the
+eager CPU kernels (cpu.py) are generated from this table; the
 CUDA kernels and the fused code of compiled mode are meant to come from the
 same entries, so nothing here may be CPU-specific: expressions use operators,
 ``math``/``cmath`` functions, a few ``np`` scalar functions, and the helpers
-of scalar_helpers.py.
+of support/scalar_helpers.py.
 
 Type rules (``TYPE_RULES``) map the inputs' promotion dtype to
 (compute dtype, result dtype, how each input is cast).
@@ -18,12 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float32, float64, get_default_dtype
+from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float16, float32, float64, get_default_dtype
 
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
 
 __all__ = ["Check", "ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
-           "check_output", "ELEMENTWISE_SCHEMAS"]
+           "check_output", "ELEMENTWISE_SCHEMAS", "READ_CASTS",
+           "kernel_prelude", "check_statics", "output_tensor", "ElementwiseKernel"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
 NUM = frozenset({INT, FLOAT, COMPLEX})
@@ -348,3 +349,57 @@ def _schemas(op: ScalarOp) -> tuple[str, str | None]:
 
 # op name -> (functional schema, in-place schema or None)
 ELEMENTWISE_SCHEMAS: dict[str, tuple[str, str | None]] = {op.name: _schemas(op) for op in SCALAR_OPS.values()}
+
+
+# -- what both backends' generated kernels and per-call checks share ------------------------------------
+# how a generated kernel reads input i: converted to the compute dtype, tested against 0, or as is
+READ_CASTS = {"compute": "_ct({})", "bool": "({} != 0)", "none": "{}"}
+
+
+def kernel_prelude(static_names: tuple) -> list[str]:
+    """A generated kernel's first lines: 0 and 1 and the statics (alpha), in the compute dtype ``_ct``."""
+    return ["    _zero = _ct(0)", "    _one = _ct(1)"] + [f"    {s} = _ct({s})" for s in static_names]
+
+
+def check_statics(opname: str, static_idx: tuple, static_names: tuple, args) -> None:
+    """For integral inputs a static (alpha) must not be a float: PyTorch refuses it too."""
+    from dispatch_jit.errors import DTypeError
+    for i in static_idx:
+        if isinstance(args[i], (float, complex)):
+            raise DTypeError(f"{opname}: for integral inputs, argument "
+                             f"'{static_names[static_idx.index(i)]}' must not be a "
+                             f"floating point number (got {args[i]!r})")
+
+
+def output_tensor(mode: str, inputs: list, args: tuple, out_pos):
+    """The tensor the result goes into: the first input in place, ``out=``, or None (allocate)."""
+    if mode == "inplace":
+        return inputs[0]
+    return args[out_pos] if out_pos is not None else None
+
+
+class ElementwiseKernel:
+    """What the CPU and CUDA kernels of one ScalarOp share: the op, the mode ("functional",
+    with ``out=``, or "inplace", writing into the first input) and the kernel's name."""
+
+    device = ""
+
+    def __init__(self, op: ScalarOp, mode: str = "functional"):
+        self.op, self.mode = op, mode
+        self.__name__ = f"{op.name}{'_' if mode == 'inplace' else ''}_{self.device}"
+
+    def specialize(self, call):
+        """The miss path: resolve the signature's types (``resolve``), let the backend refuse
+        what it cannot compile (``check``), then build its plan (``plan``)."""
+        r = resolve(self.op, call)
+        # float16 is stored as float16 and computed in float32: neither backend computes in it
+        kcompute = float32 if r.compute is float16 else r.compute
+        self.check(r)
+        call.op.compiled.setdefault(self.__name__, [])
+        return self.plan(call, r, kcompute)
+
+    def check(self, r: Resolved) -> None:
+        pass
+
+    def plan(self, call, r: Resolved, kcompute: DType):
+        raise NotImplementedError

@@ -1,4 +1,5 @@
-"""matmul and dot, as the registration loop sees them: op.py's schemas and CPU adapters, cuda.py's tiled kernel."""
+"""matmul and dot, as the registration loop sees them: op.py's argument handling (``op.Linalg``)
+over the CPU's array kernels (cpu.py, bound in op.CPU) and cuda.py's tiled kernel (cuda.CUDA)."""
 
 from __future__ import annotations
 
@@ -7,4 +8,7 @@ from . import cuda, op
 __all__ = ["SCHEMAS", "KERNELS"]
 
 SCHEMAS = op.SCHEMAS
-KERNELS = {"CPU": op.CPU_KERNELS, "CUDA": cuda.CUDA_KERNELS}
+KERNELS = {
+    "CPU": {name: op.Linalg(name, "cpu", op.CPU) for name in ("matmul", "dot")},
+    "CUDA": {name: op.Linalg(name, "cuda", cuda.CUDA) for name in ("matmul", "dot")},
+}

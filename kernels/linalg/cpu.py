@@ -413,6 +413,16 @@ def get_matmul(dtype):
     return fn
 
 
+def check_dot_shapes(a, b) -> None:
+    """dot's shape rule (two 1-D arrays of one length), for the CPU and CUDA kernels."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"dot: expected two 1-D arrays, got shapes {a.shape} and {b.shape}; "
+                         f"use matmul for matrices")
+    if a.shape != b.shape:
+        raise ShapeError(f"dot: shapes {a.shape} and {b.shape} differ in length "
+                         f"({a.shape[0]} != {b.shape[0]})")
+
+
 def get_dot(dtype):
     """The dot callable ``f(a, b) -> 0-d np.ndarray`` for `dtype`: PyTorch's
     dot, 1-D x 1-D of equal length only, without conjugation.
@@ -425,12 +435,7 @@ def get_dot(dtype):
         dt, kind = _kind_of(dtype, "dot")
 
         def fn(a, b):
-            if a.ndim != 1 or b.ndim != 1:
-                raise ShapeError(f"dot: expected two 1-D arrays, got shapes {a.shape} and {b.shape}; "
-                                 f"use matmul for matrices")
-            if a.shape != b.shape:
-                raise ShapeError(f"dot: shapes {a.shape} and {b.shape} differ in length "
-                                 f"({a.shape[0]} != {b.shape[0]})")
+            check_dot_shapes(a, b)
             return _matmul(dt, kind, a, b, None, "dot")
         fn.__name__ = fn.__qualname__ = f"dot_{dt}"
         _DOT[dt] = fn

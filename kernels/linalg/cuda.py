@@ -1,7 +1,7 @@
 """CUDA matmul and dot: one generated tiled shared-memory kernel.
 
 Semantics, dtype rules and error messages are the CPU kernels'
-(linalg_ops.LinalgCPU over linalg.py): both operands are promoted to
+(op.Linalg over cpu.py): both operands are promoted to
 ``result_type(a, b)`` (operands of another dtype are converted by one
 ``cuda_copy.contiguous_copy`` first); bool and the unsigned types other
 than uint8 raise linalg's DTypeError; shapes follow ``numpy.matmul``
@@ -50,18 +50,17 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from types import SimpleNamespace
 
 import numpy as np
 
 from dispatch_jit.cuda.array import empty
-from dispatch_jit.dtypes import result_type
-from dispatch_jit.errors import SchemaError, ShapeError
 from dispatch_jit.tensor import wrap
 
 from ..cuda_codegen import compile_cuda, unravel
 from ..cuda_copy import contiguous_copy
 
-__all__ = ["CUDA_KERNELS", "TileConfig", "config", "HARDWARE_CONFIG", "HARDWARE_CONFIG_WIDE", "SIMULATOR_CONFIG",
+__all__ = ["CUDA", "TileConfig", "config", "HARDWARE_CONFIG", "HARDWARE_CONFIG_WIDE", "SIMULATOR_CONFIG",
            "matmul_arrays"]
 
 TileConfig = namedtuple("TileConfig", "BM BN BK TM TN PAD")
@@ -259,40 +258,20 @@ def matmul_arrays(xa, ya, dt: np.dtype):
     return out
 
 
-# --- dispatcher kernels -------------------------------------------------------------------------
+# --- the dispatcher's run (linalg/op.py checks the arguments) ------------------------------------
 
-class LinalgCUDA:
-    """Promotes both operands to ``result_type`` and runs the tiled kernel (see the module docstring)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.__name__ = f"{name}_cuda"
-
-    def specialize(self, call):
-        a, b = call.metas[0], call.metas[1]
-        if a.kind != "tensor" or b.kind != "tensor":
-            raise SchemaError(f"{call.op.name}: both arguments must be tensors, got {a.kind} and {b.kind}")
-        from . import cpu as linalg
-        dt = result_type(a, b)
-        npdt, _ = linalg._kind_of(dt.np, self.name)      # the CPU's DTypeError (bool, uint16, ...)
-        rec = call.op.compiled.setdefault(self.__name__, [])
-        if dt.name not in rec:
-            rec.append(dt.name)
-
-        if self.name == "matmul":
-            def run(x, y):
-                return wrap(matmul_arrays(x._data, y._data, npdt))
-        else:
-            def run(x, y):
-                xa, ya = x._data, y._data
-                if xa.ndim != 1 or ya.ndim != 1:
-                    raise ShapeError(f"dot: expected two 1-D arrays, got shapes {xa.shape} and {ya.shape}; "
-                                     f"use matmul for matrices")
-                if xa.shape != ya.shape:
-                    raise ShapeError(f"dot: shapes {xa.shape} and {ya.shape} differ in length "
-                                     f"({xa.shape[0]} != {ya.shape[0]})")
-                return wrap(matmul_arrays(xa, ya, npdt))
-        return run
+def _bind(name: str, call, dt):
+    """The CUDA run of matmul or dot for result dtype ``dt`` (linalg/op.py's Linalg calls it)."""
+    from . import cpu as linalg
+    npdt, _ = linalg._kind_of(dt.np, name)      # the CPU's DTypeError (bool, uint16, ...)
+    if name == "matmul":
+        def run(x, y):
+            return wrap(matmul_arrays(x._data, y._data, npdt))
+    else:
+        def run(x, y):
+            linalg.check_dot_shapes(x._data, y._data)
+            return wrap(matmul_arrays(x._data, y._data, npdt))
+    return run
 
 
-CUDA_KERNELS = {"matmul": LinalgCUDA("matmul"), "dot": LinalgCUDA("dot")}
+CUDA = SimpleNamespace(bind=_bind)

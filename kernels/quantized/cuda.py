@@ -42,7 +42,7 @@ from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.cuda.runtime import is_simulator
 from dispatch_jit.errors import ShapeError
 
-from ..cuda_codegen import compile_cuda
+from ..cuda_codegen import compile_cuda, grid_stride
 from ..cuda_copy import contiguous_copy
 from .cpu import _MAX_K
 from .op import minmax_qparams
@@ -110,15 +110,10 @@ def _flat(a: CudaArray) -> CudaArray:
 
 # --- quantize / dequantize -----------------------------------------------------------------------
 
-_QUANT_SRC = """\
-def quantize_kernel(x, x_o, out, scale, zp, qmin, qmax, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        v = _rint(np.float64(x[x_o + i]) / scale) + zp
-        out[i] = _dt(min(max(v, qmin), qmax))
-        i += step
-"""
+_QUANT_SRC = grid_stride("quantize_kernel(x, x_o, out, scale, zp, qmin, qmax, n)", "n", """\
+v = _rint(np.float64(x[x_o + i]) / scale) + zp
+out[i] = _dt(min(max(v, qmin), qmax))
+""")
 
 
 def quantize_cuda(x: CudaArray, scale: float, zero_point: int, qdtype) -> CudaArray:
@@ -131,14 +126,9 @@ def quantize_cuda(x: CudaArray, scale: float, zero_point: int, qdtype) -> CudaAr
     return out
 
 
-_DEQUANT_SRC = """\
-def dequantize_kernel(q, q_o, out, zp, scale, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        out[i] = (np.float32(q[q_o + i]) - zp) * scale
-        i += step
-"""
+_DEQUANT_SRC = grid_stride("dequantize_kernel(q, q_o, out, zp, scale, n)", "n", """\
+out[i] = (np.float32(q[q_o + i]) - zp) * scale
+""")
 
 
 def dequantize_cuda(q: CudaArray, scale: float, zero_point: int) -> CudaArray:
@@ -153,40 +143,30 @@ def dequantize_cuda(q: CudaArray, scale: float, zero_point: int) -> CudaArray:
 
 # --- matmul ---------------------------------------------------------------------------------------
 
-_ACC_SRC = """\
-def qmm_acc(a, a_o, a_s0, a_s1, b, b_o, b_s0, b_s1, za, zb, acc, mm, m, n, k, minmax):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < m * n:
-        r = i // n
-        c = i - r * n
-        s = np.int32(0)
-        pa = a_o + r * a_s0
-        pb = b_o + c * b_s1
-        for p in range(k):
-            s += (np.int32(a[pa]) - za) * (np.int32(b[pb]) - zb)
-            pa += a_s1
-            pb += b_s0
-        sv = np.int32(s)
-        acc[i] = sv
-        if minmax:
-            cuda.atomic.min(mm, 0, sv)
-            cuda.atomic.max(mm, 1, sv)
-        i += step
-"""
+_ACC_SRC = grid_stride("qmm_acc(a, a_o, a_s0, a_s1, b, b_o, b_s0, b_s1, za, zb, acc, mm, m, n, k, minmax)", "m * n", """\
+r = i // n
+c = i - r * n
+s = np.int32(0)
+pa = a_o + r * a_s0
+pb = b_o + c * b_s1
+for p in range(k):
+    s += (np.int32(a[pa]) - za) * (np.int32(b[pb]) - zb)
+    pa += a_s1
+    pb += b_s0
+sv = np.int32(s)
+acc[i] = sv
+if minmax:
+    cuda.atomic.min(mm, 0, sv)
+    cuda.atomic.max(mm, 1, sv)
+""")
 
-_REQUANT_SRC = """\
-def qmm_requant(acc, out, mult, bias, has_bias, so, zo, qmin, qmax, total, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < total:
-        cb = 0.0
-        if has_bias:
-            cb = np.float64(bias[i % n]) / so
-        v = _rint(_dmul(np.float64(acc[i]), mult) + cb) + zo
-        out[i] = _dt(min(max(v, qmin), qmax))
-        i += step
-"""
+_REQUANT_SRC = grid_stride("qmm_requant(acc, out, mult, bias, has_bias, so, zo, qmin, qmax, total, n)", "total", """\
+cb = 0.0
+if has_bias:
+    cb = np.float64(bias[i % n]) / so
+v = _rint(_dmul(np.float64(acc[i]), mult) + cb) + zo
+out[i] = _dt(min(max(v, qmin), qmax))
+""")
 
 
 def _matmul_cuda(a: CudaArray, za: int, sa: float, b: CudaArray, zb: int, sb: float, qdtype, so, zo,
@@ -250,26 +230,16 @@ def _transpose(a: CudaArray) -> CudaArray:
 
 # --- add, relu ------------------------------------------------------------------------------------
 
-_ADD_SRC = """\
-def qadd(a, b, out, sa, za, sb, zb, so, zo, qmin, qmax, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        v = _dmul(sa, np.float64(a[i]) - za) + _dmul(sb, np.float64(b[i]) - zb)
-        out[i] = _dt(min(max(_rint(v / so) + zo, qmin), qmax))
-        i += step
-"""
+_ADD_SRC = grid_stride("qadd(a, b, out, sa, za, sb, zb, so, zo, qmin, qmax, n)", "n", """\
+v = _dmul(sa, np.float64(a[i]) - za) + _dmul(sb, np.float64(b[i]) - zb)
+out[i] = _dt(min(max(_rint(v / so) + zo, qmin), qmax))
+""")
 
-_ADD_MINMAX_SRC = """\
-def qadd_minmax(a, b, mm, sa, za, sb, zb, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        v = _dmul(sa, np.float64(a[i]) - za) + _dmul(sb, np.float64(b[i]) - zb)
-        cuda.atomic.min(mm, 0, v)
-        cuda.atomic.max(mm, 1, v)
-        i += step
-"""
+_ADD_MINMAX_SRC = grid_stride("qadd_minmax(a, b, mm, sa, za, sb, zb, n)", "n", """\
+v = _dmul(sa, np.float64(a[i]) - za) + _dmul(sb, np.float64(b[i]) - zb)
+cuda.atomic.min(mm, 0, v)
+cuda.atomic.max(mm, 1, v)
+""")
 
 
 def _flat_to(a: CudaArray, shape: tuple) -> CudaArray:
@@ -295,15 +265,10 @@ def _add_arrays(a, b, shape, sa, za, sb, zb, so, zo, qd):
     return out
 
 
-_RELU_SRC = """\
-def qrelu(a, a_o, out, zp, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        v = a[a_o + i]
-        out[i] = v if v > zp else zp
-        i += step
-"""
+_RELU_SRC = grid_stride("qrelu(a, a_o, out, zp, n)", "n", """\
+v = a[a_o + i]
+out[i] = v if v > zp else zp
+""")
 
 
 def _relu_array(a: CudaArray, zero_point) -> CudaArray:

@@ -1,9 +1,9 @@
 """Code generation for the CPU reductions: the table's snippets pasted into loop shapes.
 
 ``_source`` writes the Python source of one kernel variant for an op of
-reduction_table.REDUCTIONS; ``kernel`` exec's it and compiles it with
+table.REDUCTIONS; ``kernel`` exec's it and compiles it with
 ``numba.njit`` once per (op, kernel dtype, variant), on first use, keeping
-only the compiled overload's entry point.  reduction.py plans calls onto
+only the compiled overload's entry point.  cpu.py plans calls onto
 these kernels (see its docstring for the loop shapes).
 
 >>> import numpy as np

@@ -3,8 +3,8 @@
 sum, prod, mean, max, min, argmax, argmin, var, std, all, any, logsumexp;
 dtype rules as PyTorch and the array API (see ``result_dtype``).
 
-Ops are data: reduction_table.py holds each op's dtype rules and scalar
-passes; reduction_codegen.py pastes them into a few loop shapes and compiles
+Ops are data: table.py holds each op's dtype rules and scalar
+passes; codegen.py pastes them into a few loop shapes and compiles
 them, once per (op, kernel dtype, variant), on first use.  This module plans
 each call onto one of those kernels.  The loop shapes:
 
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 from typing import Callable
 
 import numba
@@ -53,7 +54,7 @@ from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
                               spec_of, state_dtypes)
 
-__all__ = ["REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype", "full_chunks",
+__all__ = ["CPU", "REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype", "full_chunks",
            "compiled_signatures", "warmup", "PARALLEL_THRESHOLD", "PARALLEL"]
 
 # From this many input elements on, a parallel variant may run (where threads
@@ -363,3 +364,22 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     reduce.__doc__ = f"{name} over a {dt.name} array -> {rdt.name} (see get_reduction)."
     _CALLABLES[key] = reduce
     return reduce
+
+
+def _bind(name: str, call, kernel_name: str):
+    """The CPU ``reduce`` of one reduction op (reduction/op.py's Reduction calls it): the
+    dtype-specialized callable is resolved here, once per signature."""
+    dt = call.metas[0].dtype
+    fn = get_reduction(name, dt.np)
+    record = call.op.compiled.setdefault(kernel_name, [])
+    if dt.name not in record:
+        record.append(dt.name)
+
+    def reduce(a, axes, keepdims, to, kw):
+        if to is None:
+            return np.asarray(fn(a, axes, keepdims, **kw))
+        return np.asarray(get_reduction(name, to)(a.astype(to), axes, keepdims, **kw))
+    return reduce
+
+
+CPU = SimpleNamespace(bind=_bind)

@@ -1,7 +1,7 @@
 """CUDA reduction kernels: sum, prod, mean, max, min, argmax, argmin, var, std, all, any, logsumexp.
 
 The ops are the CPU's: every op's dtype rules, states, steps, merges, posts
-and finals are read from ``reduction_table.REDUCTIONS`` (the same scalar snippets
+and finals are read from ``table.REDUCTIONS`` (the same scalar snippets
 the CPU kernels paste into their loops), so NaN propagation, first-occurrence
 ties, the two-pass variance and logsumexp's shift match by construction.
 This module only supplies the CUDA loop shapes around those snippets.
@@ -44,23 +44,20 @@ from __future__ import annotations
 
 import math
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 
 from dispatch_jit.cuda.array import empty, from_host
 from dispatch_jit.cuda.launch import BLOCKS_PER_SM, elementwise_config
 from dispatch_jit.cuda.runtime import device_attributes, is_simulator
-from dispatch_jit.dtypes import as_dtype
-from dispatch_jit.tensor import wrap
 
 from . import cpu as reduction
 from . import table as reduction_table
-from .op import CPU_KERNELS
 from ..cuda_codegen import compile_cuda
 from ..cuda_copy import astype
-from ..shape.cpu import normalize_axes, normalize_axis
 
-__all__ = ["CUDA_KERNELS", "ReductionCUDA", "plan_variant", "kernel_source", "compiled_kernels", "launch_config"]
+__all__ = ["CUDA", "plan_variant", "kernel_source", "compiled_kernels", "launch_config"]
 
 _BOOL = np.dtype(np.bool_)
 # elements each thread folds before the block tree, on hardware (sizes the grid)
@@ -474,45 +471,25 @@ def _reduce(op: _Op, a, axes, keepdims: bool, arg: float):
     return out
 
 
-class ReductionCUDA:
-    """The CUDA kernel of one reduction op: ``specialize`` checks the dtype once per signature."""
+def _bind(name: str, call, kernel_name: str):
+    """The CUDA ``reduce`` of one reduction op (reduction/op.py's Reduction calls it)."""
+    ops: dict = {}
 
-    def __init__(self, name: str, extra: tuple = ()):
-        self.name, self.extra = name, extra
-        self.__name__ = f"{name}_cuda"
+    def op_for(dt):
+        o = ops.get(dt)
+        if o is None:
+            reduction_table.result_dtype(name, dt)
+            o = ops[dt] = _Op(name, dt)
+        return o
 
-    def specialize(self, call):
-        meta = call.metas[0]
-        name, extra = self.name, self.extra
-        reduction_table.result_dtype(name, meta.dtype.np)   # raises DTypeError for unsupported dtypes, as on the CPU
-        single = name in ("argmax", "argmin")
-        ops: dict = {}
-
-        def op_for(dt):
-            o = ops.get(dt)
-            if o is None:
-                reduction_table.result_dtype(name, dt)
-                o = ops[dt] = _Op(name, dt)
-            return o
-
-        def run(self_, axis, keepdims, *rest):
-            a = self_._data
-            if single:
-                axes = None if axis is None else (normalize_axis(axis, a.ndim, name),) if a.ndim else ()
-            else:
-                axes = None if axis is None else normalize_axes(axis, a.ndim, name)
-            kw = dict(zip(extra, rest))
-            dtype = kw.pop("dtype", None)
-            if dtype is not None:
-                d = as_dtype(dtype)
-                if d.np != a.dtype:
-                    reduction_table.result_dtype(name, d.np)
-                    a = astype(a, d.np)
-            op = op_for(a.dtype)
-            arg = float(kw.pop(op.static_arg)) if op.static_arg in kw else op.arg
-            return wrap(_reduce(op, a, axes, bool(keepdims), arg))
-        return run
+    def reduce(a, axes, keepdims, to, kw):
+        if to is not None:
+            reduction_table.result_dtype(name, to)
+            a = astype(a, to)
+        op = op_for(a.dtype)
+        arg = float(kw.pop(op.static_arg)) if op.static_arg in kw else op.arg
+        return _reduce(op, a, axes, keepdims, arg)
+    return reduce
 
 
-# one CUDA kernel per CPU reduction kernel, with the same extra (keyword) arguments
-CUDA_KERNELS = {name: ReductionCUDA(name, k.extra) for name, k in CPU_KERNELS.items()}
+CUDA = SimpleNamespace(bind=_bind)

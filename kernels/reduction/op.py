@@ -1,4 +1,4 @@
-"""Reduction operators: schemas and the CPU kernels that adapt reduction.py to the dispatcher.
+"""Reduction operators: schemas, and their argument handling for the CPU and CUDA kernels.
 
 Every op that takes an axis spells it ``axis=`` (the array API's name); the
 dispatcher also accepts ``dim=`` and ``keepdim=`` for PyTorch users.  The
@@ -8,18 +8,17 @@ public ``max``/``min`` are PyTorch's (``PY_FUNCTIONS`` below); the reductions
 
 from __future__ import annotations
 
-import numpy as np
 
 from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.dispatcher import errors_name
 from dispatch_jit.errors import DispatchJitError, SchemaError
 from dispatch_jit.tensor import wrap
 
-from . import cpu as reduction
+from .table import result_dtype
 from ..shape.cpu import normalize_axes, normalize_axis
 
-__all__ = ["SCHEMAS", "CPU_KERNELS", "METHODS", "VAR_STD", "VarStd", "correction_of", "PY_FUNCTIONS", "RETURN_TYPES",
-           "equal"]
+__all__ = ["SCHEMAS", "EXTRA", "Reduction", "kernels", "METHODS", "VAR_STD", "VarStd", "correction_of", "PY_FUNCTIONS",
+           "RETURN_TYPES", "equal"]
 
 _AXES = "int[]? axis=None, bool keepdims=False"
 _VAR_ARGS = "int[]? axis=None, bool? unbiased=None, bool keepdims=False, *, float? correction=None"
@@ -44,24 +43,29 @@ SCHEMAS = [
 METHODS = ["sum", "prod", "mean", "argmax", "argmin", "var", "std", "all", "any", "logsumexp"]
 
 
-class ReductionCPU:
-    """Specializes a reduction on the input dtype: the dtype-specialized
-    callable from reduction.get_reduction is resolved once, on the miss path."""
+# op -> the keyword arguments its kernel takes after keepdims, on every backend
+EXTRA = {"sum": ("dtype",), "prod": ("dtype",), "mean": ("dtype",), "max": (), "min": (), "argmax": (), "argmin": (),
+         "var": ("correction",), "std": ("correction",), "all": (), "any": (), "logsumexp": ()}
 
-    def __init__(self, name: str, extra: tuple = ()):
-        self.name, self.extra = name, extra
-        self.__name__ = f"{name}_cpu"
+
+class Reduction:
+    """One reduction op at one backend key.  ``specialize`` checks the input dtype once per
+    signature and lets the backend bind its per-signature state; ``run`` normalizes ``axis``
+    and ``dtype=`` once per call, here, and the backend only reduces.
+
+    A backend is an object with ``bind(name, call, kernel_name) -> reduce``, where
+    ``reduce(a, axes, keepdims, to, kw)`` reduces array ``a`` (first cast to ``to`` when not
+    None) over ``axes`` (None: all) with the static arguments ``kw`` and returns an array."""
+
+    def __init__(self, name: str, device: str, backend):
+        self.name, self.extra, self.backend = name, EXTRA[name], backend
+        self.__name__ = f"{name}_{device}"
 
     def specialize(self, call):
-        meta = call.metas[0]
         name, extra = self.name, self.extra
-        reduction.result_dtype(name, meta.dtype.np)   # raises DTypeError for unsupported dtypes
-        fn = reduction.get_reduction(name, meta.dtype.np)
-        call.op.compiled.setdefault(self.__name__, [])
+        result_dtype(name, call.metas[0].dtype.np)   # raises DTypeError for unsupported dtypes
+        reduce = self.backend.bind(name, call, self.__name__)
         single = name in ("argmax", "argmin")
-        record = call.op.compiled[self.__name__]
-        if meta.dtype.name not in record:
-            record.append(meta.dtype.name)
 
         def run(self_, axis, keepdims, *rest):
             a = self_._data
@@ -71,13 +75,12 @@ class ReductionCPU:
                 axes = None if axis is None else normalize_axes(axis, a.ndim, name)
             kw = dict(zip(extra, rest))
             dtype = kw.pop("dtype", None)
-            f = fn
+            to = None
             if dtype is not None:
                 d = as_dtype(dtype)
                 if d.np != a.dtype:
-                    a = a.astype(d.np)
-                    f = reduction.get_reduction(name, d.np)
-            return wrap(np.asarray(f(a, axes, bool(keepdims), **kw)))
+                    to = d.np
+            return wrap(reduce(a, axes, bool(keepdims), to, kw))
         return run
 
 
@@ -95,7 +98,7 @@ def correction_of(name: str, unbiased, correction) -> float:
 class VarStd:
     """var/std in PyTorch's argument order ``(self, axis, unbiased, keepdims, *, correction)``
     over a reduction kernel taking ``(self, axis, keepdims, correction)``: resolves the
-    correction and reorders.  Wraps the CPU kernel here and the CUDA one in reduction/__init__.py."""
+    correction and reorders.  Wraps either backend's ``Reduction``."""
 
     extra = ("correction",)       # what the wrapped kernel takes after keepdims
 
@@ -112,20 +115,12 @@ class VarStd:
 
 
 VAR_STD = ("var", "std")
-CPU_KERNELS = {
-    "sum": ReductionCPU("sum", ("dtype",)),
-    "prod": ReductionCPU("prod", ("dtype",)),
-    "mean": ReductionCPU("mean", ("dtype",)),
-    "max": ReductionCPU("max"),
-    "min": ReductionCPU("min"),
-    "argmax": ReductionCPU("argmax"),
-    "argmin": ReductionCPU("argmin"),
-    "var": VarStd(ReductionCPU("var", ("correction",))),
-    "std": VarStd(ReductionCPU("std", ("correction",))),
-    "all": ReductionCPU("all"),
-    "any": ReductionCPU("any"),
-    "logsumexp": ReductionCPU("logsumexp"),
-}
+
+
+def kernels(device: str, backend) -> dict:
+    """op -> kernel at one backend key: every reduction of ``EXTRA``, var/std behind ``VarStd``."""
+    return {name: VarStd(Reduction(name, device, backend)) if name in VAR_STD else Reduction(name, device, backend)
+            for name in EXTRA}
 
 
 # -- PyTorch's max/min and equal: Python functions over the ops ------------------------------------

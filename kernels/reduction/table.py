@@ -5,8 +5,8 @@ Each op is a ``ReductionSpec`` in ``REDUCTIONS``: its dtype rules (as PyTorch
 and the array API, see ``result_dtype``) and one or more ``Pass``es, each a
 few lines of scalar Python (init, step, merge, post) over named states.
 mean, std and all are derived: they run sum's, var's and any's kernels.
-reduction_codegen.py pastes the snippets into loop shapes (CPU);
-cuda_reduction.py into block reductions (CUDA); the compiled mode's fused
+codegen.py pastes the snippets into loop shapes (CPU);
+cuda.py into block reductions (CUDA); the compiled mode's fused
 epilogues read the same table.
 
 >>> import numpy as np

@@ -211,15 +211,9 @@ def narrow(self, axis, start, length):
     return wrap_view(self, a[index])
 
 
-def _same_dtype_arrays(tensors, op):
-    if not tensors:
-        raise SchemaError(f"{op}: expected a non-empty list of tensors")
-    dt = result_type(*tensors)
-    return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
-
-
-def cat(tensors, axis=0):
-    arrays, dt = _same_dtype_arrays(tensors, "cat")
+def cat_plan(arrays: list, axis: int) -> tuple[list, int, tuple]:
+    """cat's argument rules, for the CPU and CUDA kernels: (the arrays that take part, the
+    normalized axis, the result's shape)."""
     # PyTorch skips 1-D empty tensors in cat for backwards compatibility
     arrays = [a for a in arrays if not (a.ndim == 1 and a.size == 0)] or arrays[:1]
     nd = arrays[0].ndim
@@ -232,17 +226,35 @@ def cat(tensors, axis=0):
                              f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
     shape = list(arrays[0].shape)
     shape[ax] = sum(a.shape[ax] for a in arrays)
-    out = np.empty(tuple(shape), dt.np)
+    return arrays, ax, tuple(shape)
+
+
+def stack_axis(arrays: list, axis: int) -> int:
+    """stack's argument rules, for the CPU and CUDA kernels: the normalized new axis."""
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
+                         f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
+    return normalize_axis(axis, arrays[0].ndim + 1, "stack")
+
+
+def _same_dtype_arrays(tensors, op):
+    if not tensors:
+        raise SchemaError(f"{op}: expected a non-empty list of tensors")
+    dt = result_type(*tensors)
+    return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
+
+
+def cat(tensors, axis=0):
+    arrays, dt = _same_dtype_arrays(tensors, "cat")
+    arrays, ax, shape = cat_plan(arrays, axis)
+    out = np.empty(shape, dt.np)
     np.concatenate(arrays, axis=ax, out=out)
     return wrap(out)
 
 
 def stack(tensors, axis=0):
     arrays, dt = _same_dtype_arrays(tensors, "stack")
-    if any(a.shape != arrays[0].shape for a in arrays):
-        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
-                         f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
-    ax = normalize_axis(axis, arrays[0].ndim + 1, "stack")
+    ax = stack_axis(arrays, axis)
     return wrap(np.stack(arrays, axis=ax))
 
 

@@ -1,6 +1,6 @@
 """CUDA kernels for views, shape ops, casts and copies.
 
-A view of a CUDA tensor is computed by the very CPU kernel of shape.py run
+A view of a CUDA tensor is computed by the very CPU kernel of shape/cpu.py run
 on a *phantom* tensor: a CPU tensor whose array is the CUDA tensor's layout
 (shape, strides and offset over no data, see dispatch_jit/cuda/array.py).
 NumPy works out the view and the CPU kernel's checks and error messages
@@ -97,19 +97,8 @@ def _same_dtype(tensors, op):
 
 def cat(tensors, axis=0):
     dt = _same_dtype(tensors, "cat")
-    arrays = [t._data for t in tensors]
-    arrays = [a for a in arrays if not (a.ndim == 1 and a.size == 0)] or arrays[:1]
-    nd = arrays[0].ndim
-    if nd == 0:
-        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
-    ax = cpu.normalize_axis(axis, nd, "cat")
-    for a in arrays[1:]:
-        if a.ndim != nd or a.shape[:ax] + a.shape[ax + 1:] != arrays[0].shape[:ax] + arrays[0].shape[ax + 1:]:
-            raise ShapeError(f"cat: sizes of tensors must match except in dimension {ax}; got shapes "
-                             f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
-    shape = list(arrays[0].shape)
-    shape[ax] = sum(a.shape[ax] for a in arrays)
-    out = cuda_array.empty(tuple(shape), dt.np, arrays[0].device_index)
+    arrays, ax, shape = cpu.cat_plan([t._data for t in tensors], axis)
+    out = cuda_array.empty(shape, dt.np, arrays[0].device_index)
     start = 0
     for a in arrays:
         n = a.shape[ax]
@@ -122,10 +111,7 @@ def cat(tensors, axis=0):
 
 def stack(tensors, axis=0):
     _same_dtype(tensors, "stack")
-    if any(t.shape != tensors[0].shape for t in tensors):
-        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
-                         f"{', '.join(str(tuple(x.shape)) for x in tensors)}")
-    ax = cpu.normalize_axis(axis, tensors[0].ndim + 1, "stack")
+    ax = cpu.stack_axis([t._data for t in tensors], axis)
     return cat([_view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
 
 

@@ -42,7 +42,7 @@ from dispatch_jit.errors import DTypeError, ShapeError
 from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, wrap
 
-from ..cuda_codegen import compile_cuda
+from ..cuda_codegen import compile_cuda, grid_stride
 from ..cuda_copy import contiguous_copy, fill
 
 __all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "sparse_mm_cuda", "to_dense_cuda", "CUDA"]
@@ -70,37 +70,27 @@ def _k(src: str, name: str, **g):
 
 # --- dense -> CSR ----------------------------------------------------------------------------------
 
-_COUNT_NZ = """\
-def count_nz(a, a_o, a_s0, a_s1, counts, rows, cols):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        n = 0
-        p = a_o + i * a_s0
-        for j in range(cols):
-            if a[p] != 0:
-                n += 1
-            p += a_s1
-        counts[i] = n
-        i += step
-"""
+_COUNT_NZ = grid_stride("count_nz(a, a_o, a_s0, a_s1, counts, rows, cols)", "rows", """\
+n = 0
+p = a_o + i * a_s0
+for j in range(cols):
+    if a[p] != 0:
+        n += 1
+    p += a_s1
+counts[i] = n
+""")
 
-_FILL_NZ = """\
-def fill_nz(a, a_o, a_s0, a_s1, crow, col, val, rows, cols):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        o = crow[i]
-        p = a_o + i * a_s0
-        for j in range(cols):
-            v = a[p]
-            if v != 0:
-                col[o] = j
-                val[o] = v
-                o += 1
-            p += a_s1
-        i += step
-"""
+_FILL_NZ = grid_stride("fill_nz(a, a_o, a_s0, a_s1, crow, col, val, rows, cols)", "rows", """\
+o = crow[i]
+p = a_o + i * a_s0
+for j in range(cols):
+    v = a[p]
+    if v != 0:
+        col[o] = j
+        val[o] = v
+        o += 1
+    p += a_s1
+""")
 
 
 def _host_prefix(counts) -> tuple:
@@ -129,31 +119,21 @@ def dense_to_csr(a):
 
 # --- matmul ------------------------------------------------------------------------------------------
 
-_MM = """\
-def csr_mm(crow, col, val, b, b_o, b_s0, b_s1, out, rows, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows * n:
-        r = i // n
-        c = i - r * n
-        s = _acc(0)
-        for k in range(crow[r], crow[r + 1]):
-            s += _acc(val[k]) * _acc(b[b_o + col[k] * b_s0 + c * b_s1])
-        out[i] = _dt(s)
-        i += step
-"""
+_MM = grid_stride("csr_mm(crow, col, val, b, b_o, b_s0, b_s1, out, rows, n)", "rows * n", """\
+r = i // n
+c = i - r * n
+s = _acc(0)
+for k in range(crow[r], crow[r + 1]):
+    s += _acc(val[k]) * _acc(b[b_o + col[k] * b_s0 + c * b_s1])
+out[i] = _dt(s)
+""")
 
-_MV = """\
-def csr_mv(crow, col, val, x, x_o, x_s0, out, rows):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        s = _acc(0)
-        for k in range(crow[i], crow[i + 1]):
-            s += _acc(val[k]) * _acc(x[x_o + col[k] * x_s0])
-        out[i] = _dt(s)
-        i += step
-"""
+_MV = grid_stride("csr_mv(crow, col, val, x, x_o, x_s0, out, rows)", "rows", """\
+s = _acc(0)
+for k in range(crow[i], crow[i + 1]):
+    s += _acc(val[k]) * _acc(x[x_o + col[k] * x_s0])
+out[i] = _dt(s)
+""")
 
 
 def csr_matmul_cuda(crow, col, val, b, ncols: int):
@@ -196,32 +176,22 @@ def sparse_mm_cuda(crow, col, values, dense, ncols):
 
 # --- autograd of sparse_csr_mm ---------------------------------------------------------------------
 
-_MM_T = """\
-def csr_mm_t(crow, col, val, g, out, rows, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows * n:
-        r = i // n
-        c = i - r * n
-        gv = _acc(g[i])
-        for k in range(crow[r], crow[r + 1]):
-            cuda.atomic.add(out, col[k] * n + c, _acc(val[k]) * gv)
-        i += step
-"""
+_MM_T = grid_stride("csr_mm_t(crow, col, val, g, out, rows, n)", "rows * n", """\
+r = i // n
+c = i - r * n
+gv = _acc(g[i])
+for k in range(crow[r], crow[r + 1]):
+    cuda.atomic.add(out, col[k] * n + c, _acc(val[k]) * gv)
+""")
 
-_SDDMM = """\
-def csr_sddmm(crow, col, g, b, out, rows, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        for k in range(crow[i], crow[i + 1]):
-            j = col[k]
-            s = _acc(0)
-            for c in range(n):
-                s += _acc(g[i * n + c]) * _acc(b[j * n + c])
-            out[k] = _dt(s)
-        i += step
-"""
+_SDDMM = grid_stride("csr_sddmm(crow, col, g, b, out, rows, n)", "rows", """\
+for k in range(crow[i], crow[i + 1]):
+    j = col[k]
+    s = _acc(0)
+    for c in range(n):
+        s += _acc(g[i * n + c]) * _acc(b[j * n + c])
+    out[k] = _dt(s)
+""")
 
 
 def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor):
@@ -255,56 +225,46 @@ def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor):
 
 # --- add, mul, sum, to_dense -------------------------------------------------------------------------
 
-_ADD_COUNT = """\
-def csr_add_count(ca, ia, cb, ib, counts, rows):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        p = ca[i]
-        pe = ca[i + 1]
-        q = cb[i]
-        qe = cb[i + 1]
-        n = 0
-        while p < pe or q < qe:
-            if q >= qe or (p < pe and ia[p] < ib[q]):
-                p += 1
-            elif p >= pe or ib[q] < ia[p]:
-                q += 1
-            else:
-                p += 1
-                q += 1
-            n += 1
-        counts[i] = n
-        i += step
-"""
+_ADD_COUNT = grid_stride("csr_add_count(ca, ia, cb, ib, counts, rows)", "rows", """\
+p = ca[i]
+pe = ca[i + 1]
+q = cb[i]
+qe = cb[i + 1]
+n = 0
+while p < pe or q < qe:
+    if q >= qe or (p < pe and ia[p] < ib[q]):
+        p += 1
+    elif p >= pe or ib[q] < ia[p]:
+        q += 1
+    else:
+        p += 1
+        q += 1
+    n += 1
+counts[i] = n
+""")
 
-_ADD_FILL = """\
-def csr_add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val, rows):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        p = ca[i]
-        pe = ca[i + 1]
-        q = cb[i]
-        qe = cb[i + 1]
-        o = crow[i]
-        while p < pe or q < qe:
-            if q >= qe or (p < pe and ia[p] < ib[q]):
-                col[o] = ia[p]
-                val[o] = va[p]
-                p += 1
-            elif p >= pe or ib[q] < ia[p]:
-                col[o] = ib[q]
-                val[o] = _dt(alpha * vb[q])
-                q += 1
-            else:
-                col[o] = ia[p]
-                val[o] = _dt(va[p] + alpha * vb[q])
-                p += 1
-                q += 1
-            o += 1
-        i += step
-"""
+_ADD_FILL = grid_stride("csr_add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val, rows)", "rows", """\
+p = ca[i]
+pe = ca[i + 1]
+q = cb[i]
+qe = cb[i + 1]
+o = crow[i]
+while p < pe or q < qe:
+    if q >= qe or (p < pe and ia[p] < ib[q]):
+        col[o] = ia[p]
+        val[o] = va[p]
+        p += 1
+    elif p >= pe or ib[q] < ia[p]:
+        col[o] = ib[q]
+        val[o] = _dt(alpha * vb[q])
+        q += 1
+    else:
+        col[o] = ia[p]
+        val[o] = _dt(va[p] + alpha * vb[q])
+        p += 1
+        q += 1
+    o += 1
+""")
 
 
 def _add(x, y, alpha, npdt):
@@ -324,24 +284,14 @@ def _add(x, y, alpha, npdt):
     return crow, col, wrap(val)
 
 
-_MUL_SCALAR = """\
-def csr_mul_scalar(v, s, out, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        out[i] = _dt(v[i] * s)
-        i += step
-"""
+_MUL_SCALAR = grid_stride("csr_mul_scalar(v, s, out, n)", "n", """\
+out[i] = _dt(v[i] * s)
+""")
 
-_MUL_DENSE = """\
-def csr_mul_dense(crow, col, val, d, d_o, d_s0, d_s1, out, rows):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        for k in range(crow[i], crow[i + 1]):
-            out[k] = _dt(val[k] * d[d_o + i * d_s0 + col[k] * d_s1])
-        i += step
-"""
+_MUL_DENSE = grid_stride("csr_mul_dense(crow, col, val, d, d_o, d_s0, d_s1, out, rows)", "rows", """\
+for k in range(crow[i], crow[i + 1]):
+    out[k] = _dt(val[k] * d[d_o + i * d_s0 + col[k] * d_s1])
+""")
 
 
 def _mul_scalar(x, y, npdt):
@@ -366,39 +316,24 @@ def _mul_by_dense(x, y, npdt):
     return wrap(res)
 
 
-_SUM_ROWS = """\
-def csr_sum_rows(crow, val, out, rows):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        s = _acc(0)
-        for k in range(crow[i], crow[i + 1]):
-            s += _acc(val[k])
-        out[i] = _dt(s)
-        i += step
-"""
+_SUM_ROWS = grid_stride("csr_sum_rows(crow, val, out, rows)", "rows", """\
+s = _acc(0)
+for k in range(crow[i], crow[i + 1]):
+    s += _acc(val[k])
+out[i] = _dt(s)
+""")
 
-_SUM_COLS_ATOMIC = """\
-def csr_sum_cols_atomic(col, val, out, nnz):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < nnz:
-        cuda.atomic.add(out, col[i], val[i])
-        i += step
-"""
+_SUM_COLS_ATOMIC = grid_stride("csr_sum_cols_atomic(col, val, out, nnz)", "nnz", """\
+cuda.atomic.add(out, col[i], val[i])
+""")
 
-_SUM_COLS_SCAN = """\
-def csr_sum_cols_scan(col, val, out, nnz, cols):
-    j = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while j < cols:
-        s = _acc(0)
-        for k in range(nnz):
-            if col[k] == j:
-                s += _acc(val[k])
-        out[j] = _dt(s)
-        j += step
-"""
+_SUM_COLS_SCAN = grid_stride("csr_sum_cols_scan(col, val, out, nnz, cols)", "cols", """\
+s = _acc(0)
+for k in range(nnz):
+    if col[k] == j:
+        s += _acc(val[k])
+out[j] = _dt(s)
+""", index="j")
 
 _ATOMIC_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64)}
 
@@ -434,15 +369,10 @@ def _sum_along_cols(x, to, keepdims):
     return wrap(r.view_as(lambda l: l.reshape(1, cols)) if keepdims else r)
 
 
-_TO_DENSE = """\
-def csr_to_dense(crow, col, val, out, rows, cols):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < rows:
-        for k in range(crow[i], crow[i + 1]):
-            out[i * cols + col[k]] = val[k]
-        i += step
-"""
+_TO_DENSE = grid_stride("csr_to_dense(crow, col, val, out, rows, cols)", "rows", """\
+for k in range(crow[i], crow[i + 1]):
+    out[i * cols + col[k]] = val[k]
+""")
 
 
 def to_dense_cuda(x):

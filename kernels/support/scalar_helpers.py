@@ -1,4 +1,4 @@
-"""Scalar helper functions used by the expressions in scalar_ops.py.
+"""Scalar helper functions used by the expressions in elementwise/table.py.
 
 Plain Python functions: each backend compiles them for itself (``numba.njit``
 on the CPU, a device function on CUDA), so one definition serves all.  They
@@ -10,7 +10,7 @@ Helpers never raise.  An exception raised inside a ``prange`` loop is lost
 with the worker thread that raised it (garbage for the rest of its chunk, or
 a ``SystemError``), so inputs an op refuses are a ``Check`` of its
 ScalarOp: the loops count the elements that fail it and raise once, after
-the loop (cpu_elementwise.py, compiler/codegen.py).  For those elements the
+the loop (elementwise/cpu.py, compiler/codegen.py).  For those elements the
 helpers return a placeholder (0) that nobody sees.
 """
 

@@ -73,7 +73,7 @@ def test_sin_cos_f32_specials():
 def test_sin_f32_element_values_do_not_depend_on_their_neighbours():
     # A chunk holding one |x| >= 2**24 runs the exact form for all of its elements; the fast form
     # must give the same bits, or a value would change with what lies next to it
-    from dispatch_jit.kernels.elementwise.cpu import _JIT_HELPERS
+    from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS
     rng = np.random.default_rng(3)
     x = rng.uniform(-3e4, 3e4, 50_000).astype(np.float32)
     mixed = x.copy()
