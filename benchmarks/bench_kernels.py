@@ -333,7 +333,7 @@ class Targets:
 
 class SinCosVsTorch:
     """(dj.sin + dj.cos) / (torch.sin + torch.cos), 1e6 float32, standard normal times 3: the
-    float32 forms that vectorize (kernels/sincos_f32.py) against PyTorch's SIMD ones."""
+    float32 forms that vectorize (kernels/support/sincos_f32.py) against PyTorch's SIMD ones."""
 
     unit = "ratio"
     timeout = 120

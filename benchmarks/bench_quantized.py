@@ -1,4 +1,4 @@
-"""Quantized int8 kernels (kernels/quantized.py) against the float32 matmul paths.
+"""Quantized int8 kernels (kernels/quantized/cpu.py) against the float32 matmul paths.
 
 ``QuantizedMatmul`` times, on square n x n operands (n = 64, 256, 1024):
 
@@ -20,7 +20,7 @@ The two sides are timed in alternating blocks (best of ``samples`` calls each,
 a 0.3 s pause before every block, ``rounds`` rounds) and each ratio is best
 over best: interleaving OpenBLAS calls with the Numba thread pool call by call
 is unfair to whichever runs second (the other pool's threads are still
-spinning, see kernels/linalg.py), and alternating blocks let a burst of load
+spinning, see kernels/linalg/cpu.py), and alternating blocks let a burst of load
 from elsewhere hit both sides.  The 1024x1024 ratios are marked ``slow = True``
 like bench_kernels' targets.
 
@@ -38,7 +38,7 @@ import timeit
 import numpy as np
 
 import dispatch_jit as dj
-import dispatch_jit.kernels.quantized  # noqa: F401  (registers the QuantizedCPU kernels)
+import dispatch_jit.kernels.quantized.cpu  # noqa: F401  (registers the QuantizedCPU kernels)
 from dispatch_jit.quantized import qint8, quantize_per_tensor
 
 OPS = dj.ops.aten

@@ -21,7 +21,7 @@ import timeit
 import numpy as np
 
 import dispatch_jit as dj
-import dispatch_jit.kernels.sparse  # noqa: F401  (registers the SparseCsrCPU kernels)
+import dispatch_jit.kernels.sparse.cpu  # noqa: F401  (registers the SparseCsrCPU kernels)
 from dispatch_jit.sparse import sparse_csr_tensor
 
 DENSITY = 0.01

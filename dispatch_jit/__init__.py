@@ -34,10 +34,10 @@ from . import kernels as _kernels  # noqa: E402,F401  defines "aten" and registe
 from ._install import install as _install  # noqa: E402
 from .compiler import CompiledFunction, compile  # noqa: E402,A001  registers the Tracer fallback
 from .compiler import get_mode, mode, set_mode  # noqa: E402
-from .kernels.quantized import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
+from .kernels.surface import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
 
-_FUNCTIONS = _install(globals(), _kernels.aten)
+_FUNCTIONS = _install(globals(), _kernels.surface)
 
 __version__ = "0.1.0"
 

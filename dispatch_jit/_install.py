@@ -1,5 +1,5 @@
 """Install the op library's public surface: ``dj.<op>`` functions, Tensor
-methods and Python operators, all straight from the tables in kernels/aten.py."""
+methods and Python operators, all straight from the tables in kernels/surface.py."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def install(namespace: dict, surface) -> list[str]:
 
     ``surface`` is the module (or any object) holding the op library's tables:
     FUNCTIONS, ARRAY_API_ALIASES, METHODS, PY_FUNCTIONS and OPERATORS
-    (kernels/aten.py); dispatch_jit/__init__.py passes it, so the engine never
+    (kernels/surface.py); dispatch_jit/__init__.py passes it, so the engine never
     imports kernels/.
     """
     FUNCTIONS, ARRAY_API_ALIASES, METHODS = surface.FUNCTIONS, surface.ARRAY_API_ALIASES, surface.METHODS

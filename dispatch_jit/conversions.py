@@ -3,8 +3,10 @@
 Quantizing, dequantizing and dense -> CSR on a CUDA tensor run kernels that
 live in kernels/ (the op library), which sits above the engine: the engine
 never imports it.  Instead the op library registers those kernels here when
-it is imported (kernels/engine_hooks.py), as ATen registers into the
-dispatcher, and the tensor types look them up by (name, device type).
+it is imported (the CONVERSIONS tables of kernels/quantized/ and
+kernels/sparse/, in kernels/__init__.py's registration loop), as ATen
+registers into the dispatcher, and the tensor types look them up by (name,
+device type).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A quantized tensor stores integers ``q`` (int8 for ``qint8``, uint8 for
 ``quint8``) and stands for the real values ``(q - zero_point) * scale``.
 It is a ``Tensor`` subclass whose ``_data`` is the integer storage and whose
 signature carries the QuantizedCPU key (not CPU), so every op on it
-dispatches to the kernels registered at QuantizedCPU (kernels/quantized.py);
+dispatches to the kernels registered at QuantizedCPU (kernels/quantized/cpu.py);
 an op without one raises ``NoKernelError`` naming the keys that have kernels.
 
 The dispatcher's memo key holds the signature (key set, storage dtype, ndim,
@@ -81,7 +81,7 @@ class QuantizedTensor(Tensor):
     """A per-tensor affine quantized tensor; make one with ``quantize_per_tensor``.
 
     Its integer storage is a NumPy array (key QuantizedCPU) or a CudaArray
-    (key QuantizedCUDA, kernels in kernels/cuda_quantized.py)."""
+    (key QuantizedCUDA, kernels in kernels/quantized/cuda.py)."""
 
     __slots__ = ()
 

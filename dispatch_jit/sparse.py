@@ -11,7 +11,7 @@ and scipy.sparse:
 
 Its signature carries the ``SparseCsrCPU`` key (plus ``AutogradCPU`` when
 its values require grad), so every op called on it dispatches to the kernels
-registered at SparseCsrCPU (kernels/sparse.py); a call mixing it with dense
+registered at SparseCsrCPU (kernels/sparse/cpu.py); a call mixing it with dense
 tensors ORs their key sets and SparseCsrCPU, being higher than CPU, wins.
 
 The values are an ordinary dense 1-D ``Tensor`` (``values()``): gradients

@@ -4,7 +4,7 @@ A tensor's data is a NumPy array; views are NumPy views of the same buffer,
 so storage is shared exactly as NumPy shares it.  ``_sig`` (see
 signature.py) is computed once at creation and again only when something it
 encodes changes (``requires_grad_``).  Operators and methods are installed
-from the op library's tables (kernels/aten.py), not written out here.
+from the op library's tables (kernels/surface.py), not written out here.
 """
 
 from __future__ import annotations

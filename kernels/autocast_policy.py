@@ -1,4 +1,4 @@
-"""Autocast policies per operator, and their registration at AutocastCPU/AutocastCUDA.
+"""Autocast policies per operator, and their kernels at AutocastCPU/AutocastCUDA.
 
 As PyTorch's autocast op lists: ops that are fast and safe in lower precision
 cast their floating inputs to the autocast dtype; ops that need range or
@@ -10,9 +10,8 @@ other op falls through the autocast keys at no cost.
 from __future__ import annotations
 
 from dispatch_jit.autocast import AutocastKernel
-from dispatch_jit.library import Library
 
-__all__ = ["AUTOCAST_POLICY"]
+__all__ = ["AUTOCAST_POLICY", "KERNELS"]
 
 AUTOCAST_POLICY: dict[str, str] = {
     # lower precision
@@ -28,8 +27,6 @@ AUTOCAST_POLICY: dict[str, str] = {
     "minimum.Tensor": "promote", "atan2.Tensor": "promote",
 }
 
-autocast_cpu = Library("aten", "IMPL", "AutocastCPU")
-autocast_cuda = Library("aten", "IMPL", "AutocastCUDA")
-for _name, _policy in AUTOCAST_POLICY.items():
-    autocast_cpu.impl(_name, AutocastKernel(_policy))
-    autocast_cuda.impl(_name, AutocastKernel(_policy))
+# one AutocastKernel per op and key (registered by kernels/__init__.py)
+KERNELS = {key: {name: AutocastKernel(policy) for name, policy in AUTOCAST_POLICY.items()}
+           for key in ("AutocastCPU", "AutocastCUDA")}

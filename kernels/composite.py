@@ -13,7 +13,7 @@ from dispatch_jit.dtypes import COMPLEX, FLOAT
 from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 
-from .shape import broadcast_shapes, normalize_axis
+from .shape.cpu import broadcast_shapes, normalize_axis
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
@@ -131,5 +131,5 @@ def linear(x, weight, bias=None):
     return y if bias is None else A.add(y, bias)
 
 
-KERNELS = {"softmax": softmax, "log_softmax": log_softmax, "gelu": gelu, "silu": silu, "mse_loss": mse_loss,
-           "linear": linear}
+KERNELS = {"CompositeImplicitAutograd": {"softmax": softmax, "log_softmax": log_softmax, "gelu": gelu, "silu": silu,
+                                         "mse_loss": mse_loss, "linear": linear}}

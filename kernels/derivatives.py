@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 
-from dispatch_jit.autograd.kernel import Derivative, Grad
+from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
 
-from .reduction_ops import correction_of
+from .reduction.op import correction_of
 
-__all__ = ["DERIVATIVES", "INPLACE_OF"]
+__all__ = ["DERIVATIVES", "KERNELS"]
 
 
 A = entries("aten")    # the ops are defined after this module is imported
@@ -356,5 +356,5 @@ DERIVATIVES: dict[str, Derivative] = {
     "to.dtype": _D("ToCopyBackward", lambda g, s, c: g),     # cast back to the input dtype by the kernel
 }
 
-# in-place op -> the functional op whose graph it records
-INPLACE_OF: dict[str, str] = {}
+# one Autograd kernel per row (registered by kernels/__init__.py)
+KERNELS = {"Autograd": {name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}

@@ -54,10 +54,6 @@ KNOWN: dict[str, set] = {
         'dispatch_jit.creation',
         'dispatch_jit.dispatcher',
         'dispatch_jit.introspect',
-        'dispatch_jit.kernels.cuda_quantized',
-        'dispatch_jit.kernels.cuda_sparse',
-        'dispatch_jit.kernels.quantized',
-        'dispatch_jit.kernels.sparse',
         'dispatch_jit.ops',
         'dispatch_jit.tensor',
     },
@@ -65,9 +61,6 @@ KNOWN: dict[str, set] = {
         'dispatch_jit.compiler.api',
         'dispatch_jit.compiler.lazy',
         'dispatch_jit.compiler.trace',
-        'dispatch_jit.kernels.cuda_reduction',
-        'dispatch_jit.kernels.cuda_sparse',
-        'dispatch_jit.kernels.quantized',
     },
 }
 

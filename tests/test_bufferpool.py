@@ -172,7 +172,7 @@ def test_threads_never_share_a_live_block():
 def test_eager_large_outputs_use_the_process_pool():
     import dispatch_jit as dj
     from dispatch_jit import bufferpool
-    from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+    from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
     p = bufferpool.pool
     old = (p.max_bytes, p.min_bytes)
     p.set_limits(min_bytes=64 * KB)

@@ -45,7 +45,7 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
-from dispatch_jit.kernels.cpu_elementwise import _JIT_HELPERS, _NB_DTYPE
+from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS, NB_DTYPE as _NB_DTYPE
 
 from .diskcache import compile_cached
 from .ir import Var
@@ -104,7 +104,7 @@ class Codegen:
         expression = (lambda sop, cat, present, ct: sop.expression(cat, present, ct))
         if target == "cuda":
             from dispatch_jit.cuda.runtime import is_simulator
-            from dispatch_jit.kernels.cuda_elementwise import cuda_expression
+            from dispatch_jit.kernels.elementwise.cuda import cuda_expression
             sim = is_simulator()
             expression = (lambda sop, cat, present, ct: cuda_expression(sop, info.compute, present, sim))
         self.scalars: list = []          # values passed as s0, s1, ... (fixed by the trace)
@@ -248,7 +248,7 @@ class Codegen:
             else:
                 lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in range(nd))}"]
                 outer = "n0"
-            # chunks as the eager kernel's (kernels/reduction.py full_chunks): blk each, the last
+            # chunks as the eager kernel's (kernels/reduction/cpu.py full_chunks): blk each, the last
             # shorter, merged in order from init_r, so that float sums round as eager's do
             lines += ["    nc = p0.shape[0]",
                       f"    blk = ({outer} + nc - 1) // nc",

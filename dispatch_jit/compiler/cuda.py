@@ -3,7 +3,7 @@
 The kernel body is the CPU loop's (``Codegen`` with ``target="cuda"``: the
 same per-node casts, scalar expressions and result dtypes, so a fused CUDA
 chain stores what eager mode would, computed in registers), inside the
-grid-stride loop of the eager CUDA kernels (kernels/cuda_elementwise.py).
+grid-stride loop of the eager CUDA kernels (kernels/elementwise/cuda.py).
 Operands are (flat device buffer, element offset, element strides), as
 ``dispatch_jit/cuda/codegen.py`` passes them.  Two shapes:
 
@@ -182,7 +182,7 @@ class CudaFusedStep:
         return src
 
     def _globals(self) -> dict:
-        from dispatch_jit.kernels.cuda_elementwise import _helpers
+        from dispatch_jit.kernels.elementwise.cuda import _helpers
         g = {**_TYPE_FNS, **_helpers()}
         if self.region.reduce is not None:
             g.update(_reduce_globals(self.acc_np))

@@ -1,4 +1,4 @@
-"""Which recorded ops are elementwise, and their types, from kernels/scalar_ops.py.
+"""Which recorded ops are elementwise, and their types, from kernels/elementwise/table.py.
 
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
 every dtype involved has Numba arithmetic of its own (float16 is computed in
@@ -10,7 +10,7 @@ mode would have materialized it in.
 A reduction (``sum``, ``prod``, ``mean``, ``max``, ``min``) fuses as the
 epilogue of a region when ``reduction_info`` resolves it: its axes are
 static, it has no ``dtype=``, and its dtype rules (result and accumulator)
-are read from the eager kernels' table in kernels/reduction_table.py, so the fused
+are read from the eager kernels' table in kernels/reduction/table.py, so the fused
 loop accumulates as eager mode does (ints in int64, floats in float64).
 
 Devices: a value's type carries its device ("cpu" or "cuda"); an
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
-from dispatch_jit.kernels.aten import ELEMENTWISE_SCHEMAS
-from dispatch_jit.kernels.reduction_table import REDUCTIONS
-from dispatch_jit.kernels.shape import _EMPTY_AXES
-from dispatch_jit.kernels.scalar_ops import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
+from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
+from dispatch_jit.kernels.reduction.table import REDUCTIONS
+from dispatch_jit.kernels.shape.cpu import _EMPTY_AXES
+from dispatch_jit.kernels.elementwise.table import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
 from .ir import Node, TensorType, Var
 

@@ -5,7 +5,7 @@ reading only the function's tensor arguments and returning only the region's
 outputs, runs through ``Plan.run``: an environment dict, a step object, lists
 and loops over inputs and outputs.  On 16 elements that bookkeeping costs ten
 times the loop.  This module generates, per such plan, the same work unrolled,
-as the eager kernels' fast paths are (kernels/cpu_elementwise.py)::
+as the eager kernels' fast paths are (kernels/elementwise/cpu.py)::
 
     def run(t0, t1, t2):
         a0 = t0._data; a1 = t1._data; a2 = t2._data
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.bufferpool import pool
-from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 

@@ -209,10 +209,10 @@ def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
 
 
 # -- compiled mode (lazy.py): output shapes of views of pending values, without data -------------
-# Each function answers as the eager kernel (kernels/shape.py, NumPy's basic indexing) would for a
+# Each function answers as the eager kernel (kernels/shape/cpu.py, NumPy's basic indexing) would for a
 # tensor of ``shape``, or None where that kernel raises: the call then runs eagerly and raises there.
 def _axis(d: int, ndim: int) -> int | None:
-    n = max(ndim, 1)          # as kernels/shape.py's normalize_axis: a 0-d tensor takes 0 and -1
+    n = max(ndim, 1)          # as kernels/shape/cpu.py's normalize_axis: a 0-d tensor takes 0 and -1
     return d % n if -n <= d < n else None
 
 

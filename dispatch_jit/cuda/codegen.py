@@ -18,7 +18,7 @@ import numpy as np
 from .runtime import cuda_module
 
 __all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers",
-           "register_scalar_helpers"]
+           "register_scalar_helpers", "grid_stride"]
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
@@ -69,7 +69,7 @@ def unravel(ndim: int, operands: list[str], indent: str, linear: str = "i", cont
 def register_scalar_helpers(helpers: dict) -> None:
     """Make the op library's scalar helpers (plain Python functions) callable from generated kernels.
 
-    The op library registers them once, at import (kernels/engine_hooks.py): the
+    The op library registers them once, at import (kernels/__init__.py): the
     engine never imports kernels/.
     """
     _SCALAR_HELPERS.update(helpers)
@@ -125,3 +125,20 @@ def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
             k = cuda.jit(g[name])
             _CACHE[key] = k
     return k
+
+
+def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
+    """The source of a CUDA kernel ``def signature:`` whose threads share the indices [0, n) in a
+    grid-stride loop, running ``body`` (source at column 0) for each ``index``.
+
+    >>> print(grid_stride("fill(out, v, n)", "n", "out[i] = v"), end="")
+    def fill(out, v, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            out[i] = v
+            i += step
+    """
+    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while {index} < {n}:"]
+    lines += ["        " + line if line else line for line in body.rstrip("\n").split("\n")]
+    return "\n".join(lines + [f"        {index} += step", ""])

@@ -12,7 +12,7 @@ import functools
 
 from .runtime import device_attributes
 
-__all__ = ["elementwise_config", "BLOCKS_PER_SM"]
+__all__ = ["elementwise_config", "launch", "BLOCKS_PER_SM"]
 
 BLOCKS_PER_SM = 8
 
@@ -26,3 +26,11 @@ def elementwise_config(n: int, device_index: int = 0) -> tuple[int, int]:
         return 1, threads
     blocks = min(-(-n // threads), a.sm_count * (1 if a.simulated else BLOCKS_PER_SM))
     return max(blocks, 1), threads
+
+
+def launch(kernel, n: int, device_index: int, *args) -> None:
+    """Run a grid-stride ``kernel`` over ``n`` elements (nothing when ``n`` is 0)."""
+    if n == 0:
+        return
+    blocks, threads = elementwise_config(n, device_index)
+    kernel[blocks, threads](*args)

@@ -92,7 +92,7 @@ class Row:
 
 def measure(sizes=QUICK_SIZES, chains=CHAINS, budget: float = 0.15, lazy: bool = True, log=None) -> list[Row]:
     import dispatch_jit as dj
-    from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+    from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
     from ..compiler.codegen import compiled_loops
     from ..compiler.lazy import mode
 

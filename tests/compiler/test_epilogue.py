@@ -10,7 +10,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.compiler import compile
-from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
 
 KINDS = ["sum", "mean", "max", "min", "prod"]
 RNG = np.random.default_rng(0)

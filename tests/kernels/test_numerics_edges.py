@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.kernels import reduction
-from dispatch_jit.kernels.cpu_elementwise import PARALLEL_MIN
+from dispatch_jit.kernels.reduction import cpu as reduction
+from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
 
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 INTS = SIGNED + [np.uint8, np.uint16, np.uint32, np.uint64]

@@ -1,0 +1,315 @@
+"""CUDA kernels for the elementwise ops, generated from table.py.
+
+The CUDA twin of cpu.py: same type rules (``type_rule``), same
+errors, same broadcasting, same results.  For one op and one resolved
+signature ``ElementwiseCUDA.specialize`` returns the callable the dispatcher
+memoizes; on each call it picks one of two generated grid-stride kernels
+(compiled once per source by ``compile_cuda``, lazily):
+
+* flat: the output and every array operand C-contiguous with the output's
+  shape -> each operand's index is ``offset + i``;
+* strided: anything else (broadcasting, transposes, slices, ``out=``,
+  in-place with overlap) -> the output's linear index is unravelled into one
+  flat index per operand (``dispatch_jit.cuda.codegen.unravel``) over broadcast views,
+  whose broadcast dimensions have stride 0, so no input is copied.
+
+Operands that are not device arrays become kernel arguments, converted to
+their kernel dtype on the host: Python scalars, statics (``alpha``), and a
+zero-dim CPU tensor mixed with CUDA tensors (PyTorch's rule; it promotes as
+a zero-dim tensor of its dtype, exactly as on the CPU).
+
+float16 is stored as float16 and computed in float32 (as on the CPU), so
+float16 results match the CPU kernels bit for bit wherever the float32
+function does.
+
+Integer division and remainder by zero, and integers to negative integer
+powers, raise on the CPU; a CUDA kernel cannot raise (PyTorch's CUDA kernels
+do not either).  Here they give defined values instead: ``x // 0 == 0`` and
+``x % 0 == 0`` (NumPy's results; ``MIN // -1`` wraps to MIN as on the CPU), and ``x ** -n`` is ``1 // x**n`` truncated
+(1 for x == 1, +-1 for x == -1, 0 otherwise; what PyTorch's CUDA kernel
+returns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.errors import DeviceMismatchError, DTypeError
+from dispatch_jit.signature import make_sig
+from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
+
+from ..support.scalar_helpers import _ifloordiv, _iremainder
+from .table import (READ_CASTS, ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
+                    kernel_prelude, output_tensor)
+
+__all__ = ["ElementwiseCUDA", "kernel_source", "CUDA_UNSUPPORTED"]
+
+_NAMES = ("x", "y", "z")
+
+# (op, compute dtype name) pairs that Numba's CUDA target cannot compile (checked by compiling
+# every op x dtype to PTX for sm_90).  They raise a DTypeError on CUDA; the CPU supports them.
+CUDA_UNSUPPORTED: frozenset = frozenset()
+
+
+# -- CUDA versions of the raising integer helpers (a kernel cannot raise) -------------------------
+# Floor division and remainder are the CPU helpers themselves, which never raise (the CPU loop's
+# check raises after it): x // 0 and x % 0 are 0, and MIN // -1 wraps to MIN and MIN % -1 is 0
+# without dividing, as NumPy and torch.  A division there overflows: PTX leaves div.s/rem.s
+# unspecified on overflow (x86 traps), and these gave whatever the hardware did.
+_ifloordiv_cuda, _iremainder_cuda = _ifloordiv, _iremainder
+
+
+def _ipow_cuda(a, b):
+    if b < 0:
+        # 1 // a**|b|: only bases 1 and -1 give a nonzero integer
+        if a == 1:
+            return a
+        if a == -1:
+            return a if b % 2 != 0 else -a
+        return a - a
+    r = a ** b
+    return r
+
+
+_CUDA_HELPERS: dict = {}
+
+
+def _helpers() -> dict:
+    """Device functions that override dispatch_jit.cuda.codegen's for the integer helpers (kept alive, one
+    object each, so compile_cuda's cache key stays the same), and libdevice on hardware."""
+    if not _CUDA_HELPERS:
+        from dispatch_jit.cuda.runtime import cuda_module, is_simulator
+        jit = cuda_module().jit(device=True)
+        _CUDA_HELPERS.update({"_ifloordiv": jit(_ifloordiv_cuda), "_iremainder": jit(_iremainder_cuda),
+                              "_ipow": jit(_ipow_cuda)})
+        if not is_simulator():
+            from numba.cuda import libdevice
+            _CUDA_HELPERS["_ld"] = libdevice
+        else:
+            _CUDA_HELPERS.update(_simulator_math())
+    return _CUDA_HELPERS
+
+
+def _simulator_math() -> dict:
+    """The simulator runs kernels as Python, where ``math.log(-1.0)`` raises and
+    ``math.exp(1000.0)`` overflows with an exception; CUDA's functions return NaN and inf.
+    In the simulator ``math`` and ``cmath`` are stand-ins with NumPy's functions, which
+    return what the hardware (and the CPU kernels) do, in the argument's precision."""
+    import math
+    import types
+    m = types.SimpleNamespace(
+        exp=np.exp, expm1=np.expm1, log=np.log, log1p=np.log1p, log2=np.log2, log10=np.log10, sqrt=np.sqrt,
+        sin=np.sin, cos=np.cos, tan=np.tan, asin=np.arcsin, acos=np.arccos, atan=np.arctan, sinh=np.sinh,
+        cosh=np.cosh, tanh=np.tanh, atan2=np.arctan2, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan,
+        erf=math.erf, floor=math.floor, ceil=math.ceil)
+    c = types.SimpleNamespace(
+        exp=np.exp, log=np.log, log10=np.log10, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tan=np.tan, sinh=np.sinh,
+        cosh=np.cosh, tanh=np.tanh, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan)
+    return {"math": m, "cmath": c, "_exp_f32": np.exp, "_tanh_f32": np.tanh, "_sin_f32": np.sin,
+            "_cos_f32": np.cos}
+
+
+# -- source generation -----------------------------------------------------------------------------
+# NumPy's rounding functions have no CUDA lowering in Numba: libdevice's do the same
+# (rint rounds half to even).  The simulator runs Python, where NumPy's are right.
+_LIBDEVICE_ROUNDING = ("floor", "ceil", "rint", "trunc")
+
+
+def cuda_expression(op: ScalarOp, compute, present: tuple, simulator: bool) -> str:
+    """The op's scalar expression as CUDA device code compiles it."""
+    # int64 keeps the plain form: the CPU's wrapping uint64 forms (table._WRAP64) answer LLVM's
+    # nsw flags, and the simulator's NumPy scalars convert a uint64 above 2**63 to int64 by value,
+    # not by bits (NumPy's int64 arithmetic wraps by itself)
+    expr = op.expression(compute.category, present, "" if compute.name == "int64" else compute.name)
+    if not simulator and compute.category == 2:
+        suffix = "f" if compute.np == np.float32 else ""
+        for fn in _LIBDEVICE_ROUNDING:
+            expr = expr.replace(f"np.{fn}(", f"_ld.{fn}{suffix}(")
+    return expr
+
+
+def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
+                  static_names: tuple, simulator: bool | None = None) -> str:
+    """One grid-stride kernel named ``ew_kernel``.  ``kinds[i]`` is "array" (a device operand,
+    indexed), "scalar" (a kernel argument already in its kernel dtype) or "none".
+    ``compute`` is the dtype the expression computes in (float32 for float16).  ``simulator``
+    (default: whether Numba's CUDA simulator is on) picks NumPy over libdevice for rounding."""
+    if simulator is None:
+        from dispatch_jit.cuda.runtime import is_simulator
+        simulator = is_simulator()
+    present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
+    expr = cuda_expression(op, compute, present, simulator)
+    arrays = [f"a{i}" for i, k in enumerate(kinds) if k == "array"]
+    nd = 0 if flat else ndim
+    params = []
+    for i, k in enumerate(kinds):
+        if k == "array":
+            params += [f"a{i}", f"a{i}_o"] + [f"a{i}_s{d}" for d in range(nd)]
+        elif k == "scalar":
+            params.append(f"a{i}")
+    params += list(static_names)
+    params += ["out", "out_o"] + [f"out_s{d}" for d in range(nd)]
+    params += [f"n{d}" for d in range(nd)] + ["total"]
+    lines = [f"def ew_kernel({', '.join(params)}):",
+             "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)"] + kernel_prelude(static_names)
+    reads = {}
+    for i, (k, c) in enumerate(zip(kinds, casts)):
+        if k == "none":
+            continue
+        cast = READ_CASTS[c]
+        if k == "scalar":
+            # converted to the kernel dtype on the host already
+            lines.append(f"    {_NAMES[i]} = a{i}")
+        else:
+            reads[i] = cast.format(f"a{i}[a{i}_k]")
+    lines.append("    while i < total:")
+    from dispatch_jit.cuda.codegen import unravel
+    ops = arrays + ["out"]
+    lines += unravel(nd, ops, "        ", contiguous=tuple(ops) if flat else ())
+    for i, r in reads.items():
+        lines.append(f"        {_NAMES[i]} = {r}")
+    lines.append(f"        out[out_k] = {expr}")
+    lines.append("        i += step")
+    return "\n".join(lines) + "\n"
+
+
+def _host_value(v, np_dtype: np.dtype):
+    """A host number converted to ``np_dtype`` as an unsafe NumPy cast would (ints wrap)."""
+    if isinstance(v, np.ndarray):
+        v = v[()]
+    if np_dtype.kind == "b":
+        return np.bool_(v != 0)
+    if np_dtype.kind != "c" and isinstance(v, (complex, np.complexfloating)):
+        v = v.real
+    return np.asarray(v).astype(np_dtype)[()]
+
+
+def _static_value(v, compute):
+    """A static (alpha) as the CPU kernel receives it (int/float/complex by compute category),
+    then in the compute dtype."""
+    cat = compute.category
+    py = complex(v) if cat == 3 else float(v) if cat == 2 else int(v)
+    return _host_value(py, compute.np)
+
+
+class ElementwiseCUDA(ElementwiseKernel):
+    """The CUDA kernel of one ScalarOp ("functional" or "inplace", see ElementwiseKernel)."""
+
+    device = "cuda"
+
+    def check(self, r):
+        name, compute = self.op.name, r.compute
+        if (name, compute.name) in CUDA_UNSUPPORTED:
+            raise DTypeError(f"{name}() is not supported for {compute.name} on CUDA (Numba's CUDA target "
+                             f"cannot compile it); compute on the CPU (.cpu()) or convert the inputs")
+
+    def plan(self, call, r, kcompute):
+        # "host": a zero-dim CPU tensor joining a CUDA computation; read on the host, passed as a scalar
+        kinds = tuple("none" if m.kind == "none" else
+                      ("host" if m.device == "cpu" else "array") if m.kind == "tensor" else "scalar"
+                      for m in r.in_metas)
+        return _PlanCUDA(self, call.op.name, kinds, r.casts, kcompute, r.result, r.static_names, r.in_idx,
+                         r.static_idx, r.out_pos).run
+
+
+class _PlanCUDA:
+    """Everything resolved for one signature; picks and launches the kernel per call."""
+
+    def __init__(self, kern, opname, kinds, casts, kcompute, result, static_names, in_idx, static_idx, out_pos):
+        self.kern, self.opname, self.kinds, self.casts = kern, opname, kinds, casts
+        self.kcompute, self.result = kcompute, result
+        self.static_names, self.in_idx, self.static_idx, self.out_pos = static_names, in_idx, static_idx, out_pos
+        self.int_compute = kcompute.category < 2
+        # kernel kinds: host tensors are scalar arguments
+        self.kkinds = tuple("scalar" if k == "host" else k for k in kinds)
+        self.kernels: dict = {}
+
+    def _kernel(self, ndim: int, flat: bool):
+        key = (ndim, flat)
+        k = self.kernels.get(key)
+        if k is None:
+            from dispatch_jit.cuda.codegen import compile_cuda
+            src = kernel_source(self.kern.op, self.kkinds, self.casts, self.kcompute, ndim, flat,
+                                self.static_names)
+            k = compile_cuda(src, "ew_kernel", {"_ct": self.kcompute.np.type, **_helpers()})
+            self.kernels[key] = k
+        return k
+
+    def _scalar_dtype(self, j: int) -> np.dtype:
+        return np.dtype(np.bool_) if self.casts[j] == "bool" else self.kcompute.np
+
+    def run(self, *args):
+        opname = self.opname
+        if self.int_compute:
+            check_statics(opname, self.static_idx, self.static_names, args)
+        inputs = [args[i] for i in self.in_idx]
+        kinds = self.kinds
+        tens = [x._data for x, k in zip(inputs, kinds) if k in ("array", "host")]
+        shape = broadcast_shape(opname, [a.shape for a in tens])
+        out_t = output_tensor(self.kern.mode, inputs, args, self.out_pos)
+        device_index = next((x._data.device_index for x, k in zip(inputs, kinds) if k == "array"), None)
+        if out_t is not None:
+            check_output(opname, self.kern.mode == "inplace", self.result, out_t, shape)
+            what = "in-place operand" if self.kern.mode == "inplace" else "out="
+            if not out_t.is_cuda:
+                # only a zero-dim CPU tensor gets here (the dispatcher refuses the others)
+                other = f"cuda:{device_index}" if device_index is not None else "cuda:0"
+                raise DeviceMismatchError(f"Expected all tensors to be on the same device, but found {other} "
+                                          f"and cpu (in {opname}): the {what} of a CUDA computation must be "
+                                          f"a CUDA tensor")
+            out_arr = out_t._data
+            if device_index is None:
+                device_index = out_arr.device_index
+        else:
+            from dispatch_jit.cuda.array import empty
+            out_arr = empty(shape, self.result.np, device_index)
+        ndim = len(shape)
+        n = out_arr.size
+        # kernel arguments, operand by operand
+        arrays, kargs_scalar = {}, {}
+        for j, (x, k) in enumerate(zip(inputs, kinds)):
+            if k == "array":
+                arrays[j] = x._data
+            elif k == "host":
+                kargs_scalar[j] = _host_value(x._data[()], self._scalar_dtype(j))
+            elif k == "scalar":
+                kargs_scalar[j] = _host_value(x, self._scalar_dtype(j))
+        if n:
+            st = out_arr.storage
+            lo, hi = out_arr.extent()
+            for j, a in arrays.items():
+                # an input overlapping the output in another layout would be read after being
+                # written: copy it first (as the CPU kernel and PyTorch do)
+                if a is not out_arr and a.storage is st and not (
+                        a.offset == out_arr.offset and a.strides == out_arr.strides and a.shape == out_arr.shape):
+                    alo, ahi = a.extent()
+                    if alo < hi and lo < ahi:
+                        from dispatch_jit.cuda.copy import contiguous_copy
+                        a = contiguous_copy(a)
+                if a.shape != shape:
+                    a = a.view_as(lambda l, s=shape: np.broadcast_to(l, s))
+                arrays[j] = a
+            flat = out_arr.flags.c_contiguous and all(a.flags.c_contiguous for a in arrays.values())
+            kargs = []
+            for j, k in enumerate(self.kkinds):
+                if k == "array":
+                    a = arrays[j]
+                    kargs += [a.storage.buf, a.offset] + ([] if flat else list(a.elem_strides()))
+                elif k == "scalar":
+                    kargs.append(kargs_scalar[j])
+            kargs += [_static_value(args[i], self.kcompute) for i in self.static_idx]
+            kargs += [out_arr.storage.buf, out_arr.offset]
+            if not flat:
+                kargs += list(out_arr.elem_strides()) + list(shape)
+            kargs.append(n)
+            from dispatch_jit.cuda.launch import elementwise_config
+            blocks, threads = elementwise_config(n, out_arr.device_index)
+            self._kernel(ndim, flat)[blocks, threads](*kargs)
+        if out_t is not None:
+            bump_version(out_t)
+            return out_t
+        t = Tensor.__new__(Tensor)
+        t._data = out_arr
+        t._sig = make_sig(CUDA_BITS, self.result, ndim, True, out_arr.device_index)
+        return t

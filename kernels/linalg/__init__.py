@@ -1,0 +1,14 @@
+"""matmul and dot, as the registration loop sees them: op.py's argument handling (``op.Linalg``)
+over the CPU's array kernels (cpu.py, bound in op.CPU) and cuda.py's tiled kernel (cuda.CUDA)."""
+
+from __future__ import annotations
+
+from . import cuda, op
+
+__all__ = ["SCHEMAS", "KERNELS"]
+
+SCHEMAS = op.SCHEMAS
+KERNELS = {
+    "CPU": {name: op.Linalg(name, "cpu", op.CPU) for name in ("matmul", "dot")},
+    "CUDA": {name: op.Linalg(name, "cuda", cuda.CUDA) for name in ("matmul", "dot")},
+}

@@ -1,0 +1,22 @@
+"""Reductions, as the registration loop sees them.
+
+op.py holds the schemas and the argument handling (``op.Reduction``: axes,
+``dtype=``, var/std's PyTorch argument order), written once; cpu.CPU and
+cuda.CUDA only reduce.  The index and boolean reductions are not
+differentiable: they fall through Autograd.
+"""
+
+from __future__ import annotations
+
+from dispatch_jit.library import fallthrough_kernel
+
+from . import cpu, cuda, op
+
+__all__ = ["SCHEMAS", "KERNELS"]
+
+SCHEMAS = op.SCHEMAS
+KERNELS = {
+    "CPU": op.kernels("cpu", cpu.CPU),
+    "CUDA": op.kernels("cuda", cuda.CUDA),
+    "Autograd": {name: fallthrough_kernel for name in ("argmax", "argmin", "all", "any")},
+}

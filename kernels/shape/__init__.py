@@ -1,0 +1,19 @@
+"""Views, shape ops, casts and copies, as the registration loop sees them.
+
+The schemas are the keys of cpu.SHAPE_KERNELS; the CUDA kernels
+(cuda.CUDA_KERNELS) reuse the CPU views' arithmetic and copy with
+dispatch_jit/cuda/copy.py where a view is impossible.
+"""
+
+from __future__ import annotations
+
+from . import cuda
+from .cpu import SHAPE_KERNELS
+
+__all__ = ["SCHEMAS", "KERNELS"]
+
+SCHEMAS = list(SHAPE_KERNELS)
+KERNELS = {
+    "CPU": {schema.split("(")[0]: kernel for schema, kernel in SHAPE_KERNELS.items()},
+    "CUDA": cuda.CUDA_KERNELS,
+}

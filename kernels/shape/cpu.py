@@ -1,0 +1,291 @@
+"""CPU kernels for views, shape ops, casts and copies.
+
+Views are NumPy views of the input's buffer (shared storage, new strides);
+nothing here computes, so these kernels are plain NumPy rather than Numba:
+moving or re-describing memory is what NumPy's C code already does at
+memory speed.  Each takes and returns Tensors, in schema order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.dtypes import as_dtype, result_type
+from dispatch_jit.broadcast import broadcast_shapes  # noqa: F401  (re-exported: NumPy's stops at 32 dims)
+from dispatch_jit.errors import ShapeError, SchemaError
+from dispatch_jit.tensor import wrap, wrap_view
+
+__all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes", "broadcast_shapes", "coalesce_dims", "loop_operands",
+           "MAX_LOOP_NDIM"]
+
+
+# The strided loops nest one ``for`` per dimension, and Python compiles at most 20 nested blocks.
+MAX_LOOP_NDIM = 16
+
+
+def coalesce_dims(shape: tuple, arrays: list) -> tuple:
+    """(shape, views): the same elements of ``arrays`` (each of ``shape``) over the fewest
+    dimensions: size-1 dimensions dropped, and neighbours merged where every array steps through
+    the pair as through one dimension (PyTorch's TensorIterator coalesces the same way)."""
+    new_shape: list = []
+    strides: list = [[] for _ in arrays]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if new_shape and all(st[-1] == a.strides[i] * n for st, a in zip(strides, arrays)):
+            new_shape[-1] *= n
+            for st, a in zip(strides, arrays):
+                st[-1] = a.strides[i]
+        else:
+            new_shape.append(n)
+            for st, a in zip(strides, arrays):
+                st.append(a.strides[i])
+    views = [np.lib.stride_tricks.as_strided(a, tuple(new_shape), tuple(st), writeable=a.flags.writeable)
+             for a, st in zip(arrays, strides)]
+    return tuple(new_shape), views
+
+
+def loop_operands(op: str, shape: tuple, arrays: list, kinds, target) -> tuple:
+    """(arrays, target, ndim) for a strided loop over ``shape``: as given up to MAX_LOOP_NDIM
+    dimensions, coalesced above it (tensors have up to 64); a ShapeError if that cannot fit."""
+    if len(shape) <= MAX_LOOP_NDIM or 0 in shape:
+        return arrays, target, len(shape)
+    idx = [j for j, k in enumerate(kinds) if k == "array"]
+    # elementwise: any order of the dims computes the same elements; the output's memory order
+    # (largest stride first) lets a permuted output merge with inputs permuted alike
+    order = sorted(range(len(shape)), key=lambda i: -abs(target.strides[i]))
+    ops = [np.transpose(a, order) for a in [arrays[j] for j in idx] + [target]]
+    new_shape, views = coalesce_dims(tuple(shape[i] for i in order), ops)
+    if len(new_shape) > MAX_LOOP_NDIM:
+        # inputs laid out otherwise: copies in the output's order, which coalesce with it
+        copies = [np.ascontiguousarray(a) for a in ops[:-1]]
+        new_shape, views = coalesce_dims(tuple(shape[i] for i in order), copies + [ops[-1]])
+    if len(new_shape) > MAX_LOOP_NDIM:
+        raise ShapeError(f"{op}: the output of shape {tuple(shape)} steps through {len(new_shape)} dimensions "
+                         f"that cannot be merged; the strided loops take at most {MAX_LOOP_NDIM}: write into a "
+                         f"contiguous tensor (.contiguous())")
+    arrays = list(arrays)
+    for j, v in zip(idx, views):
+        arrays[j] = v
+    return arrays, views[-1], len(new_shape)
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    n = max(ndim, 1)
+    if not -n <= axis < n:
+        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dimensions "
+                         f"(expected in [{-n}, {n - 1}])")
+    return axis % n
+
+
+# An empty axis list (dim=()) is not one rule in PyTorch: sum, mean, amax, var... reduce over every
+# dim; all and any (and squeeze) over none (NumPy's reading); prod and logsumexp refuse it.
+_EMPTY_AXES = {"sum": "all", "mean": "all", "max": "all", "min": "all", "var": "all", "std": "all",
+               "prod": "error", "logsumexp": "error"}
+
+
+def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes and op in _EMPTY_AXES:
+        if _EMPTY_AXES[op] == "error":
+            raise ShapeError(f"{op}: axis=() (an empty dim list) is refused, as PyTorch; pass axis=None to "
+                             f"reduce over every dimension")
+        return tuple(range(ndim))
+    out = tuple(normalize_axis(a, ndim, op) for a in axes)
+    if ndim == 0:
+        return ()      # a 0-d tensor accepts axis 0 / -1 and has nothing to reduce
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axis {tuple(axes)} repeats a dimension")
+    return out
+
+
+def _check_shape(op: str, shape: tuple, numel: int) -> None:
+    """PyTorch's rule, stricter than NumPy's: -1 (inferred) at most once, no other negative size
+    (NumPy reads any negative as -1, so reshape(-2, 3) would silently work)."""
+    for i, n in enumerate(shape):
+        if n < -1:
+            raise ShapeError(f"{op}: invalid shape dimension {n} at index {i} of shape {list(shape)}; sizes are "
+                             f">= 0, or -1 (once) for the one to infer")
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be inferred (-1), got shape {list(shape)}")
+    if -1 in shape and numel == 0 and 0 in shape:
+        raise ShapeError(f"{op}: cannot reshape a tensor of 0 elements into shape {list(shape)} because the "
+                         f"unspecified dimension size -1 can be any value and is ambiguous")
+
+
+def reshape(self, shape):
+    shape = tuple(shape)
+    _check_shape("reshape", shape, self._data.size)
+    try:
+        r = self._data.reshape(shape)
+    except ValueError:
+        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of size {self._data.size} "
+                         f"(shape {tuple(self.shape)})") from None
+    # NumPy copies where the strides cannot express the new shape: a copy is a new tensor, with its
+    # own version counter (an in-place op on it must not look like a change to ``self``)
+    return wrap_view(self, r) if np.may_share_memory(r, self._data) else wrap(r)
+
+
+def view(self, shape):
+    shape = tuple(shape)
+    _check_shape("view", shape, self._data.size)
+    a = self._data
+    try:
+        v = a.view()
+        v.shape = shape            # raises instead of copying when strides do not allow a view
+    except (ValueError, AttributeError):
+        raise ShapeError(f"view: shape {list(shape)} is not compatible with input of shape "
+                         f"{tuple(a.shape)} and strides {self.strides}; use .reshape(...) "
+                         f"(which copies when it must)") from None
+    return wrap_view(self, v)
+
+
+def permute(self, dims):
+    dims = tuple(dims)
+    nd = self._data.ndim
+    if sorted(normalize_axis(d, nd, "permute") for d in dims) != list(range(nd)):
+        raise ShapeError(f"permute: dims {list(dims)} is not a permutation of the {nd} dimensions")
+    return wrap_view(self, self._data.transpose(tuple(d % max(nd, 1) for d in dims)))
+
+
+def transpose(self, dim0, dim1):
+    nd = self._data.ndim
+    if nd == 0:
+        return wrap_view(self, self._data)
+    return wrap_view(self, np.swapaxes(self._data, normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")))
+
+
+def expand(self, size):
+    size = tuple(size)
+    a = self._data
+    if len(size) < a.ndim:
+        raise ShapeError(f"expand: the number of sizes ({len(size)}) must be at least the tensor's "
+                         f"dimensions ({a.ndim})")
+    lead = len(size) - a.ndim
+    target = tuple(s if s != -1 else (a.shape[i - lead] if i >= lead else -1) for i, s in enumerate(size))
+    if any(s < 0 for s in target):
+        raise ShapeError(f"expand: -1 is only allowed for existing dimensions, got {list(size)}")
+    try:
+        return wrap_view(self, np.broadcast_to(a, target))
+    except ValueError:
+        raise ShapeError(f"expand: shape {tuple(a.shape)} cannot be expanded to {list(size)} "
+                         f"(only size-1 dimensions can grow)") from None
+
+
+def squeeze(self, axis=None):
+    a = self._data
+    if axis is None:
+        return wrap_view(self, a.reshape(tuple(s for s in a.shape if s != 1)))
+    axes = normalize_axes(axis, a.ndim, "squeeze")
+    keep = tuple(s for i, s in enumerate(a.shape) if not (i in axes and s == 1))
+    return wrap_view(self, a.reshape(keep))
+
+
+def unsqueeze(self, axis):
+    a = self._data
+    ax = normalize_axis(axis, a.ndim + 1, "unsqueeze")
+    return wrap_view(self, np.expand_dims(a, ax))
+
+
+def flatten(self, start_dim=0, end_dim=-1):
+    a = self._data
+    if a.ndim == 0:
+        return wrap_view(self, a.reshape(1))
+    s, e = normalize_axis(start_dim, a.ndim, "flatten"), normalize_axis(end_dim, a.ndim, "flatten")
+    if s > e:
+        raise ShapeError(f"flatten: start_dim ({start_dim}) must not come after end_dim ({end_dim})")
+    shape = a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
+    return wrap_view(self, a.reshape(shape))
+
+
+def narrow(self, axis, start, length):
+    a = self._data
+    ax = normalize_axis(axis, a.ndim, "narrow")
+    n = a.shape[ax]
+    st = start + n if start < 0 else start
+    if not (0 <= st <= n and length >= 0 and st + length <= n):
+        raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {ax} of size {n}")
+    index = (slice(None),) * ax + (slice(st, st + length),)
+    return wrap_view(self, a[index])
+
+
+def cat_plan(arrays: list, axis: int) -> tuple[list, int, tuple]:
+    """cat's argument rules, for the CPU and CUDA kernels: (the arrays that take part, the
+    normalized axis, the result's shape)."""
+    # PyTorch skips 1-D empty tensors in cat for backwards compatibility
+    arrays = [a for a in arrays if not (a.ndim == 1 and a.size == 0)] or arrays[:1]
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    ax = normalize_axis(axis, nd, "cat")
+    for a in arrays[1:]:
+        if a.ndim != nd or a.shape[:ax] + a.shape[ax + 1:] != arrays[0].shape[:ax] + arrays[0].shape[ax + 1:]:
+            raise ShapeError(f"cat: sizes of tensors must match except in dimension {ax}; got shapes "
+                             f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
+    shape = list(arrays[0].shape)
+    shape[ax] = sum(a.shape[ax] for a in arrays)
+    return arrays, ax, tuple(shape)
+
+
+def stack_axis(arrays: list, axis: int) -> int:
+    """stack's argument rules, for the CPU and CUDA kernels: the normalized new axis."""
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
+                         f"{', '.join(str(tuple(x.shape)) for x in arrays)}")
+    return normalize_axis(axis, arrays[0].ndim + 1, "stack")
+
+
+def _same_dtype_arrays(tensors, op):
+    if not tensors:
+        raise SchemaError(f"{op}: expected a non-empty list of tensors")
+    dt = result_type(*tensors)
+    return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
+
+
+def cat(tensors, axis=0):
+    arrays, dt = _same_dtype_arrays(tensors, "cat")
+    arrays, ax, shape = cat_plan(arrays, axis)
+    out = np.empty(shape, dt.np)
+    np.concatenate(arrays, axis=ax, out=out)
+    return wrap(out)
+
+
+def stack(tensors, axis=0):
+    arrays, dt = _same_dtype_arrays(tensors, "stack")
+    ax = stack_axis(arrays, axis)
+    return wrap(np.stack(arrays, axis=ax))
+
+
+def to_dtype(self, dtype, copy=False):
+    d = as_dtype(dtype)
+    if d is self.dtype and not copy:
+        return self
+    out = np.empty(self._data.shape, d.np)
+    np.copyto(out, self._data, casting="unsafe")
+    return wrap(out)
+
+
+def clone(self):
+    out = np.empty(self._data.shape, self._data.dtype)
+    np.copyto(out, self._data)
+    return wrap(out)
+
+
+# schema -> kernel; registered at the CPU key (shape/__init__.py)
+SHAPE_KERNELS = {
+    "reshape(Tensor(a) self, int[] shape) -> Tensor(a)": reshape,
+    "view(Tensor(a) self, int[] shape) -> Tensor(a)": view,
+    "permute(Tensor(a) self, int[] dims) -> Tensor(a)": permute,
+    "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)": transpose,
+    "expand(Tensor(a) self, int[] size) -> Tensor(a)": expand,
+    "squeeze(Tensor(a) self, int[]? axis=None) -> Tensor(a)": squeeze,
+    "unsqueeze(Tensor(a) self, int axis) -> Tensor(a)": unsqueeze,
+    "flatten(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)": flatten,
+    "narrow(Tensor(a) self, int axis, int start, int length) -> Tensor(a)": narrow,
+    "cat(Tensor[] tensors, int axis=0) -> Tensor": cat,
+    "stack(Tensor[] tensors, int axis=0) -> Tensor": stack,
+    "to.dtype(Tensor self, ScalarType dtype, bool copy=False) -> Tensor": to_dtype,
+    "clone(Tensor self) -> Tensor": clone,
+}

@@ -1,0 +1,141 @@
+"""CUDA kernels for views, shape ops, casts and copies.
+
+A view of a CUDA tensor is computed by the very CPU kernel of shape/cpu.py run
+on a *phantom* tensor: a CPU tensor whose array is the CUDA tensor's layout
+(shape, strides and offset over no data, see dispatch_jit/cuda/array.py).
+NumPy works out the view and the CPU kernel's checks and error messages
+apply unchanged; the result's layout is then rebound to the device storage.
+Only reshapes that NumPy would answer with a copy need care: they copy on
+the device first.  Ops that move data (cat, stack, casts, clone) use the
+copy kernels of dispatch_jit/cuda/copy.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.cuda import array as cuda_array
+from dispatch_jit.cuda.copy import contiguous_copy, copy_into
+from dispatch_jit.dtypes import as_dtype, result_type
+from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.tensor import Tensor, wrap, wrap_view
+
+from . import cpu
+
+__all__ = ["CUDA_KERNELS"]
+
+
+def _phantom(t: Tensor) -> Tensor:
+    p = Tensor.__new__(Tensor)
+    p._data = t._data.layout
+    p._sig = 0
+    return p
+
+
+def _rebind(base: Tensor, source, r: Tensor) -> Tensor:
+    return wrap_view(base, source.derive(r._data))
+
+
+def _view_kernel(cpu_kernel):
+    """The CUDA form of a CPU view kernel that never copies (permute, expand, narrow, ...)."""
+    def kernel(self, *args):
+        return _rebind(self, self._data, cpu_kernel(_phantom(self), *args))
+    kernel.__name__ = f"{cpu_kernel.__name__}_cuda"
+    return kernel
+
+
+def _can_view(layout: np.ndarray, shape) -> bool:
+    try:
+        v = layout.view()
+        v.shape = tuple(shape)       # raises instead of copying
+        return True
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def _copying_kernel(cpu_kernel, shape_of):
+    """reshape/flatten: a view when strides allow, else a contiguous device copy first."""
+    def kernel(self, *args):
+        a = self._data
+        target = shape_of(a, *args)
+        if target is None or _can_view(a.layout, target):
+            return _rebind(self, a, cpu_kernel(_phantom(self), *args))
+        c = wrap(contiguous_copy(a))
+        return _rebind(c, c._data, cpu_kernel(_phantom(c), *args))
+    kernel.__name__ = f"{cpu_kernel.__name__}_cuda"
+    return kernel
+
+
+def _reshape_target(a, shape):
+    shape = list(shape)
+    if shape.count(-1) == 1:
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if known == 0 or a.size % known:
+            return None          # invalid: let the CPU kernel raise its error
+        shape[shape.index(-1)] = a.size // known
+    return tuple(shape) if int(np.prod(shape, dtype=np.int64)) == a.size else None
+
+
+def _flatten_target(a, start_dim=0, end_dim=-1):
+    if a.ndim == 0:
+        return (1,)
+    try:
+        s = cpu.normalize_axis(start_dim, a.ndim, "flatten")
+        e = cpu.normalize_axis(end_dim, a.ndim, "flatten")
+    except ShapeError:
+        return None
+    if s > e:
+        return None
+    return a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
+
+
+def _same_dtype(tensors, op):
+    if not tensors:
+        raise SchemaError(f"{op}: expected a non-empty list of tensors")
+    return result_type(*tensors)
+
+
+def cat(tensors, axis=0):
+    dt = _same_dtype(tensors, "cat")
+    arrays, ax, shape = cpu.cat_plan([t._data for t in tensors], axis)
+    out = cuda_array.empty(shape, dt.np, arrays[0].device_index)
+    start = 0
+    for a in arrays:
+        n = a.shape[ax]
+        if n:
+            index = (slice(None),) * ax + (slice(start, start + n),)
+            copy_into(out.view_as(lambda l: l[index]), a)
+        start += n
+    return wrap(out)
+
+
+def stack(tensors, axis=0):
+    _same_dtype(tensors, "stack")
+    ax = cpu.stack_axis([t._data for t in tensors], axis)
+    return cat([_view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
+
+
+def to_dtype(self, dtype, copy=False):
+    d = as_dtype(dtype)
+    if d is self.dtype and not copy:
+        return self
+    return wrap(contiguous_copy(self._data, d.np))
+
+
+def clone(self):
+    return wrap(contiguous_copy(self._data))
+
+
+_VIEWS = {"permute": cpu.permute, "transpose.int": cpu.transpose, "expand": cpu.expand, "squeeze": cpu.squeeze,
+          "unsqueeze": cpu.unsqueeze, "narrow": cpu.narrow, "view": cpu.view}
+
+# overload name -> kernel; registered at the CUDA key (shape/__init__.py)
+CUDA_KERNELS = {
+    **{name: _view_kernel(k) for name, k in _VIEWS.items()},
+    "reshape": _copying_kernel(cpu.reshape, _reshape_target),
+    "flatten": _copying_kernel(cpu.flatten, _flatten_target),
+    "cat": cat,
+    "stack": stack,
+    "to.dtype": to_dtype,
+    "clone": clone,
+}

@@ -1,0 +1,313 @@
+"""Sparse CSR kernels: Numba loops over the CSR arrays, registered at SparseCsrCPU.
+
+Registered at ``SparseCsrCPU`` (the call's key whenever one argument is a
+CSR tensor, since SparseCsrCPU outranks CPU):
+
+- ``aten::matmul``: CSR @ dense 2-D and CSR @ 1-D vector -> dense
+  (parallel over rows above ``PARALLEL_WORK``);
+- ``aten::add.Tensor``: CSR + CSR -> CSR (rows merged; alpha supported);
+- ``aten::mul.Tensor``: CSR * scalar, CSR * dense (broadcast) -> CSR with
+  the same pattern;
+- ``aten::sum``: all, or along axis 0 / 1 -> dense;
+- ``aten::to_dense`` (defined here; the identity on dense tensors).
+
+Autograd: ``aten::matmul``'s Autograd kernel records the dense formula,
+which cannot transpose a CSR operand.  So a direct ``AutogradCPU`` kernel for
+``aten::matmul`` (it outranks the Autograd alias) routes calls with a CSR
+``self`` to ``aten::sparse_csr_mm(crow, col, values, dense, ncols)``, an op
+defined here whose derivative row gives the gradients with respect to the
+dense operand (A^T @ g) and the values (per-nonzero dot of g's row with the
+dense operand's row); every other call goes to the alias kernel unchanged,
+resolved once on the miss path.  Gradients through the other sparse ops are
+not implemented (a CSR result of an op on tensors requiring grad raises).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numba
+import numpy as np
+from numba import prange
+
+from dispatch_jit.autograd.kernel import Derivative
+from dispatch_jit.dtypes import result_type
+from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit.registry import lookup
+from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
+from dispatch_jit.tensor import Tensor, wrap
+
+__all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
+
+PARALLEL_WORK = 1 << 15   # nnz * columns of the dense operand above which row loops use prange
+
+
+# -- Numba kernels -----------------------------------------------------------------------------------
+def _mm_body(crow, col, val, b, out):
+    n = b.shape[1]
+    for i in prange(crow.shape[0] - 1):
+        for c in range(n):
+            out[i, c] = 0
+        for k in range(crow[i], crow[i + 1]):
+            v = val[k]
+            j = col[k]
+            for c in range(n):
+                out[i, c] += v * b[j, c]
+
+
+def _mv_body(crow, col, val, x, out):
+    for i in prange(crow.shape[0] - 1):
+        out[i] = 0
+        for k in range(crow[i], crow[i + 1]):
+            out[i] += val[k] * x[col[k]]
+
+
+_mm_par = numba.njit(parallel=True, fastmath=True)(_mm_body)
+_mm_ser = numba.njit(fastmath=True)(_mm_body)
+_mv_par = numba.njit(parallel=True, fastmath=True)(_mv_body)
+_mv_ser = numba.njit(fastmath=True)(_mv_body)
+
+
+@numba.njit(fastmath=True)
+def _mm_t(crow, col, val, g, out):
+    """out = A^T @ g (out zeroed by the caller): a scatter, so serial."""
+    for i in range(crow.shape[0] - 1):
+        for k in range(crow[i], crow[i + 1]):
+            v = val[k]
+            j = col[k]
+            for c in range(g.shape[1]):
+                out[j, c] += v * g[i, c]
+
+
+@numba.njit(parallel=True, fastmath=True)
+def _sddmm(crow, col, g, b, out):
+    """out[k] = g[i, :] . b[col[k], :] for each nonzero k of row i."""
+    for i in prange(crow.shape[0] - 1):
+        for k in range(crow[i], crow[i + 1]):
+            j = col[k]
+            out[k] = 0
+            for c in range(g.shape[1]):
+                out[k] += g[i, c] * b[j, c]
+
+
+@numba.njit
+def _to_dense(crow, col, val, out):
+    for i in range(crow.shape[0] - 1):
+        for k in range(crow[i], crow[i + 1]):
+            out[i, col[k]] = val[k]
+
+
+@numba.njit
+def _add_count(ca, ia, cb, ib, counts):
+    for i in range(ca.shape[0] - 1):
+        p, pe, q, qe, n = ca[i], ca[i + 1], cb[i], cb[i + 1], 0
+        while p < pe or q < qe:
+            if q >= qe or (p < pe and ia[p] < ib[q]):
+                p += 1
+            elif p >= pe or ib[q] < ia[p]:
+                q += 1
+            else:
+                p += 1
+                q += 1
+            n += 1
+        counts[i] = n
+
+
+@numba.njit
+def _add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val):
+    for i in range(ca.shape[0] - 1):
+        p, pe, q, qe, o = ca[i], ca[i + 1], cb[i], cb[i + 1], crow[i]
+        while p < pe or q < qe:
+            if q >= qe or (p < pe and ia[p] < ib[q]):
+                col[o] = ia[p]
+                val[o] = va[p]
+                p += 1
+            elif p >= pe or ib[q] < ia[p]:
+                col[o] = ib[q]
+                val[o] = alpha * vb[q]
+                q += 1
+            else:
+                col[o] = ia[p]
+                val[o] = va[p] + alpha * vb[q]
+                p += 1
+                q += 1
+            o += 1
+
+
+@numba.njit
+def _mul_dense(crow, col, val, d, out):
+    for i in range(crow.shape[0] - 1):
+        for k in range(crow[i], crow[i + 1]):
+            out[k] = val[k] * d[i, col[k]]
+
+
+@numba.njit
+def _sum_rows(crow, val, out):
+    for i in range(crow.shape[0] - 1):
+        out[i] = 0
+        for k in range(crow[i], crow[i + 1]):
+            out[i] += val[k]
+
+
+@numba.njit
+def _sum_cols(col, val, out):
+    for k in range(col.shape[0]):
+        out[col[k]] += val[k]
+
+
+def _as(a: np.ndarray, npdt) -> np.ndarray:
+    return a if a.dtype == npdt else a.astype(npdt)
+
+
+# -- the matmul ------------------------------------------------------------------------------------------
+def csr_matmul_arrays(crow, col, val, b: np.ndarray, ncols: int) -> np.ndarray:
+    """CSR(crow, col, val) of shape (len(crow) - 1, ncols) @ b (1-D or 2-D), same dtype."""
+    rows = crow.shape[0] - 1
+    if b.ndim not in (1, 2) or b.shape[0] != ncols:
+        raise ShapeError(f"matmul: a sparse CSR matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
+                         f"shape {b.shape}; expected ({ncols},) or ({ncols}, n)")
+    par = col.shape[0] * (b.shape[1] if b.ndim == 2 else 1) >= PARALLEL_WORK
+    if b.ndim == 1:
+        out = np.empty(rows, dtype=val.dtype)
+        (_mv_par if par else _mv_ser)(crow, col, val, np.ascontiguousarray(b), out)
+    else:
+        out = np.empty((rows, b.shape[1]), dtype=val.dtype)
+        if b.shape[1]:
+            (_mm_par if par else _mm_ser)(crow, col, val, np.ascontiguousarray(b), out)
+        else:
+            out[...] = 0
+    return out
+
+
+# aten::sparse_csr_mm: the differentiable form (values and dense operand are ordinary tensors)
+def _sparse_mm_cpu(crow, col, values, dense, ncols):
+    dt = result_type(values.dtype, dense.dtype)
+    npdt = dt.np
+    return wrap(csr_matmul_arrays(crow._data, col._data, _as(values._data, npdt), _as(dense._data, npdt), ncols))
+
+
+def _sparse_mm_grads(g, s, c):
+    crow, col, vals, dense = s["crow_indices"]._data, s["col_indices"]._data, s["values"], s["dense"]
+    if g.is_cuda:
+        from .cuda import sparse_mm_grads_cuda
+        gvals, gdense = sparse_mm_grads_cuda(crow, col, vals, dense, g)
+        return None, None, gvals, gdense
+    ga = g._data
+    npdt = ga.dtype
+    d = _as(dense._data, npdt)
+    v = _as(vals._data, npdt)
+    g2 = ga.reshape(-1, 1) if ga.ndim == 1 else np.ascontiguousarray(ga)
+    d2 = d.reshape(-1, 1) if d.ndim == 1 else np.ascontiguousarray(d)
+    gdense = np.zeros(d2.shape, dtype=npdt)
+    _mm_t(crow, col, v, g2, gdense)
+    gvals = np.empty(col.shape[0], dtype=npdt)
+    if col.shape[0]:
+        if g2.shape[1]:
+            _sddmm(crow, col, g2, d2, gvals)
+        else:
+            gvals[:] = 0
+    return None, None, wrap(gvals), wrap(gdense.reshape(d.shape))
+
+
+SPARSE_MM_DERIVATIVE = Derivative("SparseCsrMmBackward", _sparse_mm_grads,
+                                  ("crow_indices", "col_indices", "values", "dense"), unbroadcast=False)
+
+
+class MatmulAutogradRouter:
+    """aten::matmul at AutogradCPU and AutogradCUDA: CSR self (either device) ->
+    aten::sparse_csr_mm (which has the sparse derivative); anything else -> the
+    Autograd alias kernel, as before this module registered (decided once per
+    signature)."""
+
+    __name__ = "autograd_matmul_sparse_router"
+
+    def specialize(self, call):
+        a = call.metas[0]
+        if a.kind == "tensor" and a.keyset & SPARSE_CSR_BITS:
+            mm = lookup("aten::sparse_csr_mm").entry
+            b = call.metas[1]
+            if b.kind == "tensor" and b.keyset & SPARSE_CSR_BITS:
+                raise SchemaError("matmul: CSR @ CSR is not implemented; convert one operand with .to_dense()")
+
+            def run(x, y):
+                return mm(x.crow_indices(), x.col_indices(), x._values_t, y, x._shape[1])
+            return run
+        if a.kind == "tensor" and call.metas[1].kind == "tensor" and call.metas[1].keyset & SPARSE_CSR_BITS:
+            raise SchemaError("matmul: dense @ CSR is not implemented; compute (B^T @ A^T)^T or convert "
+                              "with .to_dense()")
+        alias = call.op.kernels[DispatchKey.Autograd].fn
+        return alias.specialize(call)
+
+
+def sparse_csr_mm(a: SparseCsrTensor, dense: Tensor) -> Tensor:
+    """``a @ dense`` through the differentiable op (what ``dj.matmul`` routes to under autograd)."""
+    return lookup("aten::sparse_csr_mm").entry(a.crow_indices(), a.col_indices(), a._values_t, dense, a._shape[1])
+
+
+# -- matmul, add, mul, sum: what sparse/op.py's ops compute on the CPU -------------------------------------
+def _matmul(x, y, npdt):
+    return wrap(csr_matmul_arrays(x._crow, x._col, _as(x._data, npdt), _as(y._data, npdt), x._shape[1]))
+
+
+def _add(x, y, alpha, npdt):
+    counts = np.empty(x._shape[0], dtype=np.int64)
+    _add_count(x._crow, x._col, y._crow, y._col, counts)
+    crow = np.zeros(x._shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=crow[1:])
+    nnz = int(crow[-1])
+    col = np.empty(nnz, dtype=np.int64)
+    val = np.empty(nnz, dtype=npdt)
+    _add_fill(x._crow, x._col, _as(x._data, npdt), y._crow, y._col, _as(y._data, npdt), alpha, crow, col, val)
+    return crow, col, val
+
+
+def _mul_scalar(x, y, npdt):
+    k = y._data if isinstance(y, Tensor) else y
+    return _as(x._data, npdt) * npdt.type(k)
+
+
+def _mul_by_dense(x, y, npdt):
+    v = _as(x._data, npdt)
+    vals = np.empty(v.shape[0], dtype=npdt)
+    _mul_dense(x._crow, x._col, v, np.broadcast_to(_as(y._data, npdt), x._shape), vals)
+    return vals
+
+
+def _values(x, to):
+    return x._data if to is None else x._data.astype(to)
+
+
+def _sum_all(x, to, keepdims):
+    v = _values(x, to)
+    r = np.asarray(v.sum(dtype=v.dtype))
+    return wrap(r.reshape(1, 1) if keepdims else r)
+
+
+def _sum_along_rows(x, to, keepdims):
+    v = _values(x, to)
+    r = np.empty(x._shape[0], dtype=v.dtype)
+    _sum_rows(x._crow, v, r)
+    return wrap(r.reshape(-1, 1) if keepdims else r)
+
+
+def _sum_along_cols(x, to, keepdims):
+    v = _values(x, to)
+    r = np.zeros(x._shape[1], dtype=v.dtype)
+    _sum_cols(x._col, v, r)
+    return wrap(r.reshape(1, -1) if keepdims else r)
+
+
+CPU = SimpleNamespace(matmul=_matmul, add=_add, mul_scalar=_mul_scalar, mul_dense=_mul_by_dense,
+                      sum_all=_sum_all, sum_rows=_sum_along_rows, sum_cols=_sum_along_cols)
+
+
+def to_dense_cpu(x):
+    out = np.zeros(x._shape, dtype=x._data.dtype)
+    _to_dense(x._crow, x._col, x._data, out)
+    return wrap(out)
+
+
+def to_dense_dense(x):
+    """to_dense on a dense tensor: the identity (registered at CPU and CUDA)."""
+    return x

@@ -1,0 +1,136 @@
+"""Errors a kernel raises surface unchanged at every size and in every mode (issue 12).
+
+A raise inside a ``prange`` loop used to be lost with its worker thread: from
+PARALLEL_MIN elements on, ``x // 0`` returned garbage for the rest of the
+failing chunk, or a ``SystemError`` when the bad element was in the calling
+thread's chunk.  Kernels now count the refused elements (the ``Check`` of the
+op in kernels/elementwise/table.py) and raise after the loop.  The reference is the
+small eager call, whose error was always right.
+"""
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
+
+SMALL, BIG = 64, PARALLEL_MIN + 5
+
+# name -> (chain whose second argument holds one zero, exception, message start)
+CASES = {
+    "floor_divide": (lambda a, b: (a * 1) // b, ZeroDivisionError, "floor_divide: integer division by zero"),
+    "remainder": (lambda a, b: (a + 1) % b, ZeroDivisionError, "remainder: integer modulo by zero"),
+    "pow": (lambda a, b: a ** (b - 1), ValueError, "pow: integers to negative integer powers"),
+}
+COMPILED = {name: dj.compile(fn) for name, (fn, _, _) in CASES.items()}
+
+
+def _operands(n, pos, dtype=np.int64):
+    a = np.arange(n, dtype=np.int64) % 100 + 7
+    b = np.ones(n, dtype)
+    b[pos] = 0
+    return dj.from_numpy(a.astype(dtype)), dj.from_numpy(b)
+
+
+def _lazy(fn):
+    def run(a, b):
+        with dj.mode("compiled"):
+            return fn(a, b).numpy()
+    return run
+
+
+def _runner(name, mode):
+    fn = CASES[name][0]
+    return {"eager": fn, "compile": COMPILED[name], "lazy": _lazy(fn)}[mode]
+
+
+def _expected(name):
+    """The error of the small eager call: what every size and mode must raise."""
+    fn, exc, start = CASES[name]
+    with pytest.raises(exc) as info:
+        fn(*_operands(SMALL, 3))
+    assert str(info.value).startswith(start)
+    return exc, str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile", "lazy"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_same_error_at_every_size(name, mode):
+    exc, msg = _expected(name)
+    run = _runner(name, mode)
+    for n, pos in ((SMALL, 5), (BIG, BIG // 2)):
+        with pytest.raises(exc) as info:
+            run(*_operands(n, pos))
+        assert str(info.value) == msg, (n, mode)
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_error_in_any_thread_chunk(mode):
+    # the first element is in the calling thread's chunk (it used to give a SystemError), the last
+    # in another worker's (it used to give garbage)
+    exc, msg = _expected("floor_divide")
+    run = _runner("floor_divide", mode)
+    for pos in (0, 1, BIG - 1):
+        with pytest.raises(exc, match="^floor_divide: integer division by zero"):
+            run(*_operands(BIG, pos))
+
+
+def test_valid_inputs_still_compute():
+    a, b = _operands(BIG, 0)
+    b.numpy()[0] = 3
+    want = np.floor_divide(a.numpy(), b.numpy())
+    np.testing.assert_array_equal((a * 1 // b).numpy(), want)
+    np.testing.assert_array_equal(COMPILED["floor_divide"](a, b).numpy(), want)
+
+
+@pytest.mark.parametrize("n", [SMALL, BIG])
+def test_failed_inplace_and_out_leave_the_target_untouched(n):
+    a, b = _operands(n, n // 2)
+    before = a.numpy().copy()
+    with pytest.raises(ZeroDivisionError):
+        a //= b
+    np.testing.assert_array_equal(a.numpy(), before)
+    out = dj.from_numpy(np.full(n, -1, np.int64))
+    with pytest.raises(ZeroDivisionError):
+        dj.remainder(a, b, out=out)
+    assert (out.numpy() == -1).all()
+
+
+def test_strided_and_small_dtypes():
+    # the strided loop nest (a transposed view, prange over its first dimension) and int32
+    a, b = _operands(BIG - 5, 7, np.int32)
+    at, bt = a.reshape((2, -1)).T, b.reshape((2, -1)).T
+    with pytest.raises(ZeroDivisionError, match="^floor_divide"):
+        at // bt
+    with pytest.raises(ZeroDivisionError, match="^floor_divide"):
+        COMPILED["floor_divide"](at, bt)
+
+
+def test_python_scalar_divisor():
+    a, _ = _operands(SMALL, 0)
+    f = dj.compile(lambda x: (x + 1) // 0)
+    for run in (lambda: (a + 1) // 0, lambda: f(a)):
+        with pytest.raises(ZeroDivisionError, match="^floor_divide"):
+            run()
+
+
+@pytest.mark.parametrize("reduce", [lambda v: v.sum(), lambda v: v.reshape((4, -1)).sum(1),
+                                    lambda v: v.reshape((4, -1)).sum(0)], ids=["full", "rows", "cols"])
+def test_fused_reduction_epilogue(reduce):
+    a, b = _operands(BIG - 5, (BIG - 5) * 3 // 4)
+    f = dj.compile(lambda x, y: reduce((x * 2) // y))
+    with pytest.raises(ZeroDivisionError, match="^floor_divide"):
+        f(a, b)
+    b.numpy()[:] = 1
+    np.testing.assert_array_equal(f(a, b).numpy(), reduce((a * 2) // b).numpy())
+
+
+def test_first_failing_op_wins_as_in_eager():
+    # both ops refuse an element; eager runs them in order, so the fused loop raises the first one's
+    a, b = _operands(BIG, 11)
+    for chain, exc in ((lambda x, y: (x // y) ** (y - 1), ZeroDivisionError),
+                       (lambda x, y: (x ** (y - 1)) // y, ValueError)):
+        with pytest.raises(exc):
+            chain(a, b)
+        with pytest.raises(exc):
+            dj.compile(chain)(a, b)
