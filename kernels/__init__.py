@@ -10,9 +10,9 @@ kernels key by key, with the device conversions a family gives the engine
 dequantize, dense -> CSR, which the engine's tensor types call through
 dispatch_jit/conversions.py), then the backend fallbacks every op gets and
 the scalar helpers generated CUDA kernels call (dispatch_jit/cuda/codegen.py).
-Nothing else in the library registers anything.  The engine imports it once, from
-``dispatch_jit/__init__.py``; surface.py then lists what the package
-exposes (``dj.add``, ``x.add``, ``x + y``).
+Nothing else in the library registers anything.  The engine imports it
+once, from ``dispatch_jit/__init__.py``; surface.py then lists what the
+package exposes (``dj.add``, ``x.add``, ``x + y``).
 """
 
 from __future__ import annotations
