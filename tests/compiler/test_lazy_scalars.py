@@ -149,7 +149,7 @@ def test_the_generic_recording_path_takes_runtime_scalars_too():
     x = dj.tensor([1.0, -2.0, 3.0], dtype=dj.float32)
     mul = dj.ops.aten.mul.Tensor
     with mode("compiled"):
-        rec = lazy._mstate.recorder
+        rec = lazy.switch._mstate.recorder
         (rec.record(mul, (x, 1.0), {})).numpy()
         before = lazy_info()
         for c in (2.0, -0.0, NAN, 4.0):

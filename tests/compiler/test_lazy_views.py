@@ -109,7 +109,7 @@ def test_a_view_fuses_into_one_loop():
 
 def _last_plan(before):
     if _counts()["plans"] > before["plans"]:
-        return list(lazy._plans.values())[-1]
+        return list(lazy.state.state.plans.values())[-1]
     raise AssertionError("no new plan was built")
 
 
