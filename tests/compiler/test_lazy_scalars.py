@@ -1,5 +1,5 @@
 """Global compiled mode: Python float and int operands of elementwise ops are
-runtime values of the plan (lazy.py: ``_scalar_slots``), not part of its key.
+runtime values of the plan (compiler/lazy/encode.py: ``_scalar_slots``), not part of its key.
 A loop that records the same chain with a new constant each time reuses one
 plan; results equal eager mode's bit for bit (-0.0, NaN, inf, ints that wrap);
 what stays keyed by value (bools, NumPy scalars, ints beyond int64, alpha=,

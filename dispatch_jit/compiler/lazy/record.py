@@ -196,7 +196,8 @@ class LazyRecorder(PendingGraph):
                     node = Node(op, tuple([Var(v) if k == "v" else x for k, v, x in zip(kinds, vals, args)]),
                                 dict(kwargs), ())
                     ty = result_of(node, self.types)
-                    known = state.specs[mkey] = None if ty is None else self._generic_known(op, kinds, kclasses, ty, sigs)
+                    known = None if ty is None else self._generic_known(op, kinds, kclasses, ty, sigs)
+                    state.specs[mkey] = known
                 if known is not None:
                     shape = shapes[0]
                     for s in shapes:
