@@ -127,7 +127,7 @@ class BufferPool:
         self._lock = threading.Lock()
         self._blocks: dict[int, list] = {}     # size class -> blocks, least recently handed out first
         # id(block) -> times handed out: compiled mode tells a block reused (so free in between: no NumPy
-        # array the user took can view it any more) from one still viewed since it was exported (lazy.py)
+        # array the user took can view it any more) from one still viewed since it was exported (lazy/watch.py)
         self._handouts: dict[int, int] = {}
         self.bytes = 0
         self.hits = self.misses = self.untracked = 0

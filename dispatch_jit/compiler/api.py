@@ -33,16 +33,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import math
 import threading
 import warnings
 import weakref
 from collections import namedtuple
 
-import numpy as np
-
-from dispatch_jit import autograd as _autograd, registry
-from dispatch_jit.autograd import enable_grad, is_grad_enabled
+from dispatch_jit import registry
+from dispatch_jit.autograd import is_grad_enabled
 from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
@@ -50,12 +47,13 @@ from dispatch_jit.keys import AUTOGRAD_BITS
 from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
-from .fastpath import NEVER, NOT_YET, fast_runner
+from .argkey import Unhashable, arg_key, leaf_key, perturbed
+from .entries import CompiledEntry, EagerEntry, GradEntry, grad_obstacle
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import optimize, same_graph
 from .plan import Plan, Stats
-from .ir import Var, rebuild
-from .trace import TraceAbort, _state, install_tracer_fallback, trace
+from .trace import install_tracer_fallback, trace
+from .tracer import TraceAbort, _state
 from .trace import flat_tensors as _tensors
 from .views import view_copies
 
@@ -67,7 +65,6 @@ cache); ``traces``; ``compiles`` (fused loops compiled by Numba); ``disk_hits``
 (fused loops loaded from the disk cache instead); ``eager_calls`` (calls run
 eagerly); ``entries`` (signatures cached)."""
 _AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)   # AutogradOther, AutogradCPU, AutogradCUDA
-_FLOATS = frozenset([float, np.float16, np.float32, np.float64])
 
 
 class _Report(str):
@@ -75,145 +72,6 @@ class _Report(str):
 
     def __repr__(self):
         return str(self)
-
-
-class _Unhashable(Exception):
-    pass
-
-
-def _leaf_key(x):
-    if x.__class__ is Tensor or isinstance(x, Tensor):
-        return x._sig
-    if isinstance(x, (list, tuple)):
-        return (type(x),) + tuple(_leaf_key(y) for y in x)
-    if isinstance(x, dict):
-        return (dict,) + tuple((k, _leaf_key(v)) for k, v in x.items())
-    try:
-        hash(x)
-    except TypeError:
-        raise _Unhashable(type(x).__name__) from None
-    if x.__class__ in _FLOATS and not (x and x == x):
-        # -0.0 == 0.0 and hashes alike, but x * -0.0 differs from x * 0.0; a NaN is unequal even to
-        # itself, so as a key it would never hit.  Strings: no number's key can equal these
-        return (type(x), "nan" if x != x else "-0.0" if math.copysign(1.0, x) < 0 else "0.0")
-    return (type(x), x)
-
-
-_INT64 = (-2 ** 63, 2 ** 63)
-
-
-def _arg_key(x):
-    """The key of one argument: a Python float or int (in int64 range) by its type only, as
-    it is a runtime scalar of the loop; anything else as ``_leaf_key``."""
-    c = x.__class__
-    if c is float or (c is int and _INT64[0] <= x < _INT64[1]):
-        return c
-    return _leaf_key(x)
-
-
-def _perturbed(x):
-    """Another value of runtime scalar ``x``, to trace again with: the function must not
-    have used the value anywhere the first trace could not see."""
-    if x.__class__ is int:
-        return x + 1
-    return x + 1.0 if math.isfinite(x) and x + 1.0 != x else 0.5
-
-
-class _CompiledEntry:
-    def __init__(self, graph, optimized, plan, notes, direct: bool = False, paths: tuple = ()):
-        self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
-        self.reason = ""
-        # the key says every argument is a positional tensor, and so is every capture: they are the
-        # plan's inputs as they are, and a plan of one fused loop gets a generated runner
-        # (fastpath.py) once its loop is compiled
-        self.direct = direct
-        self.fast = NOT_YET if direct else NEVER
-        self.paths = paths       # where runtime scalar i is: ("a", position) or ("k", name)
-
-    def inputs(self, args, kwargs, caps) -> list:
-        """The plan's input tensors: the arguments', then those the captures read (guards.py)."""
-        out = _tensors((args, kwargs), [])
-        return _tensors(caps, out) if caps else out
-
-    def scalars(self, args, kwargs) -> list:
-        return [args[k] if where == "a" else kwargs[k] for where, k in self.paths]
-
-    def run(self, tensors, scalars=()):
-        return self.plan.run(tensors, scalars)
-
-    def __call__(self, fn, args, kwargs, caps):
-        fast = self.fast
-        if fast:
-            return fast(*args, *caps)
-        if self.direct:
-            out = self.plan.run(args + caps)
-        else:
-            out = self.plan.run(self.inputs(args, kwargs, caps), self.scalars(args, kwargs) if self.paths else ())
-        if fast is NOT_YET:
-            self.fast = fast_runner(self.plan)
-        return out
-
-
-class Compiled(_autograd.Function):
-    """One autograd node for a whole compiled call (its node reads ``CompiledBackward``).
-
-    ``apply(entry, fn, args, kwargs, *tensors)``: forward runs the fused plan
-    (grad recording is off) and returns its tensors flat; backward replays the
-    traced graph (every op as the trace recorded it, unfused) eagerly on
-    detached copies of the inputs under ``enable_grad`` and returns
-    ``dj.autograd.grad`` of the outputs.  Replaying the graph, not calling
-    ``fn`` again, is what makes the backward use what the forward used: the
-    captured tensors the forward read (saved with the arguments), the guarded
-    values its trace was made for and the forward's runtime scalars, even if
-    a global was rebound in between (eager mode's backward uses the values
-    saved at forward time too)."""
-
-    @staticmethod
-    def forward(ctx, entry, fn, args, kwargs, *tensors):
-        ctx.entry, ctx.scalars = entry, entry.scalars(args, kwargs)
-        ctx.save_for_backward(*tensors)
-        return tuple(_tensors(entry.run(list(tensors), ctx.scalars), []))
-
-    @staticmethod
-    def backward(ctx, *grads):
-        tensors = ctx.saved_tensors
-        needs = ctx.needs_input_grad[4:]
-        with enable_grad():
-            xs = [t.detach().requires_grad_(True) if need else t.detach() for t, need in zip(tensors, needs)]
-            out = ctx.entry.replay(xs, ctx.scalars)
-            pairs = [(o, g) for o, g in zip(_tensors(out, []), grads) if g is not None and o.requires_grad]
-            wrt = [x for x, need in zip(xs, needs) if need]
-            res = iter(_autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
-                       if pairs and wrt else [None] * len(wrt))
-        return (None, None, None, None) + tuple(next(res) if need else None for need in needs)
-
-
-class _GradEntry(_CompiledEntry):
-    """A compiled signature whose inputs require grad: fused forward, one autograd node."""
-
-    reason = ""
-    _replay = None
-
-    def replay(self, tensors, scalars):
-        """The traced graph run op by op through the eager dispatcher (the backward's forward)."""
-        plan = self._replay
-        if plan is None:
-            plan = self._replay = Plan(self.graph, Stats(), False)     # no fused nodes: eager steps only
-        return plan.run(tensors, scalars)
-
-    def __call__(self, fn, args, kwargs, caps):
-        flat = Compiled.apply(self, fn, args, kwargs, *self.inputs(args, kwargs, caps))
-        return _fill(self.plan.outputs, iter(flat))
-
-
-class _EagerEntry:
-    def __init__(self, reason: str):
-        self.reason = reason
-        self.calls = 0
-
-    def __call__(self, fn, args, kwargs, caps=()):
-        self.calls += 1
-        return fn(*args, **kwargs)
 
 
 def _describe_sig(s) -> dict:
@@ -226,46 +84,6 @@ def _describe_sig(s) -> dict:
     if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], type):
         return {"type": s[0].__name__, "value": s[1]}
     return {"value": s}
-
-
-def _grad_obstacle(graph) -> str:
-    """Why one autograd node cannot stand for the whole graph ('' if it can)."""
-    outs = _flat_vars(graph.outputs, [])
-    consts = {v for n in graph.nodes if n.op == "const" for v in n.outs}
-    if any(v in graph.inputs for v in outs):
-        return "the function returns an input tensor itself"
-    if any(v in consts for v in outs):
-        return "the function returns a captured tensor"
-    if len(set(outs)) != len(outs):
-        return "the function returns one tensor twice"
-    if graph.functions:
-        # the backward replays the traced ops through the derivative table: a Function's own
-        # backward (max(x, dim)'s index-only gradient, a user's custom rule) would be lost
-        return f"it applies dj.autograd.Function {', '.join(sorted(set(graph.functions)))}"
-    return ""
-
-
-def _fill(x, it):
-    """The plan's output structure with its values (Vars) taken in order from ``it``."""
-    if isinstance(x, Var):
-        return next(it)
-    if isinstance(x, (list, tuple)):
-        return rebuild(x, (_fill(y, it) for y in x))
-    if isinstance(x, dict):
-        return {k: _fill(v, it) for k, v in x.items()}
-    return x
-
-
-def _flat_vars(x, out: list) -> list:
-    if isinstance(x, Var):
-        out.append(x.id)
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            _flat_vars(y, out)
-    elif isinstance(x, dict):
-        for y in x.values():
-            _flat_vars(y, out)
-    return out
 
 
 # every CompiledFunction: a trace records what the registrations said (decompositions), so a
@@ -290,7 +108,7 @@ class CompiledFunction:
         self._last = None
         self._last_recompile = "no recompile yet"
         self._warned = False
-        self._limit = _EagerEntry(f"recompile limit ({max_recompiles}) reached")
+        self._limit = EagerEntry(f"recompile limit ({max_recompiles}) reached")
         # misses take the lock (one trace at a time, and the cache never changes size under a
         # reader that iterates it); hits never do: a dict lookup is atomic
         self._lock = threading.RLock()
@@ -315,9 +133,9 @@ class CompiledFunction:
             if self._by_value:
                 key = self._key(args, kwargs, ckey)
             else:
-                key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else _arg_key(a) for a in args]),
-                       tuple([(k, _arg_key(v)) for k, v in kwargs.items()]) if kwargs else (), ckey)
-        except (_Unhashable, Unguardable, LookupError, AttributeError) as e:
+                key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else arg_key(a) for a in args]),
+                       tuple([(k, arg_key(v)) for k, v in kwargs.items()]) if kwargs else (), ckey)
+        except (Unhashable, Unguardable, LookupError, AttributeError) as e:
             return self._eager_once(self._unkeyable(e), args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
@@ -331,9 +149,9 @@ class CompiledFunction:
     def _key(self, args, kwargs, ckey):
         """The key when some scalar arguments are keyed by value (``_by_value``)."""
         bv = self._by_value
-        a = tuple([x._sig if x.__class__ is Tensor else _leaf_key(x) if ("a", i) in bv else _arg_key(x)
+        a = tuple([x._sig if x.__class__ is Tensor else leaf_key(x) if ("a", i) in bv else arg_key(x)
                    for i, x in enumerate(args)])
-        k = tuple([(n, _leaf_key(v) if ("k", n) in bv else _arg_key(v)) for n, v in kwargs.items()])
+        k = tuple([(n, leaf_key(v) if ("k", n) in bv else arg_key(v)) for n, v in kwargs.items()])
         return (tls.k, get_default_dtype(), a, k, ckey)
 
     def _first_read(self, args):
@@ -350,7 +168,7 @@ class CompiledFunction:
         return ((), ()) if self._read is None else self._read(args)
 
     def _unkeyable(self, e) -> str:
-        if isinstance(e, _Unhashable):
+        if isinstance(e, Unhashable):
             return f"an argument of type {e} is not hashable (not part of a cache key)"
         if isinstance(e, Unguardable):
             return (f"the function reads a {e} from a global, closure or attribute ("
@@ -360,7 +178,7 @@ class CompiledFunction:
                 f"the call runs eagerly, as the function would")
 
     def _eager_once(self, reason, args, kwargs):
-        entry = _EagerEntry(reason)
+        entry = EagerEntry(reason)
         self._last = entry
         return entry(self.fn, args, kwargs)
 
@@ -379,7 +197,7 @@ class CompiledFunction:
             if self._by_value:                # scalars found to shape the trace: keyed by value now
                 key = self._key(args, kwargs, key[4])
             self._cache[key] = entry
-            self._compiled += isinstance(entry, _CompiledEntry)
+            self._compiled += isinstance(entry, CompiledEntry)
             return entry
 
     def _at_limit(self):
@@ -394,27 +212,27 @@ class CompiledFunction:
     def _build(self, key, args, kwargs, caps):
         why = self._side_effect
         if why:
-            return _EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
+            return EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
         tensors = _tensors((args, kwargs), [])
         grad = is_grad_enabled() and any(t.requires_grad for t in tensors)
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:
-            return _EagerEntry(f"trace aborted: {e.reason}")
+            return EagerEntry(f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001
             # the function raises for this signature (a dtype error found while tracing, say): run
             # it eagerly, so that the error is eager mode's first one (an earlier op may fail first
             # on these values: x % 0 before softmax(int)), never one the trace found out of order
-            return _EagerEntry(f"tracing raised {type(e).__name__}: {e}")
+            return EagerEntry(f"tracing raised {type(e).__name__}: {e}")
         optimized, notes = optimize(graph, distinct_outputs=True)
         if grad:
-            why = _grad_obstacle(graph)
+            why = grad_obstacle(graph)
             if why:
-                return _EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
-            return _GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False, paths)
+                return EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
+            return GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False, paths)
         # ints: tensor signatures (of the arguments, then of what the function reads from globals)
         direct = not key[3] and all(s.__class__ is int for s in key[2]) and all(s.__class__ is int for s in key[4])
-        return _CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct, paths)
+        return CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct, paths)
 
     def _trace(self, key, args, kwargs, caps, tensors):
         """The graph, and where its runtime scalars come from.  A Python float/int argument is
@@ -447,7 +265,7 @@ class CompiledFunction:
         args, kwargs = list(args), dict(kwargs)
         for where, k in paths:
             box = args if where == "a" else kwargs
-            box[k] = _perturbed(box[k])
+            box[k] = perturbed(box[k])
         try:
             return trace(self.fn, tuple(args), kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)})
         except Exception:      # noqa: BLE001  (the other value failed where the call's did not: by value)
@@ -486,18 +304,18 @@ class CompiledFunction:
     def cache_info(self) -> CacheInfo:
         with self._lock:
             entries = list(self._cache.values())
-        eager = sum(e.calls for e in entries if isinstance(e, _EagerEntry)) + self._limit.calls
+        eager = sum(e.calls for e in entries if isinstance(e, EagerEntry)) + self._limit.calls
         return CacheInfo(self._calls, self._hits, self._traces, self._stats.compiles, self._stats.disk_hits, eager,
                          len(entries))
 
     def _entry(self):
         last = self._last
-        if isinstance(last, _CompiledEntry):
+        if isinstance(last, CompiledEntry):
             return last
         with self._lock:
             entries = list(self._cache.values())
         for e in reversed(entries):
-            if isinstance(e, _CompiledEntry):
+            if isinstance(e, CompiledEntry):
                 return e
         return None
 
@@ -525,7 +343,7 @@ class CompiledFunction:
                  f"{info.compiles} loop compiles, {info.disk_hits} loops from the disk cache, "
                  f"{info.eager_calls} eager calls, {info.entries} signatures"]
         lines.append(f"last recompile: {self._last_recompile}")
-        if isinstance(self._last, _EagerEntry):
+        if isinstance(self._last, EagerEntry):
             lines.append(f"last call ran eagerly: {self._last.reason}")
         e = self._entry()
         if e is not None:
@@ -549,14 +367,14 @@ class CompiledFunction:
             for name, n in view_copies(e.optimized):
                 lines.append(f"  view step {name} copied its input {n} time(s): its strides cannot express the "
                              f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
-        if isinstance(self._last, _GradEntry):
+        if isinstance(self._last, GradEntry):
             lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
                          "outputs got one CompiledBackward node, whose backward replays the traced ops "
                          "eagerly on the forward's inputs and differentiates them (the backward is not fused)")
         with self._lock:
             entries = list(self._cache.values())
         for ent in entries:
-            if isinstance(ent, _EagerEntry):
+            if isinstance(ent, EagerEntry):
                 lines.append(f"eager signature ({ent.calls} calls): {ent.reason}")
         if self._limit.calls:
             lines.append(f"calls past the recompile limit ({self._limit.calls}) ran eagerly")

@@ -41,7 +41,7 @@ through other means (``getattr`` with a computed name, subscripts of or
 iteration over containers of objects, ``globals()``), and functions more than
 ``_MAX_DEPTH`` calls deep.  Direct globals and closure variables are traced as
 symbolic stand-ins; every other captured tensor (and a default argument
-value) is the real tensor, guarded while tracing (trace.ExternalTensor), so a
+value) is the real tensor, guarded while tracing (tracer.ExternalTensor), so a
 data or size read of any of them falls back to eager as an argument's does.
 """
 

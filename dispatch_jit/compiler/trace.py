@@ -22,228 +22,29 @@ as a placeholder; ``Tracer.finish`` makes every use of it raise.
 Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
 becomes a ``getitem`` node, and the views whose meta cannot run on size-1
 placeholders get their types from views.py.
+
+This module is the driver (the Tracer key's fallback, ``trace``, the stand-ins for
+the function's arguments and runtime scalars); tracer.py builds the graph (``Tracer``)
+and holds the symbolic and external tensors with their guards.
 """
 
 from __future__ import annotations
 
-import threading
-
-import numpy as np
-
 from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
-from dispatch_jit.errors import EscapedTensorError
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit import registry
 from dispatch_jit.registry import fallthrough_kernel
-from dispatch_jit.signature import KS_SHIFT
-from dispatch_jit.tensor import Tensor, wrap
+from dispatch_jit.tensor import Tensor
 
-from .elementwise import result_of, scalar_op_of
-from .ir import Graph, Node, RuntimeFloat, RuntimeInt, TensorType, Var, rebuild, runtime_scalar
-from .views import GETITEM, index_type, is_view, view_type
+from .elementwise import scalar_op_of
+from .ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
+from .tracer import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
+                     is_tracing)
 
-__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "flat_tensors"]
+__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_tracer_specializer", "flat_tensors"]
 
 _K = DispatchKey
-
-
-class TraceAbort(Exception):
-    """Raised inside a trace when the function needs something only real data
-    can answer; the compiled function catches it and runs the call eagerly."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _State(threading.local):
-    tracer = None
-
-
-_state = _State()
-
-
-def is_tracing() -> bool:
-    return _state.tracer is not None
-
-
-class Tracer:
-    """The state of one trace: the graph being built and the abort reason, if any."""
-
-    def __init__(self):
-        self.graph = Graph()
-        self.aborted: str | None = None
-        self.in_meta = 0     # >0 while eager kernels run on the placeholders: guards stand aside
-        self.cuda_index = 0  # the device of CUDA placeholders: the first CUDA input's
-        self.captured: dict[int, tuple] = {}   # id(real captured tensor) -> (tensor, value id, label)
-        self.external: dict[int, tuple] = {}   # id(real tensor from outside) -> (tensor, label): guarded
-        self.tainted: dict[int, str] = {}      # runtime scalar index -> what Python did with it
-        self.scalars: list = []                # the runtime scalars handed to the function
-        self.made: list = []                   # every symbolic tensor: unusable once the trace ends
-        self.input_contiguous: dict[int, bool] = {}   # input value id -> its layout (part of the key)
-        self.done = False
-
-    def abort(self, reason: str):
-        self.aborted = self.aborted or reason
-        raise TraceAbort(self.aborted)
-
-    def symbolic(self, ty: TensorType, vid: int) -> Tensor:
-        if ty.device == "cuda":    # a CUDA placeholder: ops run for their meta launch CUDA kernels
-            from dispatch_jit.cuda.array import empty
-            t = wrap(empty((1,) * ty.ndim, ty.dtype.np, self.cuda_index))
-        else:
-            t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
-        t.__class__ = SymbolicTensor
-        t.__dict__["_sym"] = (self, vid)
-        self.made.append(t)
-        return t
-
-    def finish(self):
-        """The trace is over: a symbolic tensor the function kept somewhere (a global list, an
-        attribute) is a placeholder without data.  Its signature gets the Tracer key, so an op
-        on it reaches ``tracer_fallback``, which raises, as its data reads do (``_guard``)."""
-        self.done = True
-        for t in self.made:
-            t._sig |= _TRACER_SIG_BIT
-        self.made = []
-
-    def add_input(self, t: Tensor) -> Tensor:
-        ty = _type_of(t)
-        if ty.device == "cuda" and not any(self.graph.types[v].device == "cuda" for v in self.graph.inputs):
-            self.cuda_index = t._data.device_index
-        vid = self.graph.new_value(ty)
-        self.graph.inputs.append(vid)
-        self.input_contiguous[vid] = t.is_contiguous()
-        return self.symbolic(ty, vid)
-
-    def function_applied(self, name: str) -> None:
-        """A ``dj.autograd.Function`` runs on traced tensors: its forward's ops are recorded, and
-        the graph notes that its backward is not (``api._grad_obstacle``)."""
-        self.graph.functions.append(name)
-
-    def contiguous(self, t: Tensor) -> Tensor:
-        """``t.contiguous()`` as eager mode answers it: ``t`` itself where it is contiguous, else
-        a recorded clone.  An input's layout is part of the cache key; an op's result (not a view)
-        is a fresh contiguous array in eager mode; whether a view is contiguous depends on sizes
-        and strides, which the trace does not know: abort."""
-        vid = t.__dict__["_sym"][1]
-        if vid in self.input_contiguous:
-            return t if self.input_contiguous[vid] else t.clone()
-        node = next((n for n in reversed(self.graph.nodes) if vid in n.outs), None)
-        if node is None or is_view(node):
-            self.abort("contiguous() of a traced view: whether it copies depends on sizes and strides, "
-                       "which the trace does not see")
-        return t
-
-    def to_arg(self, x):
-        """A call argument as the graph stores it: Var for tensors, constants otherwise."""
-        if isinstance(x, Tensor):
-            sym = x.__dict__.get("_sym")
-            if sym is not None:
-                if sym[0] is not self:
-                    self.abort("a tensor from another trace was used")
-                return Var(sym[1])
-            cap = self.captured.get(id(x))
-            if cap is not None and cap[0] is x:      # read through an attribute chain or a container
-                return Var(cap[1])
-            if x.requires_grad:
-                self.abort("a captured tensor requires grad (compiled mode has no autograd yet)")
-            vid = self.graph.new_value(_type_of(x))
-            self.graph.nodes.append(Node("const", (), {}, (vid,), value=x))
-            return Var(vid)
-        if isinstance(x, (list, tuple)):
-            return rebuild(x, (self.to_arg(y) for y in x))
-        if isinstance(x, dict):
-            return {k: self.to_arg(v) for k, v in x.items()}
-        return x
-
-    def record(self, op, args: tuple, kwargs: dict):
-        if self.aborted:
-            raise TraceAbort(self.aborted)
-        self.in_meta += 1    # the dispatcher's own look at runtime scalars is not the function's
-        try:
-            return self._record(op, args, kwargs)
-        finally:
-            self.in_meta -= 1
-
-    def _record(self, op, args: tuple, kwargs: dict):
-        entry = op._entry
-        for a, v in zip(entry.schema.arguments, args + tuple(kwargs.values())):
-            if a.is_mutable and v is not None:
-                self.abort(f"{entry.name} writes into its argument '{a.name}' "
-                           f"(in-place ops and out= are not compiled yet)")
-        # the decomposition eager mode runs (none where a backend kernel takes precedence)
-        cia = entry.decomposition(_K.CUDA if any(isinstance(x, Tensor) and x.is_cuda for x in args) else _K.CPU)
-        if cia is not None:
-            # a decomposition: trace through it, so its pieces can fuse (and what it does with a
-            # runtime scalar in Python is seen, as the function's own code is)
-            self.in_meta -= 1
-            try:
-                return cia(*args, **kwargs)
-            finally:
-                self.in_meta += 1
-        gargs, gkwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
-        node = Node(op, gargs, gkwargs, ())
-        ty = result_of(node, self.graph.types)
-        if ty is None:
-            ty = view_type(op, gargs, gkwargs, self.graph.types)
-            if isinstance(ty, str):
-                self.abort(ty)
-        if ty is not None:
-            types = [ty]
-            single = True
-        else:
-            types, single = self._meta(op, args, kwargs)
-        node.outs = tuple(self.graph.new_value(t) for t in types)
-        self.graph.nodes.append(node)
-        outs = [self.symbolic(t, v) for t, v in zip(types, node.outs)]
-        return outs[0] if single else tuple(outs)
-
-    def record_getitem(self, t: Tensor, index):
-        """``t[index]`` with a basic index: a ``getitem`` node (views.py); anything else aborts."""
-        if self.aborted:
-            raise TraceAbort(self.aborted)
-        src = self.to_arg(t)
-        index, ty = index_type(index, self.graph.types[src.id])
-        if index is None:
-            self.abort(ty)
-        vid = self.graph.new_value(ty)
-        self.graph.nodes.append(Node(GETITEM, (src, index), {}, (vid,)))
-        return self.symbolic(ty, vid)
-
-    def _meta(self, op, args, kwargs):
-        self.in_meta += 1
-        try:
-            # the placeholders hold garbage: overflow warnings from running on them mean nothing
-            with ExcludeDispatchKeyGuard(_K.Tracer), np.errstate(all="ignore"):
-                out = op(*args, **kwargs)
-        except TraceAbort:
-            raise
-        except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
-            self.abort(f"{op.name()}: no meta function, and running it on placeholders failed "
-                       f"({type(e).__name__}: {e})")
-        finally:
-            self.in_meta -= 1
-        if isinstance(out, Tensor):
-            return [_type_of(out)], True
-        if isinstance(out, (tuple, list)) and out and all(isinstance(o, Tensor) for o in out):
-            return [_type_of(o) for o in out], False
-        self.abort(f"{op.name()} returned {type(out).__name__}, which tracing does not handle")
-
-
-def _type_of(t: Tensor) -> TensorType:
-    return TensorType(t.dtype, t.ndim, "cuda" if t.is_cuda else "cpu")
-
-
-_TRACER_SIG_BIT = (1 << _K.Tracer.value) << KS_SHIFT
-
-
-def _escaped(what: str):
-    raise EscapedTensorError(
-        f"{what} a tensor made while dj.compile traced a function, which the function kept outside "
-        f"itself (in a global, an attribute or a container): it is a placeholder without data. Return "
-        f"it from the function instead (a trace stores it only once, not at every call)")
 
 
 def tracer_fallback(op, keyset, args, kwargs):
@@ -263,205 +64,26 @@ def tracer_fallback(op, keyset, args, kwargs):
     return tracer.record(op, args, kwargs)
 
 
-# -- what needs data aborts the trace ------------------------------------------------------
-_GUARDED = {
-    "__bool__": "bool() of a traced tensor (data-dependent control flow)",
-    "item": "Tensor.item() reads data", "tolist": "Tensor.tolist() reads data",
-    "numpy": "Tensor.numpy() exposes data", "__array__": "conversion to a NumPy array",
-    "__float__": "float() of a traced tensor", "__int__": "int() of a traced tensor",
-    "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
-    "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
-    "__setitem__": "item assignment is not traced yet",
-    # printing shows data: a placeholder's would be bogus (str() and format() go through __repr__)
-    "__repr__": "repr()/print() of a traced tensor shows its data",
-    "__str__": "str()/print() of a traced tensor shows its data",
-    "__reduce_ex__": "pickling or copying a traced tensor reads its data",
-    "is_contiguous": "Tensor.is_contiguous() depends on sizes and strides (a placeholder's would be bogus)",
-    "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
-    "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
-    "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
-}
-_GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
-                  "strides": "Tensor.strides depends on sizes",
-                  "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
+# Lazy mode (compiler/lazy) records through this fallback too, but specializes it per call
+# signature: the dispatcher memoizes ``tracer_fallback.specialize(call, boxed)`` per signature
+# (dispatcher.py: backend fallbacks with .specialize), which asks the specializer plugged in here.
+_SPECIALIZER: list = [None]
 
 
-def _install_guards(cls, method_guard, prop_guard) -> None:
-    """Every data or size read of ``cls`` (_GUARDED methods, _GUARDED_PROPS properties) guarded."""
-    for name, reason in _GUARDED.items():
-        setattr(cls, name, method_guard(name, reason))
-    for name, reason in _GUARDED_PROPS.items():
-        setattr(cls, name, prop_guard(name, reason))
+def set_tracer_specializer(fn) -> None:
+    """Plug in ``fn(call, boxed)``, which returns the Tracer key's kernel for one call signature
+    (``boxed``: the generic one, ``tracer_fallback``).  Memo entries resolved before are dropped."""
+    _SPECIALIZER[0] = fn
+    for op in registry.all_operators():
+        op.memo.clear()
 
 
-def _guard(name, reason):
-    def guarded(self, *args, **kwargs):
-        sym = self.__dict__.get("_sym")
-        if sym is not None and sym[0].done:
-            _escaped(f"{name}() of")
-        if sym is not None and not sym[0].in_meta:
-            sym[0].abort(reason)
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
+def _specialize(call, boxed):
+    fn = _SPECIALIZER[0]
+    return boxed if fn is None else fn(call, boxed)
 
 
-def _guard_prop(name, reason):
-    def get(self):
-        sym = self.__dict__.get("_sym")
-        if sym is not None and sym[0].done:
-            _escaped(f"{name} of")
-        if sym is not None and not sym[0].in_meta:
-            sym[0].abort(reason)
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
-
-
-class SymbolicTensor(Tensor):
-    """A tensor inside a trace: a size-1 placeholder of the right dtype and ndim.
-
-    Whatever would read its data or sizes aborts the trace (the call then runs
-    eagerly); the guards are this class's own methods, so tracing changes
-    nothing for ordinary tensors, in this thread or any other.  While eager
-    kernels run on the placeholders to learn output types (``in_meta``), the
-    guards stand aside."""
-
-    __slots__ = ()
-
-
-def _guarded_to(self, *args, **kwargs):
-    """``to(dtype)`` traces (aten::to.dtype); a move to another device is not an op: abort."""
-    sym = self.__dict__.get("_sym")
-    if sym is not None and not sym[0].in_meta:
-        dev = kwargs.get("device")
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
-                dev = a
-        if dev is not None and self.device != dev:
-            sym[0].abort(f"moving a traced tensor to {dev} is not traced (device copies run eagerly)")
-    return Tensor.to(self, *args, **kwargs)
-
-
-def _traced_getitem(self, index):
-    """Basic indexing (a view) is recorded; advanced indexing aborts the trace."""
-    sym = self.__dict__.get("_sym")
-    if sym is not None and not sym[0].in_meta:
-        return sym[0].record_getitem(self, index)
-    return Tensor.__getitem__(self, index)
-
-
-def _traced_contiguous(self):
-    sym = self.__dict__.get("_sym")
-    if sym is not None and not sym[0].in_meta:
-        return sym[0].contiguous(self)
-    return Tensor.contiguous(self)
-
-
-SymbolicTensor.to = _guarded_to
-SymbolicTensor.contiguous = _traced_contiguous
-SymbolicTensor.__getitem__ = _traced_getitem
-_install_guards(SymbolicTensor, _guard, _guard_prop)
-
-
-# -- real tensors from outside the function: the same guards, while a trace runs ----------------
-# A tensor the function reaches through an attribute chain or a container (``self.w``, ``LIST[0]``),
-# or a default argument value, is the real tensor, not a stand-in: the trace finds it by identity.
-# Its data and sizes can change between calls (in place, or rebound to another tensor of the same
-# signature), so whatever reads them while tracing must abort, as for a symbolic tensor.  For the
-# length of a trace such a tensor's class is ``ExternalTensor``, whose guards abort only in a
-# thread that is tracing (elsewhere they are Tensor's methods, and ``isinstance`` still holds).
-def _external_reason(self, reason: str) -> str:
-    tr = _state.tracer
-    label = tr.external.get(id(self), (None, "a tensor the function did not receive as an argument"))[1]
-    return (f"{reason.replace('a traced tensor', 'a captured tensor')}: {label} is read anew at every call, "
-            f"so its data and sizes can change between calls and a trace must not use them")
-
-
-def _external_guard(name, reason):
-    def guarded(self, *args, **kwargs):
-        tr = _state.tracer
-        if tr.__class__ is Tracer and not tr.in_meta:
-            tr.abort(_external_reason(self, reason))
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
-
-
-def _external_prop(name, reason):
-    def get(self):
-        tr = _state.tracer
-        if tr.__class__ is Tracer and not tr.in_meta:
-            tr.abort(_external_reason(self, reason))
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
-
-
-def _external_to(self, *args, **kwargs):
-    tr = _state.tracer
-    if tr.__class__ is Tracer and not tr.in_meta:
-        dev = kwargs.get("device")
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
-                dev = a
-        if dev is not None and self.device != dev:
-            tr.abort(_external_reason(self, f"moving a captured tensor to {dev} copies its data"))
-    return Tensor.to(self, *args, **kwargs)
-
-
-def _external_getitem(self, index):
-    tr = _state.tracer
-    if tr.__class__ is Tracer and not tr.in_meta:      # a view of it: recorded, so it stays an input
-        return tr.record_getitem(self, index)
-    return Tensor.__getitem__(self, index)
-
-
-class ExternalTensor(Tensor):
-    """A real tensor from outside the function, for the length of a trace (see above)."""
-
-    __slots__ = ()
-
-
-ExternalTensor.to = _external_to
-ExternalTensor.__getitem__ = _external_getitem
-_install_guards(ExternalTensor, _external_guard, _external_prop)
-
-_external_lock = threading.Lock()
-_external_count: dict[int, list] = {}    # id -> [tensor, traces guarding it]: traces may overlap
-
-
-class _GuardExternal:
-    """Make ``tensors`` ExternalTensors while a trace runs (plain Tensors only: a subclass keeps
-    its class, and a pending lazy tensor is computed first, which makes it a plain Tensor)."""
-
-    def __init__(self, tensors):
-        self.tensors = tensors
-
-    def __enter__(self):
-        for t in self.tensors:
-            if t.__class__ is not Tensor and t.__class__ is not ExternalTensor:
-                t._data                    # noqa: B018  (a LazyTensor: reading it computes it)
-        with _external_lock:
-            self.held = []
-            for t in self.tensors:
-                c = _external_count.get(id(t))
-                if c is not None and c[0] is t:
-                    c[1] += 1
-                elif t.__class__ is Tensor:
-                    t.__class__ = ExternalTensor
-                    _external_count[id(t)] = [t, 1]
-                else:
-                    continue
-                self.held.append(t)
-
-    def __exit__(self, *exc):
-        with _external_lock:
-            for t in self.held:
-                c = _external_count[id(t)]
-                c[1] -= 1
-                if not c[1]:
-                    del _external_count[id(t)]
-                    t.__class__ = Tensor
-
+tracer_fallback.specialize = _specialize
 
 class _Active:
     def __init__(self, tracer):

@@ -35,7 +35,7 @@ get their output type here (the placeholders have size 1, on which running
 them fails); ``squeeze`` aborts the trace (which dims it drops depends on
 the sizes); basic indexing is recorded as a ``getitem`` node.
 
-The global compiled mode (lazy.py) records views and basic indexing of
+The global compiled mode (compiler/lazy) records views and basic indexing of
 pending values as the same nodes, so its flushes go through this pass too.
 It knows sizes, so it computes each view's output shape (``view_shape``,
 ``index_shape``: what the eager kernel would give, or None where it would
@@ -208,7 +208,7 @@ def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
     return tuple(out), TensorType(ty.dtype, ty.ndim - ints + nones, ty.device)
 
 
-# -- compiled mode (lazy.py): output shapes of views of pending values, without data -------------
+# -- compiled mode (compiler/lazy): output shapes of views of pending values, without data --------
 # Each function answers as the eager kernel (kernels/shape/cpu.py, NumPy's basic indexing) would for a
 # tensor of ``shape``, or None where that kernel raises: the call then runs eagerly and raises there.
 def _axis(d: int, ndim: int) -> int | None:

@@ -255,7 +255,7 @@ def test_lazy_mode_keeps_cuda_tensors_eager_and_correct():
         np.testing.assert_allclose(mixed.numpy(), ref + x.sum(dtype=np.float64), rtol=1e-5)
 
 
-# -- the global compiled mode records CUDA ops too (lazy.py) ------------------------------------------
+# -- the global compiled mode records CUDA ops too (compiler/lazy) ---------------------------------------
 def test_global_compiled_mode_records_cuda_ops_and_fuses_them():
     from dispatch_jit.compiler.lazy import LazyTensor, lazy_info
     a0, b0, c0 = _data(4, 8, seed=1), _data(4, 8, seed=2), _data(8, seed=3)

@@ -1,5 +1,5 @@
 """Global compiled mode: Python float and int operands of elementwise ops are
-runtime values of the plan (lazy.py: ``_scalar_slots``), not part of its key.
+runtime values of the plan (compiler/lazy/encode.py: ``_scalar_slots``), not part of its key.
 A loop that records the same chain with a new constant each time reuses one
 plan; results equal eager mode's bit for bit (-0.0, NaN, inf, ints that wrap);
 what stays keyed by value (bools, NumPy scalars, ints beyond int64, alpha=,
@@ -149,7 +149,7 @@ def test_the_generic_recording_path_takes_runtime_scalars_too():
     x = dj.tensor([1.0, -2.0, 3.0], dtype=dj.float32)
     mul = dj.ops.aten.mul.Tensor
     with mode("compiled"):
-        rec = lazy._mstate.recorder
+        rec = lazy.switch._mstate.recorder
         (rec.record(mul, (x, 1.0), {})).numpy()
         before = lazy_info()
         for c in (2.0, -0.0, NAN, 4.0):

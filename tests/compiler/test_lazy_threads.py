@@ -194,7 +194,7 @@ def test_foreign_flushes_racing_lock_free_records():
     def recorder():
         try:
             with mode("compiled"):
-                r = lazy._mstate.recorder
+                r = lazy.switch._mstate.recorder
                 for k in range(120):
                     y = x * float(k) + 1.0
                     handoff.append((k, y))
@@ -273,7 +273,7 @@ def test_a_numpy_view_of_a_pooled_output_is_tracked_until_its_block_is_reused():
             v = (x + 1.0) * 4.0
             v.tolist()                         # the block again; not handed out as an array this time
             u = v + 1.0
-            assert lazy._mstate.recorder.input_ids.get(v) is not None      # read in place, no copy
+            assert lazy.switch._mstate.recorder.input_ids.get(v) is not None      # read in place, no copy
             np.testing.assert_array_equal(u.numpy()[:2], [5.0, 9.0])
     finally:
         pool.set_limits(min_bytes=old)

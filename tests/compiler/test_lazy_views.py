@@ -1,4 +1,4 @@
-"""Views and basic indexing of pending values in the global compiled mode (lazy.py): recorded
+"""Views and basic indexing of pending values in the global compiled mode (compiler/lazy): recorded
 into the pending graph (no flush, no eager op) with the right shape and dtype, fused by
 sink_views at the flush, and equal to eager mode bit for bit, aliasing included.  Compiles
 cost 0.1-0.5 s: tiny arrays, and the cases share shapes and dtypes."""
@@ -109,7 +109,7 @@ def test_a_view_fuses_into_one_loop():
 
 def _last_plan(before):
     if _counts()["plans"] > before["plans"]:
-        return list(lazy._plans.values())[-1]
+        return list(lazy.state.state.plans.values())[-1]
     raise AssertionError("no new plan was built")
 
 

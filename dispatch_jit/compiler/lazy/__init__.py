@@ -1,0 +1,109 @@
+"""Global compiled mode: ``dj.set_mode('compiled')``, ``with dj.mode('compiled'):``,
+``DISPATCH_JIT_MODE=compiled``.
+
+In compiled mode the Tracer key is in the thread's include set and the
+thread's ``LazyRecorder`` is the active tracer, so every operator call lands
+in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
+``dj.compile``'s fusion: ``elementwise.result_of``) on CPU or CUDA tensors that do
+not require grad is *recorded*: it appends a node to the thread's pending
+graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
+not computed yet (its shape, dtype and ndim are known).  So are, of a value
+pending in the graph: a reduction (it becomes the epilogue of the loop that
+computes the value), a view (permute, transpose, expand, unsqueeze, view,
+reshape, flatten, narrow; views.py's VIEW_OPS) with int arguments, and basic
+indexing (``t[1:, ::2]``, ``t[0]``, ``t[None]``, ``t[..., 1]``), whose output
+shapes are computed from the input's (views.py: ``view_shape``,
+``index_shape``) and whose static arguments are part of the record, so that
+``sink_views`` fuses them into the loops around them as it does for
+``dj.compile``.  A view whose arguments eager mode would reject is not
+recorded: it runs eagerly and raises there.  Every other op runs eagerly,
+first forcing the pending graph if it reads a pending value or writes into a
+tensor (in place, ``out=``); an op that does neither (a view of an input, a
+creation function) leaves the graph pending, so ``(a * 2) + b.T`` is still one
+loop, reading ``b.T`` with its strides.
+
+Recording is as cheap as eager dispatch: the Tracer fallback specializes per
+call signature (``specialize.specialize``), so the dispatcher's memo holds, for each
+signature, generated code that knows already whether the op fuses, its
+output type and its node encoding, and per call only looks up the inputs'
+value ids and shapes, appends one record and makes one LazyTensor (whose
+pending state lives in its ``_data`` slot, not an instance dict).  Which
+recorded values are still wanted is read from reference counts at the flush,
+not kept with weak references.
+
+Forcing ("flush") runs the pending graph through the passes, plan and
+codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region);
+values whose lazy tensors were dropped are never computed.  Plans are cached
+by the graph's structure (ops, constants, input signatures, which values are
+live), so a loop that records the same chain again reuses the plan, and the
+Numba loops are shared process-wide by source in any case.  A Python float or
+int operand of an elementwise op on CPU tensors is not a constant of the plan
+but a runtime value (``_scalar_slots``; ``Plan.run``'s scalars): ``x * float(i)``
+in a loop reuses one plan whatever ``i`` is, keyed by the number's type only.
+Bools, NumPy scalars, ``alpha=`` and the operands of CUDA ops stay constants,
+keyed by value.
+
+What forces: any access to a lazy tensor's data (``.numpy()``,
+``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, advanced
+indexing (tensors, lists, bools), ``backward()``, ``detach()``; anything that
+reads ``_data``), any op that is not recorded and reads a pending value,
+leaving compiled mode, and a pending graph of ``max_pending()`` nodes.  A write
+into a tensor (an in-place op, ``out=``, ``t[...] = v``, ``copy_``, through any
+view of its storage, and handing the storage out with ``.numpy()`` /
+``__array__``), in any thread and in either mode, first runs every pending
+graph, of any thread, that reads that storage (``_before_write``; the
+dispatcher calls it for ops whose schema marks the argument written).  Results
+equal eager mode's bit for bit (the fused loops apply eager mode's per-op
+casts).
+
+Views keep eager mode's aliasing and layout: a view that is still wanted at
+the flush is made after the run, by the eager view op, from the tensor that
+the value it views became (the plan returns that value too, even when only
+the view is wanted), so it shares that tensor's memory, version counter and
+``_base`` (in-place ops on either are seen by both; autograd's in-place rules
+apply) and has eager mode's strides (an ``expand`` is read-only, a reshape
+copies where eager mode's does).  Views nothing holds on to are the ones
+``sink_views`` fuses.  Until it is computed, a view's signature claims
+contiguity only where eager mode's would be contiguous, and ``view`` is
+recorded only of such a value (eager mode raises where the strides do not
+allow it).
+
+CUDA tensors record as CPU ones do: the flush runs a fused region of CUDA
+values as one ``numba.cuda.jit`` kernel (compiler/cuda.py), on the values'
+device, and views of CUDA values as eager steps of the plan.  A call that
+mixes devices (cpu and cuda, or two CUDA devices) is not recorded: it runs
+eagerly, which raises eager mode's DeviceMismatchError.
+
+The mode is per thread (the dispatcher's include set is thread-local); the
+environment variable sets the importing thread's mode.  Threads: each thread
+records into its own graph, under the recorder's lock, and any thread may run
+it (reading one of its tensors, or writing into what it reads), under the same
+lock; an op that is not recorded runs outside it.  Results equal eager mode's
+whatever other threads do, as far as eager mode's own result is determined
+(two threads racing on one tensor without synchronizing get one of the
+outcomes eager mode could give).
+
+NumPy arrays: a write through an array obtained from ``.numpy()`` /
+``__array__`` cannot be intercepted, so once a tensor's storage has been
+handed out that way (``_exported``), each recorded op that reads it reads a
+copy taken when the op is recorded, which is when eager mode reads it.  Known
+gap: memory shared with a NumPy array that did not come from the tensor
+(``dj.asarray(a)`` / ``dj.from_numpy(a)``, then ``a[...] = ...`` before the
+flush) is not tracked: the pending graph sees the write where eager mode would
+have used the old values.  Take a copy (``dj.tensor(a)``), or write through
+the tensor instead.
+
+Modules, each importing only those before it: ``state`` (the caches, counters and size
+limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's encoding),
+``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
+the plan, the run, the views derived after it), ``record`` (LazyRecorder), ``specialize``
+(the generated per-signature recorders), ``switch`` (the mode and the hooks it installs).
+"""
+
+from .record import LazyRecorder  # noqa: F401  (the recorder class, as lazy.LazyRecorder)
+from .switch import (MODES, flush, get_mode, init_mode_from_env, lazy_info, max_pending, mode, set_max_pending,
+                     set_mode)
+from .tensor import LazyTensor
+
+__all__ = ["set_mode", "get_mode", "mode", "LazyTensor", "flush", "lazy_info", "max_pending",
+           "set_max_pending", "init_mode_from_env", "MODES"]

@@ -1,0 +1,216 @@
+"""Running a pending graph (a flush): which recorded values are still wanted (``_live``, read
+from reference counts, ``_calibrate``d per interpreter), the plan for the records that compute
+them (cached by the records themselves, ``state.plans``), the run, and the views made after it
+from the tensors that the values they view became (``_derived_views``, ``_derive``)."""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import numpy as np
+
+from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit.tensor import Tensor, share_view, wrap
+
+from ..ir import Graph, Var
+from ..passes import optimize
+from ..plan import Plan
+from ..tracer import _state
+from .encode import FIRST_SLOT, OUT, SPEC
+from .state import MAX_PLANS, state
+from .tensor import FAILED, RECORDER, SHAPE, TYPE, VID, LazyTensor, get_slot, new, set_slot
+
+_K = DispatchKey
+
+
+def run(recorder) -> None:
+    """Run a recorder's pending graph and reset it (``LazyRecorder.flush``, holding its lock)."""
+    records = recorder.records
+    if not records:
+        return
+    live = _live(recorder.lazies, _DEAD_RC)
+    inputs, tensors, types, next_id = recorder.inputs, recorder.tensors, recorder.types, recorder.next
+    derived, roots = _derived_views(records, live) if recorder.views else ([], [])
+    recorder._reset()
+    state.counters["flushes"] += 1
+    state.counters["records"] += len(records)
+    if not live:
+        state.counters["dead_values"] += len(records)
+        return
+    if derived:
+        later = {r[OUT] for r, _ in derived}
+        live = [x for x in live if x[0] not in later]
+    # drop what no live value needs, before the key is built
+    needed = {v for v, _ in live}
+    needed.update(roots)
+    keep = []
+    for r in reversed(records):
+        if r[OUT] in needed:
+            keep.append(r)
+            for i in r[SPEC].tpos:
+                needed.add(r[i])
+    keep.reverse()
+    state.counters["dead_values"] += len(records) - len(keep) - sum(1 for r, _ in derived if r[OUT] not in needed)
+    scalars = []
+    for j, r in enumerate(keep):
+        s = r[SPEC]
+        if s.ty is not None:      # the fast path's records: the spec knows the type
+            types[r[OUT]] = s.ty
+        k = s.keyer
+        if k is not None:
+            keep[j] = k(r, scalars)
+    ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
+    outs_v = tuple([v for v, _ in live] + roots)
+    key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
+    plan = state.plans.get(key)
+    try:
+        if plan is None:
+            g = Graph(inputs=[v for v, _ in ins], types=types, next_id=next_id,
+                      outputs=tuple(Var(v) for v in outs_v))
+            g.nodes = [r[SPEC].node(r, scalars) for r in keep]
+            optimized, _ = optimize(g.check())
+            plan = Plan(optimized, state.stats, True)
+            if len(state.plans) >= MAX_PLANS:
+                state.plans.clear()
+            state.plans[key] = plan
+            state.counters["plans"] += 1
+        else:
+            state.counters["plan_hits"] += 1
+        prev = _state.tracer
+        _state.tracer = None
+        try:
+            with ExcludeDispatchKeyGuard(_K.Tracer):
+                outs = plan.run([t for _, t in ins], scalars)
+        finally:
+            _state.tracer = prev
+    except BaseException as e:
+        _fail([t for _, t in live] + [t for _, t in derived if t is not None], e)
+        raise
+    given = set()
+    for (_, t), o in zip(live, outs):
+        a = o._data
+        if id(a) in given:
+            a = _copy(o)       # cse merged two values that eager mode keeps in separate memory
+        given.add(id(a))
+        set_slot(t, a)
+        t._sig = o._sig
+        t.__class__ = Tensor
+    if derived:
+        made = dict(live)
+        for v, o in zip(roots, outs[len(live):]):
+            if id(o._data) in given:     # the same: a temporary of its own, as in eager mode
+                o = wrap(_copy(o))
+            given.add(id(o._data))
+            made[v] = o
+        _derive(derived, made)
+
+
+def _copy(t):
+    """A copy of a computed tensor's data (NumPy's, or a CUDA array's through the eager clone)."""
+    a = t._data
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    prev = _state.tracer
+    _state.tracer = None
+    try:
+        with ExcludeDispatchKeyGuard(_K.Tracer):
+            return t.clone()._data
+    finally:
+        _state.tracer = prev
+
+
+def _derived_views(records: list, live: list) -> tuple[list, list]:
+    """The views a flush makes after the run, with the eager view ops, from the tensors that the
+    values they view became: each live view, and the views between it and the first value it
+    views that is not a view (its *root*), as ``(record, its LazyTensor or None)`` in program
+    order; and the roots that are not live, which the plan then returns too.
+
+    So a live view is what eager mode's would be: it shares its memory, version counter and
+    ``_base`` (autograd's in-place rules follow it) with the tensor it views, whether or not cse
+    merged that value with another, and it has eager mode's strides (sink_views moves no view
+    of a value the plan returns: it would compute the view contiguously, in its loop)."""
+    views = {r[OUT]: r for r in records if r[SPEC].view}
+    is_live = {v for v, _ in live}
+    chain, roots = {}, []
+    for v, _ in live:
+        r = views.get(v)
+        while r is not None and r[OUT] not in chain:
+            chain[r[OUT]] = r
+            src = r[FIRST_SLOT]
+            r = views.get(src)
+            if r is None and src not in is_live and src not in roots:
+                roots.append(src)
+    if not chain:
+        return [], []
+    tensor = dict(live)
+    return [(chain[v], tensor.get(v)) for v in sorted(chain)], roots
+
+
+def _derive(derived: list, made: dict) -> None:
+    """Make the views ``_derived_views`` chose; ``made``: vid -> the tensor of each root and
+    each live value (it gains the views)."""
+    prev = _state.tracer
+    _state.tracer = None
+    try:
+        with ExcludeDispatchKeyGuard(_K.Tracer):
+            for r, t in derived:
+                o = r[SPEC].op(made[r[FIRST_SLOT]], *r[SPEC].statics(r))
+                if t is not None:
+                    set_slot(t, o._data)
+                    t._sig = o._sig
+                    share_view(t, o)                   # the version counter and _base it shares
+                    t.__class__ = Tensor
+                    o = t
+                made[r[OUT]] = o
+    except BaseException as e:
+        _fail([t for _, t in derived if t is not None and t.__class__ is LazyTensor], e)
+        raise
+    finally:
+        _state.tracer = prev
+
+
+def _fail(lazies: list, e: BaseException) -> None:
+    """Mark pending tensors failed: reading them raises, chained to ``e``."""
+    for t in lazies:
+        z = get_slot(t, Tensor)
+        set_slot(t, (FAILED, e, z[SHAPE], z[TYPE]))
+
+
+def _live(lazies: list, limit: int) -> list:
+    """(vid, tensor) of each pending LazyTensor that something besides the recorder refers to.
+    The recorder holds its LazyTensors strongly until the flush (a list append per record is
+    cheaper than a weak reference); one that nothing else refers to (its refcount, as seen
+    from here, is at most ``limit``) and no weak reference can reach can never be read, so
+    its value is never computed."""
+    live = []
+    rc, wc = sys.getrefcount, weakref.getweakrefcount
+    for i in range(len(lazies)):
+        if rc(lazies[i]) > limit or wc(lazies[i]):
+            t = lazies[i]
+            z = t._lazy if t.__class__ is LazyTensor else None
+            if z is not None and z[RECORDER] is not FAILED:
+                live.append((z[VID], t))
+    return live
+
+
+def _calibrate() -> int:
+    """The ``limit`` of ``_live``: measured, since interpreters differ in the temporary
+    references they hold."""
+    t = new(LazyTensor)
+    t._lazy = (None, 0, (), None)
+    lst = [t]
+    del t
+    for limit in range(1, 16):
+        if not _live(lst, limit):
+            held = lst[0]                  # a second reference must make it live
+            ok = len(_live(lst, limit)) == 1
+            del held
+            if ok:
+                return limit
+            break
+    raise RuntimeError("compiled mode: cannot calibrate reference counts on this interpreter")
+
+
+_DEAD_RC = _calibrate()

@@ -1,0 +1,192 @@
+"""The generated recorders: the Tracer fallback's kernel specialized per call signature.
+
+Lazy mode plugs ``specialize`` into the Tracer fallback (``trace.set_tracer_specializer``)
+when compiled mode is first entered; the dispatcher memoizes its result per signature, so
+recording an elementwise op costs about what eager dispatch of it does.  This is the hot
+path: the records and pending states it builds are plain tuples (encode.py, tensor.py)."""
+
+from __future__ import annotations
+
+import weakref
+
+from dispatch_jit.signature import make_sig
+from dispatch_jit.tensor import Tensor
+
+from ..elementwise import result_of, scalar_op_of
+from ..ir import Node, TensorType, Var
+from ..tracer import _state
+from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
+from .record import LazyRecorder, _decomposition
+from .state import state
+from .tensor import RECORDER, SHAPE, VID, LazyTensor, new
+
+# the generated record functions (their globals hold _LIMIT); weakly, as they live in dispatch
+# memos, which every registration clears
+_GENERATED = weakref.WeakSet()
+
+
+def set_limit(n: int) -> None:
+    """The pending-graph size at which the generated recorders flush (``set_max_pending``)."""
+    state.max_pending = int(n)
+    for f in list(_GENERATED):
+        f.__globals__["_LIMIT"] = int(n)
+
+
+def specialize(call, boxed):
+    """The Tracer key's kernel for one call signature (the dispatcher memoizes it, as it
+    does an eager kernel): for an elementwise op on plain tensors of one device, Python scalars and
+    ``out=None``, generated code that records the call in a few dict and list operations;
+    for anything else, or outside compiled mode (``dj.compile``'s tracer shares this
+    memo entry), ``boxed``, the generic fallback.
+
+    What the signature fixes is decided here or on the first call, once: the node's
+    encoding, whether the op fuses, and the output's type and signature (``result_of``
+    needs the constants' types, which the memo key fixes; their values never matter).
+    Per call: each tensor's value id and shape, the output shape (no broadcasting when
+    the shapes are equal), one record appended, one LazyTensor made.  A Python float or
+    int operand of a CPU op is stored as it is (a runtime scalar, see ``_scalar_slots``);
+    other constants through ``_canon``."""
+    from dispatch_jit.ops import overload_of
+    op = overload_of(call.op)
+    cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
+    if _decomposition(op, cuda) is not None or scalar_op_of(op) is None:
+        return boxed
+    params, slots, tensors, args, kwargs = [], [], [], [], []
+    devices = set()
+    for a, m in zip(call.op.schema.arguments, call.metas):
+        p = f"a{len(params)}"
+        params.append(p)
+        if a.type.is_tensor_like:
+            if a.type.is_list or m is None:
+                return boxed
+            if m.kind == "tensor":
+                if m.keyset != _DENSE_BITS[_kind(m.device)]:
+                    return boxed
+                devices.add(m.device)
+                desc = ("v", 2 + len(slots))
+                slots.append(f"v{len(tensors)}")
+                tensors.append((p, TensorType(m.dtype, m.ndim, _kind(m.device))))
+            elif m.kind == "scalar" and m.pytype in _RUNTIME_TYPES and not cuda and not a.kwarg_only:
+                desc = ("s", 2 + len(slots))            # a runtime scalar: the number as it is
+                slots.append(p)
+            elif m.kind == "scalar" and m.pytype in _SCALARS:
+                desc = ("c", 2 + len(slots))
+                slots.append(f"({p} if {p} else _canon({p}))")
+            elif m.kind == "none":
+                desc = ("k", None)
+            else:
+                return boxed
+        elif a.type.base == "Scalar" and not a.type.is_list:     # its type is in the memo key
+            desc = ("c", 2 + len(slots))
+            slots.append(f"({p} if {p} else _canon({p}))")
+        else:
+            return boxed                                         # a value the memo key does not fix
+        if a.kwarg_only:
+            kwargs.append((a.name, desc))
+        else:
+            args.append(desc)
+    if not tensors or len(devices) > 1:
+        return boxed          # one device (cuda:N included) per call: eager mode raises on a mix
+    dev = devices.pop()
+    dev_index = 0 if dev == "cpu" else int(dev.split(":")[1])
+    spec = _Spec(op, tuple(args), tuple(kwargs))
+    sig = ", ".join(params)
+    fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
+    # The body excludes a flush by another thread (LazyRecorder's ownership protocol): ``busy``
+    # is raised around it, and once another thread has flushed this recorder (``contended``) it
+    # runs under the lock instead, in the second function generated from the same body.  A call
+    # it does not record leaves the one-pass loop with t = None and runs, unlocked, through
+    # ``_boxed``.  A LazyTensor's slot is read once and tested for a tuple: another recorder's
+    # may be computed meanwhile (the slot then holds its array)
+    body = ["for _ in _ONCE:"]
+    for k, (p, _) in enumerate(tensors):
+        body += [f"    c = {p}.__class__",
+                 "    if c is _LT:",
+                 f"        z = {p}._lazy",
+                 f"        if z.__class__ is not tuple or z[{RECORDER}] is not r:",
+                 "            break",
+                 f"        v{k} = z[{VID}]",
+                 f"        s{k} = z[{SHAPE}]",
+                 "    elif c is _T:",
+                 f"        v{k} = r.input_ids.get({p})",
+                 f"        if v{k} is None:",
+                 f"            v{k} = r.add_input({p}, _TY{k})",
+                 f"        s{k} = {p}._data.shape",
+                 "    else:",
+                 "        break"]
+    shapes = [f"s{k}" for k in range(len(tensors))]
+    if len(shapes) == 1:
+        body.append("    shape = s0")
+    else:
+        body += [f"    shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
+                 "    if shape is None:",
+                 "        break        # eager mode raises its own error"]
+    body += ["    vid = r.next",
+             "    r.next = vid + 1",
+             f"    r.records.append((_S, vid, {', '.join(slots)}))",
+             "    t = _new(_LT)",
+             "    t._sig = _SIG",
+             "    t._lazy = (r, vid, shape, _OUT)",
+             "    r.lazies.append(t)"]
+    # the size flush runs after ``busy`` is lowered: a flush may wait for other threads
+    tail = ["    if t is None:",
+            f"        return _boxed({sig})",
+            "    if len(r.records) >= _LIMIT:",
+            "        r.size_flush()",
+            "    return t"]
+    lines = [f"def {fname}({sig}):",
+             "    r = _state.tracer",
+             "    if r.__class__ is not _LR or _OUT is None:",
+             f"        return _first(r, ({sig},))",
+             "    r.busy = True",
+             "    if r.contended:",
+             "        r.busy = False",
+             f"        return _locked(r, {sig})",
+             "    t = None",
+             "    try:"]
+    lines += ["        " + b for b in body]
+    lines += ["    finally:",
+              "        r.busy = False"]
+    lines += tail
+    lines += ["", "", f"def _locked(r, {sig}):",
+              "    t = None",
+              "    with r.lock:"]
+    lines += ["        " + b for b in body]
+    lines += tail
+    g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
+         "_ONCE": (None,), "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": state.max_pending,
+         "_OUT": None, "_SIG": None}
+    for k, (_, ty) in enumerate(tensors):
+        g[f"_TY{k}"] = ty
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<dispatch_jit lazy record {op.name()}>", "exec"), g)
+    fast = g[fname]
+    _GENERATED.add(fast)
+    never = []
+
+    def first(r, a):
+        """Outside compiled mode: the generic fallback.  The first recorded call decides
+        whether the op fuses for this signature and its output type, once."""
+        if r.__class__ is not LazyRecorder or never:
+            return boxed(*a)
+        types = {k: ty for k, (_, ty) in enumerate(tensors)}
+        pos = {p: k for k, (p, _) in enumerate(tensors)}
+        vals = dict(zip(params, a))
+
+        def value(p, desc):
+            return Var(pos[p]) if desc[0] == "v" else desc[1] if desc[0] == "k" else vals[p]
+        names = iter(params)
+        descs = [(next(names), d) for d in args]
+        kdescs = [(n, (next(names), d)) for n, d in kwargs]
+        node = Node(op, tuple(value(p, d) for p, d in descs), {n: value(p, d) for n, (p, d) in kdescs}, ())
+        ty = result_of(node, types)
+        if ty is None:
+            never.append(True)
+            return boxed(*a)
+        g["_SIG"] = make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
+        spec.ty = g["_OUT"] = ty
+        return fast(*a)
+    g["_first"] = first
+    fast.__source__ = src
+    return fast
+

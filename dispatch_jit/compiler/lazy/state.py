@@ -1,0 +1,49 @@
+"""Compiled mode's process-wide state: what it computes once from the registrations and keeps
+(record specs, decompositions, plans, ...), its counters and its size limit, in one object.
+
+The caches hold only what registrations determine, so every registration change clears them
+(``registry.on_change``, with the dispatch memos, which hold the generated recorders)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dispatch_jit import registry
+
+from ..plan import Stats
+
+# False on a free-threaded interpreter, where LazyRecorder's lock-free handshake is not sound
+GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+MAX_PLANS = 4096
+MISS = object()
+
+
+class LazyState:
+    """The caches, counters and settings of compiled mode (all threads)."""
+
+    def __init__(self):
+        self.max_pending = int(os.environ.get("DISPATCH_JIT_MAX_PENDING", "512"))
+        self.stats = Stats()                 # the fused loops' compile counters
+        self.counters = {"records": 0, "flushes": 0, "plan_hits": 0, "plans": 0, "eager_ops": 0,
+                         "size_flushes": 0, "dead_values": 0}
+        # cleared on every registration change (registrations_changed):
+        self.specs: dict = {}        # (op, arg signatures/types, kwarg names/types) -> known, or None: not recorded
+        self.decomps: dict = {}      # (op, on CUDA) -> the decomposition to record through, or None
+        self.of_pending: dict = {}   # op -> how a call on a pending value records (record.OF_PENDING), or None
+        self.view_lists: dict = {}   # view op -> per static argument, whether its schema type is an int list
+        self.plans: dict = {}        # a flush's structural key -> Plan
+        # determined by the key alone, whatever is registered:
+        self.keyers: dict = {}       # (record length, runtime slots) -> generated _scalar_slots of that layout
+        self.sig_type: dict = {}     # tensor sig -> TensorType
+        self.sig_ok: dict = {}       # tensor sig -> a plain dense tensor's
+
+    def registrations_changed(self) -> None:
+        """A registration changed (registry.on_change, with the dispatch memos, which hold the
+        record specializations): drop what was computed from the old ones."""
+        for cache in (self.decomps, self.of_pending, self.view_lists, self.specs, self.plans):
+            cache.clear()
+
+
+state = LazyState()
+registry.on_change(state.registrations_changed)
