@@ -57,11 +57,7 @@ KNOWN: dict[str, set] = {
         'dispatch_jit.ops',
         'dispatch_jit.tensor',
     },
-    "size": {
-        'dispatch_jit.compiler.api',
-        'dispatch_jit.compiler.lazy',
-        'dispatch_jit.compiler.trace',
-    },
+    "size": set(),
 }
 
 

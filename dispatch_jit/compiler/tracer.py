@@ -12,8 +12,8 @@ import numpy as np
 
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.errors import EscapedTensorError
-from dispatch_jit.keys import DispatchKey
-from dispatch_jit.signature import KS_SHIFT
+from dispatch_jit.keys import DispatchKey, key_bits
+from dispatch_jit.signature import keyset_sig_bits
 from dispatch_jit.tensor import Tensor, wrap
 
 from .elementwise import result_of
@@ -213,7 +213,7 @@ def _type_of(t: Tensor) -> TensorType:
     return TensorType(t.dtype, t.ndim, "cuda" if t.is_cuda else "cpu")
 
 
-_TRACER_SIG_BIT = (1 << _K.Tracer.value) << KS_SHIFT
+_TRACER_SIG_BIT = keyset_sig_bits(key_bits(_K.Tracer))
 
 
 def _escaped(what: str):

@@ -14,7 +14,7 @@ import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import set_write_guard, tls
-from dispatch_jit.keys import DispatchKey
+from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.tensor import Tensor
 
 from ..trace import install_tracer_fallback, set_tracer_specializer
@@ -26,7 +26,7 @@ from .tensor import CUDA_SIG
 from .watch import _before_write, _mark_exported, _watched
 
 MODES = ("eager", "compiled")
-_TRACER_BIT = 1 << DispatchKey.Tracer.value
+_TRACER_BIT = key_bits(DispatchKey.Tracer)
 
 
 def max_pending() -> int:

@@ -11,7 +11,7 @@ import copy
 
 import numpy as np
 
-from dispatch_jit.signature import DEVICE_MASK, DEVICE_SHIFT, KS_SHIFT
+from dispatch_jit.signature import keyset_sig_bits, sig_device_index
 from dispatch_jit.tensor import CUDA_BITS, CPU_DEVICE, Tensor, device as _device
 
 from ..ir import GraphError
@@ -23,7 +23,7 @@ RECORDER, VID, SHAPE, TYPE = 0, 1, 2, 3
 SLOT_DATA = Tensor.__dict__["_data"]     # the slot descriptor
 get_slot, set_slot = SLOT_DATA.__get__, SLOT_DATA.__set__
 new = object.__new__
-CUDA_SIG = CUDA_BITS << KS_SHIFT
+CUDA_SIG = keyset_sig_bits(CUDA_BITS)
 
 
 class PendingGraph:
@@ -85,7 +85,7 @@ class LazyTensor(Tensor):
     def device(self):
         # a plain tensor reads a CUDA device's index off its data; a pending one's is in its signature
         sig = self._sig
-        return _device("cuda", (sig & DEVICE_MASK) >> DEVICE_SHIFT) if sig & CUDA_SIG else CPU_DEVICE
+        return _device("cuda", sig_device_index(sig)) if sig & CUDA_SIG else CPU_DEVICE
 
     def size(self, dim: int | None = None):
         s = self.shape
