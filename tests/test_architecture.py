@@ -40,22 +40,8 @@ LAYERS = {"engine": 0, "kernels": 1, "compiler": 2, "tools": 3, "top": 4}
 KNOWN: dict[str, set] = {
     "layer": set(),
     "cycle": {
-        'dispatch_jit.autograd',
-        'dispatch_jit.autograd.engine',
-        'dispatch_jit.autograd.function',
-        'dispatch_jit.autograd.grad_mode',
-        'dispatch_jit.autograd.gradcheck',
-        'dispatch_jit.autograd.graph',
-        'dispatch_jit.autograd.indexing',
-        'dispatch_jit.autograd.kernel',
-        'dispatch_jit.autograd.views',
         'dispatch_jit.compiler.cuda',
         'dispatch_jit.compiler.plan',
-        'dispatch_jit.creation',
-        'dispatch_jit.dispatcher',
-        'dispatch_jit.introspect',
-        'dispatch_jit.ops',
-        'dispatch_jit.tensor',
     },
     "size": set(),
 }
