@@ -1,8 +1,12 @@
 """Install the op library's public surface: ``dj.<op>`` functions, Tensor
-methods and Python operators, all straight from the tables in kernels/surface.py."""
+methods and Python operators, all straight from the tables in kernels/surface.py;
+and the Tensor methods that tensor.py, below autograd and creation, cannot
+define: autograd's (autograd/methods.py) and the conversions and ``copy_`` here."""
 
 from __future__ import annotations
 
+from .autograd.methods import METHODS as AUTOGRAD_METHODS
+from .creation import tensor
 from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .registry import lookup
@@ -53,6 +57,25 @@ def _cpu(self):
     return self.to("cpu")
 
 
+def _copy_(self, src) -> Tensor:
+    """Copy ``src`` into this tensor in place, broadcast to its shape and cast to its
+    dtype and device (any cast, as PyTorch's ``copy_``; item assignment refuses lossy
+    ones).  Differentiable in ``src``.
+
+    >>> import dispatch_jit as dj
+    >>> t = dj.zeros(2, 3, dtype=dj.int32)
+    >>> t.copy_(dj.tensor([1.7, -2.5, 3.0]))
+    tensor([[ 1, -2,  3],
+            [ 1, -2,  3]], dtype=dj.int32)
+    """
+    if not isinstance(src, Tensor):
+        src = tensor(src)
+    if src.dtype != self.dtype or src.device != self.device:
+        src = src.to(device=self.device, dtype=self.dtype)
+    self[...] = src
+    return self
+
+
 def _contiguous(self):
     return self if self._data.flags.c_contiguous else self.clone()
 
@@ -96,6 +119,12 @@ def _named(public: str, opname: str):
 _ALIASES: dict = {}
 
 
+def _bind(name: str, fn) -> None:
+    """``fn``, defined outside the class, as the method ``Tensor.<name>`` (and named so)."""
+    fn.__name__, fn.__qualname__ = name, f"Tensor.{name}"
+    setattr(Tensor, name, fn)
+
+
 def install(namespace: dict, surface) -> list[str]:
     """Bind the op library's public surface into ``namespace`` and onto Tensor.
 
@@ -125,6 +154,9 @@ def install(namespace: dict, surface) -> list[str]:
         entry = lookup(f"aten::{opname}").entry
         unary = len(entry._op.schema.positional) == 1
         setattr(Tensor, dunder, entry if unary else _reflected(entry) if reflected else _binary(entry))
+    for name, fn in AUTOGRAD_METHODS.items():
+        _bind(name, fn)
+    _bind("copy_", _copy_)
     Tensor.__pos__ = lambda self: self
     Tensor.to = _to
     Tensor.cuda = _cuda

@@ -36,12 +36,13 @@ import threading
 from typing import Callable
 
 from .errors import DeviceMismatchError, NoKernelError, SchemaError
+from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import KernelKind, OperatorEntry
 from .signature import SIG_NONE, decode, scalar_sig
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
-           "redispatch", "tls", "set_tensor_type", "calls_of", "memo_key", "key_fields",
+           "redispatch", "tls", "set_tensor_type", "set_op_handle", "memo_key", "key_fields",
            "is_tracing_dispatch", "set_write_guard", "resolve_call"]
 
 
@@ -178,6 +179,7 @@ def is_tracing_dispatch() -> bool:
 TENSOR, OPTIONAL_TENSOR, SIG, CLASS = "tensor", "optional tensor", "sig", "class"
 _GENERATED_GLOBALS: list[dict] = []
 _TENSOR_TYPE: list = [None]
+_OP_HANDLE: list = [None]      # set_op_handle
 _KEY_FIELDS: dict = {}
 
 
@@ -225,6 +227,12 @@ def set_tensor_type(cls) -> None:
     _TENSOR_TYPE[0] = cls
     for g in _GENERATED_GLOBALS:
         g["_T"] = cls
+
+
+def set_op_handle(handle: Callable) -> None:
+    """Called once by ops.py (above this module): a boxed kernel receives ``handle(op)``, the
+    operator's public ``OpOverload``, as PyTorch's boxed kernels receive an OperatorHandle."""
+    _OP_HANDLE[0] = handle
 
 
 # -- the miss path ---------------------------------------------------------------
@@ -449,8 +457,7 @@ def _unboxed(op: OperatorEntry, fn: Callable) -> Callable:
 
 
 def _boxed(op: OperatorEntry, fn: Callable, ks: int) -> Callable:
-    from .ops import overload_of
-    public = overload_of(op)
+    public = _OP_HANDLE[0](op)
     keyset = DispatchKeySet.from_bits(ks)
     kwnames = [a.name for a in op.schema.arguments if a.kwarg_only]
     npos = len(op.schema.arguments) - len(kwnames)
@@ -472,7 +479,6 @@ def _traced(kern: Callable, op: OperatorEntry, key: DispatchKey, label: str) -> 
 
 
 def no_kernel_error(op: OperatorEntry, key: DispatchKey, ks: int) -> NoKernelError:
-    from .introspect import dump_table
     have = [k.name for k in op.kernels] or ["none"]
     return NoKernelError(
         f"Could not run '{op.name}' with arguments from the '{key.name}' backend "
@@ -491,9 +497,3 @@ def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
         fn = _guard_writes(op, metas, _resolve_keyset(op, bits, metas, "redispatch", tls.trace))
         op.memo[key] = fn
     return fn(*args)
-
-
-def calls_of(op: OperatorEntry) -> int:
-    """Calls made through the op's entry so far (an itertools.count: reading it
-    must not advance it)."""
-    return op.calls.__reduce__()[1][0]

@@ -1,5 +1,8 @@
 """Looking inside the dispatcher: registered kernels, computed tables, caches.
 
+Everything here is read from the registry's ``OperatorEntry`` objects, so this
+module sits below the dispatcher, whose errors quote ``dump_table``.
+
 >>> import dispatch_jit as dj
 >>> dj.has_kernel("aten::add", "CPU"), dj.has_kernel("aten::add", "Meta")
 (True, False)
@@ -7,9 +10,9 @@
 
 from __future__ import annotations
 
-from .dispatcher import calls_of
 from .keys import RUNTIME_KEYS, DispatchKey
-from .registry import FALLTHROUGH_KINDS, OperatorEntry, all_operators, backend_fallbacks, lookup, overloads
+from .registry import (FALLTHROUGH_KINDS, OperatorEntry, all_operators, backend_fallbacks, calls_of, lookup,
+                       overloads)
 
 __all__ = ["dump", "dump_table", "has_kernel", "cache_info", "list_operators"]
 

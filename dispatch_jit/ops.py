@@ -7,10 +7,11 @@ either goes straight to the generated dispatcher entry.
 
 from __future__ import annotations
 
-from . import registry
+from . import dispatcher, registry
 from .dispatcher import redispatch as _redispatch
 from .registry import OperatorEntry
 from .schema import bind
+from .tensor import Tensor
 
 __all__ = ["ops", "OpOverload", "OpOverloadPacket", "overload_of", "entries"]
 
@@ -52,7 +53,6 @@ class OpOverload:
 
 
 def _is_tensor(v) -> bool:
-    from .tensor import Tensor
     return isinstance(v, Tensor)
 
 
@@ -64,6 +64,10 @@ def overload_of(entry: OperatorEntry) -> OpOverload:
     if ov is None or ov._entry is not entry:
         ov = _OVERLOADS[id(entry)] = OpOverload(entry)
     return ov
+
+
+# boxed kernels (backend fallbacks) receive the op as its OpOverload
+dispatcher.set_op_handle(overload_of)
 
 
 class OpOverloadPacket:

@@ -27,7 +27,8 @@ from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey, key_bits
 from .schema import FunctionSchema, parse_schema
 
 __all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
-           "compute_table_entry", "KernelKind", "FALLTHROUGH_KINDS", "backend_fallbacks", "registry_lock", "on_change"]
+           "compute_table_entry", "KernelKind", "FALLTHROUGH_KINDS", "backend_fallbacks", "registry_lock", "on_change",
+           "calls_of"]
 
 _K = DispatchKey
 
@@ -173,6 +174,12 @@ class OperatorEntry:
 
     def __repr__(self) -> str:
         return f"<OperatorEntry {self.name}>"
+
+
+def calls_of(op: OperatorEntry) -> int:
+    """Calls made through the op's entry so far (an itertools.count: reading it
+    must not advance it)."""
+    return op.calls.__reduce__()[1][0]
 
 
 def compute_table_entry(op: OperatorEntry, k: DispatchKey) -> tuple[Callable | None, KernelKind]:

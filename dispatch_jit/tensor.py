@@ -4,7 +4,9 @@ A tensor's data is a NumPy array; views are NumPy views of the same buffer,
 so storage is shared exactly as NumPy shares it.  ``_sig`` (see
 signature.py) is computed once at creation and again only when something it
 encodes changes (``requires_grad_``).  Operators and methods are installed
-from the op library's tables (kernels/surface.py), not written out here.
+from the op library's tables (kernels/surface.py), not written out here, and
+so are the methods that need modules above this one (autograd/methods.py,
+``copy_`` and conversions in _install.py).
 """
 
 from __future__ import annotations
@@ -211,63 +213,9 @@ class Tensor:
         from .printing import tensor_repr
         return tensor_repr(self)
 
-    # -- indexing (NumPy's basic indexing gives views; advanced gives copies) ---
-    def __getitem__(self, index):
-        from .autograd.indexing import getitem
-        return getitem(self, _unwrap_index(index))
-
-    def __setitem__(self, index, value):
-        # Assignment is a copy into a view: check the cast as an in-place op would.
-        from .dtypes import can_cast, result_type
-        src = value._data if isinstance(value, Tensor) else value
-        vt = result_type(value) if isinstance(value, (Tensor, bool, int, float, complex)) else \
-            from_numpy_dtype(np.asarray(value).dtype)
-        if not can_cast(vt, self.dtype):
-            from .errors import CastingError
-            raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
-                               f"losing information; convert them first with .to(dj.{self.dtype.name})")
-        idx = _unwrap_index(index)
-
-        def write():
-            if self._sig & _CUDA_SIG_BITS:
-                from .cuda.index import setitem as cuda_setitem
-                cuda_setitem(self, idx, value)
-            else:
-                self._data[idx] = src
-            bump_version(self)
-        from .autograd.indexing import setitem
-        setitem(self, idx, value, write)
-
-    def copy_(self, src) -> "Tensor":
-        """Copy ``src`` into this tensor in place, broadcast to its shape and cast to its
-        dtype and device (any cast, as PyTorch's ``copy_``; item assignment refuses lossy
-        ones).  Differentiable in ``src``.
-
-        >>> import dispatch_jit as dj
-        >>> t = dj.zeros(2, 3, dtype=dj.int32)
-        >>> t.copy_(dj.tensor([1.7, -2.5, 3.0]))
-        tensor([[ 1, -2,  3],
-                [ 1, -2,  3]], dtype=dj.int32)
-        """
-        if not isinstance(src, Tensor):
-            from .creation import tensor
-            src = tensor(src)
-        if src.dtype != self.dtype or src.device != self.device:
-            src = src.to(device=self.device, dtype=self.dtype)
-        self[...] = src
-        return self
-
     # -- autograd ----------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
-        """Accumulate the gradient of this tensor into the leaves' ``.grad``.
-
-        >>> import dispatch_jit as dj
-        >>> w = dj.tensor([3.0, 4.0], requires_grad=True)
-        >>> (w * w).sum().backward(); w.grad
-        tensor([6., 8.])
-        """
-        from .autograd import backward
-        backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
+    # Indexing (``t[i]``, ``t[i] = v``), ``backward`` and ``register_hook`` need autograd, which
+    # sits above this module: autograd/methods.py defines them and _install.py binds them here.
 
     def detach(self) -> "Tensor":
         """A tensor sharing this one's data (and version counter), cut from the graph."""
@@ -297,16 +245,6 @@ class Tensor:
                 t.grad = g if t.grad is None else t.grad + g
         self.grad_fn.register_prehook(self.__dict__.get("_output_nr", 0), keep)
 
-    def register_hook(self, fn):
-        """Call ``fn(grad)`` when this tensor's gradient is computed; a non-None
-        return value replaces the gradient."""
-        if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.graph import edge_of
-        node, idx = edge_of(self)
-        node.register_prehook(idx, fn)
-        return fn
-
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.category < 2:
             raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
@@ -315,14 +253,6 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._sig = _sig_for(self._data, self.requires_grad)
         return self
-
-
-def _unwrap_index(index):
-    if isinstance(index, Tensor):
-        return index._data
-    if isinstance(index, tuple):
-        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
-    return index
 
 
 def _norm_dim(dim: int, ndim: int) -> int:

@@ -137,6 +137,7 @@ def test_boxed_fallback_applies_to_every_op_present_and_future(lib, fallback_lib
     calls = []
 
     def boxed(op, keyset, args, kwargs):
+        assert type(op) is dj.OpOverload      # the public handle (dispatcher.set_op_handle), not the entry
         calls.append((op.name(), keyset.highest().name))
         with dj.ExcludeDispatchKeyGuard(K.SparseCsrCUDA):
             return op(*args, **kwargs)

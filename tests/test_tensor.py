@@ -142,6 +142,13 @@ def test_indexing_with_tensors():
     assert x[x > 2].tolist() == [3, 4]
 
 
+def test_methods_defined_above_tensor_py_are_bound_as_methods():
+    # autograd/methods.py and _install.py define them (tensor.py is below autograd and creation)
+    for name in ("__getitem__", "__setitem__", "backward", "register_hook", "copy_"):
+        fn = dj.Tensor.__dict__[name]
+        assert fn.__name__ == name and fn.__qualname__ == f"Tensor.{name}"
+
+
 def test_tensor_constructor_is_not_public():
     with pytest.raises(TypeError, match="dj.tensor"):
         dj.Tensor([1.0])

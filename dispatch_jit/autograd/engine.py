@@ -3,15 +3,17 @@
 No recursion anywhere (a chain of 100,000 ops must work): the graph is
 walked once with an explicit stack to count, for every node, how many edges
 point at it; then nodes run when all their gradients have arrived.
+``backward`` and ``grad`` (``dj.autograd.backward``/``grad``) run it.
 """
 
 from __future__ import annotations
 
+from ..creation import ones_like
 from ..errors import AutogradError
 from .grad_mode import enable_grad, no_grad
 from .graph import AccumulateGrad, edge_of
 
-__all__ = ["run_backward"]
+__all__ = ["backward", "grad", "run_backward"]
 
 
 def _accumulate(buf: list, idx: int, g):
@@ -66,7 +68,6 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
     their gradients instead of accumulating into ``.grad``."""
-    from ..creation import ones_like
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
@@ -173,3 +174,34 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
             result.append(g)
         return tuple(result)
     return None
+
+
+def _as_seq(x):
+    if x is None:
+        return None
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+    """Accumulate gradients of ``tensors`` into the leaves' ``.grad``."""
+    ts = _as_seq(tensors)
+    gs = _as_seq(grad_tensors) or [None] * len(ts)
+    run_backward(ts, gs, retain_graph=create_graph if retain_graph is None else retain_graph,
+                 create_graph=create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
+         allow_unused: bool = False) -> tuple:
+    """The gradients of ``outputs`` with respect to ``inputs`` (nothing is accumulated into ``.grad``).
+
+    >>> import dispatch_jit as dj
+    >>> x = dj.tensor(3.0, requires_grad=True)
+    >>> (g,) = dj.autograd.grad(x * x * x, x, create_graph=True); g
+    tensor(27., grad_fn=<AddBackward>)
+    >>> dj.autograd.grad(g, x)[0]
+    tensor(18.)
+    """
+    outs = _as_seq(outputs)
+    gs = _as_seq(grad_outputs) or [None] * len(outs)
+    return run_backward(outs, gs, retain_graph=create_graph if retain_graph is None else retain_graph,
+                        create_graph=create_graph, inputs=_as_seq(inputs), allow_unused=allow_unused)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import weakref
 
+from ..creation import zeros
 from ..errors import AutogradError
 from .grad_mode import is_grad_enabled, no_grad
-from .graph import SavedTensor, edge_of, node_class
-from .kernel import grad_to_shape, mark_output
+from .graph import SavedTensor, edge_of, mark_output, node_class
+from .kernel import grad_to_shape
 
 __all__ = ["Function", "FunctionCtx"]
 
@@ -112,7 +113,6 @@ def _formula(cls, ctx, nargs, metas, in_shapes):
     def formula(grads, saved, c, needs):
         if ctx.materialize_grads and any(g is None for g in grads):
             # outputs that took no part in the loss: zeros, so backward can do arithmetic on every grad
-            from ..creation import zeros
             grads = tuple(zeros(*m[0], dtype=m[1]) if g is None and m is not None else g
                           for g, m in zip(grads, metas))
         res = cls.backward(ctx, *grads)

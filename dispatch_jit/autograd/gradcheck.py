@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..creation import zeros_like
 from ..errors import AutogradError
+from ..tensor import Tensor
+from .engine import run_backward
+from .grad_mode import no_grad
 
 __all__ = ["gradcheck"]
 
@@ -22,18 +28,12 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     >>> dj.autograd.gradcheck(lambda t: (t * t).exp(), (x,))
     True
     """
-    from ..creation import zeros_like
-    from ..tensor import Tensor
-    from .engine import run_backward
-    from .grad_mode import no_grad
-
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not diff:
         raise AutogradError("gradcheck: no input requires grad")
     for i in diff:
         if inputs[i].dtype.name != "float64":
-            import warnings
             warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype.name}, not float64; finite differences "
                           f"will be imprecise", stacklevel=2)
 

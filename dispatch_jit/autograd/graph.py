@@ -13,9 +13,16 @@ import types
 import weakref
 
 from ..errors import AutogradError
-from ..tensor import bump_version, version_box as _version_box, version_of
+from ..keys import DispatchKey, key_bits
+from ..signature import keyset_sig_bits
+from ..tensor import Tensor, bump_version, version_box as _version_box, version_of
 
-__all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "version_of", "bump_version"]
+__all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "mark_output", "version_of",
+           "bump_version"]
+
+_AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
+_AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
+_CUDA_KS = keyset_sig_bits(key_bits(DispatchKey.CUDA))
 
 
 class SavedTensor:
@@ -33,7 +40,6 @@ class SavedTensor:
         self.is_output = is_output
         self.name = name
         if is_output:
-            from ..tensor import Tensor
             d = Tensor.__new__(Tensor)
             d._data, d._sig = t._data, t._sig
             d.__dict__["_vc"] = self.box
@@ -161,3 +167,13 @@ def edge_of(t):
     if e is None:
         e = d["_leaf_edge"] = (AccumulateGrad(t), 0)
     return e
+
+
+def mark_output(out, node, output_nr: int = 0):
+    """Make ``out`` the ``output_nr``-th output of ``node``: it requires grad, and its
+    signature carries the autograd key of its device."""
+    out.requires_grad = True
+    out.grad_fn = node
+    if output_nr:
+        out.__dict__["_output_nr"] = output_nr
+    out._sig |= _AG_CUDA if out._sig & _CUDA_KS else _AG_CPU

@@ -1,29 +1,40 @@
 """``t[index]``: NumPy's indexing (basic -> view, advanced -> copy), recorded
-for autograd as IndexBackward, which scatters the gradient back."""
+for autograd as IndexBackward, which scatters the gradient back.
+
+Item assignment, an in-place op, is in inplace.py."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..creation import ones, zeros
-from ..errors import AutogradError
-from ..tensor import wrap, wrap_view
-from .grad_mode import is_grad_enabled, no_grad
-from .graph import edge_of, node_class
-from .kernel import mark_output, sum_to
+from ..creation import zeros
+from ..tensor import Tensor, wrap, wrap_view
+from .grad_mode import is_grad_enabled
+from .graph import edge_of, mark_output, node_class
 
-__all__ = ["getitem"]
+__all__ = ["getitem", "unwrap_index", "is_basic", "scatter_add_into_zeros", "index_add"]
 
 _IndexBackward = node_class("IndexBackward")
 
 
-def _is_basic(index) -> bool:
+def unwrap_index(index):
+    """An index as NumPy takes it: the tensors in it replaced by their arrays."""
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, tuple):
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
+    return index
+
+
+def is_basic(index) -> bool:
+    """Whether NumPy's basic indexing applies (ints, slices, None, ``...``): the result is a view."""
     items = index if isinstance(index, tuple) else (index,)
     return all(isinstance(i, (int, slice, type(None), type(Ellipsis))) and not isinstance(i, bool) for i in items)
 
 
 def getitem(t, index):
-    basic = _is_basic(index)
+    """``t[index]`` for an index already unwrapped (``unwrap_index``), recorded by autograd."""
+    basic = is_basic(index)
     if t.is_cuda:
         from ..cuda import index as cuda_index
         a = cuda_index.getitem(t._data, index)      # a view, or a fresh gathered array
@@ -78,79 +89,3 @@ def index_add(gz, index, g) -> None:
         cuda_index.index_add(gz._data, index, g._data)
     else:
         np.add.at(gz._data, index, g._data)
-
-
-def _assign_zero(t, index) -> None:
-    if t.is_cuda:
-        from ..cuda import index as cuda_index
-        cuda_index.setitem_data(t._data, index, 0)
-    else:
-        t._data[index] = 0
-
-
-_IndexPutBackward = node_class("IndexPutBackward")
-_CopyBackwards = node_class("CopyBackwards")
-
-
-def setitem(t, index, value, write) -> None:
-    """``t[index] = value`` where ``write()`` does the (cast-checked) store.
-
-    Under autograd the assignment is an in-place op, recorded as PyTorch does:
-    a basic index copies into the view ``t[index]``, so the tensor owning the
-    storage gets a CopySlices node (views.py); an advanced index records
-    IndexPutBackward on ``t`` (zero gradient where it was overwritten, the
-    region's gradient to ``value``), and a view's base is rebased as for any
-    in-place op on a view."""
-    value_grad = getattr(value, "requires_grad", False)
-    if not is_grad_enabled() or not (t.requires_grad or value_grad):
-        write()
-        return
-    if t.requires_grad and t.grad_fn is None:
-        raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
-                            "(item assignment); assign under dj.no_grad() or to a clone")
-    from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
-    root = root_of(t)
-    if root is not None:
-        check_inplace_on_view(root, "setitem")
-    vedge = edge_of(value) if value_grad else None
-    if _is_basic(index):
-        with no_grad():
-            region = getitem(t, index)
-        write()
-        node = None
-        if value_grad:
-            node = _CopyBackwards(_copy_backward, (vedge,), {}, {"shape": tuple(value.shape), "dtype": value.dtype},
-                                  "aten::copy_")
-        copy_slices(root if root is not None else t, region, node)
-        if root is not None:
-            view_history(t, root)
-        refresh_views(root if root is not None else t, t)
-        return
-    ctx = {"shape": tuple(value.shape) if value_grad else None}
-    node = _IndexPutBackward(_index_put_backward, (edge_of(t), vedge), {"index": index}, ctx, "aten::index_put_")
-    write()
-    if root is None:
-        t.__dict__.pop("_output_nr", None)
-        mark_output(t, node)
-    else:
-        view_history(t, root, copy_slices(root, t, node))
-    refresh_views(root if root is not None else t, t)
-
-
-def _copy_backward(grads, saved, ctx, needs):
-    g = sum_to(grads[0], ctx["shape"])
-    return (g if g.dtype == ctx["dtype"] else g.to(ctx["dtype"]),)
-
-
-def _index_put_backward(grads, saved, ctx, needs):
-    g, index = grads[0], saved["index"]
-    gt = gv = None
-    if needs[0]:
-        # overwritten elements had no say in the result: g times a mask, so that the formula
-        # is itself differentiable (create_graph)
-        mask = ones(*g.shape, dtype=g.dtype, device=g.device)
-        _assign_zero(mask, index)
-        gt = g * mask
-    if needs[1]:
-        gv = sum_to(getitem(g, index).clone(), ctx["shape"])
-    return gt, gv

@@ -5,6 +5,7 @@ differentiable operator, with that operator's entry of the derivative table.
 It specializes on the call once (which arguments are tensors, which are
 saved, which node class), so a call on tensors that require grad costs one
 redispatch to the backend kernel plus the bookkeeping of one Node.
+The in-place operators' Autograd kernel is in inplace.py.
 """
 
 from __future__ import annotations
@@ -13,22 +14,17 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from ..dtypes import ALL_DTYPES
 from ..errors import AutogradError
 from ..keys import DispatchKey, key_bits
 from ..broadcast import broadcast_shapes
-from ..signature import DTYPE_MASK, DTYPE_SHIFT, keyset_sig_bits
+from ..signature import DTYPE_MASK, DTYPE_SHIFT
 from ..tensor import Tensor as _T
-from .graph import SavedTensor, bump_version, edge_of, node_class
+from .graph import _AG_CPU, _AG_CUDA  # the autograd keys' bits in a tensor signature
+from .graph import SavedTensor, edge_of, mark_output, node_class
 
-__all__ = ["Derivative", "Grad", "AutogradKernel", "AutogradInplaceKernel", "mark_output", "sum_to",
-           "grad_to_shape"]
+__all__ = ["Derivative", "Grad", "AutogradKernel", "mark_output", "sum_to", "grad_to_shape"]
 
-_AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
-_AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
-_CUDA_KS = keyset_sig_bits(key_bits(DispatchKey.CUDA))
 # dtype indices whose tensors can carry gradients (floating and complex)
 _DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
 
@@ -101,14 +97,6 @@ def grad_to_shape(g, shape: tuple, who: str, what: str):
         raise AutogradError(f"{who} returned an invalid gradient for {what}: shape {tuple(g.shape)} for "
                             f"{what} of shape {shape}; the shapes must match")
     return sum_to(g, shape)
-
-
-def mark_output(out, node, output_nr: int = 0):
-    out.requires_grad = True
-    out.grad_fn = node
-    if output_nr:
-        out.__dict__["_output_nr"] = output_nr
-    out._sig |= _AG_CUDA if out._sig & _CUDA_KS else _AG_CPU
 
 
 def _make_formula(d: Derivative):
@@ -279,60 +267,3 @@ def _generated_run(nargs, tensor_pos, out_pos, statics, save_pos, save_result, b
          "_NOSAVED": _NOSAVED}
     exec(compile("\n".join(lines) + "\n", f"<dispatch_jit autograd {opname}>", "exec"), g)
     return g["run"]
-
-
-class AutogradInplaceKernel:
-    """In-place ops under autograd: run the functional op on a clone (so the
-    values it saves stay intact), write the result into ``self`` and move
-    ``self``'s history onto the new node (PyTorch "rebases" it the same way)."""
-
-    def __init__(self, functional_name: str):
-        self.functional_name = functional_name
-        self.__name__ = f"autograd_inplace_{functional_name.split('::')[-1]}"
-
-    def specialize(self, call):
-        from ..registry import lookup
-        from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
-        below = call.redispatch()
-        functional = lookup(self.functional_name).entry
-        opname = call.op.name
-        args_schema = call.op.schema.arguments
-
-        def run(self_, *rest):
-            if self_.requires_grad and self_.grad_fn is None:
-                raise AutogradError(f"{opname}: a leaf Variable that requires grad is being used in an in-place "
-                                    f"operation; do it under dj.no_grad() or on a clone")
-            # a view writes into the storage of its root, whose history changes with it (views.py)
-            root = root_of(self_)
-            if root is not None:
-                check_inplace_on_view(root, opname)
-            if not any(getattr(t, "requires_grad", False) for t in (self_, *rest)):
-                r = below(self_, *rest)
-                return r
-            kw = {a.name: v for a, v in zip(args_schema[1:], rest) if a.kwarg_only}
-            pos = [v for a, v in zip(args_schema[1:], rest) if not a.kwarg_only]
-            result = functional(self_.clone(), *pos, **kw)
-            from ..dtypes import can_cast
-            from ..errors import CastingError
-            if not can_cast(result.dtype, self_.dtype):
-                raise CastingError(f"{opname}: result type {result.dtype.name} can't be cast to the "
-                                   f"desired output type {self_.dtype.name}")
-            _write_into(self_, result)
-            bump_version(self_)
-            self_.__dict__.pop("_output_nr", None)    # it may have been output 1 of a multi-output node
-            if root is None:
-                mark_output(self_, result.grad_fn)
-            else:
-                view_history(self_, root, copy_slices(root, self_, result.grad_fn))
-            refresh_views(root if root is not None else self_, self_)
-            return self_
-        return run
-
-
-def _write_into(dst, src) -> None:
-    """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
-    if dst.is_cuda:
-        from ..cuda.copy import copy_into
-        copy_into(dst._data, src._data)
-    else:
-        np.copyto(dst._data, src._data, casting="unsafe")

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import AutogradError
 from ..tensor import place, wrap
-from .graph import edge_of, node_class
+from .graph import edge_of, mark_output, node_class
+from .indexing import getitem, scatter_add_into_zeros
 
 __all__ = ["bases_of", "root_of", "check_inplace_on_view", "copy_slices", "view_history", "refresh_views",
            "positions"]
@@ -109,7 +110,6 @@ def view_history(view, root, pos: np.ndarray | None = None) -> None:
     its gradient lands at its elements' positions in a root-shaped gradient.  The views
     it was made from, between it and the root, see the same write: they get one too
     (PyTorch regenerates every view of the root lazily; other views of it keep theirs)."""
-    from .kernel import mark_output
     for v in [view] + bases_of(view)[:-1]:
         ctx = {"shape": tuple(root.shape), "positions": positions(root, v) if pos is None or v is not view else pos}
         v.__dict__.pop("_output_nr", None)
@@ -122,7 +122,6 @@ def refresh_views(root, written) -> None:
     history becomes a view of the new history too, as PyTorch regenerates a view's grad_fn
     once its base's version moved.  ``written``: the tensor the op wrote through (it, and
     the views between it and the root, got theirs already)."""
-    from .kernel import mark_output
     done = {id(root), id(written)}
     done.update(id(b) for b in bases_of(written))
     stack = [root]
@@ -144,7 +143,6 @@ def refresh_views(root, written) -> None:
 
 
 def _as_strided_backward(grads, saved, ctx, needs):
-    from .indexing import scatter_add_into_zeros
     g = grads[0]
     return (scatter_add_into_zeros(g, ctx["positions"], ctx["shape"], g.dtype, flat=True),)
 
@@ -153,7 +151,6 @@ def copy_slices(root, region, node) -> np.ndarray:
     """``region``, a view of ``root``, was just overwritten in place with the (only) output
     of ``node`` (None: with values that need no gradient): ``root`` gets a CopySlices node.
     Returns the region's positions in ``root``."""
-    from .kernel import mark_output
     pos = positions(root, region)
     shape = tuple(root.shape)
     edges = (edge_of(root), (node, 0) if node is not None else None)
@@ -165,7 +162,6 @@ def copy_slices(root, region, node) -> np.ndarray:
 
 
 def _copy_slices_backward(grads, saved, ctx, needs):
-    from .indexing import getitem
     g, pos = grads[0], saved["positions"]
     outside = g * _mask_outside(g, ctx["shape"], pos) if needs[0] else None
     inside = getitem(g.reshape((-1,)), pos) if needs[1] else None      # a gather: differentiable

@@ -51,7 +51,8 @@ from .argkey import Unhashable, arg_key, leaf_key, perturbed
 from .entries import CompiledEntry, EagerEntry, GradEntry, grad_obstacle
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import optimize, same_graph
-from .plan import Plan, Stats
+from .plan import Plan
+from .steps import Stats
 from .trace import install_tracer_fallback, trace
 from .tracer import TraceAbort, _state
 from .trace import flat_tensors as _tensors

@@ -47,6 +47,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 
 from .codegen import Codegen
+from .steps import EagerStep
 
 __all__ = ["CudaFusedStep", "cuda_region_source"]
 
@@ -153,7 +154,6 @@ class CudaFusedStep:
     device = "cuda"
 
     def __init__(self, node, graph, stats):
-        from .plan import EagerStep
         self.region = r = node.value
         red = r.reduce
         assert red is None or red.full, "CUDA epilogues are full reductions (elementwise.reduction_info)"

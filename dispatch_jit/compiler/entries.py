@@ -10,7 +10,8 @@ from dispatch_jit.autograd import enable_grad
 
 from .fastpath import NEVER, NOT_YET, fast_runner
 from .ir import Var, rebuild
-from .plan import Plan, Stats
+from .plan import Plan
+from .steps import Stats
 from .trace import flat_tensors as _tensors
 
 __all__ = ["CompiledEntry", "GradEntry", "EagerEntry", "Compiled", "grad_obstacle"]

@@ -1,8 +1,8 @@
 """The executable plan of an optimized graph: one step per node.
 
-* ``ConstStep``: a tensor captured from the function's closure;
-* ``EagerStep``: an op run through the eager dispatcher (matmul, reductions,
-  views, custom ops, anything unfused);
+* ``ConstStep``: a tensor captured from the function's closure, and
+  ``EagerStep``: an op run through the eager dispatcher (matmul, reductions,
+  views, custom ops, anything unfused); both in steps.py;
 * ``FusedStep``: one generated loop for a fused region.  Per call it takes
   the broadcast shape of its inputs as the iteration shape, allocates the
   outputs with NumPy, picks the flat or strided loop (serial or parallel by
@@ -34,63 +34,12 @@ from dispatch_jit.signature import CONTIGUOUS_BIT, make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
 from .codegen import Codegen, compile_loop, crosswise
+from .cuda import CudaFusedStep
 from .elementwise import reduced_shape
-from .ir import Graph, Var, is_runtime_scalar, rebuild, scalar_var
+from .ir import Graph, Var, is_runtime_scalar, scalar_var
+from .steps import ConstStep, EagerStep, Stats, subst
 
-__all__ = ["Plan", "Stats"]
-
-
-class Stats:
-    """Counters shared by a compiled function and its plans."""
-
-    def __init__(self):
-        self.compiles = 0         # loops Numba compiled
-        self.disk_hits = 0        # loops loaded from the disk cache instead
-        self.region_eager_runs = 0
-        self.region_eager_reason = ""
-
-
-def _subst(x, env):
-    if isinstance(x, Var):
-        return env[x.id]
-    if isinstance(x, (list, tuple)):
-        return rebuild(x, (_subst(y, env) for y in x))
-    if isinstance(x, dict):
-        return {k: _subst(v, env) for k, v in x.items()}
-    return x
-
-
-class ConstStep:
-    def __init__(self, node):
-        self.vid, self.value = node.outs[0], node.value
-
-    def __call__(self, env):
-        env[self.vid] = self.value
-
-
-def _scalars_as_vars(x):
-    """``x`` with each runtime scalar replaced by the Var of its environment slot."""
-    if is_runtime_scalar(x):
-        return Var(scalar_var(x.index))
-    if isinstance(x, (list, tuple)):
-        return rebuild(x, (_scalars_as_vars(y) for y in x))
-    if isinstance(x, dict):
-        return {k: _scalars_as_vars(v) for k, v in x.items()}
-    return x
-
-
-class EagerStep:
-    def __init__(self, node):
-        self.op, self.outs = node.op, node.outs
-        self.args, self.kwargs = _scalars_as_vars(node.args), _scalars_as_vars(node.kwargs)
-
-    def __call__(self, env):
-        out = self.op(*_subst(self.args, env), **_subst(self.kwargs, env))
-        if len(self.outs) == 1:
-            env[self.outs[0]] = out
-        else:
-            for v, o in zip(self.outs, out):
-                env[v] = o
+__all__ = ["Plan", "FusedStep"]
 
 
 _new = object.__new__
@@ -231,7 +180,6 @@ class Plan:
                 self.steps.append(ConstStep(n))
             elif n.op == "fused":
                 if graph.types[n.outs[0]].device == "cuda":
-                    from .cuda import CudaFusedStep
                     f = CudaFusedStep(n, graph, stats)
                 else:
                     f = FusedStep(n, graph, stats, parallel)
@@ -241,7 +189,7 @@ class Plan:
                 self.steps.append(EagerStep(n))
         self.inputs, self.outputs = graph.inputs, graph.outputs
         out = self.outputs
-        # the common output structures without _subst's walk
+        # the common output structures without subst's walk
         self._out1 = out.id if isinstance(out, Var) else None
         self._outn = tuple(v.id for v in out) if (type(out) is tuple and out
                                                    and all(isinstance(v, Var) for v in out)) else None
@@ -258,4 +206,4 @@ class Plan:
             return env[self._out1]
         if self._outn is not None:
             return tuple([env[v] for v in self._outn])
-        return _subst(self.outputs, env)
+        return subst(self.outputs, env)

@@ -9,7 +9,7 @@ logical and bitwise ops).
 
 from __future__ import annotations
 
-from dispatch_jit.autograd.kernel import AutogradInplaceKernel
+from dispatch_jit.autograd.inplace import AutogradInplaceKernel
 from dispatch_jit.library import fallthrough_kernel
 
 from ..derivatives import DERIVATIVES

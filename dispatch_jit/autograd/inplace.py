@@ -1,0 +1,152 @@
+"""In-place ops under autograd: the in-place kernels and item assignment.
+
+An in-place op changes the history of the tensor it writes: its ``grad_fn``
+becomes the op's node (PyTorch "rebases" it).  When the tensor is a view, the
+write lands in the storage of its root, whose history changes too (views.py).
+``AutogradInplaceKernel`` does this for the in-place operators (``add_``,
+``mul_``, ...), ``setitem`` for ``t[index] = value``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..creation import ones
+from ..dtypes import can_cast
+from ..errors import AutogradError, CastingError
+from ..registry import lookup
+from .grad_mode import is_grad_enabled, no_grad
+from .graph import bump_version, edge_of, mark_output, node_class
+from .indexing import getitem, is_basic
+from .kernel import sum_to
+from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
+
+__all__ = ["AutogradInplaceKernel", "setitem"]
+
+
+class AutogradInplaceKernel:
+    """In-place ops under autograd: run the functional op on a clone (so the
+    values it saves stay intact), write the result into ``self`` and move
+    ``self``'s history onto the new node (PyTorch "rebases" it the same way)."""
+
+    def __init__(self, functional_name: str):
+        self.functional_name = functional_name
+        self.__name__ = f"autograd_inplace_{functional_name.split('::')[-1]}"
+
+    def specialize(self, call):
+        below = call.redispatch()
+        functional = lookup(self.functional_name).entry
+        opname = call.op.name
+        args_schema = call.op.schema.arguments
+
+        def run(self_, *rest):
+            if self_.requires_grad and self_.grad_fn is None:
+                raise AutogradError(f"{opname}: a leaf Variable that requires grad is being used in an in-place "
+                                    f"operation; do it under dj.no_grad() or on a clone")
+            # a view writes into the storage of its root, whose history changes with it (views.py)
+            root = root_of(self_)
+            if root is not None:
+                check_inplace_on_view(root, opname)
+            if not any(getattr(t, "requires_grad", False) for t in (self_, *rest)):
+                r = below(self_, *rest)
+                return r
+            kw = {a.name: v for a, v in zip(args_schema[1:], rest) if a.kwarg_only}
+            pos = [v for a, v in zip(args_schema[1:], rest) if not a.kwarg_only]
+            result = functional(self_.clone(), *pos, **kw)
+            if not can_cast(result.dtype, self_.dtype):
+                raise CastingError(f"{opname}: result type {result.dtype.name} can't be cast to the "
+                                   f"desired output type {self_.dtype.name}")
+            _write_into(self_, result)
+            bump_version(self_)
+            self_.__dict__.pop("_output_nr", None)    # it may have been output 1 of a multi-output node
+            if root is None:
+                mark_output(self_, result.grad_fn)
+            else:
+                view_history(self_, root, copy_slices(root, self_, result.grad_fn))
+            refresh_views(root if root is not None else self_, self_)
+            return self_
+        return run
+
+
+def _write_into(dst, src) -> None:
+    """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
+    if dst.is_cuda:
+        from ..cuda.copy import copy_into
+        copy_into(dst._data, src._data)
+    else:
+        np.copyto(dst._data, src._data, casting="unsafe")
+
+
+_IndexPutBackward = node_class("IndexPutBackward")
+_CopyBackwards = node_class("CopyBackwards")
+
+
+def setitem(t, index, value, write) -> None:
+    """``t[index] = value`` where ``write()`` does the (cast-checked) store.
+
+    Under autograd the assignment is an in-place op, recorded as PyTorch does:
+    a basic index copies into the view ``t[index]``, so the tensor owning the
+    storage gets a CopySlices node (views.py); an advanced index records
+    IndexPutBackward on ``t`` (zero gradient where it was overwritten, the
+    region's gradient to ``value``), and a view's base is rebased as for any
+    in-place op on a view."""
+    value_grad = getattr(value, "requires_grad", False)
+    if not is_grad_enabled() or not (t.requires_grad or value_grad):
+        write()
+        return
+    if t.requires_grad and t.grad_fn is None:
+        raise AutogradError("a leaf Variable that requires grad is being used in an in-place operation "
+                            "(item assignment); assign under dj.no_grad() or to a clone")
+    root = root_of(t)
+    if root is not None:
+        check_inplace_on_view(root, "setitem")
+    vedge = edge_of(value) if value_grad else None
+    if is_basic(index):
+        with no_grad():
+            region = getitem(t, index)
+        write()
+        node = None
+        if value_grad:
+            node = _CopyBackwards(_copy_backward, (vedge,), {}, {"shape": tuple(value.shape), "dtype": value.dtype},
+                                  "aten::copy_")
+        copy_slices(root if root is not None else t, region, node)
+        if root is not None:
+            view_history(t, root)
+        refresh_views(root if root is not None else t, t)
+        return
+    ctx = {"shape": tuple(value.shape) if value_grad else None}
+    node = _IndexPutBackward(_index_put_backward, (edge_of(t), vedge), {"index": index}, ctx, "aten::index_put_")
+    write()
+    if root is None:
+        t.__dict__.pop("_output_nr", None)
+        mark_output(t, node)
+    else:
+        view_history(t, root, copy_slices(root, t, node))
+    refresh_views(root if root is not None else t, t)
+
+
+def _copy_backward(grads, saved, ctx, needs):
+    g = sum_to(grads[0], ctx["shape"])
+    return (g if g.dtype == ctx["dtype"] else g.to(ctx["dtype"]),)
+
+
+def _assign_zero(t, index) -> None:
+    if t.is_cuda:
+        from ..cuda import index as cuda_index
+        cuda_index.setitem_data(t._data, index, 0)
+    else:
+        t._data[index] = 0
+
+
+def _index_put_backward(grads, saved, ctx, needs):
+    g, index = grads[0], saved["index"]
+    gt = gv = None
+    if needs[0]:
+        # overwritten elements had no say in the result: g times a mask, so that the formula
+        # is itself differentiable (create_graph)
+        mask = ones(*g.shape, dtype=g.dtype, device=g.device)
+        _assign_zero(mask, index)
+        gt = g * mask
+    if needs[1]:
+        gv = sum_to(getitem(g, index).clone(), ctx["shape"])
+    return gt, gv

@@ -1,0 +1,70 @@
+"""The Tensor methods that autograd provides: ``backward``, ``register_hook``,
+and indexing (``t[i]`` and ``t[i] = v``, recorded as ops on views).
+
+tensor.py sits below autograd and cannot import it, so these are defined here
+and bound onto ``Tensor`` by dispatch_jit/_install.py, with the methods of the
+op library (``METHODS`` maps each method name to its function).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import can_cast, from_numpy_dtype, result_type
+from ..errors import CastingError
+from ..tensor import Tensor, bump_version
+from .engine import backward as _backward
+from .graph import edge_of
+from .indexing import getitem, unwrap_index
+from .inplace import setitem
+
+__all__ = ["METHODS"]
+
+
+def _getitem(self, index):
+    # NumPy's basic indexing gives views; advanced indexing gives copies
+    return getitem(self, unwrap_index(index))
+
+
+def _setitem(self, index, value):
+    # Assignment is a copy into a view: check the cast as an in-place op would.
+    src = value._data if isinstance(value, Tensor) else value
+    vt = result_type(value) if isinstance(value, (Tensor, bool, int, float, complex)) else \
+        from_numpy_dtype(np.asarray(value).dtype)
+    if not can_cast(vt, self.dtype):
+        raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
+                           f"losing information; convert them first with .to(dj.{self.dtype.name})")
+    idx = unwrap_index(index)
+
+    def write():
+        if self.is_cuda:
+            from ..cuda.index import setitem as cuda_setitem
+            cuda_setitem(self, idx, value)
+        else:
+            self._data[idx] = src
+        bump_version(self)
+    setitem(self, idx, value, write)
+
+
+def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+    """Accumulate the gradient of this tensor into the leaves' ``.grad``.
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.tensor([3.0, 4.0], requires_grad=True)
+    >>> (w * w).sum().backward(); w.grad
+    tensor([6., 8.])
+    """
+    _backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
+
+
+def register_hook(self, fn):
+    """Call ``fn(grad)`` when this tensor's gradient is computed; a non-None
+    return value replaces the gradient."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    node, idx = edge_of(self)
+    node.register_prehook(idx, fn)
+    return fn
+
+
+METHODS = {"__getitem__": _getitem, "__setitem__": _setitem, "backward": backward, "register_hook": register_hook}
