@@ -222,16 +222,15 @@ class _Plan:
         return v
 
     def _record(self, in_dtypes, out_dtype, ndim, flat):
-        from dispatch_jit.registry import lookup
+        from dispatch_jit.registry import CompiledSignature, lookup
         try:
-            lst = lookup(self.opname).compiled.setdefault(self.kern.__name__, [])
+            op = lookup(self.opname)
         except LookupError:
             return
-        names = [d.name if d is not None else (m.pytype.__name__ if m.kind == "scalar" else "None")
-                 for d, m in zip(in_dtypes, self.in_metas)]
-        sig = f"({', '.join(names)}) -> {out_dtype.name} [{ndim}d {'flat' if flat else 'strided'}]"
-        if sig not in lst:
-            lst.append(sig)
+        names = tuple(d.name if d is not None else (m.pytype.__name__ if m.kind == "scalar" else "None")
+                      for d, m in zip(in_dtypes, self.in_metas))
+        op.note_compiled(self.kern.__name__,
+                         CompiledSignature(names, out_dtype.name, f"{ndim}d {'flat' if flat else 'strided'}"))
 
     def _check_statics(self, args):
         if self.int_compute:
