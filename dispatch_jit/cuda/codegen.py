@@ -124,9 +124,10 @@ def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
     return cache.lookup(_CACHE_KIND, key, build)[0]
 
 
-def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
+def grid_stride(signature: str, n: str, body: str, index: str = "i", prelude: str = "") -> str:
     """The source of a CUDA kernel ``def signature:`` whose threads share the indices [0, n) in a
-    grid-stride loop, running ``body`` (source at column 0) for each ``index``.
+    grid-stride loop, running ``body`` (source at column 0) for each ``index``, after
+    ``prelude`` (source at column 0, run once per thread before the loop).
 
     >>> print(grid_stride("fill(out, v, n)", "n", "out[i] = v"), end="")
     def fill(out, v, n):
@@ -136,6 +137,10 @@ def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
             out[i] = v
             i += step
     """
-    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while {index} < {n}:"]
-    lines += ["        " + line if line else line for line in body.rstrip("\n").split("\n")]
+    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)"]
+    lines += _indent(prelude, "    ") + [f"    while {index} < {n}:"] + _indent(body, "        ")
     return "\n".join(lines + [f"        {index} += step", ""])
+
+
+def _indent(src: str, pad: str) -> list[str]:
+    return [pad + line if line else line for line in src.rstrip("\n").split("\n")] if src.strip() else []
