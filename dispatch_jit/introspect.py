@@ -100,7 +100,7 @@ def cache_info(name) -> dict:
         info["misses"] += op.misses
         info["resolved_signatures"] += len(op.memo)
         for k, v in op.compiled.items():
-            info["compiled"].setdefault(k, []).extend(v)
+            info["compiled"].setdefault(k, []).extend(map(str, v))
     return info
 
 

@@ -20,13 +20,13 @@ import enum
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .errors import RegistrationError
 from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey, key_bits
 from .schema import FunctionSchema, parse_schema
 
-__all__ = ["OperatorEntry", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
+__all__ = ["OperatorEntry", "CompiledSignature", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
            "compute_table_entry", "KernelKind", "FALLTHROUGH_KINDS", "backend_fallbacks", "registry_lock", "on_change",
            "calls_of"]
 
@@ -100,6 +100,24 @@ FALLTHROUGH_KINDS = frozenset([KernelKind.FALLTHROUGH, KernelKind.FALLTHROUGH_FA
 _MISSING_ENTRY = (None, KernelKind.MISSING)
 
 
+class CompiledSignature(NamedTuple):
+    """One signature a kernel has been compiled for, as ``dj.cache_info`` lists it: the input
+    dtypes (or a scalar's Python type), and, where the kernel has them, its output dtype and
+    the loop variant.
+
+    >>> str(CompiledSignature(("float32",), "float32", "1d flat")), str(CompiledSignature(("int8", "int8")))
+    ('(float32) -> float32 [1d flat]', 'int8xint8')
+    """
+    inputs: tuple[str, ...]
+    output: str = ""
+    variant: str = ""
+
+    def __str__(self) -> str:
+        if not self.output:
+            return "x".join(self.inputs)
+        return f"({', '.join(self.inputs)}) -> {self.output}" + (f" [{self.variant}]" if self.variant else "")
+
+
 class OperatorEntry:
     """One operator overload: schema, kernels per key, computed table, memo.
 
@@ -118,7 +136,7 @@ class OperatorEntry:
         self.memo: dict = {}
         self.misses = 0
         self.calls = itertools.count()   # every call through the entry; hits = calls - misses
-        self.compiled: dict[str, list[str]] = {}   # kernel name -> compiled dtype signatures
+        self.compiled: dict[str, list[CompiledSignature]] = {}   # kernel name -> its signatures (note_compiled)
         self.meta_fn: Callable | None = None       # shape/dtype function (tracing, register_fake)
         self.entry: Callable | None = None         # the generated fast entry (dispatcher)
         self.tags: set[str] = set()
@@ -163,6 +181,13 @@ class OperatorEntry:
         if kind is not KernelKind.COMPOSITE_IMPLICIT or fn is fallthrough_kernel or hasattr(fn, "specialize"):
             return None
         return fn
+
+    def note_compiled(self, kernel: str, sig: CompiledSignature | None = None) -> None:
+        """Record that ``kernel`` has compiled (or, once, loaded) ``sig``; with no ``sig``, only that
+        the kernel exists (``dj.cache_info`` then lists it with nothing compiled yet).  Miss path only."""
+        sigs = self.compiled.setdefault(kernel, [])
+        if sig is not None and sig not in sigs:
+            sigs.append(sig)
 
     def has_kernel_for(self, key: DispatchKey) -> bool:
         """Whether a call landing on runtime ``key`` (or alias ``key``) finds a real kernel."""

@@ -6,7 +6,7 @@ each other argument's value, and what guards.py's generated reader returns
 for the globals, closure variables and attribute chains the function reads),
 makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
-cache (diskcache.py); or, when the call cannot be compiled, caches an eager
+cache (dispatch_jit/jit/diskcache.py); or, when the call cannot be compiled, caches an eager
 entry that says why.  Sizes are not in the key.  An entry whose arguments
 are all positional tensors and whose plan is one fused loop runs, once that
 loop is compiled, through straight-line generated code (fastpath.py).

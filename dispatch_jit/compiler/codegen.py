@@ -26,8 +26,9 @@ shape, visited in memory order; prange only when dimension 0 is kept).
 Float sums and products step through ``Codegen.radd``/``rmul``, compiled
 with reassociation allowed, so LLVM vectorizes the accumulation even though
 the loop itself is compiled strictly.  Compiled loops are cached process-wide by (source, argument
-types, parallel), so functions with the same structure share them, and on
-disk (diskcache.py), so that a fresh process loads them instead.
+types, parallel) in the one compile cache (dispatch_jit/jit/cache.py, kind "loop"), so functions
+with the same structure share them, and on disk (dispatch_jit/jit/diskcache.py), so that a fresh
+process loads them instead.
 
 ``Codegen(..., target="cuda")`` builds the same body with the expressions
 as CUDA device code compiles them; cuda.py wraps it in a grid-stride kernel.
@@ -38,7 +39,6 @@ from __future__ import annotations
 import ast
 import cmath
 import math
-import threading
 
 import numba
 import numpy as np
@@ -47,28 +47,19 @@ from numba import types as nbt
 from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
 from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS, NB_DTYPE as _NB_DTYPE
 
-from .diskcache import compile_cached
+from dispatch_jit.jit import cache
 from .ir import Var
 
 __all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome"]
 
 _NAMES = ("x", "y", "z")
 _TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
-_KERNELS: dict = {}
-_lock = threading.Lock()
-_DISK_HITS = [0]
-
-
-class _Outcome(threading.local):
-    last = None
-
-
-_outcome = _Outcome()
+_CACHE_KIND = "loop"      # the compile cache's name for fused loops
 
 
 def compiled_loops() -> int:
     """Fused loops compiled in this process (all functions)."""
-    return len(_KERNELS)
+    return cache.size(_CACHE_KIND)
 
 
 def _scalar_nbtype(v):
@@ -385,7 +376,7 @@ def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
     """(entry point, whether this call compiled it).
 
     Loops are cached in memory by (source, argument types, parallel), then on
-    disk (see diskcache.py): a loop loaded from disk is not a compile; the
+    disk (see dispatch_jit/jit/diskcache.py): a loop loaded from disk is not a compile; the
     thread's ``last_outcome()`` says which of "memory", "disk" or "compiled"
     the last call was.  ``compile_loop`` returns that outcome instead.
     """
@@ -396,32 +387,18 @@ def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
 def compile_loop(src: str, name: str, argtypes: tuple, parallel: bool):
     """(entry point, how it was obtained: "memory", "disk" or "compiled").  Counters
     take the outcome from here, not from thread state another caller may have left."""
-    key = (src, argtypes, parallel)
-    ep = _KERNELS.get(key)
-    if ep is not None:
-        _outcome.last = "memory"
-        return ep, "memory"
-    with _lock:
-        ep = _KERNELS.get(key)
-        if ep is not None:
-            _outcome.last = "memory"
-            return ep, "memory"
-        g = {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
-             **_JIT_HELPERS, **_TYPE_FNS}
-        ep, how = compile_cached(src, name, argtypes, parallel, g, _JIT_HELPERS)
-        _KERNELS[key] = ep
-        _DISK_HITS[0] += how == "disk"
-    _outcome.last = how
-    return ep, how
+    def glb():
+        return {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
+                **_JIT_HELPERS, **_TYPE_FNS}
+    return cache.njit_source(_CACHE_KIND, src, name, argtypes, glb, parallel=parallel, disk_helpers=_JIT_HELPERS)
 
 
 def last_outcome() -> str | None:
     """What this thread's last ``compile_source`` call did ("memory", "disk", "compiled"), once:
     reading it clears it."""
-    how, _outcome.last = _outcome.last, None
-    return how
+    return cache.last_outcome(_CACHE_KIND)
 
 
 def disk_hits() -> int:
     """Fused loops loaded from the on-disk cache in this process (all functions)."""
-    return _DISK_HITS[0]
+    return cache.counts(_CACHE_KIND)["disk"]

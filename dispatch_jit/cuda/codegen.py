@@ -4,28 +4,29 @@ Every CUDA kernel of the op library indexes flat device buffers: an operand
 is (buffer, element offset, element strides), and a thread turns its linear
 index over the output into one flat index per operand.  The generated
 source is compiled with ``numba.cuda.jit`` once per (source, globals),
-lazily, on the dispatcher's miss path.
+lazily, on the dispatcher's miss path, through the one compile cache
+(dispatch_jit/jit/cache.py, kind "cuda").
 """
 
 from __future__ import annotations
 
 import cmath
 import math
-import threading
 
 import numpy as np
 
+from ..jit import cache
 from .runtime import cuda_module
 
 __all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers",
            "register_scalar_helpers", "grid_stride"]
 
-_CACHE: dict = {}
-_LOCK = threading.Lock()
+_CACHE_KIND = "cuda"      # the compile cache's name for CUDA kernels
 
 
 def compiled_cuda_kernels() -> int:
-    return len(_CACHE)
+    """CUDA kernels compiled in this process (eager kernels and fused regions)."""
+    return cache.size(_CACHE_KIND)
 
 
 def operand_params(name: str, ndim: int) -> list[str]:
@@ -112,24 +113,21 @@ def _cos(x):
 
 def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
     """``numba.cuda.jit`` of the function ``name`` defined by ``src`` (cached by source)."""
-    key = (src, tuple(sorted((k, id(v)) for k, v in (extra_globals or {}).items())))
-    k = _CACHE.get(key)
-    if k is not None:
-        return k
-    with _LOCK:
-        k = _CACHE.get(key)
-        if k is None:
-            cuda = cuda_module()
-            g = {"cuda": cuda, "np": np, "math": math, "cmath": cmath, **device_helpers(), **(extra_globals or {})}
-            exec(compile(src, f"<dispatch_jit cuda {name}>", "exec"), g)
-            k = cuda.jit(g[name])
-            _CACHE[key] = k
-    return k
+    key = (src, name, tuple(sorted((k, id(v)) for k, v in (extra_globals or {}).items())))
+
+    def build():
+        cuda = cuda_module()
+        g = {"cuda": cuda, "np": np, "math": math, "cmath": cmath, **device_helpers(), **(extra_globals or {})}
+        exec(compile(src, f"<dispatch_jit cuda {name}>", "exec"), g)
+        return cuda.jit(g[name]), "compiled"
+
+    return cache.lookup(_CACHE_KIND, key, build)[0]
 
 
-def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
+def grid_stride(signature: str, n: str, body: str, index: str = "i", prelude: str = "") -> str:
     """The source of a CUDA kernel ``def signature:`` whose threads share the indices [0, n) in a
-    grid-stride loop, running ``body`` (source at column 0) for each ``index``.
+    grid-stride loop, running ``body`` (source at column 0) for each ``index``, after
+    ``prelude`` (source at column 0, run once per thread before the loop).
 
     >>> print(grid_stride("fill(out, v, n)", "n", "out[i] = v"), end="")
     def fill(out, v, n):
@@ -139,6 +137,10 @@ def grid_stride(signature: str, n: str, body: str, index: str = "i") -> str:
             out[i] = v
             i += step
     """
-    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while {index} < {n}:"]
-    lines += ["        " + line if line else line for line in body.rstrip("\n").split("\n")]
+    lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)"]
+    lines += _indent(prelude, "    ") + [f"    while {index} < {n}:"] + _indent(body, "        ")
     return "\n".join(lines + [f"        {index} += step", ""])
+
+
+def _indent(src: str, pad: str) -> list[str]:
+    return [pad + line if line else line for line in src.rstrip("\n").split("\n")] if src.strip() else []

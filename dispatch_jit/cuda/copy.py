@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from .array import CudaArray, empty
-from .launch import elementwise_config
+from .launch import launch
 
-from .codegen import compile_cuda, operand_args, operand_params, unravel
+from .codegen import compile_cuda, grid_stride, operand_args, operand_params, unravel
 
 __all__ = ["copy_into", "fill", "contiguous_copy", "astype", "cast_expr"]
 
@@ -34,14 +34,10 @@ def cast_expr(src: str, sdt: np.dtype, ddt: np.dtype) -> str:
 def _copy_kernel(ndim: int, sdt: np.dtype, ddt: np.dtype, contiguous: bool):
     ops = ["d", "s"]
     params = operand_params("d", ndim) + operand_params("s", ndim) + [f"n{k}" for k in range(ndim)] + ["total"]
-    lines = [f"def copy_kernel({', '.join(params)}):",
-             "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)",
-             "    while i < total:"]
-    lines += unravel(ndim, ops, "        ", contiguous=tuple(ops) if contiguous else ())
-    lines += [f"        d[d_k] = {cast_expr('s[s_k]', sdt, ddt)}",
-              "        i += step"]
-    return compile_cuda("\n".join(lines) + "\n", "copy_kernel", {"_dt": ddt.type})
+    body = unravel(ndim, ops, "", contiguous=tuple(ops) if contiguous else ())
+    body.append(f"d[d_k] = {cast_expr('s[s_k]', sdt, ddt)}")
+    src = grid_stride(f"copy_kernel({', '.join(params)})", "total", "\n".join(body))
+    return compile_cuda(src, "copy_kernel", {"_dt": ddt.type})
 
 
 def copy_into(dst: CudaArray, src: CudaArray) -> None:
@@ -58,19 +54,13 @@ def copy_into(dst: CudaArray, src: CudaArray) -> None:
     else:
         nd_k, dst_args, src_args, shape = nd, operand_args(dst, nd), operand_args(src, nd), dst.shape
     k = _copy_kernel(nd_k, src.dtype, dst.dtype, contiguous)
-    blocks, threads = elementwise_config(n, dst.device_index)
-    k[blocks, threads](*dst_args, *src_args, *shape, n)
+    launch(k, n, dst.device_index, *dst_args, *src_args, *shape, n)
 
 
 def _fill_kernel(ndim: int, ddt: np.dtype, contiguous: bool):
     params = operand_params("d", ndim) + ["v"] + [f"n{k}" for k in range(ndim)] + ["total"]
-    lines = [f"def fill_kernel({', '.join(params)}):",
-             "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)",
-             "    while i < total:"]
-    lines += unravel(ndim, ["d"], "        ", contiguous=("d",) if contiguous else ())
-    lines += ["        d[d_k] = v", "        i += step"]
-    return compile_cuda("\n".join(lines) + "\n", "fill_kernel")
+    body = unravel(ndim, ["d"], "", contiguous=("d",) if contiguous else ()) + ["d[d_k] = v"]
+    return compile_cuda(grid_stride(f"fill_kernel({', '.join(params)})", "total", "\n".join(body)), "fill_kernel")
 
 
 def fill(dst: CudaArray, value) -> None:
@@ -84,8 +74,7 @@ def fill(dst: CudaArray, value) -> None:
         k, args = _fill_kernel(0, dt, True), [dst.storage.buf, dst.offset, v, n]
     else:
         k, args = _fill_kernel(dst.ndim, dt, False), [*operand_args(dst, dst.ndim), v, *dst.shape, n]
-    blocks, threads = elementwise_config(n, dst.device_index)
-    k[blocks, threads](*args)
+    launch(k, n, dst.device_index, *args)
 
 
 def contiguous_copy(a: CudaArray, dtype=None) -> CudaArray:

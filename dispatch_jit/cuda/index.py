@@ -18,10 +18,10 @@ import numpy as np
 
 from . import array as cuda_array
 from .array import CudaArray
-from .launch import elementwise_config
+from .launch import launch
 from ..errors import DTypeError
 
-from .codegen import compile_cuda
+from .codegen import compile_cuda, grid_stride
 from .copy import cast_expr, copy_into, fill
 
 __all__ = ["getitem", "setitem", "setitem_data", "index_add", "is_basic"]
@@ -70,29 +70,24 @@ def getitem(arr: CudaArray, index) -> CudaArray:
     if pos.size:
         dpos = cuda_array.from_host(pos, arr.device_index)
         k = _index_kernel("gather", arr.dtype, arr.dtype)
-        blocks, threads = elementwise_config(pos.size, arr.device_index)
-        k[blocks, threads](out.storage.buf, arr.storage.buf, dpos.storage.buf, 0, 0, pos.size)
+        launch(k, pos.size, arr.device_index, out.storage.buf, arr.storage.buf, dpos.storage.buf, 0, 0, pos.size)
     return out
 
 
 _BODIES = {
     # out[i] = src[pos[i]]
-    "gather": "        o[i] = {cast}",
+    "gather": "o[i] = {cast}",
     # dst[pos[i]] = src[src_o + i * src_step] (src_step 0: one value for all)
-    "scatter": "        o[p[i]] = {cast}",
-    "scatter_add": "        cuda.atomic.add(o, p[i], {cast})",
+    "scatter": "o[p[i]] = {cast}",
+    "scatter_add": "cuda.atomic.add(o, p[i], {cast})",
 }
 
 
 def _index_kernel(kind: str, sdt: np.dtype, ddt: np.dtype):
     read = "s[p[i]]" if kind == "gather" else "s[s_o + i * s_step]"
-    lines = ["def index_kernel(o, s, p, s_o, s_step, total):",
-             "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)",
-             "    while i < total:",
-             _BODIES[kind].format(cast=cast_expr(read, np.dtype(sdt), np.dtype(ddt))),
-             "        i += step"]
-    return compile_cuda("\n".join(lines) + "\n", "index_kernel", {"_dt": np.dtype(ddt).type})
+    body = _BODIES[kind].format(cast=cast_expr(read, np.dtype(sdt), np.dtype(ddt)))
+    return compile_cuda(grid_stride("index_kernel(o, s, p, s_o, s_step, total)", "total", body), "index_kernel",
+                        {"_dt": np.dtype(ddt).type})
 
 
 def _as_device(value, like: CudaArray) -> CudaArray:
@@ -131,8 +126,7 @@ def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, value) -> None:
         s_o, s_step = src.offset, 1
     dpos = cuda_array.from_host(pos.reshape(-1), arr.device_index)
     k = _index_kernel(kind, src.dtype, arr.dtype)
-    blocks, threads = elementwise_config(pos.size, arr.device_index)
-    k[blocks, threads](arr.storage.buf, src.storage.buf, dpos.storage.buf, s_o, s_step, pos.size)
+    launch(k, pos.size, arr.device_index, arr.storage.buf, src.storage.buf, dpos.storage.buf, s_o, s_step, pos.size)
 
 
 def index_add(arr: CudaArray, index, src: CudaArray) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import cmath
 import math
-import threading
 
 import numba
 import numpy as np
@@ -32,6 +31,7 @@ from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
+from dispatch_jit.jit import cache
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
@@ -50,13 +50,12 @@ PARALLEL_MIN = 1 << 18
 
 _NAMES = ("x", "y", "z")
 
-# (source, argtypes, parallel) -> entry point; shared by all ops and tests
-_COMPILED: dict = {}
-_compile_lock = threading.Lock()
+_CACHE_KIND = "elementwise"      # the compile cache's name for these loops; shared by all ops and tests
 
 
 def compiled_kernels() -> int:
-    return len(_COMPILED)
+    """Eager elementwise loops compiled in this process (all ops)."""
+    return cache.size(_CACHE_KIND)
 
 
 def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
@@ -139,21 +138,11 @@ _CHUNK = 2048
 
 
 def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
-    key = (src, compute_np, argtypes, parallel)
-    ep = _COMPILED.get(key)
-    if ep is not None:
-        return ep
-    with _compile_lock:
-        ep = _COMPILED.get(key)
-        if ep is None:
-            g = {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
-                 "prange": numba.prange if parallel else range, **JIT_HELPERS, **GUARD_GLOBALS}
-            exec(compile(src, "<dispatch_jit elementwise>", "exec"), g)
-            # nogil only where the loop is long: releasing the GIL costs ~100 ns a call
-            disp = numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(g["kernel"])
-            ep = disp.compile(argtypes)
-            _COMPILED[key] = ep
-    return ep
+    def glb():
+        return {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
+                "prange": numba.prange if parallel else range, **JIT_HELPERS, **GUARD_GLOBALS}
+    return cache.njit_source(_CACHE_KIND, src, "kernel", argtypes, glb, parallel=parallel, key=np.dtype(compute_np),
+                             filename="<dispatch_jit elementwise>")[0]
 
 
 class _Variant:
@@ -233,16 +222,15 @@ class _Plan:
         return v
 
     def _record(self, in_dtypes, out_dtype, ndim, flat):
-        from dispatch_jit.registry import lookup
+        from dispatch_jit.registry import CompiledSignature, lookup
         try:
-            lst = lookup(self.opname).compiled.setdefault(self.kern.__name__, [])
+            op = lookup(self.opname)
         except LookupError:
             return
-        names = [d.name if d is not None else (m.pytype.__name__ if m.kind == "scalar" else "None")
-                 for d, m in zip(in_dtypes, self.in_metas)]
-        sig = f"({', '.join(names)}) -> {out_dtype.name} [{ndim}d {'flat' if flat else 'strided'}]"
-        if sig not in lst:
-            lst.append(sig)
+        names = tuple(d.name if d is not None else (m.pytype.__name__ if m.kind == "scalar" else "None")
+                      for d, m in zip(in_dtypes, self.in_metas))
+        op.note_compiled(self.kern.__name__,
+                         CompiledSignature(names, out_dtype.name, f"{ndim}d {'flat' if flat else 'strided'}"))
 
     def _check_statics(self, args):
         if self.int_compute:

@@ -150,9 +150,7 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
     params += list(static_names)
     params += ["out", "out_o"] + [f"out_s{d}" for d in range(nd)]
     params += [f"n{d}" for d in range(nd)] + ["total"]
-    lines = [f"def ew_kernel({', '.join(params)}):",
-             "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)"] + kernel_prelude(static_names)
+    prelude = [line[4:] for line in kernel_prelude(static_names)]
     reads = {}
     for i, (k, c) in enumerate(zip(kinds, casts)):
         if k == "none":
@@ -160,18 +158,15 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
         cast = READ_CASTS[c]
         if k == "scalar":
             # converted to the kernel dtype on the host already
-            lines.append(f"    {_NAMES[i]} = a{i}")
+            prelude.append(f"{_NAMES[i]} = a{i}")
         else:
             reads[i] = cast.format(f"a{i}[a{i}_k]")
-    lines.append("    while i < total:")
-    from dispatch_jit.cuda.codegen import unravel
+    from dispatch_jit.cuda.codegen import grid_stride, unravel
     ops = arrays + ["out"]
-    lines += unravel(nd, ops, "        ", contiguous=tuple(ops) if flat else ())
-    for i, r in reads.items():
-        lines.append(f"        {_NAMES[i]} = {r}")
-    lines.append(f"        out[out_k] = {expr}")
-    lines.append("        i += step")
-    return "\n".join(lines) + "\n"
+    body = unravel(nd, ops, "", contiguous=tuple(ops) if flat else ())
+    body += [f"{_NAMES[i]} = {r}" for i, r in reads.items()]
+    body.append(f"out[out_k] = {expr}")
+    return grid_stride(f"ew_kernel({', '.join(params)})", "total", "\n".join(body), prelude="\n".join(prelude))
 
 
 def _host_value(v, np_dtype: np.dtype):
@@ -303,9 +298,8 @@ class _PlanCUDA:
             if not flat:
                 kargs += list(out_arr.elem_strides()) + list(shape)
             kargs.append(n)
-            from dispatch_jit.cuda.launch import elementwise_config
-            blocks, threads = elementwise_config(n, out_arr.device_index)
-            self._kernel(ndim, flat)[blocks, threads](*kargs)
+            from dispatch_jit.cuda.launch import launch
+            launch(self._kernel(ndim, flat), n, out_arr.device_index, *kargs)
         if out_t is not None:
             bump_version(out_t)
             return out_t

@@ -395,7 +395,7 @@ class ElementwiseKernel:
         # float16 is stored as float16 and computed in float32: neither backend computes in it
         kcompute = float32 if r.compute is float16 else r.compute
         self.check(r)
-        call.op.compiled.setdefault(self.__name__, [])
+        call.op.note_compiled(self.__name__)
         return self.plan(call, r, kcompute)
 
     def check(self, r: Resolved) -> None:

@@ -39,7 +39,7 @@ Which kernel runs, by dtype (``_KIND``):
 
 Each kernel compiles lazily, once per (kernel, dtype), for one fixed
 signature (3-D C-contiguous operands), and the module keeps the compiled
-entry point (not Numba's generic dispatcher) in ``_ENTRY``; the parallel
+entry point (not Numba's generic dispatcher) in the compile cache (``_ENTRY``, kind "linalg"); the parallel
 variants compile only when a call is big enough to use them.
 ``compiled_signatures()`` shows what has been compiled so far.
 """
@@ -51,6 +51,8 @@ import math
 import numba
 import numpy as np
 from numba import types as nbt
+
+from dispatch_jit.jit import cache
 
 try:
     from dispatch_jit.errors import CastingError, DTypeError, ShapeError
@@ -183,7 +185,9 @@ _KERNELS = {
     "rowdot_parallel_batch": (_parallel_batch(_rowdot_rows), False),
     "rowdot_parallel_rows": (_parallel_rows(_rowdot_rows), False),
 }
-_ENTRY: dict = {}                      # (kernel name, np.dtype) -> compiled entry point
+_CACHE_KIND = __name__               # the compile cache's name for these kernels (a fresh copy of
+                                       # this module, with its own njit functions, gets its own)
+_ENTRY = cache.entries(_CACHE_KIND)    # (kernel name, np.dtype) -> compiled entry point
 _SIGNATURES: dict[str, list[str]] = {}  # kernel name -> compiled signatures, in order
 _INDEX = nbt.Array(nbt.intp, 1, "C")
 _ZERO = np.zeros(1, np.intp)
@@ -193,12 +197,17 @@ def _entry(name: str, dt: np.dtype):
     """The compiled entry point of kernel `name` for `dt`, compiling it on first use."""
     fn = _ENTRY.get((name, dt))
     if fn is None:
-        func, flags = _KERNELS[name]
-        arr = nbt.Array(numba.from_dtype(dt), 3, "C")
-        sig = (arr, arr, _INDEX, _INDEX, arr) + ((nbt.boolean, nbt.boolean) if flags else ())
-        fn = _ENTRY[(name, dt)] = func.compile(sig)
-        _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
+        fn = cache.lookup(_CACHE_KIND, (name, dt), lambda: _compile(name, dt))[0]
     return fn
+
+
+def _compile(name: str, dt: np.dtype):
+    func, flags = _KERNELS[name]
+    arr = nbt.Array(numba.from_dtype(dt), 3, "C")
+    sig = (arr, arr, _INDEX, _INDEX, arr) + ((nbt.boolean, nbt.boolean) if flags else ())
+    fn = func.compile(sig)
+    _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
+    return fn, "compiled"
 
 
 def compiled_signatures() -> dict[str, list[str]]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError
+from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, wrap, wrap_like_sig
 
@@ -36,9 +37,7 @@ class Linalg:
             raise SchemaError(f"{call.op.name}: both arguments must be tensors, got {a.kind} and {b.kind}")
         dt = result_type(a, b)
         run = self.backend.bind(self.name, call, dt)
-        rec = call.op.compiled.setdefault(self.__name__, [])
-        if dt.name not in rec:
-            rec.append(dt.name)
+        call.op.note_compiled(self.__name__, CompiledSignature((dt.name,)))
         return run
 
 

@@ -40,6 +40,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from dispatch_jit.errors import ShapeError
+from dispatch_jit.jit import cache
 
 from .op import minmax_qparams
 
@@ -290,7 +291,8 @@ def _relu(a, out, zp):
 
 
 _F64_1D = nbt.Array(nbt.float64, 1, "C")
-_ENTRY: dict = {}
+_CACHE_KIND = __name__               # the compile cache's name for these kernels (one per module copy)
+_ENTRY = cache.entries(_CACHE_KIND)  # (kernel name, signature) -> compiled entry point
 _SIGNATURES: dict[str, list[str]] = {}
 
 
@@ -298,9 +300,14 @@ def _entry(name: str, func, sig: tuple):
     """The compiled entry point of ``func`` for ``sig``, compiled on first use."""
     fn = _ENTRY.get((name, sig))
     if fn is None:
-        fn = _ENTRY[(name, sig)] = func.compile(sig)
-        _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
+        fn = cache.lookup(_CACHE_KIND, (name, sig), lambda: _compile(name, func, sig))[0]
     return fn
+
+
+def _compile(name: str, func, sig: tuple):
+    fn = func.compile(sig)
+    _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
+    return fn, "compiled"
 
 
 def compiled_signatures() -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ import math
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
 from dispatch_jit.quantized import QuantizedTensor, check_qparams, make_quantized
+from dispatch_jit.registry import CompiledSignature
 
 __all__ = ["QMatmul", "QLinear", "QAdd", "QRelu", "check_matmul_shapes", "minmax_qparams"]
 
@@ -56,10 +57,8 @@ class _QuantizedOp:
 
     def specialize(self, call):
         _require_quantized(call.op.name, call.metas, self.names, self.bits)
-        rec = call.op.compiled.setdefault(self.__name__, [])
-        dts = "x".join(m.dtype.name for m in call.metas[:len(self.names)])
-        if dts not in rec:
-            rec.append(dts)
+        dts = tuple(m.dtype.name for m in call.metas[:len(self.names)])
+        call.op.note_compiled(self.__name__, CompiledSignature(dts))
         return self.run
 
 

@@ -26,6 +26,7 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from dispatch_jit.errors import SchemaError
+from dispatch_jit.jit import cache
 
 from .table import (REDUCTIONS, Pass, ReductionSpec, _F32, check_dtype, kernel_dtype, spec_of,
                               state_dtypes)
@@ -221,7 +222,8 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
 
 # ---------------------------------------------------------------- lazy compilation
 
-_ENTRY: dict[tuple[str, np.dtype, str], Callable] = {}   # (op, kernel dtype, variant) -> compiled overload
+_CACHE_KIND = __name__      # the compile cache's name for these kernels (one per module copy)
+_ENTRY: dict[tuple[str, np.dtype, str], Callable] = cache.entries(_CACHE_KIND)   # (op, kernel dtype, variant) -> overload
 _SOURCES: dict[tuple[str, np.dtype, str], str] = {}      # the generated code, for inspection
 _DISPATCHERS: dict[tuple[str, np.dtype, str], object] = {}   # for inspect_llvm / inspect_asm
 _FLAGS = dict(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
@@ -235,9 +237,11 @@ def kernel(name: str, kin: np.dtype, variant: str) -> Callable:
     convert to it, so read-only (broadcast) inputs share the same overload.
     """
     key = (name, kin, variant)
-    ep = _ENTRY.get(key)
-    if ep is not None:
-        return ep
+    return cache.lookup(_CACHE_KIND, key, lambda: _compile(key))[0]
+
+
+def _compile(key: tuple[str, np.dtype, str]):
+    name, kin, variant = key
     if variant not in _VARIANTS:
         raise SchemaError(f"unknown kernel variant {variant!r}; known: {', '.join(_VARIANTS)}")
     spec = REDUCTIONS[name]
@@ -263,8 +267,7 @@ def kernel(name: str, kin: np.dtype, variant: str) -> Callable:
     ep = disp.compile(sig)
     _SOURCES[key] = src
     _DISPATCHERS[key] = disp
-    _ENTRY[key] = ep
-    return ep
+    return ep, "compiled"
 
 
 def compiled_signatures() -> dict[str, list[str]]:

@@ -49,6 +49,7 @@ import numba
 import numpy as np
 
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
+from dispatch_jit.registry import CompiledSignature
 
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
@@ -371,9 +372,7 @@ def _bind(name: str, call, kernel_name: str):
     dtype-specialized callable is resolved here, once per signature."""
     dt = call.metas[0].dtype
     fn = get_reduction(name, dt.np)
-    record = call.op.compiled.setdefault(kernel_name, [])
-    if dt.name not in record:
-        record.append(dt.name)
+    call.op.note_compiled(kernel_name, CompiledSignature((dt.name,)))
 
     def reduce(a, axes, keepdims, to, kw):
         if to is None:

@@ -49,9 +49,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from dispatch_jit.cuda.array import empty, from_host
-from dispatch_jit.cuda.codegen import compile_cuda
+from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import astype
-from dispatch_jit.cuda.launch import BLOCKS_PER_SM, elementwise_config
+from dispatch_jit.cuda.launch import BLOCKS_PER_SM, launch
 from dispatch_jit.cuda.runtime import device_attributes, is_simulator
 
 from . import cpu as reduction
@@ -265,10 +265,14 @@ def _prior(op: _Op, pi: int) -> str:
 
 
 def _header(op: _Op, name: str, params: list[str]) -> str:
-    head = f"def {name}({', '.join(params)}):\n"
+    return f"def {name}({', '.join(params)}):\n" + _ind(_prelude(op), 1)
+
+
+def _prelude(op: _Op) -> str:
+    """A kernel's first lines (column 0): ``inv`` where the op's steps read it."""
     if "inv" in op.spec.final or any("inv" in p.step for p in op.passes):
-        head += "    inv = arg != 0.0\n"
-    return head
+        return "inv = arg != 0.0\n"
+    return ""
 
 
 def _layout_params(nk: int, nr: int) -> list[str]:
@@ -287,8 +291,7 @@ def _source_rows(op: _Op, nk: int, nr: int) -> str:
         loop = "idx = base\n" + _unravel("r", nr, "j", "idx") + _load_x() + _fix(p.step.format(**_names(op.states)))
         body += _init(p) + f"for j in range(R):\n{_ind(loop, 1)}" + _fix(p.post.format(**_names(op.states))) + "\n"
     body += _store_out(op)
-    return (_header(op, "red_rows", params) + "    k = cuda.grid(1)\n    step = cuda.gridsize(1)\n"
-            + f"    while k < K:\n{_ind(body, 2)}        k += step\n")
+    return grid_stride(f"red_rows({', '.join(params)})", "K", _ind(body, 0), index="k", prelude=_prelude(op))
 
 
 def _source_partial(op: _Op, pi: int, nk: int, nr: int, tpb: int, direct: bool, shuffles: bool) -> str:
@@ -446,8 +449,7 @@ def _reduce(op: _Op, a, axes, keepdims: bool, arg: float):
     out = empty(out_shape, op.rdt, dev)
     ob = out.storage.buf
     if plan_variant(K, R, dev) == "rows":
-        blocks, threads = elementwise_config(K, dev)
-        _kernel(op, "rows", nk, nr, 0, 0, True)[blocks, threads](*lay, ob)
+        launch(_kernel(op, "rows", nk, nr, 0, 0, True), K, dev, *lay, ob)
         return out
     tpb, nb, gy = launch_config(K, R, dev)
     direct = nb == 1

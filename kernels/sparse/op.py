@@ -16,6 +16,7 @@ import numpy as np
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
+from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.sparse import _make
 
 __all__ = ["SparseMatmul", "SparseAdd", "SparseMul", "SparseSum", "record", "check_float_or_int"]
@@ -23,9 +24,7 @@ __all__ = ["SparseMatmul", "SparseAdd", "SparseMul", "SparseSum", "record", "che
 
 def record(call, name: str, dt) -> None:
     """Note ``dt`` among the op's compiled dtypes under the kernel's name (``dj.cache_info``)."""
-    rec = call.op.compiled.setdefault(name, [])
-    if dt.name not in rec:
-        rec.append(dt.name)
+    call.op.note_compiled(name, CompiledSignature((dt.name,)))
 
 
 def check_float_or_int(dt, opname):

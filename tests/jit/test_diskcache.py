@@ -1,4 +1,4 @@
-"""The on-disk cache of fused loops (dispatch_jit/compiler/diskcache.py).
+"""The on-disk cache of fused loops (dispatch_jit/jit/diskcache.py).
 
 Each scenario runs in fresh subprocesses whose DISPATCH_JIT_CACHE_DIR is a
 tmp_path (never the user's ~/.cache): a cold run compiles and saves, a warm
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 
-from dispatch_jit.compiler import diskcache
+from dispatch_jit.jit import diskcache
 
 # Three functions, so three fused loops, each corrupted in its own way below.  Together they
 # touch the scalar helpers, transcendental functions, integer and boolean ops.

@@ -1,4 +1,4 @@
-"""Faults in the disk cache of fused loops (dispatch_jit/compiler/diskcache.py).
+"""Faults in the disk cache of fused loops (dispatch_jit/jit/diskcache.py).
 
 Whatever is on disk, a call returns the right values: a damaged, swapped,
 vanished or unreadable entry is a miss (recompile, rewrite) with no warning
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 from numba import types as nbt
 
-from dispatch_jit.compiler import codegen, diskcache
+from dispatch_jit.compiler import codegen
+from dispatch_jit.jit import diskcache
 
 ARR = nbt.Array(nbt.float64, 1, "C")
 _GLB = {"np": np, "prange": range}
@@ -243,7 +244,8 @@ RACE = textwrap.dedent("""
     import numba
     import numpy as np
     from numba import types as nbt
-    from dispatch_jit.compiler import codegen, diskcache
+    from dispatch_jit.compiler import codegen
+    from dispatch_jit.jit import diskcache
 
     records = []
     class Keep(logging.Handler):

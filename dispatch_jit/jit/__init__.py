@@ -1,0 +1,7 @@
+"""Compiling Numba code, once: the one source -> entry-point cache (``cache.py``) and the
+on-disk store of generated loops it uses (``diskcache.py``).
+
+Every part of the library that compiles goes through ``cache``: the eager kernels
+(``kernels/*/cpu.py``, ``kernels/*/cuda.py``), the engine's CUDA helpers
+(``dispatch_jit/cuda``) and the compiler's fused loops (``dispatch_jit/compiler``).
+"""

@@ -1,0 +1,130 @@
+"""The one compile cache: generated source (or a Numba function) plus its signature and
+options -> the compiled entry point.
+
+Staged as Numba's own dispatcher is: an entry already in memory? -> on disk
+(generated loops, when the disk cache is on; see diskcache.py)? -> compile.
+The stage that answers is the call's outcome, "memory", "disk" or
+"compiled", decided and counted here, once, per *kind* (who asked: "loop"
+for the compiler's fused loops, "cuda" for ``numba.cuda.jit`` kernels,
+"elementwise", "reduction", "linalg", "quantized" for the eager CPU kernels).
+
+A first use that races in several threads compiles once: the miss path
+takes the kind's lock and looks again.  A hit is one dict lookup and takes
+no lock; its "memory" count is a plain increment (exact while the GIL
+serializes it, as it does for an ``int`` attribute update in CPython).
+
+>>> import numba
+>>> src = "def twice(x):\\n    return x * 2\\n"
+>>> ep, how = njit_source("doctest", src, "twice", (numba.types.int64,), {})
+>>> ep(21), how, njit_source("doctest", src, "twice", (numba.types.int64,), {})[1]
+(42, 'compiled', 'memory')
+>>> counts("doctest")
+{'memory': 1, 'disk': 0, 'compiled': 1}
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+
+from . import diskcache
+
+__all__ = ["lookup", "njit_source", "entries", "counts", "size", "keys", "last_outcome"]
+
+_ENTRIES: dict = {}          # kind -> {key: entry point}
+_COUNTS: dict = {}           # kind -> {"memory": n, "disk": n, "compiled": n}
+_LOCKS: dict = {}            # kind -> its lock (only the miss path takes it)
+
+
+class _Outcome(threading.local):
+    def __init__(self):
+        self.last = {}
+
+
+_outcome = _Outcome()
+
+
+def _kind(kind: str) -> dict:
+    entries = _ENTRIES.get(kind)
+    if entries is None:
+        # setdefault is atomic: two threads making a kind's tables end up sharing one
+        _LOCKS.setdefault(kind, threading.RLock())
+        _COUNTS.setdefault(kind, {"memory": 0, "disk": 0, "compiled": 0})
+        entries = _ENTRIES.setdefault(kind, {})
+    return entries
+
+
+def lookup(kind: str, key, build):
+    """``(entry point, how)`` for ``key``: from memory, else ``build()``, which returns
+    ``(entry point, "disk" | "compiled")``, called once per key even when threads race.
+
+    ``key`` must determine the entry point completely (source, argument types,
+    options, and any globals the source reads)."""
+    entries = _kind(kind)
+    ep = entries.get(key)
+    if ep is None:
+        with _LOCKS[kind]:
+            ep = entries.get(key)
+            if ep is None:
+                ep, how = build()
+                entries[key] = ep
+                _COUNTS[kind][how] += 1
+                _outcome.last[kind] = how
+                return ep, how
+    _COUNTS[kind]["memory"] += 1
+    _outcome.last[kind] = "memory"
+    return ep, "memory"
+
+
+def njit_source(kind: str, src: str, name: str, argtypes: tuple, glb: dict, *, parallel: bool = False,
+                options: dict | None = None, key=(), disk_helpers: dict | None = None, filename: str = ""):
+    """``(entry point, how)``: ``numba.njit`` of the function ``name`` that ``src`` defines,
+    with ``glb`` as its globals (or what ``glb()`` returns, built only on a miss), compiled
+    for ``argtypes``.
+
+    Options default to the generated loops' ``parallel=parallel, error_model="numpy",
+    nogil=parallel`` (nogil only where the loop is long: releasing the GIL costs
+    ~100 ns a call).  ``key`` adds what ``glb`` varies by; ``disk_helpers`` (the
+    scalar helpers the source calls, whose files the disk key hashes) turns the
+    disk cache on for this source, with the default options only."""
+    opts = options if options is not None else {"parallel": parallel, "error_model": "numpy", "nogil": parallel}
+    full_key = (src, name, argtypes, tuple(sorted(opts.items(), key=lambda kv: kv[0])), key)
+
+    def build():
+        g = dict(glb() if callable(glb) else glb)
+        if disk_helpers is not None and options is None:
+            return diskcache.compile_cached(src, name, argtypes, parallel, g, disk_helpers)
+        exec(compile(src, filename or f"<dispatch_jit {kind} {name}>", "exec"), g)
+        return numba.njit(**opts)(g[name]).compile(argtypes), "compiled"
+
+    return lookup(kind, full_key, build)
+
+
+def entries(kind: str) -> dict:
+    """``kind``'s entries, key -> entry point: the live table, for a kernel's per-call path
+    to read with one ``.get`` before it falls back to ``lookup`` (such a hit is not counted).
+    Never written to but by ``lookup``."""
+    return _kind(kind)
+
+
+def counts(kind: str) -> dict:
+    """``{"memory": n, "disk": n, "compiled": n}``: how ``kind``'s lookups were answered."""
+    _kind(kind)
+    return dict(_COUNTS[kind])
+
+
+def size(kind: str) -> int:
+    """Entry points of ``kind`` held in memory (compiled or loaded from disk)."""
+    return len(_kind(kind))
+
+
+def keys(kind: str) -> list:
+    """The keys of ``kind``'s entries, in the order they were made."""
+    return list(_kind(kind))
+
+
+def last_outcome(kind: str) -> str | None:
+    """What this thread's last lookup of ``kind`` did ("memory", "disk", "compiled"), once:
+    reading it clears it."""
+    return _outcome.last.pop(kind, None)
