@@ -30,11 +30,13 @@ import numba
 
 from . import diskcache
 
-__all__ = ["lookup", "njit_source", "entries", "counts", "size", "keys", "last_outcome"]
+__all__ = ["lookup", "njit_source", "njit_function", "signatures", "entries", "counts", "size", "keys",
+           "last_outcome"]
 
 _ENTRIES: dict = {}          # kind -> {key: entry point}
 _COUNTS: dict = {}           # kind -> {"memory": n, "disk": n, "compiled": n}
 _LOCKS: dict = {}            # kind -> its lock (only the miss path takes it)
+_SIGNATURES: dict = {}       # kind -> {function name: [compiled Numba signatures, in order]}
 
 
 class _Outcome(threading.local):
@@ -99,6 +101,23 @@ def njit_source(kind: str, src: str, name: str, argtypes: tuple, glb: dict, *, p
         return numba.njit(**opts)(g[name]).compile(argtypes), "compiled"
 
     return lookup(kind, full_key, build)
+
+
+def njit_function(kind: str, key, name: str, func, sig: tuple):
+    """The entry point of the ``numba.njit`` function ``func`` compiled for the Numba
+    signature ``sig``, cached under ``key`` (which must determine ``sig``: a kernel's
+    per-call path may key on what is cheaper to build, e.g. ``(name, dtype)``).  Each
+    signature compiled is recorded under ``name`` for ``signatures(kind)``."""
+    def build():
+        ep = func.compile(sig)
+        _SIGNATURES.setdefault(kind, {}).setdefault(name, []).append(f"({', '.join(map(str, sig))})")
+        return ep, "compiled"
+    return lookup(kind, key, build)[0]
+
+
+def signatures(kind: str) -> dict[str, list[str]]:
+    """Function name -> the Numba signatures ``njit_function`` compiled for ``kind`` so far."""
+    return {name: list(sigs) for name, sigs in _SIGNATURES.get(kind, {}).items()}
 
 
 def entries(kind: str) -> dict:

@@ -188,7 +188,6 @@ _KERNELS = {
 _CACHE_KIND = __name__               # the compile cache's name for these kernels (a fresh copy of
                                        # this module, with its own njit functions, gets its own)
 _ENTRY = cache.entries(_CACHE_KIND)    # (kernel name, np.dtype) -> compiled entry point
-_SIGNATURES: dict[str, list[str]] = {}  # kernel name -> compiled signatures, in order
 _INDEX = nbt.Array(nbt.intp, 1, "C")
 _ZERO = np.zeros(1, np.intp)
 
@@ -197,17 +196,11 @@ def _entry(name: str, dt: np.dtype):
     """The compiled entry point of kernel `name` for `dt`, compiling it on first use."""
     fn = _ENTRY.get((name, dt))
     if fn is None:
-        fn = cache.lookup(_CACHE_KIND, (name, dt), lambda: _compile(name, dt))[0]
+        func, flags = _KERNELS[name]
+        arr = nbt.Array(numba.from_dtype(dt), 3, "C")
+        sig = (arr, arr, _INDEX, _INDEX, arr) + ((nbt.boolean, nbt.boolean) if flags else ())
+        fn = cache.njit_function(_CACHE_KIND, (name, dt), name, func, sig)
     return fn
-
-
-def _compile(name: str, dt: np.dtype):
-    func, flags = _KERNELS[name]
-    arr = nbt.Array(numba.from_dtype(dt), 3, "C")
-    sig = (arr, arr, _INDEX, _INDEX, arr) + ((nbt.boolean, nbt.boolean) if flags else ())
-    fn = func.compile(sig)
-    _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
-    return fn, "compiled"
 
 
 def compiled_signatures() -> dict[str, list[str]]:
@@ -216,7 +209,7 @@ def compiled_signatures() -> dict[str, list[str]]:
     >>> isinstance(compiled_signatures(), dict)
     True
     """
-    return {name: list(sigs) for name, sigs in _SIGNATURES.items()}
+    return cache.signatures(_CACHE_KIND)
 
 
 # --- shapes ---------------------------------------------------------------

@@ -293,21 +293,14 @@ def _relu(a, out, zp):
 _F64_1D = nbt.Array(nbt.float64, 1, "C")
 _CACHE_KIND = __name__               # the compile cache's name for these kernels (one per module copy)
 _ENTRY = cache.entries(_CACHE_KIND)  # (kernel name, signature) -> compiled entry point
-_SIGNATURES: dict[str, list[str]] = {}
 
 
 def _entry(name: str, func, sig: tuple):
     """The compiled entry point of ``func`` for ``sig``, compiled on first use."""
     fn = _ENTRY.get((name, sig))
     if fn is None:
-        fn = cache.lookup(_CACHE_KIND, (name, sig), lambda: _compile(name, func, sig))[0]
+        fn = cache.njit_function(_CACHE_KIND, (name, sig), name, func, sig)
     return fn
-
-
-def _compile(name: str, func, sig: tuple):
-    fn = func.compile(sig)
-    _SIGNATURES.setdefault(name, []).append(f"({', '.join(map(str, sig))})")
-    return fn, "compiled"
 
 
 def compiled_signatures() -> dict[str, list[str]]:
@@ -316,7 +309,7 @@ def compiled_signatures() -> dict[str, list[str]]:
     >>> isinstance(compiled_signatures(), dict)
     True
     """
-    return {k: list(v) for k, v in _SIGNATURES.items()}
+    return cache.signatures(_CACHE_KIND)
 
 
 _I8_2D = nbt.Array(nbt.int8, 2, "C")
