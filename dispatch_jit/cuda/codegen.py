@@ -113,6 +113,8 @@ def _cos(x):
 
 def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
     """``numba.cuda.jit`` of the function ``name`` defined by ``src`` (cached by source)."""
+    # globals by identity: the cached kernel's function keeps them (its __globals__) alive, so an
+    # id in a live key is never reused by another object
     key = (src, name, tuple(sorted((k, id(v)) for k, v in (extra_globals or {}).items())))
 
     def build():
