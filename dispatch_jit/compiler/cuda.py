@@ -42,7 +42,7 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config
 from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
-from dispatch_jit.cuda.codegen import compile_cuda, compiled_cuda_kernels, operand_args, operand_params, unravel
+from dispatch_jit.cuda.codegen import compile_cuda_counted, grid_stride, operand_args, operand_params, unravel
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 
@@ -75,40 +75,36 @@ def cuda_region_source(gen: Codegen, flat: bool) -> str:
     if red is not None:
         params.append("p0")                                       # one partial per block
     params += [f"n{d}" for d in range(nd)] + ["total"]
-    lines = [f"def fused_{r.index}({', '.join(params)}):"]
-    lines += [f"    {p}" for p in gen.preamble]
+    prelude = list(gen.preamble)
     if red is not None:
-        lines.append(f"    acc = {gen._red_init().replace('math.inf', '_inf')}")
-    lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while i < total:"]
-    ind = "        "
-    lines += unravel(nd, ins + outs, ind, contiguous=tuple(ins + outs) if flat else tuple(outs))
-    lines += [f"{ind}x{i} = a{i}[a{i}_k]" for i in range(nin)]
-    lines += [f"{ind}{b}" for b in gen.body]
-    lines += [f"{ind}o{j}[o{j}_k] = {gen.local[v]}" for j, v in enumerate(r.outputs)]
+        prelude.append(f"acc = {gen._red_init().replace('math.inf', '_inf')}")
+    body = unravel(nd, ins + outs, "", contiguous=tuple(ins + outs) if flat else tuple(outs))
+    body += [f"x{i} = a{i}[a{i}_k]" for i in range(nin)]
+    body += list(gen.body)
+    body += [f"o{j}[o{j}_k] = {gen.local[v]}" for j, v in enumerate(r.outputs)]
+    epilogue = []
     if red is not None:
-        lines += [f"{ind}{x}" for x in _red(gen, "acc", gen.local[red.src])]
-    lines.append(f"{ind}i += step")
-    if red is not None:
-        lines += _block_tree(gen)
-        lines += ["    if t == 0:", "        p0[cuda.blockIdx.x] = sh[0]"]
-    return "\n".join(lines) + "\n"
+        body += _red(gen, "acc", gen.local[red.src])
+        epilogue = _block_tree(gen) + ["if t == 0:", "    p0[cuda.blockIdx.x] = sh[0]"]
+    return grid_stride(f"fused_{r.index}({', '.join(params)})", "total", "\n".join(body),
+                       prelude="\n".join(prelude), epilogue="\n".join(epilogue))
 
 
 def _block_tree(gen: Codegen) -> list[str]:
     """Lines merging the threads' ``acc`` of one block into ``sh[0]``: a shared-memory tree
     (blockDim.x is a power of two <= TPB_MAX; no warp shuffles, so the simulator runs it too)."""
-    lines = [f"    sh = cuda.shared.array({TPB_MAX}, _acc_t)",
-             "    t = cuda.threadIdx.x",
-             "    sh[t] = acc",
-             "    cuda.syncthreads()",
-             "    s = cuda.blockDim.x // 2",
-             "    while s > 0:",
-             "        if t < s:",
-             "            acc = sh[t]"]
-    lines += [f"            {x}" for x in _red(gen, "acc", "sh[t + s]", merge=True)]
-    lines += ["            sh[t] = acc",
-              "        cuda.syncthreads()",
-              "        s //= 2"]
+    lines = [f"sh = cuda.shared.array({TPB_MAX}, _acc_t)",
+             "t = cuda.threadIdx.x",
+             "sh[t] = acc",
+             "cuda.syncthreads()",
+             "s = cuda.blockDim.x // 2",
+             "while s > 0:",
+             "    if t < s:",
+             "        acc = sh[t]"]
+    lines += [f"        {x}" for x in _red(gen, "acc", "sh[t + s]", merge=True)]
+    lines += ["        sh[t] = acc",
+              "    cuda.syncthreads()",
+              "    s //= 2"]
     return lines
 
 
@@ -121,7 +117,7 @@ def cuda_final_source(gen: Codegen) -> str:
              "    while j < nb:"]
     lines += [f"        {x}" for x in _red(gen, "acc", "p0[j]", merge=True)]
     lines += ["        j += cuda.blockDim.x"]
-    lines += _block_tree(gen)
+    lines += [f"    {x}" for x in _block_tree(gen)]
     lines += ["    if t == 0:", f"        r0[r0_o] = {gen._red_final('sh[0]', 'cnt')}"]
     return "\n".join(lines) + "\n"
 
@@ -191,11 +187,13 @@ class CudaFusedStep:
     def kernel(self, flat: bool):
         k = self.kernels.get(flat)
         if k is None:
-            before = compiled_cuda_kernels()
-            k = compile_cuda(cuda_region_source(self.gen, flat), self.name, self._globals())
+            k, how = compile_cuda_counted(cuda_region_source(self.gen, flat), self.name, self._globals())
+            compiled = how == "compiled"
             if self.region.reduce is not None and self.final is None:
-                self.final = compile_cuda(cuda_final_source(self.gen), f"{self.name}_final", self._globals())
-            self.stats.compiles += compiled_cuda_kernels() > before
+                self.final, how = compile_cuda_counted(cuda_final_source(self.gen), f"{self.name}_final",
+                                                       self._globals())
+                compiled = compiled or how == "compiled"
+            self.stats.compiles += compiled
             self.kernels[flat] = k
         return k
 

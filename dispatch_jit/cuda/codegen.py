@@ -113,6 +113,12 @@ def _cos(x):
 
 def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
     """``numba.cuda.jit`` of the function ``name`` defined by ``src`` (cached by source)."""
+    return compile_cuda_counted(src, name, extra_globals)[0]
+
+
+def compile_cuda_counted(src: str, name: str, extra_globals: dict | None = None):
+    """``(kernel, how)``: ``compile_cuda`` and how the compile cache answered ("memory" or
+    "compiled"), decided where it was decided, so that threads racing cannot miscount."""
     # globals by identity: the cached kernel's function keeps them (its __globals__) alive, so an
     # id in a live key is never reused by another object
     key = (src, name, tuple(sorted((k, id(v)) for k, v in (extra_globals or {}).items())))
@@ -123,13 +129,14 @@ def compile_cuda(src: str, name: str, extra_globals: dict | None = None):
         exec(compile(src, f"<dispatch_jit cuda {name}>", "exec"), g)
         return cuda.jit(g[name]), "compiled"
 
-    return cache.lookup(_CACHE_KIND, key, build)[0]
+    return cache.lookup(_CACHE_KIND, key, build)
 
 
-def grid_stride(signature: str, n: str, body: str, index: str = "i", prelude: str = "") -> str:
+def grid_stride(signature: str, n: str, body: str, index: str = "i", prelude: str = "", epilogue: str = "") -> str:
     """The source of a CUDA kernel ``def signature:`` whose threads share the indices [0, n) in a
     grid-stride loop, running ``body`` (source at column 0) for each ``index``, after
-    ``prelude`` (source at column 0, run once per thread before the loop).
+    ``prelude`` and before ``epilogue`` (source at column 0, run once per thread before and
+    after the loop).
 
     >>> print(grid_stride("fill(out, v, n)", "n", "out[i] = v"), end="")
     def fill(out, v, n):
@@ -141,7 +148,8 @@ def grid_stride(signature: str, n: str, body: str, index: str = "i", prelude: st
     """
     lines = [f"def {signature}:", f"    {index} = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     lines += _indent(prelude, "    ") + [f"    while {index} < {n}:"] + _indent(body, "        ")
-    return "\n".join(lines + [f"        {index} += step", ""])
+    lines += [f"        {index} += step"] + _indent(epilogue, "    ")
+    return "\n".join(lines + [""])
 
 
 def _indent(src: str, pad: str) -> list[str]:
