@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from dispatch_jit.dtypes import COMPLEX, FLOAT
+from dispatch_jit.dtypes import COMPLEX, FLOAT, result_type
 from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 
@@ -111,6 +111,11 @@ def mse_loss(x, target, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise SchemaError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     _check_loss_shapes("mse_loss", x, target)
+    dt = result_type(x, target)
+    if dt.category != FLOAT:    # PyTorch's mse_loss kernels exist for real floating dtypes only
+        raise DTypeError(f"mse_loss: expected floating point input and target, got {x.dtype.name} and "
+                         f"{getattr(getattr(target, 'dtype', None), 'name', type(target).__name__)} (computed in {dt.name}); "
+                         f"convert first: x.float()")
     d = A.sub(x, target)
     sq = A.mul(d, d)
     if reduction == "mean":

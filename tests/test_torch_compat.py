@@ -343,6 +343,25 @@ def test_softmax_of_integers_raises_and_dtype_casts_first(name, dtype):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("mode", ["eager", "compile", "lazy"])
+def test_mse_loss_of_integers_raises_naming_mse_loss(reduction, mode):
+    # found by the long fuzz run (seed 31, graph 1218): reduction='none' on int64 returned the
+    # squared differences where PyTorch refuses, and 'mean' raised an error naming mean()
+    a, b = dj.tensor([1, 2]), dj.tensor([2, 2])
+    run = {"eager": dj.mse_loss, "compile": dj.compile(dj.mse_loss)}.get(mode)
+    with pytest.raises(DTypeError, match="mse_loss: expected floating point input and target, got int64 and int64"):
+        if run is None:
+            with dj.mode("compiled"):
+                dj.mse_loss(a, b, reduction=reduction).numpy()
+        else:
+            run(a, b, reduction=reduction)
+    # an int input against a float target computes in float, as PyTorch's promotion does
+    got = dj.mse_loss(a, dj.tensor([2.0, 2.0]), reduction=reduction)
+    want = {"none": [1.0, 0.0], "mean": 0.5, "sum": 1.0}[reduction]
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
 # -- all/any of uint8 are uint8, as PyTorch's (legacy) -------------------------------------------
 _ALL_ANY_CASES = [("all", None, False), ("any", None, False), ("all", 1, False), ("any", 0, True),
                   ("all", (0, 1), False)]
