@@ -6,9 +6,11 @@ define: autograd's (autograd/methods.py) and the conversions and ``copy_`` here.
 from __future__ import annotations
 
 from .autograd.methods import METHODS as AUTOGRAD_METHODS
+from .broadcast import broadcast_shapes
 from .creation import tensor
 from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
+from .errors import BroadcastError
 from .registry import lookup
 from .tensor import Tensor
 
@@ -70,6 +72,16 @@ def _copy_(self, src) -> Tensor:
     """
     if not isinstance(src, Tensor):
         src = tensor(src)
+    if src.shape != self.shape:
+        # as PyTorch's: src broadcasts to self's shape; item assignment (NumPy's rule) would also
+        # drop src's leading 1-sized dims, which copy_ refuses
+        try:
+            fits = broadcast_shapes(self.shape, src.shape) == self.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise BroadcastError(f"copy_: the source of shape {tuple(src.shape)} does not broadcast to the "
+                                 f"destination's shape {tuple(self.shape)}")
     if src.dtype != self.dtype or src.device != self.device:
         src = src.to(device=self.device, dtype=self.dtype)
     self[...] = src

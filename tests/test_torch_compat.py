@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.errors import AutogradError, DTypeError, SchemaError, ShapeError
+from dispatch_jit.errors import AutogradError, BroadcastError, DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import lookup
 from dispatch_jit.signature import MAX_NDIM, decode, make_sig
 
@@ -360,6 +360,30 @@ def test_mse_loss_of_integers_raises_naming_mse_loss(reduction, mode):
     got = dj.mse_loss(a, dj.tensor([2.0, 2.0]), reduction=reduction)
     want = {"none": [1.0, 0.0], "mean": 0.5, "sum": 1.0}[reduction]
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile", "lazy"])
+def test_copy_source_must_broadcast_to_the_destination(mode):
+    # found by the long fuzz run (seed 31, graph 1461): copy_ accepted a (1, 5) source for a (5,)
+    # destination (item assignment's NumPy rule drops leading 1-sized dims; PyTorch's copy_ refuses)
+    def f(dst, src):
+        return dst.copy_(src)
+    run = {"eager": f, "compile": dj.compile(f)}.get(mode)
+    for dst_shape, src_shape in [((5,), (1, 5)), ((2, 3), (3, 3))]:
+        dst, src = dj.zeros(*dst_shape), dj.ones(*src_shape)
+        with pytest.raises(BroadcastError, match=r"copy_: the source of shape .* does not broadcast"):
+            if run is None:
+                with dj.mode("compiled"):
+                    f(dst, src).numpy()
+            else:
+                run(dst, src)
+    dst = dj.zeros(2, 3)
+    got = f(dst, dj.tensor([1.0, 2.0, 3.0])) if run is None else run(dst, dj.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(dst.numpy(), [[1, 2, 3], [1, 2, 3]])
+    assert got.shape == (2, 3)
+    a = dj.zeros(5)
+    a[...] = dj.ones(1, 5)          # item assignment keeps NumPy's rule (as torch's __setitem__)
+    np.testing.assert_array_equal(a.numpy(), np.ones(5))
 
 
 # -- all/any of uint8 are uint8, as PyTorch's (legacy) -------------------------------------------
