@@ -407,7 +407,7 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
 
 
 # -- writes ------------------------------------------------------------------------
-# Compiled mode (compiler/lazy.py) must see every write into a tensor before it happens: a pending
+# Compiled mode (compiler/lazy/watch.py) must see every write into a tensor before it happens: a pending
 # graph of any thread that reads the tensor's storage runs first.  Its hook wraps, on the miss path,
 # the memo entries of the call signatures that pass a tensor to an argument the schema marks
 # written (in-place ops, out=); every other entry, ``out=None`` calls included, is unchanged.

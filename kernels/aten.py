@@ -2,9 +2,7 @@
 
 ``aten`` defines every schema (``Library("aten", "DEF")``, as TORCH_LIBRARY);
 ``fallbacks`` holds the backend fallbacks every op gets (``Library("_",
-"IMPL")``).  kernels/__init__.py makes the registrations through them, once;
-they live in their own module so that code above the op library (the tracer
-replaces the Tracer fallthrough) can reach them without running it again.
+"IMPL")``).  kernels/__init__.py makes the registrations through them, once.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit import registry
-from dispatch_jit.registry import fallthrough_kernel
 from dispatch_jit.tensor import Tensor
 
 from .elementwise import scalar_op_of
@@ -306,18 +305,12 @@ _handle = []
 
 
 def install_tracer_fallback():
-    """Register ``tracer_fallback`` at the Tracer key, replacing the placeholder
-    fallthrough that kernels/aten.py registers."""
+    """Register ``tracer_fallback`` at the Tracer key (the op library registers nothing
+    there: the key is the compiler's)."""
     if _handle:
         return _handle[0]
     current = registry.backend_fallbacks().get(_K.Tracer)
-    if current is fallthrough_kernel:
-        from dispatch_jit.kernels import aten
-        for h in list(aten.fallbacks._handles):
-            if h.description == f"fallback @ {_K.Tracer.name}":
-                h.remove()
-                aten.fallbacks._handles.remove(h)
-    elif current is not None:
+    if current is not None:
         raise RuntimeError(f"a Tracer backend fallback is already registered ({current!r}); "
                            f"compiled mode needs its own")
     _handle.append(registry.register_fallback(_K.Tracer, tracer_fallback))
