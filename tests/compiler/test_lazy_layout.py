@@ -41,11 +41,6 @@ def test_modules_import_one_way():
         assert got <= below, f"{name}.py imports {sorted(got - below)}, which are not below it"
 
 
-def test_modules_stay_small():
-    for p in Path(lazy.__file__).parent.glob("*.py"):
-        assert len(p.read_text().splitlines()) <= 500, p.name
-
-
 def test_importing_installs_nothing_until_compiled_mode_is_entered():
     code = (
         "import dispatch_jit as dj\n"
