@@ -1,13 +1,7 @@
 """``Library``: define operators and register kernels per dispatch key (``dj.Library``).
 
->>> import dispatch_jit as dj
->>> lib = dj.Library("doc_demo", "DEF")
->>> lib.define("twice(Tensor self) -> Tensor")
-'doc_demo::twice'
->>> h = lib.impl("twice", lambda x: dj.add(x, x), "CPU")
->>> dj.ops.doc_demo.twice(dj.tensor([1.0, 2.0]))
-tensor([2., 4.])
->>> lib._destroy()
+The public facade, dispatch_jit/library.py, shows it at work; its example runs
+with the suite's doctests.
 """
 
 from __future__ import annotations
