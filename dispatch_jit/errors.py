@@ -19,6 +19,7 @@ __all__ = [
     "CastingError",
     "BroadcastError",
     "ShapeError",
+    "SizeDependentError",
     "AutogradError",
     "CudaUnavailableError",
     "CudaOutOfMemoryError",
@@ -73,6 +74,11 @@ class BroadcastError(DispatchJitError, ValueError):
 
 class ShapeError(DispatchJitError, ValueError):
     """A shape, axis or size argument is invalid for the tensor it applies to."""
+
+
+class SizeDependentError(ShapeError):
+    """An output's shape, or its rank, depends on sizes that were not given (tracing without sizes:
+    ``squeeze`` drops the size-1 dimensions, which only the sizes tell)."""
 
 
 class AutogradError(DispatchJitError, RuntimeError):

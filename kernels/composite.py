@@ -13,7 +13,8 @@ from dispatch_jit.dtypes import COMPLEX, FLOAT, result_type
 from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 
-from .shape.cpu import broadcast_shapes, normalize_axis
+from .shape.cpu import broadcast_shapes
+from .shape.op import normalize_axis
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 

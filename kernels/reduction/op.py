@@ -15,7 +15,7 @@ from dispatch_jit.errors import DispatchJitError, SchemaError
 from dispatch_jit.tensor import wrap
 
 from .table import result_dtype
-from ..shape.cpu import normalize_axes, normalize_axis
+from ..shape.op import normalize_axes, normalize_axis
 
 __all__ = ["SCHEMAS", "EXTRA", "Reduction", "kernels", "METHODS", "VAR_STD", "VarStd", "correction_of", "PY_FUNCTIONS",
            "RETURN_TYPES", "equal"]
