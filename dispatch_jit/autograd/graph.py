@@ -18,7 +18,7 @@ from ..signature import keyset_sig_bits
 from ..tensor import Tensor, bump_version, version_box as _version_box, version_of
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "mark_output", "version_of",
-           "bump_version"]
+           "bump_version", "saved_tensor", "freed_error"]
 
 _AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
 _AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
@@ -39,14 +39,7 @@ class SavedTensor:
         self.version = self.box[0]
         self.is_output = is_output
         self.name = name
-        if is_output:
-            d = Tensor.__new__(Tensor)
-            d._data, d._sig = t._data, t._sig
-            d.__dict__["_vc"] = self.box
-            d.requires_grad = t.requires_grad
-            self.data_tensor = d
-        else:
-            self.data_tensor = t
+        self.data_tensor = _output_data(t, self.box) if is_output else t
 
     def unpack(self, node):
         if self.box[0] != self.version:
@@ -61,6 +54,38 @@ class SavedTensor:
         if self.is_output and t.requires_grad and t.grad_fn is None:
             t.grad_fn = node
         return t
+
+
+def _output_data(t, box):
+    """An op's output as saved: its data and version counter, without its grad_fn (no cycle)."""
+    d = _new(Tensor)
+    d._data, d._sig = t._data, t._sig
+    dd = d.__dict__
+    dd["_vc"] = box
+    dd["requires_grad"] = t.requires_grad
+    return d
+
+
+_new = object.__new__
+
+
+def saved_tensor(t, name: str, is_output: bool) -> SavedTensor:
+    """``SavedTensor(t, is_output, name)`` for the generated recorders: positional, no branch on
+    the output's class."""
+    s = _new(SavedTensor)
+    vc = _version_box(t)
+    s.box, s.version, s.is_output, s.name = vc, vc[0], is_output, name
+    s.data_tensor = _output_data(t, vc) if is_output else t
+    return s
+
+
+def freed_error(node) -> AutogradError:
+    """What running ``node`` after a backward freed what it saved raises."""
+    return AutogradError(
+        f"Trying to backward through the graph a second time (or directly access saved tensors "
+        f"after they have already been freed) in {node.name()}. Saved intermediate values of the "
+        f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
+        f"if you need to backward through the graph a second time.")
 
 
 class Node:
@@ -97,11 +122,7 @@ class Node:
     def apply(self, grads: tuple) -> tuple:
         saved = self.saved
         if saved is None:
-            raise AutogradError(
-                f"Trying to backward through the graph a second time (or directly access saved tensors "
-                f"after they have already been freed) in {self.name()}. Saved intermediate values of the "
-                f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
-                f"if you need to backward through the graph a second time.")
+            raise freed_error(self)
         if saved:
             saved = {k: v.unpack(self) if isinstance(v, SavedTensor) else v for k, v in saved.items()}
         return self.formula(grads, saved, self.ctx, self.needs_input_grad)
