@@ -26,7 +26,7 @@ import types
 
 from ..signature import DTYPE_MASK, DTYPE_SHIFT
 from ..tensor import Tensor as _T
-from .graph import SavedTensor, edge_of, freed_error, saved_tensor
+from .graph import SavedTensor, edge_of, freed_error
 
 __all__ = ["recorder", "node_apply", "NOSAVED"]
 
@@ -65,7 +65,12 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
             edges.append(f"e{i}")
         else:
             edges.append("None")
-    saved = ", ".join(f"'{n}': (_save(p{i}, '{n}', False) if p{i}.__class__ is _T else p{i})" for n, i in save_pos)
+    for n, i in save_pos:
+        # a number passed for a Tensor argument is saved as it is
+        lines.append(f"    if p{i}.__class__ is _T:")
+        lines += ["    " + line for line in _save_lines(f"s{i}", f"p{i}", n, False)]
+        lines.append(f"    else:\n        s{i} = p{i}")
+    saved = ", ".join(f"'{n}': s{i}" for n, i in save_pos)
     # a dense tensor's dtype is in its signature (a constant here); other arguments have no shape
     shapes = ", ".join(f"p{i}._data.shape" if d is not None else "None" for i, d in zip(tensor_pos, dense_dtypes))
     dtypes = ", ".join(str(d) for d in dense_dtypes)
@@ -82,11 +87,36 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
     if save_result:
         # saved after marking the output: the saved output must require grad (and carry the autograd
         # key), or a double backward (create_graph=True) treats it as a constant
-        lines.append("    saved['result'] = _save(out, 'result', True)")
+        lines += _save_lines("so", "out", "result", True) + ["    saved['result'] = so"]
     lines.append("    return out")
-    g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": differentiable, "_edge": edge_of, "_save": saved_tensor,
+    g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": differentiable, "_edge": edge_of, "_Saved": SavedTensor,
          "_new": object.__new__, "_Node": node_cls, "_AG": ag_bits, "_NOSAVED": NOSAVED}
     return _exec(lines, g, "run", f"<dispatch_jit autograd {opname}>")
+
+
+def _save_lines(var: str, src: str, name: str, is_output: bool) -> list:
+    """graph.saved_tensor(src, name, is_output) as inline statements binding ``var`` (two calls
+    fewer per saved tensor); an output is saved as a tensor of its data and version counter,
+    without its grad_fn (graph._output_data)."""
+    lines = [f"{var}d = {src}.__dict__",
+             f"{var}b = {var}d.get('_vc')",
+             f"if {var}b is None:",
+             f"    {var}b = {var}d['_vc'] = [0]",
+             f"{var} = _new(_Saved)",
+             f"{var}.box = {var}b",
+             f"{var}.version = {var}b[0]",
+             f"{var}.is_output = {is_output}",
+             f"{var}.name = {name!r}"]
+    if is_output:
+        lines += [f"{var}t = _new(_T)",
+                  f"{var}t._data = {src}._data",
+                  f"{var}t._sig = {src}._sig",
+                  f"{var}t.__dict__['_vc'] = {var}b",
+                  f"{var}t.requires_grad = {src}.requires_grad",
+                  f"{var}.data_tensor = {var}t"]
+    else:
+        lines.append(f"{var}.data_tensor = {src}")
+    return ["    " + line for line in lines]
 
 
 def node_apply(backward, unbroadcast: bool, needs, dense_dtypes, saved_names, sum_to, dtype_of, opname):

@@ -82,8 +82,10 @@ def _seed(t):
     root's is made here (its signature is the root's, less autograd, contiguous); others'
     by ones_like."""
     if t.__class__ is Tensor and not t._sig & _CUDA_SIG_BITS:
+        a = np.empty(t._data.shape, t._data.dtype)
+        a[...] = 1          # np.ones is a Python function: 10x this on a one-element array
         g = _new(Tensor)
-        g._data = np.ones(t._data.shape, t._data.dtype)
+        g._data = a
         g._sig = (t._sig & ~_AUTOGRAD_SIG_BITS) | CONTIGUOUS_BIT
         return g
     return ones_like(t)
@@ -96,6 +98,48 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
     their gradients instead of accumulating into ``.grad``."""
+    root_edges = _root_edges(roots, grad_roots)
+    deps = _count_dependencies(root_edges)
+    capture = want = None
+    if inputs is not None:
+        capture, want = {}, {}
+        for i, t in enumerate(inputs):
+            e = edge_of(t)
+            if e is None:
+                raise AutogradError(f"input {i} of autograd.grad does not require grad")
+            want.setdefault(e, []).append(i)
+
+    # per node, its incoming gradients (one slot per output), summed as they arrive
+    buffers: dict = {}
+    for (node, idx), g in root_edges:
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
+        _accumulate(buf, idx, g)
+    ready = [n for n in buffers if deps[n] == 0]
+
+    # grad mode for the formulas: recorded with create_graph, else not (grad_mode's no_grad and
+    # enable_grad, without their context objects)
+    prev_mode = is_grad_enabled()
+    _set_grad_enabled(create_graph)
+    try:
+        _run_nodes(ready, buffers, deps, capture, want, not retain_graph)
+    finally:
+        _set_grad_enabled(prev_mode)
+    if capture is not None:
+        result = []
+        for i, t in enumerate(inputs):
+            g = capture.get(i)
+            if g is None and not allow_unused:
+                raise AutogradError(f"One of the differentiated Tensors (input {i}) appears to not have been "
+                                    f"used in the graph. Set allow_unused=True if this is the desired behavior.")
+            result.append(g)
+        return tuple(result)
+    return None
+
+
+def _root_edges(roots, grad_roots) -> list:
+    """((node, output index), gradient) of each root; the implicit gradient of a one-element root."""
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
@@ -116,96 +160,69 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
         elif tuple(g.shape) != tuple(t.shape):
             raise AutogradError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
         root_edges.append((e, g))
+    return root_edges
 
-    # 1. count incoming edges, iteratively; a node is seen once it has a count (roots: 0)
+
+def _count_dependencies(root_edges) -> dict:
+    """Node -> how many edges point at it, counted iteratively; a node is seen once it has a
+    count (roots: 0)."""
     deps: dict = {}
     stack = []
     for (node, _), _g in root_edges:
         if node not in deps:
             deps[node] = 0
             stack.append(node)
+    get = deps.get
     while stack:
         for e in stack.pop().next_functions:
             if e is not None:
                 nxt = e[0]
-                n = deps.get(nxt)
+                n = get(nxt)
                 if n is None:
                     deps[nxt] = 1
                     stack.append(nxt)
                 else:
                     deps[nxt] = n + 1
+    return deps
 
-    capture = None
-    if inputs is not None:
-        capture = {}
-        want = {}
-        for i, t in enumerate(inputs):
-            e = edge_of(t)
+
+def _run_nodes(ready: list, buffers: dict, deps: dict, capture, want, release: bool) -> None:
+    """Run each node once all its gradients are in.  This loop runs once per recorded op
+    (100,000 times for a long chain): the common steps are inlined, the rare ones guarded."""
+    pop, push, take, get = ready.pop, ready.append, buffers.pop, buffers.get
+    while ready:
+        node = pop()
+        grads = take(node)
+        if node.pre_hooks:
+            _run_pre_hooks(node, grads)
+        if capture is not None:
+            for idx, g in enumerate(grads):
+                for i in want.get((node, idx), ()):
+                    capture[i] = g
+        if node.__class__ is AccumulateGrad:
+            if capture is None and grads[0] is not None:
+                _accumulate_into_leaf(node, grads[0])
+            continue
+        if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
+            out = (None,) * len(node.next_functions)
+        else:
+            out = node.apply(tuple(grads))
+            if release:
+                node.release()
+        for e, g in zip(node.next_functions, out):
             if e is None:
-                raise AutogradError(f"input {i} of autograd.grad does not require grad")
-            want.setdefault(e, []).append(i)
-
-    # per node, its incoming gradients (one slot per output), summed as they arrive
-    buffers: dict = {}
-    for (node, idx), g in root_edges:
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
-        _accumulate(buf, idx, g)
-    ready = [n for n in buffers if deps[n] == 0]
-
-    # 2. run each node once all its gradients are in.  This loop runs once per recorded op
-    # (100,000 times for a long chain): the common steps are inlined, the rare ones guarded.
-    # grad mode for the formulas: recorded with create_graph, else not (grad_mode's no_grad and
-    # enable_grad, without their context objects)
-    prev_mode = is_grad_enabled()
-    _set_grad_enabled(create_graph)
-    try:
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node)
-            if node.pre_hooks:
-                _run_pre_hooks(node, grads)
-            if capture is not None:
-                for idx, g in enumerate(grads):
-                    for i in want.get((node, idx), ()):
-                        capture[i] = g
-            if node.__class__ is AccumulateGrad:
-                if capture is None and grads[0] is not None:
-                    _accumulate_into_leaf(node, grads[0])
                 continue
-            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
-                out = (None,) * len(node.next_functions)
-            else:
-                out = node.apply(tuple(grads))
-                if not retain_graph:
-                    node.release()
-            for e, g in zip(node.next_functions, out):
-                if e is None:
-                    continue
-                nxt, idx = e
-                buf = buffers.get(nxt)
-                if buf is None:
-                    buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
-                if g is not None:
-                    cur = buf[idx]
-                    buf[idx] = g if cur is None else cur + g
-                left = deps[nxt] - 1
-                deps[nxt] = left
-                if left == 0:
-                    ready.append(nxt)
-    finally:
-        _set_grad_enabled(prev_mode)
-    if capture is not None:
-        result = []
-        for i, t in enumerate(inputs):
-            g = capture.get(i)
-            if g is None and not allow_unused:
-                raise AutogradError(f"One of the differentiated Tensors (input {i}) appears to not have been "
-                                    f"used in the graph. Set allow_unused=True if this is the desired behavior.")
-            result.append(g)
-        return tuple(result)
-    return None
+            nxt, idx = e
+            buf = get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
+            if g is not None:
+                cur = buf[idx]
+                buf[idx] = g if cur is None else cur + g
+            left = deps[nxt] - 1
+            deps[nxt] = left
+            if left == 0:
+                push(nxt)
 
 
 def _as_seq(x):

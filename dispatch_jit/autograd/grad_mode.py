@@ -28,8 +28,21 @@ def plain_no_grad() -> bool:
 
 
 def _set(enabled: bool) -> None:
-    tls.exclude = (tls.exclude & ~AUTOGRAD_BITS) | (0 if enabled else AUTOGRAD_BITS)
-    tls.update()
+    state = tls
+    key = (state.k, enabled)
+    new = _SWITCHED.get(key)
+    if new is None:
+        state.exclude = (state.exclude & ~AUTOGRAD_BITS) | (0 if enabled else AUTOGRAD_BITS)
+        state.update()
+        _SWITCHED[key] = (state.exclude, state.k)
+    else:
+        state.exclude, state.k = new
+
+
+# (state id, enabled) -> (exclude set, state id) after _set(enabled): a state id stands for one
+# (include, exclude, trace), so the switch is a function of it, computed once (every backward
+# switches twice, every no_grad block too)
+_SWITCHED: dict = {}
 
 
 class _GradModeContext:

@@ -18,7 +18,7 @@ from ..signature import keyset_sig_bits
 from ..tensor import Tensor, bump_version, version_box as _version_box, version_of
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "mark_output", "version_of",
-           "bump_version", "saved_tensor", "freed_error"]
+           "bump_version", "freed_error"]
 
 _AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
 _AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
@@ -69,16 +69,6 @@ def _output_data(t, box):
 _new = object.__new__
 
 
-def saved_tensor(t, name: str, is_output: bool) -> SavedTensor:
-    """``SavedTensor(t, is_output, name)`` for the generated recorders: positional, no branch on
-    the output's class."""
-    s = _new(SavedTensor)
-    vc = _version_box(t)
-    s.box, s.version, s.is_output, s.name = vc, vc[0], is_output, name
-    s.data_tensor = _output_data(t, vc) if is_output else t
-    return s
-
-
 def freed_error(node) -> AutogradError:
     """What running ``node`` after a backward freed what it saved raises."""
     return AutogradError(
@@ -96,11 +86,10 @@ class Node:
 
     # A node is made on every differentiable call: keep construction to a few
     # stores (hooks and metadata are rare and default at class level).
-    __slots__ = ("next_functions", "saved", "ctx", "__dict__", "__weakref__")
+    __slots__ = ("next_functions", "saved", "ctx", "_released", "__dict__", "__weakref__")
     # read-only defaults: assign a fresh dict to change them on one node
     pre_hooks = types.MappingProxyType({})
     metadata = types.MappingProxyType({})
-    released = False        # True once a backward without retain_graph has run through the node
     # per-op node classes (see node_class(..., formula=...)) carry these at class level
     formula = None
     op_name = ""
@@ -111,6 +100,12 @@ class Node:
         self.saved = saved
         self.ctx = ctx
         self.op_name = op_name
+
+    @property
+    def released(self) -> bool:
+        """True once a backward without retain_graph has run through the node (a slot set then,
+        not a default: nodes are made without __init__)."""
+        return getattr(self, "_released", False)
 
     @property
     def needs_input_grad(self) -> tuple:
@@ -132,7 +127,7 @@ class Node:
 
         As in PyTorch, only a node that saved something can no longer run: one
         that saved nothing (add, sum, a view) is run again by a second backward."""
-        self.released = True
+        self._released = True
         if self.saved:
             self.saved = None
 
