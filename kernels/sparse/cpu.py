@@ -24,6 +24,7 @@ not implemented (a CSR result of an op on tensors requiring grad raises).
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import numba
@@ -33,6 +34,7 @@ from numba import prange
 from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.jit import cache
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import lookup
 from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
@@ -44,6 +46,12 @@ PARALLEL_WORK = 1 << 15   # nnz * columns of the dense operand above which row l
 
 
 # -- Numba kernels -----------------------------------------------------------------------------------
+# Called through Numba's own type dispatch; each compile for new argument types goes through the disk
+# cache (cache.on_disk), counted under this module's name.
+_CACHE_KIND = __name__
+_on_disk = functools.partial(cache.on_disk, _CACHE_KIND)
+
+
 def _mm_body(crow, col, val, b, out):
     n = b.shape[1]
     for i in prange(crow.shape[0] - 1):
@@ -63,12 +71,13 @@ def _mv_body(crow, col, val, x, out):
             out[i] += val[k] * x[col[k]]
 
 
-_mm_par = numba.njit(parallel=True, fastmath=True)(_mm_body)
-_mm_ser = numba.njit(fastmath=True)(_mm_body)
-_mv_par = numba.njit(parallel=True, fastmath=True)(_mv_body)
-_mv_ser = numba.njit(fastmath=True)(_mv_body)
+_mm_par = _on_disk(numba.njit(parallel=True, fastmath=True)(_mm_body))
+_mm_ser = _on_disk(numba.njit(fastmath=True)(_mm_body))
+_mv_par = _on_disk(numba.njit(parallel=True, fastmath=True)(_mv_body))
+_mv_ser = _on_disk(numba.njit(fastmath=True)(_mv_body))
 
 
+@_on_disk
 @numba.njit(fastmath=True)
 def _mm_t(crow, col, val, g, out):
     """out = A^T @ g (out zeroed by the caller): a scatter, so serial."""
@@ -80,6 +89,7 @@ def _mm_t(crow, col, val, g, out):
                 out[j, c] += v * g[i, c]
 
 
+@_on_disk
 @numba.njit(parallel=True, fastmath=True)
 def _sddmm(crow, col, g, b, out):
     """out[k] = g[i, :] . b[col[k], :] for each nonzero k of row i."""
@@ -91,6 +101,7 @@ def _sddmm(crow, col, g, b, out):
                 out[k] += g[i, c] * b[j, c]
 
 
+@_on_disk
 @numba.njit
 def _to_dense(crow, col, val, out):
     for i in range(crow.shape[0] - 1):
@@ -98,6 +109,7 @@ def _to_dense(crow, col, val, out):
             out[i, col[k]] = val[k]
 
 
+@_on_disk
 @numba.njit
 def _add_count(ca, ia, cb, ib, counts):
     for i in range(ca.shape[0] - 1):
@@ -114,6 +126,7 @@ def _add_count(ca, ia, cb, ib, counts):
         counts[i] = n
 
 
+@_on_disk
 @numba.njit
 def _add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val):
     for i in range(ca.shape[0] - 1):
@@ -135,6 +148,7 @@ def _add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val):
             o += 1
 
 
+@_on_disk
 @numba.njit
 def _mul_dense(crow, col, val, d, out):
     for i in range(crow.shape[0] - 1):
@@ -142,6 +156,7 @@ def _mul_dense(crow, col, val, d, out):
             out[k] = val[k] * d[i, col[k]]
 
 
+@_on_disk
 @numba.njit
 def _sum_rows(crow, val, out):
     for i in range(crow.shape[0] - 1):
@@ -150,6 +165,7 @@ def _sum_rows(crow, val, out):
             out[i] += val[k]
 
 
+@_on_disk
 @numba.njit
 def _sum_cols(col, val, out):
     for k in range(col.shape[0]):
