@@ -32,7 +32,7 @@ import numba
 
 from . import diskcache
 
-__all__ = ["lookup", "njit_source", "njit_function", "on_disk", "signatures", "entries", "counts", "size", "keys",
+__all__ = ["lookup", "njit_source", "njit_function", "on_disk", "signatures", "entries", "counts", "totals", "size", "keys",
            "last_outcome"]
 
 _ENTRIES: dict = {}          # kind -> {key: entry point}
@@ -158,6 +158,19 @@ def counts(kind: str) -> dict:
     """``{"memory": n, "disk": n, "compiled": n}``: how ``kind``'s lookups were answered."""
     _kind(kind)
     return dict(_COUNTS[kind])
+
+
+def totals() -> dict:
+    """``counts`` summed over every kind: how all lookups so far were answered.
+
+    >>> set(totals()) == {"memory", "disk", "compiled"}
+    True
+    """
+    out = {"memory": 0, "disk": 0, "compiled": 0}
+    for c in list(_COUNTS.values()):
+        for how, n in c.items():
+            out[how] += n
+    return out
 
 
 def size(kind: str) -> int:
