@@ -26,39 +26,25 @@ import subprocess
 import sys
 import tempfile
 
-STEP = """
+# the step, in dispatch_jit (lib="dj") or in PyTorch (lib="torch")
+_STEP = """
 import numpy as np
 rng = np.random.default_rng(0)
 N, D, H, C = 512, 20, 64, 3
-X = dj.tensor(rng.standard_normal((N, D)).astype(np.float32))
-Y = dj.tensor(np.eye(C, dtype=np.float32)[rng.integers(0, C, N)])
-W1 = dj.tensor((rng.standard_normal((D, H)) * 0.1).astype(np.float32), requires_grad=True)
-b1 = dj.tensor(np.zeros(H, np.float32), requires_grad=True)
-W2 = dj.tensor((rng.standard_normal((H, C)) * 0.1).astype(np.float32), requires_grad=True)
-b2 = dj.tensor(np.zeros(C, np.float32), requires_grad=True)
-loss = -(dj.log_softmax(dj.tanh(X @ W1 + b1) @ W2 + b2, axis=1) * Y).sum() / N
+X = {lib}.tensor(rng.standard_normal((N, D)).astype(np.float32))
+Y = {lib}.tensor(np.eye(C, dtype=np.float32)[rng.integers(0, C, N)])
+W1 = {lib}.tensor((rng.standard_normal((D, H)) * 0.1).astype(np.float32), requires_grad=True)
+b1 = {lib}.tensor(np.zeros(H, np.float32), requires_grad=True)
+W2 = {lib}.tensor((rng.standard_normal((H, C)) * 0.1).astype(np.float32), requires_grad=True)
+b2 = {lib}.tensor(np.zeros(C, np.float32), requires_grad=True)
+loss = -({lib}.log_softmax({lib}.tanh(X @ W1 + b1) @ W2 + b2, {axis}=1) * Y).sum() / N
 loss.backward()
-with dj.no_grad():
+with {lib}.no_grad():
     for p in (W1, b1, W2, b2):
         p -= 0.1 * p.grad
 """
-
-TORCH_STEP = """
-import numpy as np
-rng = np.random.default_rng(0)
-N, D, H, C = 512, 20, 64, 3
-X = torch.tensor(rng.standard_normal((N, D)).astype(np.float32))
-Y = torch.tensor(np.eye(C, dtype=np.float32)[rng.integers(0, C, N)])
-W1 = torch.tensor((rng.standard_normal((D, H)) * 0.1).astype(np.float32), requires_grad=True)
-b1 = torch.zeros(H, requires_grad=True)
-W2 = torch.tensor((rng.standard_normal((H, C)) * 0.1).astype(np.float32), requires_grad=True)
-b2 = torch.zeros(C, requires_grad=True)
-loss = -(torch.log_softmax(torch.tanh(X @ W1 + b1) @ W2 + b2, dim=1) * Y).sum() / N
-loss.backward()
-with torch.no_grad():
-    for p in (W1, b1, W2, b2):
-        p -= 0.1 * p.grad
-"""
+STEP = _STEP.format(lib="dj", axis="axis")
+TORCH_STEP = _STEP.format(lib="torch", axis="dim")
 
 _ADD = "x = dj.tensor([1.0, 2.0], dtype=dj.float32)\n"
 _TIMED = "import time\nt0 = time.perf_counter()\n{body}\nprint(time.perf_counter() - t0)\n"
