@@ -3,7 +3,8 @@
 dispatch_jit compiles a kernel the first time an op meets a dtype signature
 (one loop nest per signature; the serial variant for small outputs, the
 prange variant once an output of ``PARALLEL_MIN`` = 2**16 elements or more
-shows up).  There is no on-disk cache, so a new process pays again.
+shows up).  The disk cache, which lets a later process load the kernel instead
+(bench_coldstart.py), is turned off here: every sample compiles.
 
 * ``timeraw_sqrt_first_dtype``: the first ``dj.sqrt`` call of the process
   (float32).  Includes Numba's one-time per-process setup (~0.27 s on the
@@ -41,6 +42,8 @@ def _attrs(**attrs):
 _TIMERAW = dict(params=SIZES, param_names=["n"], repeat=(3, 5, 60.0), warmup_time=0.0, timeout=180)
 
 _SETUP = """
+import os
+os.environ["DISPATCH_JIT_CACHE_DIR"] = "off"      # compile, not load from disk (bench_coldstart.py loads)
 import numpy as np
 import dispatch_jit as dj
 x32 = dj.from_numpy(np.full({n}, 2.0, dtype=np.float32))

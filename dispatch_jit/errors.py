@@ -14,6 +14,7 @@ __all__ = [
     "SchemaError",
     "RegistrationError",
     "NoKernelError",
+    "UnknownOperatorError",
     "DeviceMismatchError",
     "DTypeError",
     "CastingError",
@@ -54,6 +55,11 @@ class RegistrationError(DispatchJitError, RuntimeError):
 
 class NoKernelError(DispatchJitError, LookupError):
     """No kernel is registered for the dispatch key a call resolved to."""
+
+
+class UnknownOperatorError(DispatchJitError, LookupError):
+    """A name given where an operator's public name is expected names none; the message lists
+    the names accepted there."""
 
 
 class DeviceMismatchError(DispatchJitError, RuntimeError):

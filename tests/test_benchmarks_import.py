@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_autograd", "bench_sparse", "bench_compiled", "bench_compiled_views", "bench_quantized",
+MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_coldstart", "bench_autograd", "bench_sparse", "bench_compiled", "bench_compiled_views", "bench_quantized",
            "bench_cuda_linalg", "bench_cuda", "bench_cuda_compiled"]
 PREFIXES = ("time_", "track_", "timeraw_")
 # knob -> quick value, set on a benchmark's class or module where it has one

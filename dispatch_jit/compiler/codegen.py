@@ -390,7 +390,7 @@ def compile_loop(src: str, name: str, argtypes: tuple, parallel: bool):
     def glb():
         return {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
                 **_JIT_HELPERS, **_TYPE_FNS}
-    return cache.njit_source(_CACHE_KIND, src, name, argtypes, glb, parallel=parallel, disk_helpers=_JIT_HELPERS)
+    return cache.njit_source(_CACHE_KIND, src, name, argtypes, glb, parallel=parallel, disk=True)
 
 
 def last_outcome() -> str | None:

@@ -1,5 +1,6 @@
-"""Compiling Numba code, once: the one source -> entry-point cache (``cache.py``) and the
-on-disk store of generated loops it uses (``diskcache.py``).
+"""Compiling Numba code, once: the one source -> entry-point cache (``cache.py``), the
+on-disk store of compiled CPU kernels it uses (``diskcache.py``: fused loops and eager
+kernels alike) and the fingerprints that key it (``fingerprint.py``).
 
 Every part of the library that compiles goes through ``cache``: the eager kernels
 (``kernels/*/cpu.py``, ``kernels/*/cuda.py``), the engine's CUDA helpers

@@ -2,11 +2,13 @@
 options -> the compiled entry point.
 
 Staged as Numba's own dispatcher is: an entry already in memory? -> on disk
-(generated loops, when the disk cache is on; see diskcache.py)? -> compile.
+(every CPU kernel, when the disk cache is on; see diskcache.py)? -> compile.
 The stage that answers is the call's outcome, "memory", "disk" or
 "compiled", decided and counted here, once, per *kind* (who asked: "loop"
 for the compiler's fused loops, "cuda" for ``numba.cuda.jit`` kernels,
-"elementwise", "reduction", "linalg", "quantized" for the eager CPU kernels).
+"elementwise", "reduction", "linalg", "quantized", "sparse" for the eager CPU
+kernels).  Kernels that Numba's own type dispatch calls (``on_disk``) count
+their disk loads and compiles here too; their calls from memory are Numba's.
 
 A first use that races in several threads compiles once: the miss path
 takes the kind's lock and looks again.  A hit is one dict lookup and takes
@@ -30,7 +32,7 @@ import numba
 
 from . import diskcache
 
-__all__ = ["lookup", "njit_source", "njit_function", "signatures", "entries", "counts", "size", "keys",
+__all__ = ["lookup", "njit_source", "njit_function", "on_disk", "signatures", "entries", "counts", "totals", "size", "keys",
            "last_outcome"]
 
 _ENTRIES: dict = {}          # kind -> {key: entry point}
@@ -80,23 +82,23 @@ def lookup(kind: str, key, build):
 
 
 def njit_source(kind: str, src: str, name: str, argtypes: tuple, glb: dict, *, parallel: bool = False,
-                options: dict | None = None, key=(), disk_helpers: dict | None = None, filename: str = ""):
+                options: dict | None = None, key=(), disk: bool = False, filename: str = ""):
     """``(entry point, how)``: ``numba.njit`` of the function ``name`` that ``src`` defines,
     with ``glb`` as its globals (or what ``glb()`` returns, built only on a miss), compiled
     for ``argtypes``.
 
     Options default to the generated loops' ``parallel=parallel, error_model="numpy",
     nogil=parallel`` (nogil only where the loop is long: releasing the GIL costs
-    ~100 ns a call).  ``key`` adds what ``glb`` varies by; ``disk_helpers`` (the
-    scalar helpers the source calls, whose files the disk key hashes) turns the
-    disk cache on for this source, with the default options only."""
+    ~100 ns a call).  ``key`` adds what ``glb`` varies by; ``disk`` looks the kernel up
+    in the disk cache (diskcache.py, keyed by the source, the values of the globals it
+    names, the options and the argument types) before compiling it, and saves it there."""
     opts = options if options is not None else {"parallel": parallel, "error_model": "numpy", "nogil": parallel}
     full_key = (src, name, argtypes, tuple(sorted(opts.items(), key=lambda kv: kv[0])), key)
 
     def build():
         g = dict(glb() if callable(glb) else glb)
-        if disk_helpers is not None and options is None:
-            return diskcache.compile_cached(src, name, argtypes, parallel, g, disk_helpers)
+        if disk:
+            return diskcache.compile_cached(src, name, argtypes, opts, g)
         exec(compile(src, filename or f"<dispatch_jit {kind} {name}>", "exec"), g)
         return numba.njit(**opts)(g[name]).compile(argtypes), "compiled"
 
@@ -106,13 +108,38 @@ def njit_source(kind: str, src: str, name: str, argtypes: tuple, glb: dict, *, p
 def njit_function(kind: str, key, name: str, func, sig: tuple):
     """The entry point of the ``numba.njit`` function ``func`` compiled for the Numba
     signature ``sig``, cached under ``key`` (which must determine ``sig``: a kernel's
-    per-call path may key on what is cheaper to build, e.g. ``(name, dtype)``).  Each
-    signature compiled is recorded under ``name`` for ``signatures(kind)``."""
+    per-call path may key on what is cheaper to build, e.g. ``(name, dtype)``), in memory
+    and on disk (``func``'s compiles go through the disk cache: diskcache.attach).  Each
+    signature compiled or loaded is recorded under ``name`` for ``signatures(kind)``."""
     def build():
+        slot = diskcache.attach(func, name)
         ep = func.compile(sig)
         _SIGNATURES.setdefault(kind, {}).setdefault(name, []).append(f"({', '.join(map(str, sig))})")
-        return ep, "compiled"
+        # no outcome: Numba held the overload already (compiled as another kernel's callee)
+        return ep, slot.outcome(sig) or "memory"
     return lookup(kind, key, build)[0]
+
+
+def on_disk(kind: str, func):
+    """``func`` (a ``numba.njit`` function called through Numba's own type dispatch), its
+    compiles for new argument types going through the disk cache and counted under ``kind``
+    as "disk" or "compiled" (its calls from memory are not counted: Numba's dispatch
+    answers them).  Returns ``func``.
+
+    >>> import numba
+    >>> inc = on_disk("doctest_on_disk", numba.njit(lambda x: x + 1))
+    >>> inc(1), sum(counts("doctest_on_disk").values())
+    (2, 1)
+    """
+    _kind(kind)
+    tally = _COUNTS[kind]
+
+    def note(how):
+        # called inside Dispatcher.compile, under Numba's global compiler lock: serialized already
+        # (taking the kind's lock here would invert njit_function's lock order)
+        tally[how] += 1
+    diskcache.attach(func, on_outcome=note)
+    return func
 
 
 def signatures(kind: str) -> dict[str, list[str]]:
@@ -131,6 +158,19 @@ def counts(kind: str) -> dict:
     """``{"memory": n, "disk": n, "compiled": n}``: how ``kind``'s lookups were answered."""
     _kind(kind)
     return dict(_COUNTS[kind])
+
+
+def totals() -> dict:
+    """``counts`` summed over every kind: how all lookups so far were answered.
+
+    >>> set(totals()) == {"memory", "disk", "compiled"}
+    True
+    """
+    out = {"memory": 0, "disk": 0, "compiled": 0}
+    for c in list(_COUNTS.values()):
+        for how, n in c.items():
+            out[how] += n
+    return out
 
 
 def size(kind: str) -> int:

@@ -1,13 +1,17 @@
-"""The on-disk cache of fused loops, so that a fresh process does not recompile.
+"""The on-disk store of compiled kernels, so that a fresh process does not recompile.
 
-Each loop is one file, ``<cache dir>/cpu/<name>_<hash>.nbx``, named by a hash
-of everything its machine code depends on:
+It holds the compiler's fused loops and every eager CPU kernel: generated
+source (``compile_cached``) and ``numba.njit`` functions defined in a file
+(``attach``, which makes the store Numba's cache slot of that dispatcher, so
+its compiles, including those of its ordinary type-dispatching calls, load
+from and save to here).  Each kernel and argument types is one file,
+``<cache dir>/cpu/<name>_<hash>.nbx``, named by a hash of everything its
+machine code depends on:
 
-1. the generated source, the argument types and the ``parallel`` flag;
+1. the source of the kernel and of everything it calls, the values of the
+   globals it reads, its compile options (fingerprint.py), the argument types;
 2. the Numba and llvmlite versions, Python's version, and the CPU target
-   (host CPU name and features, as LLVM sees them);
-3. the source files of the scalar helpers the loops call (``_jit_where``,
-   ...), since Numba does not track a callee's changes.
+   (host CPU name and features, as LLVM sees them).
 
 The file holds Numba's compile result serialized as Numba's own ``cache=True``
 does it (``CompileResult._reduce``/``_rebuild``), but in one self-checking
@@ -15,11 +19,14 @@ file instead of Numba's index, data files and ``__pycache__`` next to a
 source file: that layout needs the generated source on disk (which Numba
 re-reads while saving, so a file changed under it raised ``TokenError``), puts
 Numba's files wherever its cache locator chooses (``NUMBA_CACHE_DIR``,
-``~/.cache``), and is two files that a concurrent reader can see out of step.
+``~/.cache``), is two files that a concurrent reader can see out of step,
+keys a file-defined function by its file's timestamp but not by the callees'
+sources, and its load first runs ``targetctx.refresh()`` (~0.3 s a process,
+as much as compiling the first kernel; figures in ``_rebuild``'s comment).
 
 Trust nothing on disk.  An entry is::
 
-    dispatch_jit fused loop v2\\n
+    dispatch_jit kernel v3\\n
     <SHA-256 of everything after this line>\\n
     <JSON: key, name, argument types, payload size>\\n
     <payload: the pickled compile result>
@@ -27,16 +34,16 @@ Trust nothing on disk.  An entry is::
 A load reads the whole file in one go and uses it only if the checksum, the
 full key and the argument types all match; anything else (missing, deleted
 while listing, truncated, bit-flipped, garbage, unreadable, another key's
-entry under this name, a payload Numba cannot rebuild) is a miss: the loop is
+entry under this name, a payload Numba cannot rebuild) is a miss: the kernel is
 compiled and the entry rewritten, with a debug-level log only.  Writes go to a
 temporary name in the same directory and are published with ``os.replace``,
 so a concurrent reader sees the old entry, the new one, or none, never part
 of one.  A directory that cannot be written (read-only, a file in the way)
-warns once; loops are then compiled and kept in memory.
+warns once; kernels are then compiled and kept in memory.
 
 The directory: ``DISPATCH_JIT_CACHE_DIR``; unset, ``$XDG_CACHE_HOME/dispatch_jit``
 or ``~/.cache/dispatch_jit``; empty, ``0``, ``off``, ``false`` or ``no``
-turns the disk cache off (loops are then cached in memory only).
+turns the disk cache off (kernels are then cached in memory only).
 """
 
 from __future__ import annotations
@@ -55,11 +62,14 @@ from pathlib import Path
 
 import llvmlite
 import numba
+from numba.core.caching import NullCache
 
-__all__ = ["cache_dir", "compile_cached", "entry_path", "target_tag"]
+from . import fingerprint
 
-_FORMAT = 2                 # bump when the file layout or the compile flags change
-_MAGIC = b"dispatch_jit fused loop v2"
+__all__ = ["cache_dir", "compile_cached", "source_key", "attach", "entry_path", "target_tag", "DiskSlot"]
+
+_FORMAT = 3                 # bump when the file layout, the key or the compile flags change
+_MAGIC = b"dispatch_jit kernel v3"
 _SUFFIX = ".nbx"
 _OFF = {"", "0", "off", "false", "no"}
 _tag: list = []             # [target tag], computed once
@@ -85,45 +95,30 @@ def cache_dir() -> Path | None:
     return Path(base) / "dispatch_jit"
 
 
-def _helper_files(helpers: dict) -> list[str]:
-    files = set()
-    for d in helpers.values():
-        code = getattr(getattr(d, "py_func", None), "__code__", None)
-        if code is not None:
-            files.add(code.co_filename)
-    return sorted(files)
-
-
-def target_tag(helpers: dict) -> str:
-    """What besides the source the machine code depends on (computed once per process)."""
+def target_tag() -> str:
+    """What besides the kernel's fingerprint the machine code depends on (computed once per process)."""
     if not _tag:
         import llvmlite.binding as llvm
         cpu = numba.config.CPU_NAME or llvm.get_host_cpu_name()
         features = numba.config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
-        h = hashlib.sha256()
-        for f in _helper_files(helpers):
-            try:
-                h.update(Path(f).read_bytes())
-            except OSError:
-                h.update(f.encode())
         _tag.append(f"format={_FORMAT} numba={numba.__version__} llvmlite={llvmlite.__version__} "
-                    f"python={sys.version_info[:3]} cpu={cpu} features={features} helpers={h.hexdigest()}")
+                    f"python={sys.version_info[:3]} cpu={cpu} features={features}")
     return _tag[0]
 
 
-def _key(src: str, argtypes: tuple, parallel: bool, helpers: dict) -> str:
-    return hashlib.sha256("\0".join([src, repr(argtypes), repr(parallel), target_tag(helpers)]).encode()).hexdigest()
+def _key(fp: str, argtypes: tuple) -> str:
+    return hashlib.sha256("\0".join([fp, repr(tuple(argtypes)), target_tag()]).encode()).hexdigest()
 
 
 def entry_path(root: Path, name: str, key: str) -> Path:
-    """The file of the loop ``name`` with full key ``key`` under the cache directory ``root``."""
+    """The file of the kernel ``name`` with full key ``key`` under the cache directory ``root``."""
     return root / "cpu" / f"{name}_{key[:24]}{_SUFFIX}"
 
 
 # --- the entry file format ---------------------------------------------------------------------------
 
 def _pack(key: str, name: str, argtypes: tuple, payload: bytes) -> bytes:
-    meta = json.dumps({"key": key, "name": name, "argtypes": repr(argtypes), "size": len(payload)})
+    meta = json.dumps({"key": key, "name": name, "argtypes": repr(tuple(argtypes)), "size": len(payload)})
     body = meta.encode() + b"\n" + payload
     return _MAGIC + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
@@ -141,8 +136,8 @@ def _unpack(blob: bytes, key: str, argtypes: tuple) -> tuple[bytes | None, str]:
         meta = json.loads(meta)
     except ValueError:
         return None, "unreadable header"
-    # the checksum only says the file is whole: the key says it is this loop's
-    if not isinstance(meta, dict) or meta.get("key") != key or meta.get("argtypes") != repr(argtypes):
+    # the checksum only says the file is whole: the key says it is this kernel's
+    if not isinstance(meta, dict) or meta.get("key") != key or meta.get("argtypes") != repr(tuple(argtypes)):
         return None, "written for another key"
     if meta.get("size") != len(payload):
         return None, "payload size mismatch"
@@ -168,40 +163,28 @@ def _write_atomic(path: Path, blob: bytes) -> None:
         raise
 
 
-# --- defining, loading, saving -----------------------------------------------------------------------
-
-def _define(src: str, name: str, glb: dict, parallel: bool, stem: str):
-    """The Numba dispatcher of ``src``'s function ``name``, defined in a module of its own.
-
-    Numba pickles a loop's environment by its module's name and imports that
-    module again on load, so the module is registered in ``sys.modules``.  The
-    source lives in ``linecache`` under a name that is no file: Numba reads it
-    back while pickling, and a file on disk could change under it."""
-    filename = f"<dispatch_jit {stem}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    mod = types.ModuleType(f"_dispatch_jit_loop_{stem}")
-    mod.__dict__.update(glb)
-    sys.modules[mod.__name__] = mod
-    exec(compile(src, filename, "exec"), mod.__dict__)
-    return numba.njit(parallel=parallel, error_model="numpy", nogil=parallel)(mod.__dict__[name])
-
+# --- loading, saving ------------------------------------------------------------------------------------
 
 _FAST_LOAD_NUMBA = "0.68."
 
 
-def _rebuild(disp, payload: bytes):
+def _rebuild(ctx, payload: bytes):
     """Numba's compile result from ``payload``, as ``cache=True`` would load it.
 
     Numba's own load first calls ``targetctx.refresh()``, which installs every
     lazy typing and lowering registry (it imports ``numba.np.arraymath``, which
-    imports SciPy to find BLAS): about 0.4 s that a compile needs, not the
-    loading of finished object code, which needs only the NRT symbols.  That
-    shortcut is taken only on the Numba series it was checked with: a missing
-    setup step in another version could crash rather than raise."""
+    imports SciPy to find BLAS): about 0.3-0.4 s a process that a compile needs,
+    not the loading of finished object code, which needs only the NRT symbols.
+    Measured in fresh processes, first call of a float32 add loop defined in a
+    file, after ``import dispatch_jit`` (min of 7, 2-core machine shared with
+    other jobs, load average ~9): from Numba's ``cache=True`` index 0.49 s,
+    from this store 24 ms, compiled 0.44 s.  That shortcut is why this store, not Numba's
+    index, serves the eager kernels too.  It is taken only on the
+    Numba series it was checked with: a missing setup step in another version
+    could crash rather than raise."""
     from numba.core.compiler import CompileResult
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.runtime import rtsys
-    ctx = disp.targetctx
     with global_compiler_lock:
         if numba.__version__.startswith(_FAST_LOAD_NUMBA):
             rtsys.initialize(ctx)
@@ -210,8 +193,8 @@ def _rebuild(disp, payload: bytes):
         return CompileResult._rebuild(ctx, *pickle.loads(payload))
 
 
-def _load(path: Path, key: str, disp, argtypes: tuple):
-    """The entry point loaded from ``path``, or None on any kind of miss."""
+def _load(path: Path, key: str, ctx, argtypes: tuple):
+    """The compile result loaded from ``path``, or None on any kind of miss."""
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
@@ -224,40 +207,31 @@ def _load(path: Path, key: str, disp, argtypes: tuple):
         _log.debug("disk cache entry %s ignored: %s; recompiling", path, why)
         return None
     try:
-        cres = _rebuild(disp, payload)
+        cres = _rebuild(ctx, payload)
         if cres.objectmode or tuple(cres.signature.args) != tuple(argtypes):
             raise ValueError(f"rebuilt signature {cres.signature} is not {argtypes}")
-        disp.add_overload(cres)
     except Exception as e:          # verified bytes Numba cannot use (a changed Numba internal): a miss
         _log.debug("disk cache entry %s could not be loaded (%s: %s); recompiling", path, type(e).__name__, e)
         return None
-    return cres.entry_point
-
-
-def _payload(disp, argtypes: tuple) -> bytes | None:
-    """The serialized compile result, or None when Numba says it cannot be cached."""
-    from numba.core.serialize import dumps
-    cres = disp.overloads.get(tuple(argtypes))
-    if cres is None or cres.objectmode or cres.library.has_dynamic_globals or cres.lifted:
-        return None
-    return dumps(cres._reduce())
+    return cres
 
 
 def _warn_unusable(root: Path, e: OSError) -> None:
     if str(root) not in _warned_unusable:
         _warned_unusable.add(str(root))
-        warnings.warn(f"dispatch_jit disk cache: cannot write to {root} ({e}); fused loops are compiled "
+        warnings.warn(f"dispatch_jit disk cache: cannot write to {root} ({e}); kernels are compiled "
                       f"and kept in memory only. Set DISPATCH_JIT_CACHE_DIR to a writable directory, or to "
                       f"'off' to silence this.", RuntimeWarning, stacklevel=5)
 
 
-def _save(root: Path, path: Path, key: str, name: str, disp, argtypes: tuple) -> None:
+def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) -> None:
+    if cres.objectmode or cres.library.has_dynamic_globals or cres.lifted:
+        return                      # what Numba itself refuses to cache
     try:
-        payload = _payload(disp, argtypes)
-    except Exception as e:          # an unpicklable constant, say: the loop still runs, uncached
-        _log.debug("disk cache: loop %s not saved (%s: %s)", name, type(e).__name__, e)
-        return
-    if payload is None:
+        from numba.core.serialize import dumps
+        payload = dumps(cres._reduce())
+    except Exception as e:          # an unpicklable constant, say: the kernel still runs, uncached
+        _log.debug("disk cache: kernel %s not saved (%s: %s)", name, type(e).__name__, e)
         return
     try:
         _write_atomic(path, _pack(key, name, argtypes, payload))
@@ -265,22 +239,114 @@ def _save(root: Path, path: Path, key: str, name: str, disp, argtypes: tuple) ->
         _warn_unusable(root, e)
 
 
-def compile_cached(src: str, name: str, argtypes: tuple, parallel: bool, glb: dict, helpers: dict):
-    """Compile ``src``'s function ``name`` for ``argtypes``, through the disk cache.
+# --- Numba's cache slot of one dispatcher, answered from this store ---------------------------------------
+
+class DiskSlot(NullCache):
+    """A dispatcher's ``_cache``: ``Dispatcher.compile`` asks it before compiling and hands it
+    what it compiled, so every compile of that dispatcher (``disp.compile(sig)`` or a call with
+    new argument types) goes memory -> disk -> compile.
+
+    ``outcome(argtypes)`` says, once, how the last compile of ``argtypes`` was answered
+    ("disk" or "compiled"); ``on_outcome(how)``, when given, is told each time.  The
+    fingerprint is computed when a compile asks (never at import); a kernel whose
+    fingerprint cannot be computed (fingerprint.py) is compiled, never loaded or saved."""
+
+    def __init__(self, name: str, fingerprint_of, on_outcome=None):
+        self.name, self._fingerprint_of, self.on_outcome = name, fingerprint_of, on_outcome
+        self._outcomes: dict = {}
+
+    def _where(self, sig):
+        """(argument types, cache root, key, entry path); key and path are None when nothing is stored."""
+        from numba.core import sigutils
+        args = tuple(sigutils.normalize_signature(sig)[0])
+        root = cache_dir()
+        # computed at every compile, not once: a global the kernel reads may have been rebound since
+        fp = None if root is None else self._fingerprint_of()
+        if fp is None:
+            if root is not None:
+                _log.debug("disk cache: %s reads a value with no fingerprint; compiled in every process", self.name)
+            return args, root, None, None
+        key = _key(fp, args)
+        return args, root, key, entry_path(root, self.name, key)
+
+    def _note(self, args: tuple, how: str) -> None:
+        self._outcomes[args] = how
+        if self.on_outcome is not None:
+            self.on_outcome(how)
+
+    def load_overload(self, sig, target_context):
+        args, root, key, path = self._where(sig)
+        cres = None if path is None else _load(path, key, target_context, args)
+        if cres is not None:
+            self._note(args, "disk")
+        return cres
+
+    def save_overload(self, sig, cres):
+        args, root, key, path = self._where(sig)
+        self._note(args, "compiled")
+        if path is not None:
+            _save(root, path, key, self.name, cres, args)
+
+    def outcome(self, argtypes) -> str | None:
+        return self._outcomes.pop(tuple(argtypes), None)
+
+
+def attach(disp, name: str | None = None, on_outcome=None) -> DiskSlot:
+    """Make this store ``disp``'s cache slot (once; a second call returns the first slot).
+
+    >>> import numba
+    >>> f = numba.njit(lambda x: x + 1)
+    >>> attach(f) is attach(f)
+    True
+    """
+    slot = disp._cache
+    if not isinstance(slot, DiskSlot):
+        slot = disp._cache = DiskSlot(name or disp.py_func.__name__.strip("<>"),
+                                      lambda: fingerprint.of_dispatcher(disp), on_outcome)
+    return slot
+
+
+# --- generated source -------------------------------------------------------------------------------------
+
+def _define(src: str, name: str, glb: dict, options: dict, stem: str):
+    """The Numba dispatcher of ``src``'s function ``name``, defined in a module of its own.
+
+    Numba pickles a kernel's environment by its module's name and imports that
+    module again on load, so the module is registered in ``sys.modules``.  The
+    source lives in ``linecache`` under a name that is no file: Numba reads it
+    back while pickling, and a file on disk could change under it."""
+    filename = f"<dispatch_jit {stem}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    mod = types.ModuleType(f"_dispatch_jit_loop_{stem}")
+    mod.__dict__.update(glb)
+    sys.modules[mod.__name__] = mod
+    exec(compile(src, filename, "exec"), mod.__dict__)
+    return numba.njit(**options)(mod.__dict__[name])
+
+
+def _source_fingerprint(src: str, options: dict, glb: dict) -> str | None:
+    fp = fingerprint.of_source(src, glb)
+    return None if fp is None else f"{fp}\0{fingerprint.of_options(options)}"
+
+
+def source_key(src: str, argtypes: tuple, options: dict, glb: dict) -> str | None:
+    """The full disk key of generated source (``compile_cached``'s arguments), or None when
+    what it reads has no fingerprint (then it is never stored)."""
+    fp = _source_fingerprint(src, options, glb)
+    return None if fp is None else _key(fp, argtypes)
+
+
+def compile_cached(src: str, name: str, argtypes: tuple, options: dict, glb: dict):
+    """Compile ``src``'s function ``name`` with ``numba.njit(**options)`` for ``argtypes``,
+    through the disk cache, ``glb`` being its globals.
 
     Returns ``(entry point, how)``: how is ``"disk"`` (loaded from the disk
     cache), ``"compiled"`` (compiled, and saved when the cache is on and
     writable).
     """
-    root = cache_dir()
-    key = _key(src, argtypes, parallel, helpers)
-    disp = _define(src, name, glb, parallel, f"{name}_{key[:24]}")
-    if root is None:
-        return disp.compile(argtypes), "compiled"
-    path = entry_path(root, name, key)
-    ep = _load(path, key, disp, argtypes)
-    if ep is not None:
-        return ep, "disk"
-    ep = disp.compile(argtypes)
-    _save(root, path, key, name, disp, argtypes)
-    return ep, "compiled"
+    fp = _source_fingerprint(src, options, glb)
+    stem = f"{name}_{_key(fp or src, argtypes)[:24]}"
+    disp = _define(src, name, glb, options, stem)
+    slot = disp._cache = DiskSlot(name, lambda: fp)
+    ep = disp.compile(tuple(argtypes))
+    return ep, slot.outcome(argtypes) or "compiled"

@@ -1,4 +1,5 @@
-"""Command line: ``dispatch-jit ops [NAME]``, ``dispatch-jit demo`` and ``dispatch-jit tradeoff``.
+"""Command line: ``dispatch-jit ops [NAME]``, ``dispatch-jit demo``, ``dispatch-jit tradeoff`` and
+``dispatch-jit warmup``.
 
 Also ``python -m dispatch_jit ...``.
 """
@@ -139,6 +140,26 @@ def _cmd_tradeoff(args) -> int:
     return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy)
 
 
+def _cmd_warmup(args) -> int:
+    import time
+    import dispatch_jit as dj
+    from ..jit.diskcache import cache_dir
+    from ..kernels.warmup import TRAINING_OPS
+    ops = args.ops or None
+    t0 = time.perf_counter()
+    info = dj.warmup(ops, args.dtype or None, parallel=args.parallel)
+    took = time.perf_counter() - t0
+    where = cache_dir()
+    print(f"warmed up {len(ops or TRAINING_OPS)} ops x {', '.join(args.dtype or ['float32'])}"
+          f"{' (serial and parallel)' if args.parallel else ''} in {took:.1f} s: {info.compiled} kernels compiled, "
+          f"{info.loaded} loaded from the disk cache")
+    print(f"disk cache: {where}" if where is not None else
+          "disk cache: off (DISPATCH_JIT_CACHE_DIR); the kernels were compiled for this process only")
+    for op, dtype, why in info.skipped:
+        print(f"  skipped {op} for {dtype}: {why}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dispatch-jit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -155,8 +176,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="PNG to write when matplotlib is installed (default: tradeoff.png)")
     t.add_argument("--no-plot", action="store_true", help="do not write a plot")
     t.add_argument("--no-lazy", action="store_true", help="skip the global compiled mode column")
+    w = sub.add_parser("warmup", help="compile (or load) the eager kernels ahead of time, into the disk cache",
+                       description="Compile the eager CPU kernels of the named ops now and keep them in the disk "
+                                   "cache (DISPATCH_JIT_CACHE_DIR), so that a fresh process loads them instead of "
+                                   "compiling on first use.")
+    w.add_argument("ops", nargs="*", help="public op names (default: the ops of a training step)")
+    w.add_argument("--dtype", action="append", help="a dtype name (repeatable; default: float32)")
+    w.add_argument("--parallel", action="store_true", help="also the parallel variants large tensors use")
     args = p.parse_args(argv)
-    return {"ops": _cmd_ops, "demo": _cmd_demo, "tradeoff": _cmd_tradeoff}[args.cmd](args)
+    return {"ops": _cmd_ops, "demo": _cmd_demo, "tradeoff": _cmd_tradeoff, "warmup": _cmd_warmup}[args.cmd](args)
 
 
 if __name__ == "__main__":

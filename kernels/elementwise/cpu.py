@@ -142,7 +142,7 @@ def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
         return {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
                 "prange": numba.prange if parallel else range, **JIT_HELPERS, **GUARD_GLOBALS}
     return cache.njit_source(_CACHE_KIND, src, "kernel", argtypes, glb, parallel=parallel, key=np.dtype(compute_np),
-                             filename="<dispatch_jit elementwise>")[0]
+                             disk=True)[0]
 
 
 class _Variant:

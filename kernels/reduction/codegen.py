@@ -26,7 +26,7 @@ from numba import prange, types
 from numba.extending import intrinsic
 
 from dispatch_jit.errors import SchemaError
-from dispatch_jit.jit import cache
+from dispatch_jit.jit import cache, diskcache
 
 from .table import (REDUCTIONS, Pass, ReductionSpec, _F32, check_dtype, kernel_dtype, spec_of,
                               state_dtypes)
@@ -225,7 +225,6 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
 _CACHE_KIND = __name__      # the compile cache's name for these kernels (one per module copy)
 _ENTRY: dict[tuple[str, np.dtype, str], Callable] = cache.entries(_CACHE_KIND)   # (op, kernel dtype, variant) -> overload
 _SOURCES: dict[tuple[str, np.dtype, str], str] = {}      # the generated code, for inspection
-_DISPATCHERS: dict[tuple[str, np.dtype, str], object] = {}   # for inspect_llvm / inspect_asm
 _FLAGS = dict(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
 
 
@@ -259,15 +258,12 @@ def _compile(key: tuple[str, np.dtype, str]):
           "LOW": low, "HIGH": high, "INF": math.inf, "Z": u64(0), "U1": u64(1), "W": u64(_LANES),
           "G": u64(_GROUP), "LG": u64(_LANE_GROUP), "WG": u64(_LANES * _LANE_GROUP),
           **{f"T_{s}": dt.type for s, dt in states}}
-    exec(compile(src, f"<reduction {name} {kin.name} {variant}>", "exec"), ns)
-    disp = numba.njit(parallel=variant in ("rows", "chunks", "cols"), **_FLAGS)(ns["kern"])
     arr = lambda dt, ro=False: types.Array(numba.from_dtype(dt), 1, "C", readonly=ro)
-    sig = types.void(arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
-                     arr(spec.result(kin)), *[arr(dt) for _, dt in states])
-    ep = disp.compile(sig)
+    argtypes = (arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
+                arr(spec.result(kin)), *[arr(dt) for _, dt in states])
     _SOURCES[key] = src
-    _DISPATCHERS[key] = disp
-    return ep, "compiled"
+    opts = dict(parallel=variant in ("rows", "chunks", "cols"), **_FLAGS)
+    return diskcache.compile_cached(src, "kern", argtypes, opts, ns)     # (entry point, "disk" | "compiled")
 
 
 def compiled_signatures() -> dict[str, list[str]]:

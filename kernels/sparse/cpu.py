@@ -24,6 +24,7 @@ not implemented (a CSR result of an op on tensors requiring grad raises).
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import numba
@@ -33,11 +34,11 @@ from numba import prange
 from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.jit import cache
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import lookup
 from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
 from dispatch_jit.tensor import Tensor, wrap
-from dispatch_jit.jit.cache import njit_source
 
 from . import merge
 
@@ -47,6 +48,12 @@ PARALLEL_WORK = 1 << 15   # nnz * columns of the dense operand above which row l
 
 
 # -- Numba kernels -----------------------------------------------------------------------------------
+# Called through Numba's own type dispatch; each compile for new argument types goes through the disk
+# cache (cache.on_disk), counted under this module's name.
+_CACHE_KIND = __name__
+_on_disk = functools.partial(cache.on_disk, _CACHE_KIND)
+
+
 def _mm_body(crow, col, val, b, out):
     n = b.shape[1]
     for i in prange(crow.shape[0] - 1):
@@ -66,12 +73,13 @@ def _mv_body(crow, col, val, x, out):
             out[i] += val[k] * x[col[k]]
 
 
-_mm_par = numba.njit(parallel=True, fastmath=True)(_mm_body)
-_mm_ser = numba.njit(fastmath=True)(_mm_body)
-_mv_par = numba.njit(parallel=True, fastmath=True)(_mv_body)
-_mv_ser = numba.njit(fastmath=True)(_mv_body)
+_mm_par = _on_disk(numba.njit(parallel=True, fastmath=True)(_mm_body))
+_mm_ser = _on_disk(numba.njit(fastmath=True)(_mm_body))
+_mv_par = _on_disk(numba.njit(parallel=True, fastmath=True)(_mv_body))
+_mv_ser = _on_disk(numba.njit(fastmath=True)(_mv_body))
 
 
+@_on_disk
 @numba.njit(fastmath=True)
 def _mm_t(crow, col, val, g, out):
     """out = A^T @ g (out zeroed by the caller): a scatter, so serial."""
@@ -83,6 +91,7 @@ def _mm_t(crow, col, val, g, out):
                 out[j, c] += v * g[i, c]
 
 
+@_on_disk
 @numba.njit(parallel=True, fastmath=True)
 def _sddmm(crow, col, g, b, out):
     """out[k] = g[i, :] . b[col[k], :] for each nonzero k of row i."""
@@ -94,6 +103,7 @@ def _sddmm(crow, col, g, b, out):
                 out[k] += g[i, c] * b[j, c]
 
 
+@_on_disk
 @numba.njit
 def _to_dense(crow, col, val, out):
     for i in range(crow.shape[0] - 1):
@@ -104,11 +114,12 @@ def _to_dense(crow, col, val, out):
 def _merge(signature: str, body: str, npdt, *args) -> None:
     """Run a row merge of merge.py (one row after another), compiled once per argument types."""
     name = signature.split("(")[0]
-    ep, _ = njit_source("sparse", merge.serial(signature, "rows", body), name,
-                        tuple(numba.typeof(a) for a in args), {"_dt": npdt.type}, key=(npdt.str,))
+    ep, _ = cache.njit_source(_CACHE_KIND, merge.serial(signature, "rows", body), name,
+                        tuple(numba.typeof(a) for a in args), {"_dt": npdt.type}, key=(npdt.str,), disk=True)
     ep(*args)
 
 
+@_on_disk
 @numba.njit
 def _mul_dense(crow, col, val, d, out):
     for i in range(crow.shape[0] - 1):
@@ -116,6 +127,7 @@ def _mul_dense(crow, col, val, d, out):
             out[k] = val[k] * d[i, col[k]]
 
 
+@_on_disk
 @numba.njit
 def _sum_rows(crow, val, out):
     for i in range(crow.shape[0] - 1):
@@ -124,6 +136,7 @@ def _sum_rows(crow, val, out):
             out[i] += val[k]
 
 
+@_on_disk
 @numba.njit
 def _sum_cols(col, val, out):
     for k in range(col.shape[0]):

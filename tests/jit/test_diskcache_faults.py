@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 from numba import types as nbt
 
-from dispatch_jit.compiler import codegen
 from dispatch_jit.jit import diskcache
 
 ARR = nbt.Array(nbt.float64, 1, "C")
 _GLB = {"np": np, "prange": range}
+_OPTS = {"parallel": False, "error_model": "numpy", "nogil": False}
 
 
 def _src(tag: int) -> str:
@@ -36,7 +36,7 @@ def _compile(tag: int):
     """How the loop ``tag`` came ("disk" or "compiled"); fails on a warning or a wrong value."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ep, how = diskcache.compile_cached(_src(tag), "fused_fault", (ARR, ARR), False, _GLB, codegen._JIT_HELPERS)
+        ep, how = diskcache.compile_cached(_src(tag), "fused_fault", (ARR, ARR), _OPTS, _GLB)
     out = np.empty(4)
     ep(np.arange(4.0), out)
     assert out.tolist() == (np.arange(4.0) * (tag + 0.5) + 0.25).tolist()
@@ -48,7 +48,7 @@ def _entry(root: Path, tag: int) -> Path:
 
 
 def _key(tag: int) -> str:
-    return diskcache._key(_src(tag), (ARR, ARR), False, codegen._JIT_HELPERS)
+    return diskcache.source_key(_src(tag), (ARR, ARR), _OPTS, _GLB)
 
 
 def _flip(blob: bytes, at: int) -> bytes:
@@ -155,7 +155,7 @@ def test_unwritable_cache_dir_compiles_in_memory_and_warns_once(tmp_path, monkey
         (tmp_path / "file").write_text("")
         monkeypatch.setenv("DISPATCH_JIT_CACHE_DIR", str(tmp_path / "file" / "cache"))
     with pytest.warns(RuntimeWarning, match="cannot write"):
-        ep, how1 = diskcache.compile_cached(_src(30), "fused_fault", (ARR, ARR), False, _GLB, codegen._JIT_HELPERS)
+        ep, how1 = diskcache.compile_cached(_src(30), "fused_fault", (ARR, ARR), _OPTS, _GLB)
     assert how1 == "compiled"
     assert _compile(31) == "compiled"       # second loop: no second warning (_compile fails on one)
 
@@ -259,8 +259,7 @@ RACE = textwrap.dedent("""
         time.sleep(0.001)
     def run(k):
         src = f"def fused_race(a0, o0):\\n    for i in prange(o0.shape[0]):\\n        o0[i] = a0[i] + {k}.0\\n"
-        ep, how = diskcache.compile_cached(src, "fused_race", (arr, arr), False, {"prange": range},
-                                           codegen._JIT_HELPERS)
+        ep, how = diskcache.compile_cached(src, "fused_race", (arr, arr), {"parallel": False}, {"prange": range})
         out = np.empty(3)
         ep(np.arange(3.0), out)
         return how, out.tolist() == [k, k + 1.0, k + 2.0]
