@@ -13,6 +13,11 @@ tensor([4., 6.])
 
 from __future__ import annotations
 
+# first: the threading layer and OpenMP's spin, before anything can start Numba's thread pool
+from .jit import threads as _threads
+
+_threads.configure()
+
 from . import autograd, cuda, errors, library
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
