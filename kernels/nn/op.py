@@ -55,9 +55,9 @@ def below_autograd(fn):
     """``fn`` run with the autograd keys excluded: a kernel written with other ops, called
     below the op's own Autograd kernel, must not record their nodes too (PyTorch's
     AutoDispatchBelowADInplaceOrView)."""
-    def run(*args):
+    def run(*args, **kwargs):
         with ExcludeDispatchKeyGuard(DispatchKeySet.from_bits(AUTOGRAD_BITS)):
-            return fn(*args)
+            return fn(*args, **kwargs)
     run.__name__ = fn.__name__
     return run
 
@@ -253,17 +253,21 @@ def _loss_backward_cuda(who: str, logits: bool):
 _BLAS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def check_linear(x, weight) -> None:
+def check_linear(x, weight, bias) -> None:
     if x.ndim == 0 or weight.ndim not in (1, 2) or x.shape[-1] != weight.shape[-1]:
         raise ShapeError(f"linear: input of shape {tuple(x.shape)} and weight of shape {tuple(weight.shape)} "
                          f"do not fit: the input's last dimension must equal the weight's last (in_features)")
+    out = tuple(weight.shape[:1]) if weight.ndim == 2 else ()
+    if bias is not None and tuple(bias.shape) not in ((), (1,), out):
+        raise ShapeError(f"linear: bias of shape {tuple(bias.shape)} does not fit the output features {out}; "
+                         f"pass a bias of shape {out}")
 
 
 _linear_decomp = below_autograd(decomp.linear)
 
 
 def linear_cpu(x, weight, bias=None):
-    check_linear(x, weight)
+    check_linear(x, weight, bias)
     a, w = x._data, weight._data
     dt = a.dtype
     if dt in _BLAS and w.dtype == dt and w.ndim == 2 and (bias is None or (bias._data.dtype == dt
@@ -277,7 +281,7 @@ def linear_cpu(x, weight, bias=None):
 
 
 def linear_cuda(x, weight, bias=None):
-    check_linear(x, weight)
+    check_linear(x, weight, bias)
     return _linear_decomp(x, weight, bias)
 
 
