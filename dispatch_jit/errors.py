@@ -29,6 +29,8 @@ __all__ = [
     "SchemaInferenceError",
     "OpCheckError",
     "GraphError",
+    "TargetError",
+    "StateDictError",
 ]
 
 
@@ -120,3 +122,11 @@ class GraphError(AssertionError):
     """A graph failed ``Graph.check()``: a pass or the tracer produced a malformed graph.
 
     An internal invariant (a bug in a compiler pass), not a user error: it is no DispatchJitError."""
+
+
+class TargetError(DispatchJitError, IndexError):
+    """A loss's class-index target holds a value that is no class (nor its ignore_index)."""
+
+
+class StateDictError(DispatchJitError, RuntimeError):
+    """``Module.load_state_dict`` got missing or unexpected keys (strict), or tensors of the wrong shape."""

@@ -193,8 +193,11 @@ class Tracer:
         self.in_meta += 1
         try:
             # the placeholders hold garbage: overflow warnings from running on them mean nothing
+            # a kernel at the Meta key says the output types without reading data (the losses of
+            # kernels/nn, whose CPU kernels would read the placeholders' garbage as class indices)
+            meta = op._entry.kernels.get(_K.Meta)
             with ExcludeDispatchKeyGuard(_K.Tracer), np.errstate(all="ignore"):
-                out = op(*args, **kwargs)
+                out = meta.fn(*args, **kwargs) if meta is not None else op(*args, **kwargs)
         except TraceAbort:
             raise
         except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
