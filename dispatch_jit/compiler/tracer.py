@@ -243,7 +243,11 @@ _GUARDED = {
     "is_contiguous": "Tensor.is_contiguous() depends on sizes and strides (a placeholder's would be bogus)",
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
-    "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
+    "requires_grad_": "requires_grad_() inside a compiled function",
+    # a whole training step (forward, backward, update) is not one trace yet: the update writes in place
+    "backward": ("the function calls backward() (a whole training step is not compiled yet); compile the "
+                 "loss function instead: its backward is a fused plan, and backward() and the update run "
+                 "outside it"),
 }
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes",
