@@ -208,6 +208,8 @@ class MatmulAutogradRouter:
     signature)."""
 
     __name__ = "autograd_matmul_sparse_router"
+    # dense operands get the Autograd alias kernel: compiler/joint.py traces that kernel's formula
+    dense_alias = True
 
     def specialize(self, call):
         a = call.metas[0]
