@@ -20,8 +20,9 @@ Two parts, both measured on the 2-core machines (numbers in docs/ARCHITECTURE.md
    two busy processes), so one parallel call in ``EVERY`` of an elementwise
    loop is timed, and one that took more than its size's best time could
    explain sends the following calls of every such loop to its serial twin
-   for a back-off period (10 ms, doubling per stall up to 1 s, back to 10 ms
-   after 2 s without one), after which the threads are tried again.  Both
+   for a while (20 times the stall, and at least a back-off of 10 ms that
+   doubles per stall up to 1 s and halves per 2 s without one), after which
+   the threads are tried again.  Both
    twins compute each element alone, so the results are the same bits
    whichever runs.  Loops whose result depends on how the work is split
    (reductions) are not watched: they keep the split the process started with.
@@ -112,9 +113,11 @@ def info() -> dict:
 # worker (~60 us here), which is not contention; a worker that waits for a core costs ms.
 SLOW = 2.0
 FLOOR = 100e-6
-# The back-off doubles per stall up to its maximum, and falls back to its minimum only after
-# CALM seconds without a stall: a lucky call between stalls under a steady load must not
-# bring the stalls (each one ms long) back every 10 ms.
+# After a stall of t seconds the serial twins run for at least STALL_SHARE * t (so stalls
+# cost at most ~1/STALL_SHARE of the time: each is 1-40 ms under load) and at least the
+# back-off, which doubles per stall up to its maximum and halves per CALM seconds without
+# one: a lucky call between stalls must not bring them back every 10 ms.
+STALL_SHARE = 20
 BACKOFF_MIN, BACKOFF_MAX, CALM = 0.010, 1.0, 2.0
 # One parallel call in EVERY is timed: a clock read costs ~0.4 us in these VMs, 5% of the
 # smallest parallel call if every call took two; a stall still ends the threads' turn
@@ -125,11 +128,11 @@ EVERY = 4
 class Watch:
     """Parallel or serial, per call of a watched loop (see the module docstring)."""
 
-    __slots__ = ("until", "backoff", "last_stall", "untimed", "enabled", "stalls", "serial_calls",
+    __slots__ = ("until", "backoff", "calm_since", "untimed", "enabled", "stalls", "serial_calls",
                  "parallel_calls")
 
     def __init__(self, enabled: bool = True):
-        self.until = self.last_stall = 0.0
+        self.until = self.calm_since = 0.0
         self.untimed = 0            # parallel calls to run before the next timed one
         self.backoff = BACKOFF_MIN
         self.enabled = enabled
@@ -156,19 +159,20 @@ class Watch:
             best[k] = dt / n
         elif dt > SLOW * b * n + FLOOR and self.enabled:
             self.stalls += 1
-            self.last_stall = now = now + dt
-            self.until = now + self.backoff
+            self.calm_since = end = now + dt
+            self.until = end + max(self.backoff, STALL_SHARE * dt)
             self.backoff = min(2 * self.backoff, BACKOFF_MAX)
             self.untimed = 0
-        elif now - self.last_stall > CALM:
-            self.backoff = BACKOFF_MIN
+        elif now - self.calm_since > CALM:
+            self.backoff = max(self.backoff / 2, BACKOFF_MIN)
+            self.calm_since = now
 
     def counters(self) -> dict:
         return {"enabled": self.enabled, "stalls": self.stalls, "serial_calls": self.serial_calls,
                 "parallel_calls": self.parallel_calls}
 
     def reset(self) -> None:
-        self.until = self.last_stall = 0.0
+        self.until = self.calm_since = 0.0
         self.untimed = 0
         self.backoff = BACKOFF_MIN
         self.stalls = self.serial_calls = self.parallel_calls = 0

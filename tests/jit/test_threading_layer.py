@@ -105,16 +105,16 @@ def test_watch_backs_off_after_a_stall_then_tries_the_threads_again(monkeypatch)
     w.run(best, n, par(1e-3), lambda: ser)                   # the best this loop does: 1 ms
     w.run(best, n, par(1.5e-3), lambda: ser)                 # slower, not a stall
     assert w.stalls == 0 and w.until == 0.0
-    w.run(best, n, par(20e-3), lambda: ser)                  # 20 ms: a stall, back off 10 ms
-    assert w.stalls == 1 and w.until == pytest.approx(clock.t + threads.BACKOFF_MIN)
+    w.run(best, n, par(20e-3), lambda: ser)                  # 20 ms: a stall, serial for 20 x 20 ms
+    assert w.stalls == 1 and w.until == pytest.approx(clock.t + threads.STALL_SHARE * 20e-3)
     w.run(best, n, par(1e-3), lambda: ser)                   # backing off: the serial twin
     clock.t = w.until
     w.run(best, n, par(1e-3), lambda: ser)                   # the back-off is over: threads again
     assert calls == ["par", "par", "par", "ser", "par"]
     assert (w.stalls, w.serial_calls, w.parallel_calls) == (1, 1, 4)
-    assert w.backoff == 2 * threads.BACKOFF_MIN             # a lucky call does not reset the back-off
+    assert w.backoff == 2 * threads.BACKOFF_MIN             # a lucky call does not shorten the back-off
     clock.t += threads.CALM
-    w.run(best, n, par(1e-3), lambda: ser)                   # a good call after a calm period does
+    w.run(best, n, par(1e-3), lambda: ser)                   # a good call after a calm period halves it
     assert w.backoff == threads.BACKOFF_MIN
 
 
@@ -125,7 +125,7 @@ def test_watch_doubles_the_backoff_while_stalls_repeat(monkeypatch):
     w, best, n = threads.Watch(), {}, 1 << 20
 
     def slow():
-        clock.t += 0.05
+        clock.t += 2e-4           # a stall (best: 0 s), shorter than the back-off / STALL_SHARE
 
     w.run(best, n, lambda: None, lambda: None)               # best: 0 s per element
     backoffs = []
