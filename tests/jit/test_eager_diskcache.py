@@ -178,8 +178,12 @@ FAMILIES = textwrap.dedent("""
     a = dj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 7)
     b = dj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4) / 5)
     csr = dj.tensor(np.array([[0.0, 2.0], [3.0, 0.0]])).to_sparse_csr()
+    # 64**3 multiply-adds: the integer loop nest's parallel variant (its thread count is an argument,
+    # not numba.get_num_threads() inside, which would keep it off the disk)
+    ai = dj.tensor(np.arange(64 * 64, dtype=np.int32).reshape(64, 64) % 7)
     out = {"add": (a + a).numpy().tolist(), "sum": float(a.sum().numpy()),
-           "matmul": (a @ b).numpy().tolist(), "to_dense": csr.to_dense().numpy().tolist()}
+           "matmul": (a @ b).numpy().tolist(), "to_dense": csr.to_dense().numpy().tolist(),
+           "int matmul": (ai @ ai).numpy()[::9, ::9].tolist()}
     kinds = {"elementwise": "elementwise", "reduction": red._CACHE_KIND, "linalg": lin._CACHE_KIND,
              "sparse": sp._CACHE_KIND}
     print(json.dumps({"out": out, "counts": {k: cache.counts(v) for k, v in kinds.items()}}))
