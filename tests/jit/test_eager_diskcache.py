@@ -211,3 +211,15 @@ def test_every_family_loads_from_disk_in_a_fresh_process(tmp_path):
     healed = run()
     assert healed["out"] == cold["out"]
     assert {k: c["compiled"] for k, c in healed["counts"].items()} == {k: c["compiled"] for k, c in cold["counts"].items()}
+
+
+def test_a_callee_reached_through_a_module_is_in_the_key(monkeypatch):
+    import types as pytypes
+    mod = pytypes.ModuleType("_dj_test_helpers")
+    mod.helper = numba.njit(lambda v: v + 1.0)
+    glb = {"helpers": mod}
+    exec("def k(a, o):\n    o[0] = helpers.helper(a[0])\n", glb)
+    base = fingerprint.of_dispatcher(numba.njit(glb["k"]))
+    assert base is not None
+    monkeypatch.setattr(mod, "helper", numba.njit(lambda v: v + 2.0))
+    assert fingerprint.of_dispatcher(numba.njit(glb["k"])) != base
