@@ -246,9 +246,10 @@ def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) ->
 # --- Numba's cache slot of one dispatcher, answered from this store ---------------------------------------
 
 class DiskSlot(NullCache):
-    """A dispatcher's ``_cache``: ``Dispatcher.compile`` asks it before compiling and hands it
-    what it compiled, so every compile of that dispatcher (``disp.compile(sig)`` or a call with
-    new argument types) goes memory -> disk -> compile.
+    """A dispatcher's ``_cache`` (the slot Numba's ``cache=True`` fills with its own file
+    cache): ``Dispatcher.compile`` asks it before compiling and hands it what it compiled, so
+    every compile of that dispatcher (``disp.compile(sig)`` or a call with new argument types)
+    goes memory -> disk -> compile.
 
     ``outcome(argtypes)`` says, once, how the last compile of ``argtypes`` was answered
     ("disk" or "compiled"); ``on_outcome(how)``, when given, is told each time.  The
