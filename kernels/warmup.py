@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dispatch_jit.autograd import no_grad
+from dispatch_jit.creation import tensor
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.dtypes import FLOAT, INT, as_dtype, float16, float32
 from dispatch_jit.errors import DispatchJitError, UnknownOperatorError
@@ -95,7 +97,6 @@ class WarmupInfo(NamedTuple):
 
 
 def _inputs(dt, n: int, grad: bool):
-    from dispatch_jit.creation import tensor
     # positive, nonzero and below 1: in the domain of log, sqrt, asin, integer division, ...
     base = (np.arange(1, n * n + 1).reshape(n, n) % 7 + 1) / 8
     if dt.category <= INT:         # bool and integers: small positive values
@@ -110,7 +111,6 @@ def _first_line(e: Exception) -> str:
 def _warm(name: str, dt, n: int) -> str | None:
     """Make ``name``'s calls for ``dt`` (forward, backward where differentiable, in place); None,
     or why the op refuses the dtype (every call refused)."""
-    from dispatch_jit.autograd import no_grad
     f = lookup("aten::" + FUNCTIONS[name]).entry
     grad = dt.category >= FLOAT and dt is not float16     # float16's backward computes in float32's kernels
     try:

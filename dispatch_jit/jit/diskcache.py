@@ -226,7 +226,11 @@ def _warn_unusable(root: Path, e: OSError) -> None:
 
 def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) -> None:
     if cres.objectmode or cres.library.has_dynamic_globals or cres.lifted:
-        return                      # what Numba itself refuses to cache
+        # what Numba itself refuses to cache: a dynamic global is a Python object's or a C
+        # function's address in this process (numba.get_num_threads() inside a kernel is one)
+        _log.debug("disk cache: kernel %s not saved: it embeds addresses of this process (dynamic globals), "
+                   "object mode or lifted loops; compiled in every process", name)
+        return
     try:
         from numba.core.serialize import dumps
         payload = dumps(cres._reduce())
@@ -242,9 +246,10 @@ def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) ->
 # --- Numba's cache slot of one dispatcher, answered from this store ---------------------------------------
 
 class DiskSlot(NullCache):
-    """A dispatcher's ``_cache``: ``Dispatcher.compile`` asks it before compiling and hands it
-    what it compiled, so every compile of that dispatcher (``disp.compile(sig)`` or a call with
-    new argument types) goes memory -> disk -> compile.
+    """A dispatcher's ``_cache`` (the slot Numba's ``cache=True`` fills with its own file
+    cache): ``Dispatcher.compile`` asks it before compiling and hands it what it compiled, so
+    every compile of that dispatcher (``disp.compile(sig)`` or a call with new argument types)
+    goes memory -> disk -> compile.
 
     ``outcome(argtypes)`` says, once, how the last compile of ``argtypes`` was answered
     ("disk" or "compiled"); ``on_outcome(how)``, when given, is told each time.  The

@@ -8,7 +8,7 @@ stale code.  A Python function is fingerprinted by its bytecode, not its file: m
 editing its neighbours keeps its entries, a change to what it computes does not.
 
 What the kernel reads is walked recursively: the names its code (and its nested code) uses,
-looked up in its globals and its closure.  Numba dispatchers, intrinsics and plain functions
+looked up in its globals and its closure (and, for a module of ours it names, in that module).  Numba dispatchers, intrinsics and plain functions
 are fingerprinted by their code; numbers, strings, dtypes, Numba types, classes and modules by
 what they are.  Anything else (an object whose value we cannot see) makes the whole
 fingerprint ``None``: such a kernel is compiled in every process, never loaded from disk, since
@@ -73,7 +73,8 @@ def _function(fn: types.FunctionType, seen: set) -> str:
     _code_bytes(code, h)
     h.update(repr(fn.__defaults__).encode())
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    for name in sorted(_code_names(code, set())):
+    names = sorted(_code_names(code, set()))
+    for name in names:
         if name in cells:
             try:
                 v = cells[name].cell_contents
@@ -84,6 +85,12 @@ def _function(fn: types.FunctionType, seen: set) -> str:
         else:
             continue                        # a builtin, or an attribute name
         h.update(f"\0{name}=".encode() + _value(v, seen).encode())
+        if isinstance(v, types.ModuleType) and not _LIBRARY.match(v.__name__):
+            # ``helpers.f(x)``: what the kernel reads through a module of ours (the code's names
+            # include the attribute's; more of them than it reads, which only costs hashing)
+            for attr in names:
+                if attr in vars(v):
+                    h.update(f"\0{name}.{attr}=".encode() + _value(vars(v)[attr], seen).encode())
     return h.hexdigest()
 
 

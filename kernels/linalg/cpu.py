@@ -149,9 +149,10 @@ def _parallel_batch(rows):
 
 
 def _parallel_rows(rows):
-    def kernel(a3, b3, ia, ib, o3):
+    # nchunks (the thread count) comes from the caller: numba.get_num_threads() called in here
+    # would embed the threading layer's address in the code, which keeps a kernel off the disk cache
+    def kernel(a3, b3, ia, ib, o3, nchunks):
         m = o3.shape[1]
-        nchunks = numba.get_num_threads()
         for t in range(o3.shape[0]):
             a, b, o = a3[ia[t]], b3[ib[t]], o3[t]
             for c in numba.prange(nchunks):  # contiguous row chunks keep b's tile reuse
@@ -175,15 +176,17 @@ def _blas(a3, b3, ia, ib, o3, ta, tb):
             np.dot(a3[ia[t]], b3[ib[t]], o3[t])
 
 
-# name -> (njit function, whether it takes the two transpose flags)
+# name -> (njit function, the types of its arguments after (a3, b3, ia, ib, o3): blas's two
+# transpose flags, the row-parallel kernels' chunk count)
+_FLAGS, _NCHUNKS = (nbt.boolean, nbt.boolean), (nbt.intp,)
 _KERNELS = {
-    "blas": (_blas, True),
-    "ikj": (_serial(_ikj_rows), False),
-    "ikj_parallel_batch": (_parallel_batch(_ikj_rows), False),
-    "ikj_parallel_rows": (_parallel_rows(_ikj_rows), False),
-    "rowdot": (_serial(_rowdot_rows), False),
-    "rowdot_parallel_batch": (_parallel_batch(_rowdot_rows), False),
-    "rowdot_parallel_rows": (_parallel_rows(_rowdot_rows), False),
+    "blas": (_blas, _FLAGS),
+    "ikj": (_serial(_ikj_rows), ()),
+    "ikj_parallel_batch": (_parallel_batch(_ikj_rows), ()),
+    "ikj_parallel_rows": (_parallel_rows(_ikj_rows), _NCHUNKS),
+    "rowdot": (_serial(_rowdot_rows), ()),
+    "rowdot_parallel_batch": (_parallel_batch(_rowdot_rows), ()),
+    "rowdot_parallel_rows": (_parallel_rows(_rowdot_rows), _NCHUNKS),
 }
 _CACHE_KIND = __name__               # the compile cache's name for these kernels (a fresh copy of
                                        # this module, with its own njit functions, gets its own)
@@ -196,9 +199,9 @@ def _entry(name: str, dt: np.dtype):
     """The compiled entry point of kernel `name` for `dt`, compiling it on first use."""
     fn = _ENTRY.get((name, dt))
     if fn is None:
-        func, flags = _KERNELS[name]
+        func, extra = _KERNELS[name]
         arr = nbt.Array(numba.from_dtype(dt), 3, "C")
-        sig = (arr, arr, _INDEX, _INDEX, arr) + ((nbt.boolean, nbt.boolean) if flags else ())
+        sig = (arr, arr, _INDEX, _INDEX, arr) + extra
         fn = cache.njit_function(_CACHE_KIND, (name, dt), name, func, sig)
     return fn
 
@@ -373,7 +376,10 @@ def _matmul(dt: np.dtype, kind: str, a: np.ndarray, b: np.ndarray, out, name="ma
         b3, _ = _as_3d(b.swapaxes(-1, -2) if b.ndim > 1 else b, nb, n, k, False)
     else:
         b3, _ = _as_3d(b, nb, k, n, False)
-    _entry(kernel, dt)(a3, b3, ia, ib, o3)
+    if kernel.endswith("_parallel_rows"):
+        _entry(kernel, dt)(a3, b3, ia, ib, o3, numba.get_num_threads())
+    else:
+        _entry(kernel, dt)(a3, b3, ia, ib, o3)
     return res
 
 

@@ -178,8 +178,12 @@ FAMILIES = textwrap.dedent("""
     a = dj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 7)
     b = dj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4) / 5)
     csr = dj.tensor(np.array([[0.0, 2.0], [3.0, 0.0]])).to_sparse_csr()
+    # 64**3 multiply-adds: the integer loop nest's parallel variant (its thread count is an argument,
+    # not numba.get_num_threads() inside, which would keep it off the disk)
+    ai = dj.tensor(np.arange(64 * 64, dtype=np.int32).reshape(64, 64) % 7)
     out = {"add": (a + a).numpy().tolist(), "sum": float(a.sum().numpy()),
-           "matmul": (a @ b).numpy().tolist(), "to_dense": csr.to_dense().numpy().tolist()}
+           "matmul": (a @ b).numpy().tolist(), "to_dense": csr.to_dense().numpy().tolist(),
+           "int matmul": (ai @ ai).numpy()[::9, ::9].tolist()}
     kinds = {"elementwise": "elementwise", "reduction": red._CACHE_KIND, "linalg": lin._CACHE_KIND,
              "sparse": sp._CACHE_KIND}
     print(json.dumps({"out": out, "counts": {k: cache.counts(v) for k, v in kinds.items()}}))
@@ -207,3 +211,15 @@ def test_every_family_loads_from_disk_in_a_fresh_process(tmp_path):
     healed = run()
     assert healed["out"] == cold["out"]
     assert {k: c["compiled"] for k, c in healed["counts"].items()} == {k: c["compiled"] for k, c in cold["counts"].items()}
+
+
+def test_a_callee_reached_through_a_module_is_in_the_key(monkeypatch):
+    import types as pytypes
+    mod = pytypes.ModuleType("_dj_test_helpers")
+    mod.helper = numba.njit(lambda v: v + 1.0)
+    glb = {"helpers": mod}
+    exec("def k(a, o):\n    o[0] = helpers.helper(a[0])\n", glb)
+    base = fingerprint.of_dispatcher(numba.njit(glb["k"]))
+    assert base is not None
+    monkeypatch.setattr(mod, "helper", numba.njit(lambda v: v + 2.0))
+    assert fingerprint.of_dispatcher(numba.njit(glb["k"])) != base
