@@ -1,5 +1,7 @@
 """The training step of issue 14, in dj eager and both compiled modes, against PyTorch eager.
 
+Targets:
+
 * The MLP step (N=512, D=20, H=64, 3 classes, tanh, ``F.cross_entropy``, ``dj.optim.SGD``):
   dj eager <= 1.0 x torch eager (``track_mlp_eager_ratio_vs_torch``); dj compiled, either mode,
   <= 0.5 x (``track_mlp_compile_ratio_vs_torch``, ``track_mlp_lazy_ratio_vs_torch``: the

@@ -68,12 +68,12 @@ def _float_input(x, dtype, op: str):
     """``x`` cast to ``dtype`` if given; integer, bool and complex inputs refused as PyTorch's."""
     if dtype is not None:
         x = x.to(as_dtype(dtype))
+    if x.dtype.category > FLOAT:
+        raise DTypeError(f"{op}: complex inputs are not supported (got {x.dtype.name}; complex numbers are not "
+                         f"ordered, so there is no max(x) to subtract), as in PyTorch")
     if x.dtype.category != FLOAT:
-        kind = "complex inputs are not supported (complex numbers are not ordered, so there is no max(x) " \
-               "to subtract), as in PyTorch" if x.dtype.category > FLOAT else \
-               "expected a floating point tensor (x - max(x) would wrap around); pass dtype=dj.float32 or " \
-               "convert first: x.float()"
-        raise DTypeError(f"{op}: {kind}; got {x.dtype.name}")
+        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would wrap "
+                         f"around); pass dtype=dj.float32 or convert first: x.float()")
     return x
 
 
