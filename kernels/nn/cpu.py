@@ -196,9 +196,15 @@ def cross_entropy_backward(g, gstep, div, x, t, w, ignore_index, eps, out):
         gi = np.float64(g[i * gstep]) / div
         wc = np.float64(w[c]) if has_w else 1.0
         big_q = (1.0 - eps) * wc + eps / nclass * wall
-        m, ls = _row_lse_parts(x, i)
+        # one exp per element: exp(x - max) is kept in ``out`` until the row's sum is known
+        m = _row_max(x, i)
+        s = 0.0
         for j in range(nclass):
-            p = math.exp((np.float64(x[i, j]) - m) - ls)
+            e = math.exp(np.float64(x[i, j]) - m)
+            out[i, j] = e
+            s += e
+        for j in range(nclass):
+            p = np.float64(out[i, j]) / s
             q = eps / nclass * (np.float64(w[j]) if has_w else 1.0) if eps != 0.0 else 0.0
             if j == c:
                 q += (1.0 - eps) * wc

@@ -15,7 +15,8 @@ from dispatch_jit.creation import arange
 from dispatch_jit.ops import entries
 
 __all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "class_rows", "from_rows",
-           "target_dist", "loss_forward", "loss_backward", "linear", "check_targets", "target_error"]
+           "target_dist", "loss_forward", "loss_backward", "linear", "check_targets", "target_error",
+           "linear_grad_input", "linear_grad_weight", "linear_grad_bias"]
 
 A = entries("aten")
 
@@ -118,3 +119,20 @@ def linear(x, weight, bias=None):
     wt = A.transpose(weight, 0, 1) if weight.ndim == 2 else weight
     y = A.matmul(x, wt)
     return y if bias is None else A.add(y, bias)
+
+
+def linear_grad_input(g, w):
+    return A.matmul(g, w) if w.ndim == 2 else A.mul(A.unsqueeze(g, -1), w)
+
+
+def linear_grad_weight(g, x, w):
+    if w.ndim == 1:         # y = x @ w
+        return A.sum(A.reshape(A.mul(A.unsqueeze(g, -1), x), (-1, x.shape[-1])), (0,))
+    g2 = g if g.ndim == 2 else A.reshape(g, (-1, g.shape[-1]))
+    x2 = x if x.ndim == 2 else A.reshape(x, (-1, x.shape[-1]))
+    return A.matmul(A.transpose(g2, 0, 1), x2)
+
+
+def linear_grad_bias(g):
+    """g summed over every dim but the last (the Autograd kernel sums it on to the bias's shape)."""
+    return A.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g

@@ -42,18 +42,28 @@ def _loss(logits: bool):
     return grad
 
 
+# linear: with nothing recorded, one linear_backward call gives the weight's and the bias's gradients
+# together (the bias's is kept in the node's ctx until its Grad asks); recording (create_graph),
+# decomp.py's differentiable formulas
 def _linear_input(g, s, c):
-    w = s["weight"]
-    return A.matmul(g, w) if w.ndim == 2 else A.mul(A.unsqueeze(g, -1), w)
+    if is_grad_enabled():
+        return decomp.linear_grad_input(g, s["weight"])
+    return A.linear_backward(g, s["input"], s["weight"], (True, False, False))[0]
 
 
 def _linear_weight(g, s, c):
-    x = s["input"]
-    if c["shapes"][1] is not None and len(c["shapes"][1]) == 1:      # a 1-D weight: y = x @ w
-        return A.sum(A.reshape(A.mul(A.unsqueeze(g, -1), x), (-1, x.shape[-1])), (0,))
-    g2 = g if g.ndim == 2 else A.reshape(g, (-1, g.shape[-1]))
-    x2 = x if x.ndim == 2 else A.reshape(x, (-1, x.shape[-1]))
-    return A.matmul(A.transpose(g2, 0, 1), x2)
+    if is_grad_enabled():
+        return decomp.linear_grad_weight(g, s["input"], s["weight"])
+    with_bias = c["shapes"][2] is not None and s["weight"].ndim == 2
+    _, gw, gb = A.linear_backward(g, s["input"], s["weight"], (False, True, with_bias))
+    if with_bias:
+        c["_bias_grad"] = gb
+    return gw
+
+
+def _linear_bias(g, s, c):
+    gb = c.pop("_bias_grad", None)
+    return gb if gb is not None else decomp.linear_grad_bias(g)
 
 
 _D = Derivative
@@ -66,8 +76,8 @@ DERIVATIVES = {
         Grad(_loss(True), ("self", "target", "weight")), Grad(lambda g, s, c: None),
         Grad(_not_differentiable("cross_entropy's weight")))),
     # the bias's gradient is g summed back to the bias's shape, by the Autograd kernel
-    "linear": _D("LinearBackward", (Grad(_linear_input, ("weight",)), Grad(_linear_weight, ("input",)),
-                                    Grad(lambda g, s, c: g))),
+    "linear": _D("LinearBackward", (Grad(_linear_input, ("input", "weight")), Grad(_linear_weight, ("input", "weight")),
+                                    Grad(_linear_bias))),
 }
 
 KERNELS = {"Autograd": {name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}

@@ -44,6 +44,7 @@ SCHEMAS = [
     f"cross_entropy_loss_backward(Tensor grad_output, Tensor self, Tensor target, {_LOSS}, "
     f"float label_smoothing=0.0) -> Tensor",
     "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+    "linear_backward(Tensor grad_output, Tensor input, Tensor weight, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 ]
 METHODS = ["softmax", "log_softmax"]
 PUBLIC = ["softmax", "log_softmax", "nll_loss", "linear"]     # dj.<name>; the rest via dj.ops.aten
@@ -67,12 +68,12 @@ def _float_input(x, dtype, op: str):
     """``x`` cast to ``dtype`` if given; integer, bool and complex inputs refused as PyTorch's."""
     if dtype is not None:
         x = x.to(as_dtype(dtype))
+    if x.dtype.category > FLOAT:
+        raise DTypeError(f"{op}: complex inputs are not supported (got {x.dtype.name}; complex numbers are not "
+                         f"ordered, so there is no max(x) to subtract), as in PyTorch")
     if x.dtype.category != FLOAT:
-        kind = "complex inputs are not supported (complex numbers are not ordered, so there is no max(x) " \
-               "to subtract), as in PyTorch" if x.dtype.category > FLOAT else \
-               "expected a floating point tensor (x - max(x) would wrap around); pass dtype=dj.float32 or " \
-               "convert first: x.float()"
-        raise DTypeError(f"{op}: {kind}; got {x.dtype.name}")
+        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would wrap "
+                         f"around); pass dtype=dj.float32 or convert first: x.float()")
     return x
 
 
@@ -280,6 +281,43 @@ def linear_cpu(x, weight, bias=None):
     return _linear_decomp(x, weight, bias)
 
 
+def _linear_backward_decomp(grad_output, x, weight, output_mask):
+    g, none = grad_output, None
+    gi = decomp.linear_grad_input(g, weight) if output_mask[0] else None
+    gw = decomp.linear_grad_weight(g, x, weight) if output_mask[1] else None
+    gb = decomp.linear_grad_bias(g) if output_mask[2] else None
+    return tuple(t if t is not None else _empty_like(x, none) for t in (gi, gw, gb))
+
+
+def _empty_like(x, none):
+    return none if none is not None else empty(0, dtype=x.dtype, device=x.device)
+
+
+_linear_backward_below = below_autograd(_linear_backward_decomp)
+
+
+def linear_backward_cpu(grad_output, x, weight, output_mask):
+    """(grad of input, of weight, of bias) of linear, each only where ``output_mask`` asks (an empty
+    tensor elsewhere): two BLAS products and one column sum over the flattened batch."""
+    g, a, w = grad_output._data, x._data, weight._data
+    dt = a.dtype
+    if not (dt in _BLAS and g.dtype == dt and w.dtype == dt and w.ndim == 2):
+        return _linear_backward_below(grad_output, x, weight, output_mask)
+    g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
+    mm = get_matmul(dt)
+    out = []
+    if output_mask[0]:
+        out.append(wrap(mm(g2, w).reshape(a.shape)))
+    if output_mask[1]:
+        a2 = a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
+        out.append(wrap(mm(g2.T, a2)))
+    if output_mask[2]:
+        out.append(wrap(np.add.reduce(g2, axis=0, dtype=np.float64).astype(dt)))
+    it = iter(out)
+    none = wrap(np.empty(0, dt))
+    return tuple(next(it) if m else none for m in output_mask)
+
+
 def linear_cuda(x, weight, bias=None):
     check_linear(x, weight, bias)
     return _linear_decomp(x, weight, bias)
@@ -312,6 +350,7 @@ CPU_KERNELS = {
     "cross_entropy_loss": _loss_cpu("cross_entropy", "cross_entropy", True),
     "cross_entropy_loss_backward": _loss_backward_cpu("cross_entropy", "cross_entropy_backward", True),
     "linear": linear_cpu,
+    "linear_backward": linear_backward_cpu,
 }
 CUDA_KERNELS = {
     "softmax": _softmax_cuda("softmax"), "log_softmax": _softmax_cuda("log_softmax"),
@@ -321,4 +360,5 @@ CUDA_KERNELS = {
     "cross_entropy_loss": _loss_cuda("cross_entropy", True),
     "cross_entropy_loss_backward": _loss_backward_cuda("cross_entropy", True),
     "linear": linear_cuda,
+    "linear_backward": _linear_backward_below,
 }
