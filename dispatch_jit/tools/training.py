@@ -1,0 +1,204 @@
+"""The compile-vs-eager tradeoff of a training step: the training section of
+``dispatch-jit tradeoff`` and of the demo.
+
+One step of the MLP of issue 14 (``N`` samples of ``D`` features, one tanh
+hidden layer of ``H`` units, ``C`` classes, ``F.cross_entropy``,
+``dj.optim.SGD``), written as a user writes it (zero_grad, forward, loss,
+backward, step), run in each mode from the same initial parameters:
+
+* ``eager``: every op dispatched as it is called;
+* ``compile``: the loss under ``@dj.compile`` (the forward and its fused
+  backward are compiled plans; the optimizer step stays eager);
+* ``lazy``: the whole step under ``dj.mode("compiled")`` (recorded, flushed
+  when the loss is read);
+* ``torch eager`` and, with ``torch_compile=True``, ``torch.compile`` of the
+  forward, when torch is installed.
+
+Per mode: the first step (tracing and compiling what this mode compiles;
+eager kernels are compiled by the first mode that runs, eager, so they are
+not counted against the compiled modes), the steady per-step time (median),
+and the break-even step: after how many steps the mode's first-step cost is
+paid back by its faster steps, against eager ("never" when it is not faster).
+``check`` is the largest difference between the mode's parameters and eager
+mode's after the steps: the modes must train the same model.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["StepRow", "measure_training", "format_training", "plot_training", "SIZES"]
+
+SIZES = {"mlp": (512, 20, 64, 3), "tiny": (16, 4, 8, 3)}
+
+
+@dataclass
+class StepRow:
+    mode: str
+    first: float           # seconds: the first step in this mode
+    step: float            # seconds: median steady step
+    check: float           # max |param - eager param| after the same steps (0 for eager; nan: not comparable)
+    eager_step: float      # eager mode's median step, for the break-even
+
+    @property
+    def overhead(self) -> float:
+        """What the first step cost beyond a steady one (tracing, compiling)."""
+        return max(self.first - self.step, 0.0)
+
+    @property
+    def break_even(self) -> float | None:
+        """Steps after which this mode has paid for its first step against eager; None: never."""
+        gain = self.eager_step - self.step
+        if self.mode == "eager":
+            return 0.0
+        return None if gain <= 0 else self.overhead / gain
+
+
+def _data(size: str):
+    n, d, h, c = SIZES[size]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = rng.integers(0, c, n)
+    init = [(rng.standard_normal(s) * 0.3).astype(np.float32) for s in [(h, d), (h,), (c, h), (c,)]]
+    return x, y, init
+
+
+def _dj_step(mode: str, x, y, init):
+    """(step function, its parameters) for dispatch_jit in ``mode``."""
+    import dispatch_jit as dj
+    import dispatch_jit.nn.functional as F
+    from dispatch_jit import nn
+
+    model = nn.Sequential(nn.Linear(init[0].shape[1], init[0].shape[0]), nn.Tanh(),
+                          nn.Linear(init[2].shape[1], init[2].shape[0]))
+    with dj.no_grad():
+        for p, a in zip(model.parameters(), init):
+            p.copy_(dj.tensor(a))
+    opt = dj.optim.SGD(model.parameters(), lr=0.1)
+    tx, ty = dj.tensor(x), dj.tensor(y)
+
+    def loss_of(inp, target):
+        return F.cross_entropy(model(inp), target)
+
+    loss_fn = dj.compile(loss_of) if mode == "compile" else loss_of
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(tx, ty)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    if mode == "lazy":
+        def lazy_step():
+            with dj.mode("compiled"):
+                return step()
+        return lazy_step, list(model.parameters())
+    return step, list(model.parameters())
+
+
+def _torch_step(x, y, init, compiled: bool):
+    import torch
+    import torch.nn.functional as F
+
+    w = [torch.tensor(a, requires_grad=True) for a in init]
+
+    def loss_of(inp, target):
+        return F.cross_entropy(F.linear(torch.tanh(F.linear(inp, w[0], w[1])), w[2], w[3]), target)
+
+    loss_fn = torch.compile(loss_of) if compiled else loss_of
+    opt = torch.optim.SGD(w, lr=0.1)
+    tx, ty = torch.tensor(x), torch.tensor(y)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(tx, ty)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, w
+
+
+def _time_steps(step, steps: int) -> tuple[float, list[float]]:
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return first, times
+
+
+def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, torch_compile: bool = False,
+                     log=None) -> list[StepRow]:
+    """One row per mode (see the module docstring); ``steps`` steady steps each, after the first."""
+    x, y, init = _data(size)
+    rows: list[StepRow] = []
+    eager_params = None
+    eager_step = float("nan")
+    runners = [("eager", lambda: _dj_step("eager", x, y, init)), ("compile", lambda: _dj_step("compile", x, y, init)),
+               ("lazy", lambda: _dj_step("lazy", x, y, init))]
+    if torch:
+        try:
+            import torch as _torch
+            _torch.set_num_threads(2)
+            runners.append(("torch eager", lambda: _torch_step(x, y, init, False)))
+            if torch_compile:
+                runners.append(("torch.compile", lambda: _torch_step(x, y, init, True)))
+        except ImportError:
+            pass
+    for mode, make in runners:
+        step, params = make()
+        first, times = _time_steps(step, steps)
+        values = [np.asarray(p.detach().numpy()) for p in params]
+        if mode == "eager":
+            eager_params, eager_step = values, statistics.median(times)
+            check = 0.0
+        else:
+            check = max(float(np.max(np.abs(a - b))) for a, b in zip(values, eager_params))
+        row = StepRow(mode, first, statistics.median(times), check, eager_step)
+        rows.append(row)
+        if log is not None:
+            log(row)
+    return rows
+
+
+def _fmt(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.2f} s"
+
+
+TRAINING_HEADER = (f"{'mode':<14} {'first step':>11} {'per step':>10} {'vs eager':>9} {'break-even steps':>17} "
+                   f"{'max |param - eager|':>20}")
+
+
+def format_training(row: StepRow) -> str:
+    be = row.break_even
+    be_s = "-" if row.mode == "eager" else "never" if be is None else f"{be:,.0f}"
+    return (f"{row.mode:<14} {_fmt(row.first):>11} {_fmt(row.step):>10} {row.step / row.eager_step:>8.2f}x "
+            f"{be_s:>17} {row.check:>20.2e}")
+
+
+def plot_training(rows: list[StepRow], path: str, steps: int = 2000) -> bool:
+    """Cumulative time over ``steps`` training steps per mode; False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    n = np.arange(1, steps + 1)
+    for r in rows:
+        ax.plot(n, r.first + (n - 1) * r.step, label=r.mode)
+    ax.set(xlabel="training steps", ylabel="seconds (cumulative)", title="MLP training: cost of n steps per mode")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
