@@ -109,6 +109,9 @@ def _cmd_demo(args) -> int:
     print(f"  eager {te * 1e3:7.2f} ms (7 kernels, 7 passes over memory)   compiled {tc * 1e3:7.2f} ms "
           f"(one fused loop)   speedup {te / tc:4.1f}x")
     print(f"  {cf.cache_info()}")
+    print("\n== A training step per mode (dispatch_jit/tools/training.py) ==")
+    from .tradeoff import training_section
+    training_section("mlp", 20 if args.quick else 100)
     _demo_cuda()
     return 0
 
@@ -137,7 +140,8 @@ def _demo_cuda() -> None:
 
 def _cmd_tradeoff(args) -> int:
     from .tradeoff import main as tradeoff
-    return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy)
+    return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy,
+                    training=None if args.no_training else "mlp", torch_compile=args.torch_compile)
 
 
 def _cmd_warmup(args) -> int:
@@ -176,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="PNG to write when matplotlib is installed (default: tradeoff.png)")
     t.add_argument("--no-plot", action="store_true", help="do not write a plot")
     t.add_argument("--no-lazy", action="store_true", help="skip the global compiled mode column")
+    t.add_argument("--no-training", action="store_true", help="skip the training-step section")
+    t.add_argument("--torch-compile", action="store_true",
+                   help="also time torch.compile in the training section (its first compile takes a while)")
     w = sub.add_parser("warmup", help="compile (or load) the eager kernels ahead of time, into the disk cache",
                        description="Compile the eager CPU kernels of the named ops now and keep them in the disk "
                                    "cache (DISPATCH_JIT_CACHE_DIR), so that a fresh process loads them instead of "

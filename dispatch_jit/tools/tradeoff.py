@@ -186,7 +186,8 @@ def plot(rows: list[Row], path: str) -> bool:
     return True
 
 
-def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool = True) -> int:
+def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool = True, training: str | None = "mlp",
+         torch_compile: bool = False) -> int:
     sizes = QUICK_SIZES if quick else FULL_SIZES
     budget = 0.12 if quick else 0.4
     print(f"eager vs compiled, float32 elementwise chains (best of 5; {'quick' if quick else 'full'} run)")
@@ -198,4 +199,24 @@ def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool 
             print(f"\nplot saved to {plot_path}")
         else:
             print("\nno plot: matplotlib is not installed (pip install 'dispatch_jit[plot]')")
+    if training:
+        training_section(training, 50 if quick else 300, plot_path, torch_compile)
     return 0
+
+
+def training_section(size: str = "mlp", steps: int = 50, plot_path: str | None = None,
+                     torch_compile: bool = False) -> list:
+    """Print (and plot next to ``plot_path``) the training step per mode: tools/training.py."""
+    from .training import SIZES, TRAINING_HEADER, format_training, measure_training, plot_training
+    n, d, h, c = SIZES[size]
+    print(f"\ntraining step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.SGD "
+          f"(median of {steps} steps; torch at 2 threads when installed)")
+    print("compile = the loss under @dj.compile (forward and fused backward); lazy = the whole step under "
+          "dj.mode('compiled')\n")
+    print(TRAINING_HEADER, flush=True)
+    rows = measure_training(size, steps, torch_compile=torch_compile, log=lambda r: print(format_training(r), flush=True))
+    if plot_path:
+        path = plot_path[:-4] + "_training.png" if plot_path.endswith(".png") else plot_path + "_training.png"
+        if plot_training(rows, path):
+            print(f"\nplot saved to {path}")
+    return rows

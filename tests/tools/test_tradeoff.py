@@ -40,3 +40,24 @@ def test_cli_tradeoff(monkeypatch, capsys, tmp_path):
         assert plot.exists()
     except ImportError:
         assert "matplotlib is not installed" in out and not plot.exists()
+
+
+def test_training_section_runs_every_mode_and_they_train_the_same_model():
+    from dispatch_jit.tools.training import format_training, measure_training
+    rows = measure_training("tiny", steps=3, torch=False)
+    assert [r.mode for r in rows] == ["eager", "compile", "lazy"]
+    for r in rows:
+        assert r.first > 0 and r.step > 0
+        assert r.check <= 1e-5, (r.mode, r.check)     # the modes must train the same parameters
+        assert r.mode in format_training(r)
+    assert rows[0].break_even == 0.0
+
+
+def test_cli_tradeoff_training_only_section(monkeypatch, capsys):
+    monkeypatch.setattr(tradeoff, "QUICK_SIZES", (100,))
+    monkeypatch.setattr(tradeoff, "CHAINS", (1,))
+    from dispatch_jit.tools import training
+    monkeypatch.setitem(training.SIZES, "mlp", training.SIZES["tiny"])
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy"]) == 0
+    out = capsys.readouterr().out
+    assert "training step" in out and "break-even steps" in out and "lazy" in out
