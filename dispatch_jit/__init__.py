@@ -13,6 +13,11 @@ tensor([4., 6.])
 
 from __future__ import annotations
 
+# first: the threading layer and OpenMP's spin, before anything can start Numba's thread pool
+from .jit import threads as _threads
+
+_threads.configure()
+
 from . import autograd, cuda, errors, library
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
@@ -37,6 +42,7 @@ from .compiler import get_mode, mode, set_mode  # noqa: E402
 from .kernels.surface import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
 from .kernels.warmup import WarmupInfo, warmup  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
+from . import nn, optim  # noqa: E402  (above the op library: modules, losses, optimizers)
 
 _FUNCTIONS = _install(globals(), _kernels.surface)
 
@@ -58,7 +64,7 @@ __all__ = [
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "autograd", "cuda", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "errors", "autograd", "cuda", "nn", "optim", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread

@@ -24,13 +24,6 @@ def _reflected(entry):
     return op
 
 
-def _binary(entry):
-    def op(self, other):
-        return entry(self, other)
-    op.__name__ = entry.__name__
-    return op
-
-
 def _to(self, *args, dtype=None, device=None, copy: bool = False):
     """``x.to(dtype)``, ``x.to("cpu")``, ``x.to(other_tensor)``, ``x.to(device, dtype)``."""
     for a in args:
@@ -164,8 +157,9 @@ def install(namespace: dict, surface) -> list[str]:
             setattr(Tensor, public, fn)
     for dunder, (opname, reflected) in OPERATORS.items():
         entry = lookup(f"aten::{opname}").entry
-        unary = len(entry._op.schema.positional) == 1
-        setattr(Tensor, dunder, entry if unary else _reflected(entry) if reflected else _binary(entry))
+        # the entry itself is the method (``x * y`` is ``mul(x, y)``, no wrapper frame); only
+        # the reflected operators swap their operands
+        setattr(Tensor, dunder, _reflected(entry) if reflected else entry)
     for name, fn in AUTOGRAD_METHODS.items():
         _bind(name, fn)
     _bind("copy_", _copy_)

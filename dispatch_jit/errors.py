@@ -20,6 +20,7 @@ __all__ = [
     "CastingError",
     "BroadcastError",
     "ShapeError",
+    "SizeDependentError",
     "AutogradError",
     "CudaUnavailableError",
     "CudaOutOfMemoryError",
@@ -28,6 +29,8 @@ __all__ = [
     "SchemaInferenceError",
     "OpCheckError",
     "GraphError",
+    "TargetError",
+    "StateDictError",
 ]
 
 
@@ -81,6 +84,11 @@ class ShapeError(DispatchJitError, ValueError):
     """A shape, axis or size argument is invalid for the tensor it applies to."""
 
 
+class SizeDependentError(ShapeError):
+    """An output's shape, or its rank, depends on sizes that were not given (tracing without sizes:
+    ``squeeze`` drops the size-1 dimensions, which only the sizes tell)."""
+
+
 class AutogradError(DispatchJitError, RuntimeError):
     """Gradient computation cannot proceed."""
 
@@ -114,3 +122,11 @@ class GraphError(AssertionError):
     """A graph failed ``Graph.check()``: a pass or the tracer produced a malformed graph.
 
     An internal invariant (a bug in a compiler pass), not a user error: it is no DispatchJitError."""
+
+
+class TargetError(DispatchJitError, IndexError):
+    """A loss's class-index target holds a value that is no class (nor its ignore_index)."""
+
+
+class StateDictError(DispatchJitError, RuntimeError):
+    """``Module.load_state_dict`` got missing or unexpected keys (strict), or tensors of the wrong shape."""

@@ -137,7 +137,8 @@ class OperatorEntry:
         self.misses = 0
         self.calls = itertools.count()   # every call through the entry; hits = calls - misses
         self.compiled: dict[str, list[CompiledSignature]] = {}   # kernel name -> its signatures (note_compiled)
-        self.meta_fn: Callable | None = None       # shape/dtype function (tracing, register_fake)
+        self.meta_fn: Callable | None = None       # fake-tensor function (register_fake; opcheck)
+        self.shape_fn: Callable | None = None      # a view's shape rule (input shape, statics) -> shape
         self.entry: Callable | None = None         # the generated fast entry (dispatcher)
         self.tags: set[str] = set()
 

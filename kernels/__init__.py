@@ -2,7 +2,8 @@
 
 Like TORCH_LIBRARY / TORCH_LIBRARY_IMPL, but written once, as a loop over
 tables: each family (a folder, or a table module at the top) declares
-``SCHEMAS``, the ops it defines, and ``KERNELS``, ``{dispatch key: {op:
+``SCHEMAS``, the ops it defines (and ``SHAPE_RULES``, the views' shape rules
+the compiler types them with), and ``KERNELS``, ``{dispatch key: {op:
 kernel}}``.  Importing this package defines every schema first (a kernel
 may only be registered for a defined op), then registers every family's
 kernels key by key, with the device conversions a family gives the engine
@@ -22,12 +23,12 @@ from dispatch_jit.conversions import register_conversion
 from dispatch_jit.cuda.codegen import register_scalar_helpers
 from dispatch_jit.library import Library, fallthrough_kernel
 
-from . import autocast_policy, composite, derivatives, elementwise, linalg, quantized, reduction, shape, sparse
+from . import autocast_policy, composite, derivatives, elementwise, linalg, nn, quantized, reduction, shape, sparse
 from .aten import aten as _aten_def, fallbacks as _fallbacks
 from .support.scalar_helpers import HELPERS
 
 # definitions in this order; their kernels in the same order, key by key
-FAMILIES = (elementwise, shape, reduction, linalg, composite, derivatives, autocast_policy, sparse, quantized)
+FAMILIES = (elementwise, shape, reduction, linalg, nn, composite, derivatives, autocast_policy, sparse, quantized)
 
 # backend fallbacks: the kernel at a key for every op, present and future, that has none there
 FALLBACKS = {
@@ -48,6 +49,8 @@ IMPL: dict[str, Library] = {}
 for _family in FAMILIES:
     for _schema in getattr(_family, "SCHEMAS", ()):
         _aten_def.define(_schema)
+    for _op, _rule in getattr(_family, "SHAPE_RULES", {}).items():
+        _aten_def.impl_shape(_op, _rule)
 for _family in FAMILIES:
     for _key, _table in _family.KERNELS.items():
         _lib = IMPL.get(_key) or IMPL.setdefault(_key, Library("aten", "IMPL", _key))

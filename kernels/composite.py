@@ -10,60 +10,22 @@ import math
 import warnings
 
 from dispatch_jit.dtypes import COMPLEX, FLOAT, result_type
-from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError, ShapeError
+from dispatch_jit.errors import BroadcastError, DTypeError, SchemaError
 from dispatch_jit.ops import entries
 
-from .shape.cpu import broadcast_shapes, normalize_axis
+from .shape.cpu import broadcast_shapes
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
 SCHEMAS = [
-    "softmax(Tensor self, int axis=-1, *, ScalarType? dtype=None) -> Tensor",
-    "log_softmax(Tensor self, int axis=-1, *, ScalarType? dtype=None) -> Tensor",
     "gelu(Tensor self, *, str approximate='none') -> Tensor",
     "silu(Tensor self) -> Tensor",
     "mse_loss(Tensor self, Tensor target, str reduction='mean') -> Tensor",
-    "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
 ]
-METHODS = ["softmax", "log_softmax"]
+METHODS: list = []
 
 
 A = entries("aten")    # the ops are defined after this module is imported
-
-
-def _softmax_input(x, axis: int, dtype, op: str):
-    """(x cast to ``dtype`` if given, the axis), checked here so that errors name ``op``, not the
-    ``max`` it is built on.  The axis is None when the tensor is empty: then the answer is an
-    empty tensor, as PyTorch's (the max of a zero-size axis would raise).  Integer and bool
-    inputs are refused, as PyTorch's: ``x - max(x)`` would wrap around in their dtype; complex
-    ones too, as PyTorch's (they have no max: the error named ``max()``)."""
-    if dtype is not None:
-        x = A.to(x, dtype)
-    if x.dtype.category == COMPLEX:
-        raise DTypeError(f"{op}: complex inputs are not supported (got {x.dtype.name}; complex numbers "
-                         f"are not ordered, so there is no max(x) to subtract), as in PyTorch")
-    if x.dtype.category != FLOAT:
-        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would "
-                         f"wrap around); pass dtype=dj.float32 or convert first: x.float()")
-    ax = normalize_axis(axis, x.ndim, op)
-    return x, (None if 0 in tuple(x.shape) else ax)
-
-
-def softmax(x, axis=-1, dtype=None):
-    x, ax = _softmax_input(x, axis, dtype, "softmax")
-    if ax is None:
-        return A.exp(x)             # empty, of softmax's dtype, and recorded like it
-    shifted = A.sub(x, A.max(x, (ax,), True))
-    e = A.exp(shifted)
-    return A.div(e, A.sum(e, (ax,), True))
-
-
-def log_softmax(x, axis=-1, dtype=None):
-    x, ax = _softmax_input(x, axis, dtype, "log_softmax")
-    if ax is None:
-        return A.exp(x)
-    shifted = A.sub(x, A.max(x, (ax,), True))
-    return A.sub(shifted, A.log(A.sum(A.exp(shifted), (ax,), True)))
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -127,14 +89,4 @@ def mse_loss(x, target, reduction="mean"):
     raise SchemaError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def linear(x, weight, bias=None):
-    if x.ndim == 0 or weight.ndim not in (1, 2) or x.shape[-1] != weight.shape[-1]:
-        raise ShapeError(f"linear: input of shape {tuple(x.shape)} and weight of shape {tuple(weight.shape)} "
-                         f"do not fit: the input's last dimension must equal the weight's last (in_features)")
-    wt = A.transpose(weight, 0, 1) if weight.ndim == 2 else weight
-    y = A.matmul(x, wt)
-    return y if bias is None else A.add(y, bias)
-
-
-KERNELS = {"CompositeImplicitAutograd": {"softmax": softmax, "log_softmax": log_softmax, "gelu": gelu, "silu": silu,
-                                         "mse_loss": mse_loss, "linear": linear}}
+KERNELS = {"CompositeImplicitAutograd": {"gelu": gelu, "silu": silu, "mse_loss": mse_loss}}

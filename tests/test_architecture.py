@@ -9,8 +9,9 @@ Three rules:
 
 * **Layers.**  The engine (everything in ``dispatch_jit`` outside the groups
   below) < ``dispatch_jit.kernels`` (registers itself into the engine, as ATen
-  registers into the dispatcher) < ``dispatch_jit.compiler`` < the tools
-  (``cli``, ``__main__``).  A module imports only its own layer or lower ones.
+  registers into the dispatcher) < ``dispatch_jit.nn`` and ``dispatch_jit.optim``
+  (modules, losses, optimizers: user-level code over the ops) <
+  ``dispatch_jit.compiler`` < the tools (``cli``, ``__main__``).  A module imports only its own layer or lower ones.
   The top package ``dispatch_jit/__init__.py`` assembles everything and is
   imported by no library module below the tools.
 * **No cycles** among modules, counting imports inside functions.
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
 OPTIONAL = ("torch", "matplotlib", "cupy", "jax", "dask", "scipy", "pandas", "hypothesis", "pytest")
-LAYERS = {"engine": 0, "kernels": 1, "compiler": 2, "tools": 3, "top": 4}
+LAYERS = {"engine": 0, "kernels": 1, "nn": 2, "compiler": 3, "tools": 4, "top": 5}
 
 def _modules() -> dict[str, Path]:
     """Module name -> file, for every library module."""
@@ -103,6 +104,8 @@ def _layer(name: str) -> str:
         return "top"
     if name.startswith("dispatch_jit.kernels"):
         return "kernels"
+    if name.startswith(("dispatch_jit.nn", "dispatch_jit.optim")):
+        return "nn"
     if name.startswith("dispatch_jit.compiler"):
         return "compiler"
     if name in ("dispatch_jit.cli", "dispatch_jit.__main__") or name.startswith("dispatch_jit.tools"):
@@ -184,7 +187,7 @@ def oversize() -> set[str]:
 
 
 _HOW = {
-    "layer": "an import against the layer order engine < kernels < compiler < tools: move the code to the "
+    "layer": "an import against the layer order engine < kernels < nn/optim < compiler < tools: move the code to the "
              "layer it belongs to, or have the higher layer register into the lower one (docs/ARCHITECTURE.md)",
     "cycle": "modules in an import cycle (imports inside functions count): give them one direction",
     "size": f"modules above {MAX_LINES} lines: split them along their concepts",
@@ -199,6 +202,7 @@ def test_the_parser_sees_the_library():
     """The walk finds the modules, resolves relative imports and sees imports inside functions."""
     assert "dispatch_jit.dispatcher" in MODULES and "dispatch_jit.kernels" in MODULES
     assert "dispatch_jit.compiler" in MODULES
+    assert _layer("dispatch_jit.optim.sgd") == _layer("dispatch_jit.nn.functional") == "nn"
     assert "dispatch_jit.registry" in GRAPH["dispatch_jit.dispatcher"]
     # the top package imports the kernels (it assembles the library)
     assert any(t.startswith("dispatch_jit.kernels") for t in GRAPH["dispatch_jit"])

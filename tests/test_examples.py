@@ -86,3 +86,13 @@ def test_custom_op_cuda_kernel_under_the_simulator():
             "import dispatch_jit as dj\n"
             "print(g['myadd_cuda'](dj.tensor([1.0, 2.0, 3.0]), dj.tensor([10.0, 20.0, 30.0])))\n")
     assert run_python("-c", code, NUMBA_ENABLE_CUDASIM="1")[-1] == "tensor([11., 22., 33.])"
+
+
+def test_train_mlp_learns():
+    """examples/train_mlp.py: a real training loop with dj.nn and dj.optim reaches a useful accuracy."""
+    lines = run_example("train_mlp.py")
+    assert lines[0].startswith("data: ")
+    losses = [float(ln.split()[-1]) for ln in lines if ln.startswith("epoch")]
+    assert len(losses) >= 2 and losses[-1] < losses[0]
+    acc = float(next(ln for ln in lines if ln.startswith("test accuracy")).split()[2])
+    assert acc > 0.75, lines

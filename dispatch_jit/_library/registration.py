@@ -90,6 +90,19 @@ class Library:
         self._handles.append(h)
         return h
 
+    def impl_shape(self, op_name: str, rule: Callable) -> RegistrationHandle:
+        """Register ``rule(input_shape, *static_args) -> output_shape`` as the shape rule of the
+        view op ``op_name`` (a size may be None, unknown: tracing has no sizes; see
+        kernels/shape/op.py).  The compiler types a traced or recorded view with it instead of
+        running the op."""
+        op = registry.lookup(op_name, None if "::" in op_name else self.ns)
+        if op.shape_fn is not None:
+            raise RegistrationError(f"{op.name} already has a shape rule")
+        op.shape_fn = rule
+        h = RegistrationHandle(lambda: setattr(op, "shape_fn", None), f"{op.name} shape rule")
+        self._handles.append(h)
+        return h
+
     def fallback(self, fn: Callable, dispatch_key: str = "", *, with_keyset: bool = True) -> RegistrationHandle:
         """Register a boxed kernel ``fn(op, keyset, args, kwargs)`` for every
         operator, present and future, at ``dispatch_key``.  Only on

@@ -8,9 +8,13 @@ point at it; then nodes run when all their gradients have arrived.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..creation import ones_like
 from ..errors import AutogradError
-from .grad_mode import enable_grad, no_grad
+from ..signature import CONTIGUOUS_BIT
+from ..tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
+from .grad_mode import _set as _set_grad_enabled, is_grad_enabled
 from .graph import AccumulateGrad, edge_of
 
 __all__ = ["backward", "grad", "run_backward"]
@@ -51,23 +55,91 @@ def _check_hook_result(hook, g, r) -> None:
                             f"shape, dtype and device as its argument, or None to keep it")
 
 
-def _accumulate_into_leaf(node, g, create_graph: bool) -> None:
+def _accumulate_into_leaf(node, g) -> None:
     var = node.variable()
     if var is None:
         return
-    if var.grad is None:
+    if var.__class__ is not Tensor:       # a subclass may route .grad elsewhere (CSR: its values')
+        var.grad = _accumulated(var.grad, g)
+        return
+    d = var.__dict__          # Tensor.grad's storage, without the property's non-leaf check
+    d["_grad"] = _accumulated(d.get("_grad"), g)
+
+
+def _accumulated(cur, g):
+    if cur is None:
         # .grad is the user's to modify in place (zero_(), optimizer steps): never a read-only
         # broadcast view, nor an alias of a tensor the graph or the caller holds (under no_grad
         # this clone records nothing; with create_graph it is differentiable)
-        var.grad = g.clone()
-    else:
-        var.grad = var.grad + (g if create_graph else g.detach())
+        return g.clone()
+    # without create_graph this runs under no_grad: the sum records nothing, whether or not g
+    # requires grad (a user's gradient= may), so g needs no detach()
+    return cur + g
+
+
+def _seed(t):
+    """The implicit gradient of a one-element root: ones of its shape and dtype.  A dense CPU
+    root's is made here (its signature is the root's, less autograd, contiguous); others'
+    by ones_like."""
+    if t.__class__ is Tensor and not t._sig & _CUDA_SIG_BITS:
+        a = np.empty(t._data.shape, t._data.dtype)
+        a[...] = 1          # np.ones is a Python function: 10x this on a one-element array
+        g = _new(Tensor)
+        g._data = a
+        g._sig = (t._sig & ~_AUTOGRAD_SIG_BITS) | CONTIGUOUS_BIT
+        return g
+    return ones_like(t)
+
+
+_new = object.__new__
 
 
 def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
     their gradients instead of accumulating into ``.grad``."""
+    root_edges = _root_edges(roots, grad_roots)
+    deps = _count_dependencies(root_edges)
+    capture = want = None
+    if inputs is not None:
+        capture, want = {}, {}
+        for i, t in enumerate(inputs):
+            e = edge_of(t)
+            if e is None:
+                raise AutogradError(f"input {i} of autograd.grad does not require grad")
+            want.setdefault(e, []).append(i)
+
+    # per node, its incoming gradients (one slot per output), summed as they arrive
+    buffers: dict = {}
+    for (node, idx), g in root_edges:
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
+        _accumulate(buf, idx, g)
+    ready = [n for n in buffers if deps[n] == 0]
+
+    # grad mode for the formulas: recorded with create_graph, else not (grad_mode's no_grad and
+    # enable_grad, without their context objects)
+    prev_mode = is_grad_enabled()
+    _set_grad_enabled(create_graph)
+    try:
+        _run_nodes(ready, buffers, deps, capture, want, not retain_graph)
+    finally:
+        _set_grad_enabled(prev_mode)
+    if capture is not None:
+        result = []
+        for i, t in enumerate(inputs):
+            g = capture.get(i)
+            if g is None and not allow_unused:
+                raise AutogradError(f"One of the differentiated Tensors (input {i}) appears to not have been "
+                                    f"used in the graph. Set allow_unused=True if this is the desired behavior.")
+            result.append(g)
+        return tuple(result)
+    return None
+
+
+def _root_edges(roots, grad_roots) -> list:
+    """((node, output index), gradient) of each root; the implicit gradient of a one-element root."""
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
@@ -84,96 +156,73 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
             if t.numel() != 1:
                 raise AutogradError(f"grad can be implicitly created only for scalar outputs; the output has "
                                     f"shape {tuple(t.shape)}: pass gradient= of that shape")
-            g = ones_like(t)
+            g = _seed(t)
         elif tuple(g.shape) != tuple(t.shape):
             raise AutogradError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
         root_edges.append((e, g))
+    return root_edges
 
-    # 1. count incoming edges, iteratively
+
+def _count_dependencies(root_edges) -> dict:
+    """Node -> how many edges point at it, counted iteratively; a node is seen once it has a
+    count (roots: 0)."""
     deps: dict = {}
-    seen = set()
     stack = []
     for (node, _), _g in root_edges:
-        if node not in seen:
-            seen.add(node)
+        if node not in deps:
+            deps[node] = 0
             stack.append(node)
+    get = deps.get
     while stack:
-        node = stack.pop()
-        for e in node.next_functions:
+        for e in stack.pop().next_functions:
+            if e is not None:
+                nxt = e[0]
+                n = get(nxt)
+                if n is None:
+                    deps[nxt] = 1
+                    stack.append(nxt)
+                else:
+                    deps[nxt] = n + 1
+    return deps
+
+
+def _run_nodes(ready: list, buffers: dict, deps: dict, capture, want, release: bool) -> None:
+    """Run each node once all its gradients are in.  This loop runs once per recorded op
+    (100,000 times for a long chain): the common steps are inlined, the rare ones guarded."""
+    pop, push, take, get = ready.pop, ready.append, buffers.pop, buffers.get
+    while ready:
+        node = pop()
+        grads = take(node)
+        if node.pre_hooks:
+            _run_pre_hooks(node, grads)
+        if capture is not None:
+            for idx, g in enumerate(grads):
+                for i in want.get((node, idx), ()):
+                    capture[i] = g
+        if node.__class__ is AccumulateGrad:
+            if capture is None and grads[0] is not None:
+                _accumulate_into_leaf(node, grads[0])
+            continue
+        if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
+            out = (None,) * len(node.next_functions)
+        else:
+            out = node.apply(tuple(grads))
+            if release:
+                node.release()
+        for e, g in zip(node.next_functions, out):
             if e is None:
                 continue
-            nxt = e[0]
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-
-    capture = None
-    if inputs is not None:
-        capture = {}
-        want = {}
-        for i, t in enumerate(inputs):
-            e = edge_of(t)
-            if e is None:
-                raise AutogradError(f"input {i} of autograd.grad does not require grad")
-            want.setdefault(e, []).append(i)
-
-    # per node, its incoming gradients (one slot per output), summed as they arrive
-    buffers: dict = {}
-    for (node, idx), g in root_edges:
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * node.metadata.get("num_outputs", 1)
-        _accumulate(buf, idx, g)
-    ready = [n for n in buffers if deps.get(n, 0) == 0]
-
-    # 2. run each node once all its gradients are in.  This loop runs once per recorded op
-    # (100,000 times for a long chain): the common steps are inlined, the rare ones guarded.
-    mode = enable_grad if create_graph else no_grad
-    with mode():
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node)
-            if node.pre_hooks:
-                _run_pre_hooks(node, grads)
-            if capture is not None:
-                for idx, g in enumerate(grads):
-                    for i in want.get((node, idx), ()):
-                        capture[i] = g
-            if node.__class__ is AccumulateGrad:
-                if capture is None and grads[0] is not None:
-                    _accumulate_into_leaf(node, grads[0], create_graph)
-                continue
-            if grads[0] is None and (len(grads) == 1 or all(g is None for g in grads)):
-                out = (None,) * len(node.next_functions)
-            else:
-                out = node.apply(tuple(grads))
-                if not retain_graph:
-                    node.release()
-            for e, g in zip(node.next_functions, out):
-                if e is None:
-                    continue
-                nxt, idx = e
-                buf = buffers.get(nxt)
-                if buf is None:
-                    buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
-                if g is not None:
-                    cur = buf[idx]
-                    buf[idx] = g if cur is None else cur + g
-                left = deps[nxt] - 1
-                deps[nxt] = left
-                if left == 0:
-                    ready.append(nxt)
-    if capture is not None:
-        result = []
-        for i, t in enumerate(inputs):
-            g = capture.get(i)
-            if g is None and not allow_unused:
-                raise AutogradError(f"One of the differentiated Tensors (input {i}) appears to not have been "
-                                    f"used in the graph. Set allow_unused=True if this is the desired behavior.")
-            result.append(g)
-        return tuple(result)
-    return None
+            nxt, idx = e
+            buf = get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
+            if g is not None:
+                cur = buf[idx]
+                buf[idx] = g if cur is None else cur + g
+            left = deps[nxt] - 1
+            deps[nxt] = left
+            if left == 0:
+                push(nxt)
 
 
 def _as_seq(x):

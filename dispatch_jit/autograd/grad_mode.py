@@ -13,17 +13,36 @@ import functools
 from ..dispatcher import tls
 from ..keys import AUTOGRAD_BITS
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
-
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "plain_no_grad"]
 
 
 def is_grad_enabled() -> bool:
     return not (tls.exclude & AUTOGRAD_BITS)
 
 
+def plain_no_grad() -> bool:
+    """Grad mode is off and nothing else watches ops in this thread: no key included (no
+    dispatch mode, tracer, autocast), no dispatch trace printing.  A backward formula may then
+    compute a value with NumPy instead of dispatching ops that nobody records or sees."""
+    return tls.include == 0 and tls.exclude & AUTOGRAD_BITS == AUTOGRAD_BITS and not tls.trace
+
+
 def _set(enabled: bool) -> None:
-    tls.exclude = (tls.exclude & ~AUTOGRAD_BITS) | (0 if enabled else AUTOGRAD_BITS)
-    tls.update()
+    state = tls
+    key = (state.k, enabled)
+    new = _SWITCHED.get(key)
+    if new is None:
+        state.exclude = (state.exclude & ~AUTOGRAD_BITS) | (0 if enabled else AUTOGRAD_BITS)
+        state.update()
+        _SWITCHED[key] = (state.exclude, state.k)
+    else:
+        state.exclude, state.k = new
+
+
+# (state id, enabled) -> (exclude set, state id) after _set(enabled): a state id stands for one
+# (include, exclude, trace), so the switch is a function of it, computed once (every backward
+# switches twice, every no_grad block too)
+_SWITCHED: dict = {}
 
 
 class _GradModeContext:

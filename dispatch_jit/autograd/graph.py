@@ -18,7 +18,7 @@ from ..signature import keyset_sig_bits
 from ..tensor import Tensor, bump_version, version_box as _version_box, version_of
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "mark_output", "version_of",
-           "bump_version"]
+           "bump_version", "freed_error"]
 
 _AG_CPU = keyset_sig_bits(key_bits(DispatchKey.AutogradCPU))     # in a tensor signature
 _AG_CUDA = keyset_sig_bits(key_bits(DispatchKey.AutogradCUDA))
@@ -39,14 +39,7 @@ class SavedTensor:
         self.version = self.box[0]
         self.is_output = is_output
         self.name = name
-        if is_output:
-            d = Tensor.__new__(Tensor)
-            d._data, d._sig = t._data, t._sig
-            d.__dict__["_vc"] = self.box
-            d.requires_grad = t.requires_grad
-            self.data_tensor = d
-        else:
-            self.data_tensor = t
+        self.data_tensor = _output_data(t, self.box) if is_output else t
 
     def unpack(self, node):
         if self.box[0] != self.version:
@@ -63,6 +56,28 @@ class SavedTensor:
         return t
 
 
+def _output_data(t, box):
+    """An op's output as saved: its data and version counter, without its grad_fn (no cycle)."""
+    d = _new(Tensor)
+    d._data, d._sig = t._data, t._sig
+    dd = d.__dict__
+    dd["_vc"] = box
+    dd["requires_grad"] = t.requires_grad
+    return d
+
+
+_new = object.__new__
+
+
+def freed_error(node) -> AutogradError:
+    """What running ``node`` after a backward freed what it saved raises."""
+    return AutogradError(
+        f"Trying to backward through the graph a second time (or directly access saved tensors "
+        f"after they have already been freed) in {node.name()}. Saved intermediate values of the "
+        f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
+        f"if you need to backward through the graph a second time.")
+
+
 class Node:
     """One recorded call.  ``next_functions``: per differentiable input, the
     (node, output index) its gradient flows to, or None.  ``saved``: what the
@@ -71,11 +86,10 @@ class Node:
 
     # A node is made on every differentiable call: keep construction to a few
     # stores (hooks and metadata are rare and default at class level).
-    __slots__ = ("next_functions", "saved", "ctx", "__dict__", "__weakref__")
+    __slots__ = ("next_functions", "saved", "ctx", "_released", "__dict__", "__weakref__")
     # read-only defaults: assign a fresh dict to change them on one node
     pre_hooks = types.MappingProxyType({})
     metadata = types.MappingProxyType({})
-    released = False        # True once a backward without retain_graph has run through the node
     # per-op node classes (see node_class(..., formula=...)) carry these at class level
     formula = None
     op_name = ""
@@ -88,6 +102,12 @@ class Node:
         self.op_name = op_name
 
     @property
+    def released(self) -> bool:
+        """True once a backward without retain_graph has run through the node (a slot set then,
+        not a default: nodes are made without __init__)."""
+        return getattr(self, "_released", False)
+
+    @property
     def needs_input_grad(self) -> tuple:
         return tuple([e is not None for e in self.next_functions])
 
@@ -97,11 +117,7 @@ class Node:
     def apply(self, grads: tuple) -> tuple:
         saved = self.saved
         if saved is None:
-            raise AutogradError(
-                f"Trying to backward through the graph a second time (or directly access saved tensors "
-                f"after they have already been freed) in {self.name()}. Saved intermediate values of the "
-                f"graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True "
-                f"if you need to backward through the graph a second time.")
+            raise freed_error(self)
         if saved:
             saved = {k: v.unpack(self) if isinstance(v, SavedTensor) else v for k, v in saved.items()}
         return self.formula(grads, saved, self.ctx, self.needs_input_grad)
@@ -111,7 +127,7 @@ class Node:
 
         As in PyTorch, only a node that saved something can no longer run: one
         that saved nothing (add, sum, a view) is run again by a second backward."""
-        self.released = True
+        self._released = True
         if self.saved:
             self.saved = None
 

@@ -4,13 +4,13 @@
 differentiable operator, with that operator's entry of the derivative table.
 It specializes on the call once (which arguments are tensors, which are
 saved, which node class), so a call on tensors that require grad costs one
-redispatch to the backend kernel plus the bookkeeping of one Node.
+redispatch to the backend kernel plus the bookkeeping of one Node; the
+recorder and the node's backward are generated per signature (codegen.py).
 The in-place operators' Autograd kernel is in inplace.py.
 """
 
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,6 +21,7 @@ from ..broadcast import broadcast_shapes
 from ..signature import DTYPE_MASK, DTYPE_SHIFT
 from ..tensor import Tensor as _T
 from .graph import _AG_CPU, _AG_CUDA  # the autograd keys' bits in a tensor signature
+from . import codegen
 from .graph import SavedTensor, edge_of, mark_output, node_class
 
 __all__ = ["Derivative", "Grad", "AutogradKernel", "mark_output", "sum_to", "grad_to_shape"]
@@ -204,11 +205,15 @@ class AutogradKernel:
                                   if call.metas[i].kind == "tensor") else _AG_CPU
         dense_dtypes = [call.metas[i].dtype.index if call.metas[i].kind == "tensor"
                         and call.metas[i].keyset & _DENSE_KS else None for i in tensor_pos]
-        return _generated_run(len(args_schema), tensor_pos, out_pos, statics, save_pos, save_result, below,
-                              run, node_cls, formula, opname, needs, ag_bits, dense_dtypes)
+        # the nodes of this signature: a class of their own, whose apply is generated for it too
+        sig_node = node_class(node_cls.__name__, formula, opname)
+        saved_names = [n for n, _ in save_pos] + (["result"] if save_result else [])
+        sig_node.apply = codegen.node_apply(d.backward, d.unbroadcast, needs, dense_dtypes, saved_names, sum_to,
+                                            ALL_DTYPES.__getitem__, opname)
+        return codegen.recorder(len(args_schema), tensor_pos, out_pos, statics, save_pos, save_result, below,
+                                run, sig_node, opname, needs, ag_bits, dense_dtypes, _DIFFERENTIABLE)
 
 
-_NOSAVED = types.MappingProxyType({})
 _DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA)
 _AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
 
@@ -216,54 +221,3 @@ _AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
 def _requires_grad(meta) -> bool:
     """A plain (dense) tensor argument whose signature carries an Autograd key: it requires grad."""
     return meta.kind == "tensor" and bool(meta.keyset & _AG_KS) and bool(meta.keyset & _DENSE_KS)
-
-
-def _generated_run(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, slow, node_cls, formula,
-                   opname, needs, ag_bits, dense_dtypes):
-    """The same recording as the generic ``run``, as straight-line code for this
-    op's argument positions and for which of them require grad (``needs``, known
-    from the signature): a recorded call is on the hot path of training loops."""
-    p = [f"p{i}" for i in range(nargs)]
-    lines = [f"def run({', '.join(p)}):"]
-    if out_pos is not None:
-        lines.append(f"    if p{out_pos} is not None:\n        return _slow({', '.join(p)})")
-    lines.append(f"    out = _below({', '.join(p)})")
-    if not any(needs):
-        lines.append("    return out")
-    else:
-        lines.append(f"    if (out._sig >> {DTYPE_SHIFT}) & {DTYPE_MASK} not in _DIFF"
-                     f"{''.join(f' or out is p{i}' for i in tensor_pos)}:")
-        lines.append("        return out")
-    edges = []
-    for i, need in zip(tensor_pos, needs):
-        if need:
-            # edge_of, inlined: an interior tensor's (grad_fn, output index), or a leaf's cached edge
-            lines.append(f"    f{i} = p{i}.grad_fn")
-            lines.append(f"    e{i} = (f{i}, p{i}.__dict__.get('_output_nr', 0)) if f{i} is not None else "
-                         f"(p{i}.__dict__.get('_leaf_edge') or _edge(p{i}))")
-            edges.append(f"e{i}")
-        else:
-            edges.append("None")
-    saved = ", ".join(f"'{n}': (_Saved(p{i}, name='{n}') if p{i}.__class__ is _T else p{i})" for n, i in save_pos)
-    # a dense tensor's dtype is in its signature (a constant here); other arguments have no shape
-    shapes = ", ".join(f"p{i}._data.shape" if d is not None else "None" for i, d in zip(tensor_pos, dense_dtypes))
-    dtypes = ", ".join(str(d) for d in dense_dtypes)
-    ctx = ", ".join([f"'{n}': p{i}" for n, i in statics] + [f"'shapes': ({shapes},)", f"'dtypes': ({dtypes},)"])
-    # nothing to save (add, sub, neg, ...): every node shares one empty, read-only mapping
-    lines += [f"    saved = {{{saved}}}" if saved or save_result else "    saved = _NOSAVED",
-              "    node = _new(_Node)",
-              f"    node.next_functions = ({', '.join(edges)},)",
-              "    node.saved = saved",
-              f"    node.ctx = {{{ctx}}}",
-              # mark_output, inlined
-              "    out.requires_grad = True",
-              "    out.grad_fn = node",
-              "    out._sig |= _AG"]
-    if save_result:
-        lines.append("    saved['result'] = _Saved(out, is_output=True, name='result')")
-    lines.append("    return out")
-    g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": _DIFFERENTIABLE, "_edge": edge_of, "_Saved": SavedTensor,
-         "_new": object.__new__, "_Node": node_class(node_cls.__name__, formula, opname), "_AG": ag_bits,
-         "_NOSAVED": _NOSAVED}
-    exec(compile("\n".join(lines) + "\n", f"<dispatch_jit autograd {opname}>", "exec"), g)
-    return g["run"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..dtypes import can_cast, from_numpy_dtype, result_type
 from ..errors import CastingError
 from ..tensor import Tensor, bump_version
-from .engine import backward as _backward
+from .engine import run_backward
 from .graph import edge_of
 from .indexing import getitem, unwrap_index
 from .inplace import setitem
@@ -54,7 +54,7 @@ def backward(self, gradient=None, retain_graph: bool | None = None, create_graph
     >>> (w * w).sum().backward(); w.grad
     tensor([6., 8.])
     """
-    _backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
+    run_backward([self], [gradient], create_graph if retain_graph is None else retain_graph, create_graph)
 
 
 def register_hook(self, fn):

@@ -19,13 +19,13 @@ CUDA calls of one function are separate entries; a fused region on CUDA
 tensors is one ``numba.cuda.jit`` grid-stride kernel (compiler/cuda.py),
 and everything else runs through the eager dispatcher's CUDA kernels.
 
-Autograd: when grad mode is on and a tensor input requires grad, the fused
-plan runs with no graph recorded and its outputs get one node
-(``CompiledBackward``, from a ``dj.autograd.Function``) whose backward
-replays the traced ops eagerly on detached copies of the forward's inputs
-(arguments and captured tensors) and differentiates them: the gradients are
-eager mode's, computed from the values the forward used; the backward is not
-fused yet.
+Autograd: when grad mode is on and a tensor input requires grad, the call's
+joint forward+backward graph is traced per set of input sizes (joint.py: the
+derivative table's formulas run on symbolic tensors), split by a min-cut into a
+forward plan that also returns what the backward needs and a backward plan
+(partition.py), both fused; the outputs get one node (``CompiledBackward``)
+that runs the backward plan.  What cannot be traced (see ``explain()``), and a
+``create_graph=True`` backward, replays the traced ops eagerly instead.
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ class CompiledFunction:
             why = grad_obstacle(graph)
             if why:
                 return EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
-            return GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False, paths)
+            return GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False,
+                             paths).setup_backward(self._stats, self.parallel)
         # ints: tensor signatures (of the arguments, then of what the function reads from globals)
         direct = not key[3] and all(s.__class__ is int for s in key[2]) and all(s.__class__ is int for s in key[4])
         return CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct, paths)
@@ -369,9 +370,7 @@ class CompiledFunction:
                 lines.append(f"  view step {name} copied its input {n} time(s): its strides cannot express the "
                              f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
         if isinstance(self._last, GradEntry):
-            lines.append("autograd: an input requires grad; the fused forward ran with no graph recorded and its "
-                         "outputs got one CompiledBackward node, whose backward replays the traced ops "
-                         "eagerly on the forward's inputs and differentiates them (the backward is not fused)")
+            lines += self._last.explain_lines()
         with self._lock:
             entries = list(self._cache.values())
         for ent in entries:

@@ -27,7 +27,7 @@ import numpy as np
 from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
 from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction.table import REDUCTIONS
-from dispatch_jit.kernels.shape.cpu import _EMPTY_AXES
+from dispatch_jit.kernels.shape.op import _EMPTY_AXES
 from dispatch_jit.kernels.elementwise.table import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
 from .ir import Node, TensorType, Var

@@ -1,15 +1,20 @@
 """What a CompiledFunction's cache holds per call signature: a ``CompiledEntry`` (the fused
 plan, and a generated runner once its loop is compiled), a ``GradEntry`` (the same under one
-autograd node, ``Compiled``, whose backward replays the traced graph eagerly), or an
+autograd node, ``Compiled``, whose backward is a compiled plan of the joint graph's backward,
+or else replays the traced graph eagerly), or an
 ``EagerEntry`` (the call runs eagerly, and the entry says why)."""
 
 from __future__ import annotations
 
 from dispatch_jit import autograd as _autograd
-from dispatch_jit.autograd import enable_grad
+from dispatch_jit.autograd import enable_grad, is_grad_enabled
+from dispatch_jit.creation import zeros
 
 from .fastpath import NEVER, NOT_YET, fast_runner
 from .ir import Var, rebuild
+from .joint import build_joint
+from .partition import partition
+from .passes import optimize
 from .plan import Plan
 from .steps import Stats
 from .trace import flat_tensors as _tensors
@@ -57,42 +62,147 @@ class CompiledEntry:
 class Compiled(_autograd.Function):
     """One autograd node for a whole compiled call (its node reads ``CompiledBackward``).
 
-    ``apply(entry, fn, args, kwargs, *tensors)``: forward runs the fused plan
-    (grad recording is off) and returns its tensors flat; backward replays the
-    traced graph (every op as the trace recorded it, unfused) eagerly on
-    detached copies of the inputs under ``enable_grad`` and returns
-    ``dj.autograd.grad`` of the outputs.  Replaying the graph, not calling
-    ``fn`` again, is what makes the backward use what the forward used: the
-    captured tensors the forward read (saved with the arguments), the guarded
-    values its trace was made for and the forward's runtime scalars, even if
-    a global was rebound in between (eager mode's backward uses the values
-    saved at forward time too)."""
+    ``apply(entry, fn, args, kwargs, *tensors)``: forward runs the fused plan with grad
+    recording off and returns its tensors flat.  Where the entry has a fused backward for
+    these sizes (``GradEntry.fused_for``), the forward is the joint graph's forward plan,
+    which also returns the values the backward needs (partition.py), and backward runs the
+    compiled backward plan on them and the incoming gradients.  Otherwise (and for a
+    ``create_graph=True`` backward, which must record a graph) backward replays the traced
+    graph (every op as the trace recorded it, unfused) eagerly on detached copies of the
+    inputs under ``enable_grad`` and returns ``dj.autograd.grad`` of the outputs.  Either
+    way the backward uses what the forward used: the saved values, the captured tensors the
+    forward read (saved with the arguments), the guarded values its trace was made for and
+    the forward's runtime scalars, even if a global was rebound in between (eager mode's
+    backward uses the values saved at forward time too)."""
 
     @staticmethod
     def forward(ctx, entry, fn, args, kwargs, *tensors):
         ctx.entry, ctx.scalars = entry, entry.scalars(args, kwargs)
-        ctx.save_for_backward(*tensors)
-        return tuple(_tensors(entry.run(list(tensors), ctx.scalars), []))
+        ctx.fused = fused = entry.fused_for(tensors, ctx.scalars)
+        ctx.n = len(tensors)
+        if fused is None:
+            ctx.save_for_backward(*tensors)
+            return tuple(_tensors(entry.run(list(tensors), ctx.scalars), []))
+        outs, extra = fused.forward.run(list(tensors), ctx.scalars)
+        flat = _tensors(outs, [])
+        # an output is saved as a detached alias (its version counter shared: an in-place change
+        # before backward is caught), so that the output -> node -> saved output cycle never forms
+        saved = [tensors[i] if kind == "input" else flat[i].detach() if kind == "output" else extra[i]
+                 for kind, i in fused.saved]
+        ctx.save_for_backward(*tensors, *saved)
+        # which outputs get no gradient is known only in backward: it makes zeros for them itself
+        ctx.set_materialize_grads(False)
+        ctx.out_meta = [(flat[i]._data.shape, flat[i].dtype) for i in fused.grad_of]
+        return tuple(flat)
 
     @staticmethod
     def backward(ctx, *grads):
-        tensors = ctx.saved_tensors
+        saved = ctx.saved_tensors
+        tensors = saved[:ctx.n]
         needs = ctx.needs_input_grad[4:]
+        fused = ctx.fused
+        if fused is not None and not is_grad_enabled():
+            fused.runs += 1
+            gs = [grads[i] for i in fused.grad_of]
+            got = {j for j, g in enumerate(gs) if g is not None}
+            if not got:
+                return (None,) * (4 + ctx.n)
+            gs = [zeros(*m[0], dtype=m[1]) if g is None else g for g, m in zip(gs, ctx.out_meta)]
+            res = fused.backward.run(list(saved[ctx.n:]) + gs, ctx.scalars)
+            # as eager mode: an input that only outputs without a gradient reach gets None
+            return (None, None, None, None) + tuple(r if need and deps & got else None
+                                                    for r, need, deps in zip(res, needs, fused.deps))
+        ctx.entry.replays += 1
+        double = is_grad_enabled()
+        ctx.entry.replay_reason = ("a create_graph=True backward (a compiled plan records no graph)"
+                                   if double else ctx.entry.fused_reason)
         with enable_grad():
-            xs = [t.detach().requires_grad_(True) if need else t.detach() for t, need in zip(tensors, needs)]
+            # create_graph=True: the replay runs on the inputs themselves, so that the gradients it
+            # returns are functions of them (a second backward reaches them); else on detached copies
+            xs = list(tensors) if double else [t.detach().requires_grad_(True) if need else t.detach()
+                                               for t, need in zip(tensors, needs)]
             out = ctx.entry.replay(xs, ctx.scalars)
             pairs = [(o, g) for o, g in zip(_tensors(out, []), grads) if g is not None and o.requires_grad]
             wrt = [x for x, need in zip(xs, needs) if need]
-            res = iter(_autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
+            res = iter(_autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True,
+                                      create_graph=double)
                        if pairs and wrt else [None] * len(wrt))
         return (None, None, None, None) + tuple(next(res) if need else None for need in needs)
 
 
+class FusedGrad:
+    """The compiled forward and backward plans of one GradEntry for one set of input sizes."""
+
+    def __init__(self, split, grad_of, stats, parallel):
+        self.split = split
+        self.forward_graph, self.forward_notes = optimize(split.forward, distinct_outputs=True)
+        self.backward_graph, self.backward_notes = optimize(split.backward, distinct_outputs=True)
+        self.forward = Plan(self.forward_graph, stats, parallel)
+        self.backward = Plan(self.backward_graph, stats, parallel)
+        self.saved, self.grad_of = split.saved, grad_of
+        self.deps = _grad_deps(split.backward, len(grad_of))
+        self.runs = 0
+
+    def describe(self) -> str:
+        kinds = [k for k, _ in self.saved]
+        loops = len(self.forward.fused), len(self.backward.fused)
+        return (f"fused backward ({self.runs} runs): the forward plan ({loops[0]} fused loop(s)) saves "
+                f"{kinds.count('input')} input(s), {kinds.count('output')} output(s) and "
+                f"{kinds.count('extra')} intermediate(s); the backward plan ({loops[1]} fused loop(s)) "
+                f"recomputes {self.split.recomputed} forward op(s) from them")
+
+
+# input sizes a GradEntry traces a backward for; calls with other sizes replay eagerly
+MAX_BACKWARD_SIZES = 8
+
+
 class GradEntry(CompiledEntry):
-    """A compiled signature whose inputs require grad: fused forward, one autograd node."""
+    """A compiled signature whose inputs require grad: fused forward, one autograd node whose
+    backward is a second compiled plan (per set of input sizes: the derivative formulas read
+    sizes), or, where that cannot be traced, an eager replay (``fused_reason`` says why)."""
 
     reason = ""
     _replay = None
+    replays = 0
+    replay_reason = ""
+
+    def setup_backward(self, stats, parallel):
+        self.stats, self.parallel = stats, parallel
+        self.fused: dict = {}          # input sizes -> FusedGrad, or why there is none
+        self.fused_reason = ""
+        return self
+
+    def fused_for(self, tensors, scalars):
+        """The FusedGrad for these inputs' sizes (traced and partitioned on first use), or None."""
+        key = tuple([t._data.shape for t in tensors])
+        f = self.fused.get(key)
+        if f is None:
+            if len(self.fused) >= MAX_BACKWARD_SIZES:
+                self.fused_reason = (f"{MAX_BACKWARD_SIZES} input sizes have a fused backward already; "
+                                     f"other sizes replay the forward eagerly")
+                return None
+            f = self.fused[key] = self._build_fused(tensors, scalars)
+        if f.__class__ is str:
+            self.fused_reason = f
+            return None
+        return f
+
+    def _build_fused(self, tensors, scalars):
+        needs = [t.requires_grad for t in tensors]
+        joint = build_joint(self.graph, list(tensors), needs, scalars)
+        if isinstance(joint, str):
+            return joint
+        return FusedGrad(partition(joint), joint.grad_of, self.stats, self.parallel)
+
+    def explain_lines(self) -> list:
+        lines = []
+        for sizes, f in self.fused.items():
+            what = f"replays the traced ops eagerly: {f}" if f.__class__ is str else f.describe()
+            lines.append(f"autograd (an input requires grad), input sizes {', '.join(str(tuple(s)) for s in sizes)}: {what}")
+        if self.replays:
+            lines.append(f"autograd: {self.replays} backward(s) replayed the traced ops eagerly "
+                         f"and differentiated them; last because: {self.replay_reason}")
+        return lines
 
     def replay(self, tensors, scalars):
         """The traced graph run op by op through the eager dispatcher (the backward's forward)."""
@@ -133,6 +243,17 @@ def grad_obstacle(graph) -> str:
         # backward (max(x, dim)'s index-only gradient, a user's custom rule) would be lost
         return f"it applies dj.autograd.Function {', '.join(sorted(set(graph.functions)))}"
     return ""
+
+
+def _grad_deps(g, n_grads: int) -> list:
+    """Per output of backward graph ``g`` (an input's gradient, or None), the positions of the
+    incoming gradients (its last ``n_grads`` inputs) it depends on."""
+    deps = {v: {j} for j, v in enumerate(g.inputs[len(g.inputs) - n_grads:])}
+    for n in g.nodes:
+        d = set().union(*[deps.get(v, set()) for v in n.inputs()])
+        for v in n.outs:
+            deps[v] = d
+    return [deps.get(v.id, set()) if isinstance(v, Var) else set() for v in g.outputs]
 
 
 def _fill(x, it):

@@ -27,6 +27,7 @@ import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.bufferpool import pool as _pool
+from dispatch_jit.jit.threads import run as _watch
 from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
 from dispatch_jit.kernels.reduction.cpu import full_chunks
 from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
@@ -63,6 +64,8 @@ class FusedStep:
         # outputs that do not read every input may be smaller than the iteration shape
         self.partial = [(j, idx) for j, (v, idx) in enumerate(r.deps.items()) if len(idx) < len(r.inputs)]
         self.loops: dict = {}
+        # the threads' watch: best seconds per element of each parallel loop, per (flat, tiled)
+        self.paces = {(f, t): {} for f in (True, False) for t in (True, False)}
         self.eager = [EagerStep(n) for n in r.nodes]
         red = r.reduce
         if red is not None:
@@ -86,6 +89,9 @@ class FusedStep:
             self.stats.disk_hits += how == "disk"
             self.loops[key] = ep
         return ep
+
+    def serial_flat(self):
+        return self.loops.get((True, False)) or self.loop(True, False)
 
     def run_eagerly(self, env, why: str):
         self.stats.region_eager_runs += 1
@@ -117,7 +123,10 @@ class FusedStep:
                     outs = [np.empty(shape, d) for d in self.out_np]
                 else:
                     outs = [_pool.empty(shape, d, n) for d in self.out_np]
-                ep(*arrays, *scalars, *outs)
+                if parallel:    # the threads' watch may take the serial twin (same bits: no reduction here)
+                    _watch(self.paces[True, False], n, ep, self.serial_flat, *arrays, *scalars, *outs)
+                else:
+                    ep(*arrays, *scalars, *outs)
                 for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):
                     t = _new(Tensor)
                     t._data = o
@@ -159,7 +168,11 @@ class FusedStep:
                 extra.append(empty(reduced_shape(shape, red.axes, True), self.acc_np))
         # a transposed input: the nest walks tiles (codegen.crosswise), a variant compiled when first needed
         tiled = not flat and red is None and crosswise(arrays)
-        self.loop(flat, parallel, tiled)(*arrays, *scalars, *outs, *extra)
+        if parallel and red is None:
+            _watch(self.paces[flat, tiled], n, self.loop(flat, True, tiled),
+                   lambda: self.loop(flat, False, tiled), *arrays, *scalars, *outs)
+        else:
+            self.loop(flat, parallel, tiled)(*arrays, *scalars, *outs, *extra)
         if red is not None:
             outs.append(extra[0])
         for v, o, sig in zip(self.region.all_outputs, outs, self.out_sigs):

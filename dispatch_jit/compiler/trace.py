@@ -41,7 +41,8 @@ from .ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
 from .tracer import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
                      is_tracing)
 
-__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_tracer_specializer", "flat_tensors"]
+__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_tracer_specializer", "flat_tensors",
+           "active", "misplaced_scalars", "TRACED_SCALARS"]
 
 _K = DispatchKey
 
@@ -85,6 +86,8 @@ def _specialize(call, boxed):
 tracer_fallback.specialize = _specialize
 
 class _Active:
+    """``with _Active(tracer):`` the thread's active trace is ``tracer`` (joint.py traces a backward)."""
+
     def __init__(self, tracer):
         self.tracer = tracer
 
@@ -159,7 +162,7 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -
             x._tracer = None       # the graph keeps them: from now on plain numbers
         tracer.finish()
     tracer.graph.tainted = dict(tracer.tainted)
-    for i, why in _misplaced_scalars(tracer.graph).items():
+    for i, why in misplaced_scalars(tracer.graph).items():
         tracer.graph.tainted.setdefault(i, why)
     return tracer.graph.check()
 
@@ -189,7 +192,7 @@ def _defaults(fn, depth: int = 0) -> list:
     return out
 
 
-def _misplaced_scalars(g: Graph) -> dict[int, str]:
+def misplaced_scalars(g: Graph) -> dict[int, str]:
     """Runtime scalars that reach the graph anywhere but as an operand of an elementwise op
     (a static such as alpha=, an axis, a size, a non-elementwise op, an output): only
     operands are loop parameters and eager-step arguments; anywhere else the value is
@@ -287,6 +290,8 @@ def _traced_scalar_class(base, ir_cls):
 
 
 _TRACED = {float: _traced_scalar_class(float, RuntimeFloat), int: _traced_scalar_class(int, RuntimeInt)}
+# the names joint.py uses: a backward is traced with the same stand-ins and the same scalar check
+TRACED_SCALARS, active = _TRACED, _Active
 
 
 def _scalar_stand_ins(tracer, args, kwargs, scalars):

@@ -48,6 +48,8 @@ def is_tracing() -> bool:
 class Tracer:
     """The state of one trace: the graph being built and the abort reason, if any."""
 
+    shaped = False       # a ShapedTracer (shaped.py): its placeholders have the real sizes, readable
+
     def __init__(self):
         self.graph = Graph()
         self.aborted: str | None = None
@@ -193,8 +195,11 @@ class Tracer:
         self.in_meta += 1
         try:
             # the placeholders hold garbage: overflow warnings from running on them mean nothing
+            # a kernel at the Meta key says the output types without reading data (the losses of
+            # kernels/nn, whose CPU kernels would read the placeholders' garbage as class indices)
+            meta = op._entry.kernels.get(_K.Meta)
             with ExcludeDispatchKeyGuard(_K.Tracer), np.errstate(all="ignore"):
-                out = op(*args, **kwargs)
+                out = meta.fn(*args, **kwargs) if meta is not None else op(*args, **kwargs)
         except TraceAbort:
             raise
         except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
@@ -202,6 +207,7 @@ class Tracer:
                        f"({type(e).__name__}: {e})")
         finally:
             self.in_meta -= 1
+        self.last_meta = out     # a ShapedTracer reads the result's sizes
         if isinstance(out, Tensor):
             return [_type_of(out)], True
         if isinstance(out, (tuple, list)) and out and all(isinstance(o, Tensor) for o in out):
@@ -240,7 +246,11 @@ _GUARDED = {
     "is_contiguous": "Tensor.is_contiguous() depends on sizes and strides (a placeholder's would be bogus)",
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
-    "requires_grad_": "requires_grad_() inside a compiled function", "backward": "backward() inside a trace",
+    "requires_grad_": "requires_grad_() inside a compiled function",
+    # a whole training step (forward, backward, update) is not one trace yet: the update writes in place
+    "backward": ("the function calls backward() (a whole training step is not compiled yet); compile the "
+                 "loss function instead: its backward is a fused plan, and backward() and the update run "
+                 "outside it"),
 }
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes",
@@ -255,12 +265,18 @@ def _install_guards(cls, method_guard, prop_guard) -> None:
         setattr(cls, name, prop_guard(name, reason))
 
 
+# size reads a ShapedTracer answers (its sizes are those of the call it was made for)
+_SIZE_READS = frozenset({"shape", "size", "numel", "__len__"})
+
+
 def _guard(name, reason):
+    sizes = name in _SIZE_READS
+
     def guarded(self, *args, **kwargs):
         sym = self.__dict__.get("_sym")
         if sym is not None and sym[0].done:
             _escaped(f"{name}() of")
-        if sym is not None and not sym[0].in_meta:
+        if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
             sym[0].abort(reason)
         return getattr(Tensor, name)(self, *args, **kwargs)
     guarded.__name__ = name
@@ -268,11 +284,13 @@ def _guard(name, reason):
 
 
 def _guard_prop(name, reason):
+    sizes = name in _SIZE_READS
+
     def get(self):
         sym = self.__dict__.get("_sym")
         if sym is not None and sym[0].done:
             _escaped(f"{name} of")
-        if sym is not None and not sym[0].in_meta:
+        if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
             sym[0].abort(reason)
         return Tensor.__dict__[name].fget(self)
     return property(get)

@@ -30,32 +30,32 @@ order), views on CUDA values, a rewrite that would change a dtype (a view
 to 0-d turns "dimensioned" operands into 0-d ones, which promote
 differently): those stay eager steps, as before.
 
-Tracing: sizes are not part of a trace, so ``reshape``/``view``/``narrow``
-get their output type here (the placeholders have size 1, on which running
-them fails); ``squeeze`` aborts the trace (which dims it drops depends on
-the sizes); basic indexing is recorded as a ``getitem`` node.
+Tracing and the global compiled mode type a view without running it: each
+view op's shape rule (kernels/shape/op.py, the registry's ``shape_fn``; the
+same rule checks the eager kernel's arguments) gives its output shape.  The
+tracer asks with every size unknown (sizes are not part of a trace) and
+reads the rank; a view whose rank depends on the sizes (``squeeze``) aborts
+the trace.  Basic indexing is recorded as a ``getitem`` node.
 
 The global compiled mode (compiler/lazy) records views and basic indexing of
 pending values as the same nodes, so its flushes go through this pass too.
-It knows sizes, so it computes each view's output shape (``view_shape``,
-``index_shape``: what the eager kernel would give, or None where it would
-raise; such a call runs eagerly instead and raises there).
+It knows sizes, so it asks the rule for each view's output shape
+(``view_shape``; ``index_shape`` for indexing), or None where eager mode
+would raise; such a call runs eagerly instead and raises there.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
-from dispatch_jit.errors import BroadcastError
+from dispatch_jit.errors import BroadcastError, ShapeError, SizeDependentError
 from dispatch_jit.tensor import wrap_view
 
 from .elementwise import elementwise_info, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
-__all__ = ["GETITEM", "ViewOp", "is_view", "view_type", "index_type", "view_shape", "index_shape", "VIEW_SHAPES",
+__all__ = ["GETITEM", "VIEW_OPS", "ViewOp", "is_view", "view_type", "index_type", "view_shape", "index_shape",
            "sink_views", "hoist_input_views", "view_copies"]
 
 
@@ -153,29 +153,34 @@ def _expand_all(xs):
     return [x if x._data.shape == shape else wrap_view(x, np.broadcast_to(x._data, shape)) for x in xs]
 
 
-# -- tracing: output types without running the op ----------------------------------------------
+# -- tracing: output types from the ops' shape rules (kernels/shape/op.py) -------------------------
 def _int_list(x) -> bool:
     return isinstance(x, (list, tuple)) and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
                                                 for s in x)
 
 
+def _static(x) -> bool:
+    return _int_list(x) or x is None or isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def view_type(op, args: tuple, kwargs: dict, types: dict) -> TensorType | str | None:
-    """The output type of a traced view whose meta cannot run on size-1 placeholders;
-    a string: why the trace must abort; None: not handled here (run the op's meta)."""
-    name = op.name()
-    if name not in ("aten::reshape", "aten::view", "aten::narrow", "aten::squeeze"):
+    """The output type of a traced view, from its shape rule asked with every size unknown;
+    a string: why the trace must abort (the rank depends on the sizes: ``squeeze``); None: not
+    a view with a rule, or arguments the rule cannot judge without the sizes (the eager kernel,
+    run on the placeholders, raises its error)."""
+    rule = op._entry.shape_fn
+    if rule is None or not args or not isinstance(args[0], Var):
         return None
-    if not args or not isinstance(args[0], Var):
+    statics = args[1:]
+    if not all(_static(x) for x in statics) or not all(_static(x) for x in kwargs.values()):
         return None
     t = types[args[0].id]
-    if name == "aten::squeeze":
-        return ("squeeze: which dimensions it drops depends on the sizes (not part of the cache key); "
-                "use reshape or index with 0")
-    if name == "aten::narrow":
-        return TensorType(t.dtype, t.ndim, t.device)
-    shape = args[1] if len(args) > 1 else kwargs.get("shape")
-    if not _int_list(shape) or sum(int(s) == -1 for s in shape) > 1:
-        return None      # the eager kernel's own check (run on the placeholders) says what is wrong
+    try:
+        shape = rule((None,) * t.ndim, *statics, **kwargs)
+    except SizeDependentError as e:
+        return str(e)
+    except (ShapeError, TypeError):
+        return None
     return TensorType(t.dtype, len(shape), t.device)
 
 
@@ -209,92 +214,14 @@ def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
 
 
 # -- compiled mode (compiler/lazy): output shapes of views of pending values, without data --------
-# Each function answers as the eager kernel (kernels/shape/cpu.py, NumPy's basic indexing) would for a
-# tensor of ``shape``, or None where that kernel raises: the call then runs eagerly and raises there.
-def _axis(d: int, ndim: int) -> int | None:
-    n = max(ndim, 1)          # as kernels/shape/cpu.py's normalize_axis: a 0-d tensor takes 0 and -1
-    return d % n if -n <= d < n else None
-
-
-def _permute_shape(s: tuple, dims: tuple):
-    axes = [_axis(d, len(s)) for d in dims]
-    if None in axes or sorted(axes) != list(range(len(s))):
+def view_shape(op, shape: tuple, statics: tuple) -> tuple | None:
+    """The shape of view ``op`` applied to a tensor of ``shape`` with the static arguments
+    ``statics``, from the op's shape rule, or None where eager mode raises.  ``view`` is
+    answered as ``reshape``: whether the strides allow it is the caller's to know."""
+    try:
+        return op._entry.shape_fn(shape, *statics)
+    except ShapeError:
         return None
-    return tuple(s[a] for a in axes)
-
-
-def _transpose_shape(s: tuple, dim0: int, dim1: int):
-    if not s:
-        return ()             # eager mode ignores the dims of a 0-d tensor
-    a, b = _axis(dim0, len(s)), _axis(dim1, len(s))
-    if a is None or b is None:
-        return None
-    out = list(s)
-    out[a], out[b] = s[b], s[a]
-    return tuple(out)
-
-
-def _expand_shape(s: tuple, size: tuple):
-    lead = len(size) - len(s)
-    if lead < 0:
-        return None
-    out = list(size[:lead])   # new leading dims: any size, but no -1
-    for have, want in zip(s, size[lead:]):
-        want = have if want == -1 else want
-        if want != have and have != 1:
-            return None       # only size-1 dims grow (a size-1 dim may also become 0)
-        out.append(want)
-    return None if any(n < 0 for n in out) else tuple(out)
-
-
-def _unsqueeze_shape(s: tuple, axis: int):
-    a = _axis(axis, len(s) + 1)
-    return None if a is None else s[:a] + (1,) + s[a:]
-
-
-def _reshape_shape(s: tuple, shape: tuple):
-    if any(n < -1 for n in shape) or shape.count(-1) > 1:
-        return None
-    size, known = math.prod(s), math.prod(n for n in shape if n != -1)
-    if -1 not in shape:
-        return shape if known == size else None
-    if known == 0 or size % known:
-        return None           # NumPy cannot infer the -1 (0 elements left to share, or a remainder)
-    return tuple(size // known if n == -1 else n for n in shape)
-
-
-def _flatten_shape(s: tuple, start_dim: int, end_dim: int):
-    if not s:
-        return (1,)           # eager mode ignores the dims of a 0-d tensor
-    a, b = _axis(start_dim, len(s)), _axis(end_dim, len(s))
-    if a is None or b is None or a > b:
-        return None
-    return s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:]
-
-
-def _narrow_shape(s: tuple, axis: int, start: int, length: int):
-    a = _axis(axis, len(s))
-    if a is None or not s:
-        return None           # a 0-d tensor has no dimension to narrow (eager raises)
-    n = s[a]
-    st = start + n if start < 0 else start
-    if not (0 <= st <= n and length >= 0 and st + length <= n):
-        return None
-    return s[:a] + (length,) + s[a + 1:]
-
-
-# view op -> its output shape from the input's shape and the static arguments (ints, tuples of ints)
-VIEW_SHAPES = {"aten::permute": _permute_shape, "aten::transpose.int": _transpose_shape,
-               "aten::expand": _expand_shape, "aten::unsqueeze": _unsqueeze_shape,
-               "aten::view": _reshape_shape, "aten::reshape": _reshape_shape,
-               "aten::flatten": _flatten_shape, "aten::narrow": _narrow_shape}
-
-
-def view_shape(name: str, shape: tuple, statics: tuple) -> tuple | None:
-    """The shape of view op ``name`` applied to a tensor of ``shape`` with the static arguments
-    ``statics``, or None where eager mode raises.  ``view`` is answered as ``reshape``: whether
-    the strides allow it is the caller's to know."""
-    return VIEW_SHAPES[name](shape, *statics)
 
 
 def index_shape(index: tuple, shape: tuple) -> tuple | None:

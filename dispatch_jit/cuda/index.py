@@ -100,7 +100,9 @@ def setitem_data(arr: CudaArray, index, value) -> None:
     """``arr[index] = value`` (value: a scalar, a CudaArray or a host array), cast to arr's dtype."""
     if is_basic(index):
         items = index if isinstance(index, tuple) else (index,)
-        dst = arr.view_as(lambda l: l[items + (Ellipsis,)])
+        if not any(i is Ellipsis for i in items):   # t[...] = v (copy_) has one already
+            items += (Ellipsis,)
+        dst = arr.view_as(lambda l: l[items])
         if isinstance(value, (bool, int, float, complex, np.generic)):
             fill(dst, value)
         else:

@@ -31,7 +31,7 @@ from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
-from dispatch_jit.jit import cache
+from dispatch_jit.jit import cache, threads
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
@@ -146,22 +146,35 @@ def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
 
 
 class _Variant:
-    """One loop nest for one set of argument types, serial and parallel, compiled on demand."""
+    """One loop nest for one set of argument types, serial and parallel, compiled on demand.
+    Each element is computed alone, so both give the same bits: the parallel one runs
+    through the threads' watch (dispatch_jit/jit/threads.py), which takes the serial one
+    while other processes hold the cores."""
 
-    __slots__ = ("src", "compute", "argtypes", "serial", "parallel")
+    __slots__ = ("src", "compute", "argtypes", "serial", "parallel", "best")
 
     def __init__(self, src, compute, argtypes):
         self.src, self.compute, self.argtypes = src, compute, argtypes
         self.serial = self.parallel = None
+        self.best: dict = {}       # the watch's best seconds per element, per size class
 
     def get(self, n: int):
         if n >= PARALLEL_MIN:
             if self.parallel is None:
                 self.parallel = _compile(self.src, self.compute, self.argtypes, True)
             return self.parallel
+        return self.serial_loop()
+
+    def serial_loop(self):
         if self.serial is None:
             self.serial = _compile(self.src, self.compute, self.argtypes, False)
         return self.serial
+
+    def run(self, n: int, *args) -> None:
+        if n < PARALLEL_MIN:
+            self.serial_loop()(*args)
+        else:
+            threads.run(self.best, n, self.parallel or self.get(n), self.serial_loop, *args)
 
 
 class ElementwiseCPU(ElementwiseKernel):
@@ -273,7 +286,7 @@ class _Plan:
                  f"            _ks({', '.join(kargs + ['r'])})",
                  "        else:",
                  "            r = _pool_empty(s, _odt, n)",
-                 f"            _v.get(n)({', '.join(kargs + ['r'])})",
+                 f"            _run(_vb, n, _v.parallel or _v.get(n), _vs, {', '.join(kargs + ['r'])})",
                  # wrap_like_sig, inlined: a call costs as much as the two stores
                  "        t = _new(_T)",
                  "        t._data = r",
@@ -281,6 +294,7 @@ class _Plan:
                  "        return t",
                  f"    return _general({', '.join(names)})"]
         g = {"_empty": np.empty, "_odt": self.kresult.np, "_ks": v.serial, "_PAR": PARALLEL_MIN, "_v": v,
+             "_run": threads.run, "_vb": v.best, "_vs": v.serial_loop,
              "_pool_empty": pool.empty,
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
@@ -328,7 +342,7 @@ class _Plan:
         arrays, kt, loop_ndim = loop_operands(self.opname, shape, arrays, self.kinds, target)
         v = self.variant(loop_ndim, flat, in_dtypes, out_dtype)
         kargs = [a for a, k in zip(arrays, self.kinds) if k != "none"] + [args[i] for i in self.static_idx]
-        v.get(target.size)(*kargs, kt)
+        v.run(target.size, *kargs, kt)
         if target is not out_arr:
             np.copyto(out_arr, target, casting="unsafe")
         if out_t is not None:

@@ -48,8 +48,11 @@ from typing import Callable
 import numba
 import numpy as np
 
+from dispatch_jit.dtypes import from_numpy_dtype
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import CompiledSignature
+from dispatch_jit.signature import make_sig
+from dispatch_jit.tensor import CPU_BITS, Tensor
 
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
@@ -361,8 +364,27 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
         out = out.reshape(out_shape)
         return out if conv_out is None else conv_out(out)
 
+    def full(a):
+        """``reduce(a)`` of a C-contiguous array of this dtype: the plan above's inline case,
+        with nothing to decide per call but the variant (the same kernel and arguments, so
+        the same bits); empty and parallel-sized inputs take ``reduce``."""
+        n = a.size
+        if n == 0 or (n >= PARALLEL_THRESHOLD and _use_parallel()):
+            return reduce(a)
+        variant = "lanes" if lanes and n >= LANE_MIN else "serial"
+        ep = compiled.get(variant)
+        if ep is None:
+            ep = compiled[variant] = kernel(kname, kin, variant)
+        out = np.empty(1, kout)
+        ep(a if a.ndim == 1 else a.reshape(-1), 0, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0, n, arg0, 1, out, *nostate)
+        if post is not None:
+            post(out, n)
+        return out.reshape(())
+
     reduce.__name__ = reduce.__qualname__ = f"{name}_{dt.name}"
     reduce.__doc__ = f"{name} over a {dt.name} array -> {rdt.name} (see get_reduction)."
+    # the full reduction's shortcut, where no cast comes before or after the kernel
+    reduce.full = full if conv_in is None and conv_out is None else None
     _CALLABLES[key] = reduce
     return reduce
 
@@ -378,7 +400,22 @@ def _bind(name: str, call, kernel_name: str):
         if to is None:
             return np.asarray(fn(a, axes, keepdims, **kw))
         return np.asarray(get_reduction(name, to)(a.astype(to), axes, keepdims, **kw))
+    reduce.full = None
+    if fn.full is not None and call.metas[0].contiguous:
+        # the hot case of small reductions (a loss, a norm): a tensor's whole contiguous data,
+        # wrapped with the result's signature, known here (a 0-d CPU tensor of the result dtype)
+        full, osig = fn.full, make_sig(CPU_BITS, from_numpy_dtype(result_dtype(name, dt.np)), 0, True)
+
+        def full_tensor(t):
+            r = _new(Tensor)
+            r._data = full(t._data)
+            r._sig = osig
+            return r
+        reduce.full = full_tensor
     return reduce
+
+
+_new = object.__new__
 
 
 CPU = SimpleNamespace(bind=_bind)

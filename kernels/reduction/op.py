@@ -15,7 +15,7 @@ from dispatch_jit.errors import DispatchJitError, SchemaError
 from dispatch_jit.tensor import wrap
 
 from .table import result_dtype
-from ..shape.cpu import normalize_axes, normalize_axis
+from ..shape.op import normalize_axes, normalize_axis
 
 __all__ = ["SCHEMAS", "EXTRA", "Reduction", "kernels", "METHODS", "VAR_STD", "VarStd", "correction_of", "PY_FUNCTIONS",
            "RETURN_TYPES", "equal"]
@@ -55,7 +55,9 @@ class Reduction:
 
     A backend is an object with ``bind(name, call, kernel_name) -> reduce``, where
     ``reduce(a, axes, keepdims, to, kw)`` reduces array ``a`` (first cast to ``to`` when not
-    None) over ``axes`` (None: all) with the static arguments ``kw`` and returns an array."""
+    None) over ``axes`` (None: all) with the static arguments ``kw`` and returns an array;
+    ``reduce.full``, where not None, is ``reduce``'s tensor-to-tensor shortcut for a whole
+    tensor of the signature (``axis=None``, no ``keepdims``, no ``dtype=``)."""
 
     def __init__(self, name: str, device: str, backend):
         self.name, self.extra, self.backend = name, EXTRA[name], backend
@@ -81,7 +83,22 @@ class Reduction:
                 if d.np != a.dtype:
                     to = d.np
             return wrap(reduce(a, axes, bool(keepdims), to, kw))
-        return run
+        full = getattr(reduce, "full", None)
+        if full is None or extra not in ((), ("dtype",)):
+            return run
+        # a reduction over everything (the common call: x.sum(), loss.mean()) goes straight to the
+        # backend's full reduction of the tensor, which the signature says is contiguous
+        if not extra:
+            def run_full(self_, axis, keepdims):
+                if axis is None and not keepdims:
+                    return full(self_)
+                return run(self_, axis, keepdims)
+        else:
+            def run_full(self_, axis, keepdims, dtype):
+                if axis is None and not keepdims and dtype is None:
+                    return full(self_)
+                return run(self_, axis, keepdims, dtype)
+        return run_full
 
 
 def correction_of(name: str, unbiased, correction) -> float:

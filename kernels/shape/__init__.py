@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from . import cuda
 from .cpu import SHAPE_KERNELS
+from .op import RULES
 
-__all__ = ["SCHEMAS", "KERNELS"]
+__all__ = ["SCHEMAS", "SHAPE_RULES", "KERNELS"]
 
 SCHEMAS = list(SHAPE_KERNELS)
+SHAPE_RULES = RULES      # one rule per view: the kernels' checks, tracing's and lazy mode's shapes
 KERNELS = {
     "CPU": {schema.split("(")[0]: kernel for schema, kernel in SHAPE_KERNELS.items()},
     "CUDA": cuda.CUDA_KERNELS,

@@ -15,6 +15,9 @@ from dispatch_jit.broadcast import broadcast_shapes  # noqa: F401  (re-exported:
 from dispatch_jit.errors import ShapeError, SchemaError
 from dispatch_jit.tensor import wrap, wrap_view
 
+from . import op as rules
+from .op import normalize_axes, normalize_axis  # noqa: F401  (re-exported)
+
 __all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes", "broadcast_shapes", "coalesce_dims", "loop_operands",
            "MAX_LOOP_NDIM"]
 
@@ -70,71 +73,23 @@ def loop_operands(op: str, shape: tuple, arrays: list, kinds, target) -> tuple:
     return arrays, views[-1], len(new_shape)
 
 
-def normalize_axis(axis: int, ndim: int, op: str) -> int:
-    n = max(ndim, 1)
-    if not -n <= axis < n:
-        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dimensions "
-                         f"(expected in [{-n}, {n - 1}])")
-    return axis % n
-
-
-# An empty axis list (dim=()) is not one rule in PyTorch: sum, mean, amax, var... reduce over every
-# dim; all and any (and squeeze) over none (NumPy's reading); prod and logsumexp refuse it.
-_EMPTY_AXES = {"sum": "all", "mean": "all", "max": "all", "min": "all", "var": "all", "std": "all",
-               "prod": "error", "logsumexp": "error"}
-
-
-def normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if not axes and op in _EMPTY_AXES:
-        if _EMPTY_AXES[op] == "error":
-            raise ShapeError(f"{op}: axis=() (an empty dim list) is refused, as PyTorch; pass axis=None to "
-                             f"reduce over every dimension")
-        return tuple(range(ndim))
-    out = tuple(normalize_axis(a, ndim, op) for a in axes)
-    if ndim == 0:
-        return ()      # a 0-d tensor accepts axis 0 / -1 and has nothing to reduce
-    if len(set(out)) != len(out):
-        raise ShapeError(f"{op}: axis {tuple(axes)} repeats a dimension")
-    return out
-
-
-def _check_shape(op: str, shape: tuple, numel: int) -> None:
-    """PyTorch's rule, stricter than NumPy's: -1 (inferred) at most once, no other negative size
-    (NumPy reads any negative as -1, so reshape(-2, 3) would silently work)."""
-    for i, n in enumerate(shape):
-        if n < -1:
-            raise ShapeError(f"{op}: invalid shape dimension {n} at index {i} of shape {list(shape)}; sizes are "
-                             f">= 0, or -1 (once) for the one to infer")
-    if shape.count(-1) > 1:
-        raise ShapeError(f"{op}: only one dimension can be inferred (-1), got shape {list(shape)}")
-    if -1 in shape and numel == 0 and 0 in shape:
-        raise ShapeError(f"{op}: cannot reshape a tensor of 0 elements into shape {list(shape)} because the "
-                         f"unspecified dimension size -1 can be any value and is ambiguous")
-
-
 def reshape(self, shape):
-    shape = tuple(shape)
-    _check_shape("reshape", shape, self._data.size)
+    a = self._data
+    target = rules.reshape(a.shape, shape)
     try:
-        r = self._data.reshape(shape)
-    except ValueError:
-        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of size {self._data.size} "
-                         f"(shape {tuple(self.shape)})") from None
+        r = a.reshape(target)
+    except ValueError:         # NumPy's limits (e.g. more than 64 dimensions)
+        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of shape {a.shape}: NumPy refuses it")
     # NumPy copies where the strides cannot express the new shape: a copy is a new tensor, with its
     # own version counter (an in-place op on it must not look like a change to ``self``)
-    return wrap_view(self, r) if np.may_share_memory(r, self._data) else wrap(r)
+    return wrap_view(self, r) if np.may_share_memory(r, a) else wrap(r)
 
 
 def view(self, shape):
-    shape = tuple(shape)
-    _check_shape("view", shape, self._data.size)
     a = self._data
+    v, target = a.view(), rules.view(a.shape, shape)
     try:
-        v = a.view()
-        v.shape = shape            # raises instead of copying when strides do not allow a view
+        v.shape = target       # raises instead of copying when strides do not allow a view
     except (ValueError, AttributeError):
         raise ShapeError(f"view: shape {list(shape)} is not compatible with input of shape "
                          f"{tuple(a.shape)} and strides {self.strides}; use .reshape(...) "
@@ -143,72 +98,41 @@ def view(self, shape):
 
 
 def permute(self, dims):
-    dims = tuple(dims)
-    nd = self._data.ndim
-    if sorted(normalize_axis(d, nd, "permute") for d in dims) != list(range(nd)):
-        raise ShapeError(f"permute: dims {list(dims)} is not a permutation of the {nd} dimensions")
-    return wrap_view(self, self._data.transpose(tuple(d % max(nd, 1) for d in dims)))
+    a = self._data
+    rules.permute(a.shape, dims)
+    return wrap_view(self, a.transpose(tuple(d % max(a.ndim, 1) for d in dims)))
 
 
 def transpose(self, dim0, dim1):
-    nd = self._data.ndim
-    if nd == 0:
-        return wrap_view(self, self._data)
-    return wrap_view(self, np.swapaxes(self._data, normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")))
+    a = self._data
+    rules.transpose(a.shape, dim0, dim1)
+    if a.ndim == 0:
+        return wrap_view(self, a)
+    return wrap_view(self, np.swapaxes(a, dim0 % a.ndim, dim1 % a.ndim))
 
 
 def expand(self, size):
-    size = tuple(size)
-    a = self._data
-    if len(size) < a.ndim:
-        raise ShapeError(f"expand: the number of sizes ({len(size)}) must be at least the tensor's "
-                         f"dimensions ({a.ndim})")
-    lead = len(size) - a.ndim
-    target = tuple(s if s != -1 else (a.shape[i - lead] if i >= lead else -1) for i, s in enumerate(size))
-    if any(s < 0 for s in target):
-        raise ShapeError(f"expand: -1 is only allowed for existing dimensions, got {list(size)}")
-    try:
-        return wrap_view(self, np.broadcast_to(a, target))
-    except ValueError:
-        raise ShapeError(f"expand: shape {tuple(a.shape)} cannot be expanded to {list(size)} "
-                         f"(only size-1 dimensions can grow)") from None
+    return wrap_view(self, np.broadcast_to(self._data, rules.expand(self._data.shape, size)))
 
 
 def squeeze(self, axis=None):
-    a = self._data
-    if axis is None:
-        return wrap_view(self, a.reshape(tuple(s for s in a.shape if s != 1)))
-    axes = normalize_axes(axis, a.ndim, "squeeze")
-    keep = tuple(s for i, s in enumerate(a.shape) if not (i in axes and s == 1))
-    return wrap_view(self, a.reshape(keep))
+    return wrap_view(self, self._data.reshape(rules.squeeze(self._data.shape, axis)))
 
 
 def unsqueeze(self, axis):
-    a = self._data
-    ax = normalize_axis(axis, a.ndim + 1, "unsqueeze")
-    return wrap_view(self, np.expand_dims(a, ax))
+    return wrap_view(self, self._data.reshape(rules.unsqueeze(self._data.shape, axis)))
 
 
 def flatten(self, start_dim=0, end_dim=-1):
-    a = self._data
-    if a.ndim == 0:
-        return wrap_view(self, a.reshape(1))
-    s, e = normalize_axis(start_dim, a.ndim, "flatten"), normalize_axis(end_dim, a.ndim, "flatten")
-    if s > e:
-        raise ShapeError(f"flatten: start_dim ({start_dim}) must not come after end_dim ({end_dim})")
-    shape = a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
-    return wrap_view(self, a.reshape(shape))
+    return wrap_view(self, self._data.reshape(rules.flatten(self._data.shape, start_dim, end_dim)))
 
 
 def narrow(self, axis, start, length):
     a = self._data
-    ax = normalize_axis(axis, a.ndim, "narrow")
-    n = a.shape[ax]
-    st = start + n if start < 0 else start
-    if not (0 <= st <= n and length >= 0 and st + length <= n):
-        raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {ax} of size {n}")
-    index = (slice(None),) * ax + (slice(st, st + length),)
-    return wrap_view(self, a[index])
+    rules.narrow(a.shape, axis, start, length)
+    ax = axis % a.ndim
+    st = start + a.shape[ax] if start < 0 else start
+    return wrap_view(self, a[(slice(None),) * ax + (slice(st, st + length),)])
 
 
 def cat_plan(arrays: list, axis: int) -> tuple[list, int, tuple]:

@@ -17,10 +17,11 @@ import numpy as np
 from dispatch_jit.cuda import array as cuda_array
 from dispatch_jit.cuda.copy import contiguous_copy, copy_into
 from dispatch_jit.dtypes import as_dtype, result_type
-from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.errors import SchemaError
 from dispatch_jit.tensor import Tensor, wrap, wrap_view
 
 from . import cpu
+from . import op as rules
 
 __all__ = ["CUDA_KERNELS"]
 
@@ -53,40 +54,16 @@ def _can_view(layout: np.ndarray, shape) -> bool:
         return False
 
 
-def _copying_kernel(cpu_kernel, shape_of):
+def _copying_kernel(cpu_kernel, rule):
     """reshape/flatten: a view when strides allow, else a contiguous device copy first."""
     def kernel(self, *args):
         a = self._data
-        target = shape_of(a, *args)
-        if target is None or _can_view(a.layout, target):
+        if _can_view(a.layout, rule(a.shape, *args)):     # the rule raises the CPU kernel's errors
             return _rebind(self, a, cpu_kernel(_phantom(self), *args))
         c = wrap(contiguous_copy(a))
         return _rebind(c, c._data, cpu_kernel(_phantom(c), *args))
     kernel.__name__ = f"{cpu_kernel.__name__}_cuda"
     return kernel
-
-
-def _reshape_target(a, shape):
-    shape = list(shape)
-    if shape.count(-1) == 1:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
-        if known == 0 or a.size % known:
-            return None          # invalid: let the CPU kernel raise its error
-        shape[shape.index(-1)] = a.size // known
-    return tuple(shape) if int(np.prod(shape, dtype=np.int64)) == a.size else None
-
-
-def _flatten_target(a, start_dim=0, end_dim=-1):
-    if a.ndim == 0:
-        return (1,)
-    try:
-        s = cpu.normalize_axis(start_dim, a.ndim, "flatten")
-        e = cpu.normalize_axis(end_dim, a.ndim, "flatten")
-    except ShapeError:
-        return None
-    if s > e:
-        return None
-    return a.shape[:s] + (int(np.prod(a.shape[s:e + 1], dtype=np.int64)),) + a.shape[e + 1:]
 
 
 def _same_dtype(tensors, op):
@@ -132,8 +109,8 @@ _VIEWS = {"permute": cpu.permute, "transpose.int": cpu.transpose, "expand": cpu.
 # overload name -> kernel; registered at the CUDA key (shape/__init__.py)
 CUDA_KERNELS = {
     **{name: _view_kernel(k) for name, k in _VIEWS.items()},
-    "reshape": _copying_kernel(cpu.reshape, _reshape_target),
-    "flatten": _copying_kernel(cpu.flatten, _flatten_target),
+    "reshape": _copying_kernel(cpu.reshape, rules.reshape),
+    "flatten": _copying_kernel(cpu.flatten, rules.flatten),
     "cat": cat,
     "stack": stack,
     "to.dtype": to_dtype,

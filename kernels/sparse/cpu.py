@@ -40,6 +40,8 @@ from dispatch_jit.registry import lookup
 from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
 from dispatch_jit.tensor import Tensor, wrap
 
+from . import merge
+
 __all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
 
 PARALLEL_WORK = 1 << 15   # nnz * columns of the dense operand above which row loops use prange
@@ -109,43 +111,12 @@ def _to_dense(crow, col, val, out):
             out[i, col[k]] = val[k]
 
 
-@_on_disk
-@numba.njit
-def _add_count(ca, ia, cb, ib, counts):
-    for i in range(ca.shape[0] - 1):
-        p, pe, q, qe, n = ca[i], ca[i + 1], cb[i], cb[i + 1], 0
-        while p < pe or q < qe:
-            if q >= qe or (p < pe and ia[p] < ib[q]):
-                p += 1
-            elif p >= pe or ib[q] < ia[p]:
-                q += 1
-            else:
-                p += 1
-                q += 1
-            n += 1
-        counts[i] = n
-
-
-@_on_disk
-@numba.njit
-def _add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val):
-    for i in range(ca.shape[0] - 1):
-        p, pe, q, qe, o = ca[i], ca[i + 1], cb[i], cb[i + 1], crow[i]
-        while p < pe or q < qe:
-            if q >= qe or (p < pe and ia[p] < ib[q]):
-                col[o] = ia[p]
-                val[o] = va[p]
-                p += 1
-            elif p >= pe or ib[q] < ia[p]:
-                col[o] = ib[q]
-                val[o] = alpha * vb[q]
-                q += 1
-            else:
-                col[o] = ia[p]
-                val[o] = va[p] + alpha * vb[q]
-                p += 1
-                q += 1
-            o += 1
+def _merge(signature: str, body: str, npdt, *args) -> None:
+    """Run a row merge of merge.py (one row after another), compiled once per argument types."""
+    name = signature.split("(")[0]
+    ep, _ = cache.njit_source(_CACHE_KIND, merge.serial(signature, "rows", body), name,
+                        tuple(numba.typeof(a) for a in args), {"_dt": npdt.type}, key=(npdt.str,), disk=True)
+    ep(*args)
 
 
 @_on_disk
@@ -237,6 +208,8 @@ class MatmulAutogradRouter:
     signature)."""
 
     __name__ = "autograd_matmul_sparse_router"
+    # dense operands get the Autograd alias kernel: compiler/joint.py traces that kernel's formula
+    dense_alias = True
 
     def specialize(self, call):
         a = call.metas[0]
@@ -268,13 +241,15 @@ def _matmul(x, y, npdt):
 
 def _add(x, y, alpha, npdt):
     counts = np.empty(x._shape[0], dtype=np.int64)
-    _add_count(x._crow, x._col, y._crow, y._col, counts)
+    _merge(merge.COUNT_SIGNATURE, merge.COUNT, np.dtype(np.int64), x._crow, x._col, y._crow, y._col, counts,
+           x._shape[0])
     crow = np.zeros(x._shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=crow[1:])
     nnz = int(crow[-1])
     col = np.empty(nnz, dtype=np.int64)
     val = np.empty(nnz, dtype=npdt)
-    _add_fill(x._crow, x._col, _as(x._data, npdt), y._crow, y._col, _as(y._data, npdt), alpha, crow, col, val)
+    _merge(merge.FILL_SIGNATURE, merge.FILL, np.dtype(npdt), x._crow, x._col, _as(x._data, npdt), y._crow, y._col,
+           _as(y._data, npdt), alpha, crow, col, val, x._shape[0])
     return crow, col, val
 
 

@@ -44,6 +44,8 @@ from dispatch_jit.errors import DTypeError, ShapeError
 from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, wrap
 
+from . import merge
+
 __all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "sparse_mm_cuda", "to_dense_cuda", "CUDA"]
 
 
@@ -224,46 +226,8 @@ def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor):
 
 # --- add, mul, sum, to_dense -------------------------------------------------------------------------
 
-_ADD_COUNT = grid_stride("csr_add_count(ca, ia, cb, ib, counts, rows)", "rows", """\
-p = ca[i]
-pe = ca[i + 1]
-q = cb[i]
-qe = cb[i + 1]
-n = 0
-while p < pe or q < qe:
-    if q >= qe or (p < pe and ia[p] < ib[q]):
-        p += 1
-    elif p >= pe or ib[q] < ia[p]:
-        q += 1
-    else:
-        p += 1
-        q += 1
-    n += 1
-counts[i] = n
-""")
-
-_ADD_FILL = grid_stride("csr_add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val, rows)", "rows", """\
-p = ca[i]
-pe = ca[i + 1]
-q = cb[i]
-qe = cb[i + 1]
-o = crow[i]
-while p < pe or q < qe:
-    if q >= qe or (p < pe and ia[p] < ib[q]):
-        col[o] = ia[p]
-        val[o] = va[p]
-        p += 1
-    elif p >= pe or ib[q] < ia[p]:
-        col[o] = ib[q]
-        val[o] = _dt(alpha * vb[q])
-        q += 1
-    else:
-        col[o] = ia[p]
-        val[o] = _dt(va[p] + alpha * vb[q])
-        p += 1
-        q += 1
-    o += 1
-""")
+_ADD_COUNT = grid_stride(merge.COUNT_SIGNATURE, "rows", merge.COUNT)
+_ADD_FILL = grid_stride(merge.FILL_SIGNATURE, "rows", merge.FILL)
 
 
 def _add(x, y, alpha, npdt):

@@ -731,4 +731,4 @@ def test_errors_come_in_eager_order():
         f(dj.tensor([1, 2], dtype=dj.int16))
     with pytest.raises(ZeroDivisionError):
         f(dj.tensor([0, 2], dtype=dj.int16))
-    assert "tracing raised DTypeError" in f.explain()
+    assert "DTypeError" in f.explain()     # the softmax op refuses int16 (trace aborted on its meta run)

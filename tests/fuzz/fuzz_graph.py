@@ -198,7 +198,8 @@ def _scalar_for(ch, cat):
 
 
 # float reductions whose fused epilogue may add or multiply in another order than the eager kernel
-REORDERING = frozenset(["sum", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "mse_loss"])
+REORDERING = frozenset(["sum", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "mse_loss",
+                        "cross_entropy", "nll_loss"])
 
 
 def _reorders(row, result):

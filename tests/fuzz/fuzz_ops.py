@@ -920,6 +920,91 @@ ROWS += [
 ]
 
 
+# -- dj.nn ops: the class-index losses (one op each) and linear --------------------------------------------
+def _class_params(ch, args):
+    """A target of class indices for operand 0 as logits / log-probabilities: (C,), (N, C) or (N, C, d)."""
+    x = args[0]
+    if x.ndim not in (1, 2, 3) or x.size == 0 or x.dtype.kind != "f":
+        return None
+    nclass = x.shape[0 if x.ndim == 1 else 1]
+    tshape = () if x.ndim == 1 else (x.shape[0],) + x.shape[2:]
+    n = int(np.prod(tshape, dtype=np.int64))
+    t = [ch.int(0, nclass - 1) if ch.coin(0.85) else -100 for _ in range(n)]
+    return {"target": np.array(t, np.int64).reshape(tshape).tolist(), "reduction": ch.choice(["mean", "sum", "none"]),
+            "ls": ch.choice([0.0, 0.0, 0.25])}
+
+
+def _class_loss_np(logits):
+    def run(args, p):
+        x = args[0]
+        if x.dtype.kind != "f":
+            raise OracleError("a loss of non-float input")
+        t = np.asarray(p["target"], np.int64)
+        f = x.astype(np.float64)
+        rows = f.reshape(1, -1) if f.ndim == 1 else np.moveaxis(f, 1, -1).reshape(-1, f.shape[1])
+        tt = t.reshape(-1)
+        nclass = rows.shape[1]
+        eps = p["ls"] if logits else 0.0
+        out = np.zeros(tt.shape[0])
+        with np.errstate(all="ignore"):
+            for i, c in enumerate(tt):
+                if c == -100:
+                    continue
+                r = rows[i]
+                if logits:
+                    m = np.max(r)
+                    r = r - m - np.log(np.sum(np.exp(r - m)))
+                out[i] = -r[c] if eps == 0 else (1 - eps) * -r[c] + eps / nclass * -np.sum(r)
+            valid = float(np.count_nonzero(tt != -100))
+            res = {"none": lambda: out.reshape(t.shape), "sum": lambda: np.sum(out),
+                   "mean": lambda: np.float64(np.sum(out)) / np.float64(valid)}[p["reduction"]]()
+        return as_dtype_unchecked(np.asarray(res), x.dtype)
+    return run
+
+
+def _class_loss_torch(logits):
+    def run(t, p):
+        import torch
+        fn = torch.nn.functional.cross_entropy if logits else torch.nn.functional.nll_loss
+        kw = {"label_smoothing": p["ls"]} if logits else {}
+        return fn(t[0], torch.tensor(p["target"], dtype=torch.int64), reduction=p["reduction"], **kw)
+    return run
+
+
+def _class_loss_tol(a, p, w):
+    fi = np.finfo(w.dtype)
+    with np.errstate(all="ignore"):
+        f = np.asarray(a[0], np.float64)
+        mag = float(np.max(np.abs(np.where(np.isfinite(f), f, 0.0)))) if f.size else 0.0
+    return 16 * float(fi.eps) + (2.0 ** -9 if w.dtype == np.float16 else 0), \
+        (8 + 4 * f.size) * float(fi.eps) * max(mag, 1.0)
+
+
+def _class_loss_src(name, logits):
+    extra = ", label_smoothing={ls}" if logits else ""
+    return (lambda a, p: f"dj.nn.functional.{name}({a[0]}, dj.tensor({p['target']}, dtype=dj.int64), "
+                         f"reduction={p['reduction']!r}" + extra.format(ls=p["ls"]) + ")",)
+
+
+def _linear_params(ch, args):
+    return {} if args[1].ndim == 2 and args[0].ndim >= 1 else None
+
+
+ROWS += [
+    Row("cross_entropy", "reduce", _class_loss_src("cross_entropy", True), "f", _class_loss_np(True),
+        _class_loss_torch(True), _class_loss_tol, _class_params, True,
+        torch_skip=lambda a, p: a[0].dtype == np.float16),
+    Row("nll_loss", "reduce", _class_loss_src("nll_loss", False), "f", _class_loss_np(False),
+        _class_loss_torch(False), _class_loss_tol, _class_params, True,
+        torch_skip=lambda a, p: a[0].dtype == np.float16),
+    # the weight is the second operand transposed, so that the generator's matmul shapes fit
+    Row("linear", "matmul", (lambda a, p: f"dj.linear({a[0]}, dj.transpose({a[1]}, 0, 1))",
+                             lambda a, p: f"dj.nn.functional.linear({a[0]}, {a[1]}.transpose(0, 1))"), "if",
+        _matmul_np, lambda t, p: __import__("torch").nn.functional.linear(t[0], t[1].T), tol_matmul, _linear_params,
+        True, arity=2, torch_skip=lambda a, p: a[0].dtype.kind != "f" or a[0].dtype != a[1].dtype),
+]
+
+
 def _raise(msg):
     raise OracleError(msg)
 
@@ -1296,6 +1381,5 @@ ROW = {r.name: r for r in ROWS}
 
 # What dispatch_jit has that the table leaves out on purpose, and what the brief asked for that it lacks.
 NOT_IN_TABLE = {
-    "linear": "composite of matmul/transpose/add: covered through matmul",
     "quantized_*, sparse_*": "other tensor types (not dense elementwise graphs)",
 }

@@ -45,8 +45,13 @@ def test_composites_match_numpy(name):
 
 
 def test_composites_registered_as_composite_implicit():
-    for name in ("softmax", "gelu", "linear"):
+    for name in ("gelu", "silu", "mse_loss"):
         assert "CompositeImplicitAutograd" in dj.dump(f"aten::{name}")
+    # softmax, log_softmax and linear are ops of their own (kernels/nn): a kernel per backend and a
+    # derivative row, no decomposition
+    for name in ("softmax", "log_softmax", "linear"):
+        dump = dj.dump(f"aten::{name}")
+        assert "CompositeImplicitAutograd" not in dump and "CPU" in dump and "Autograd" in dump
 
 
 @pytest.mark.skipif(torch is None, reason="torch not installed")

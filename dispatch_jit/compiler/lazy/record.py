@@ -16,7 +16,7 @@ from dispatch_jit.tensor import Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..ir import Node, TensorType, Var
-from ..views import GETITEM, VIEW_SHAPES, index_shape, index_type, view_shape, view_type
+from ..views import GETITEM, VIEW_OPS, index_shape, index_type, view_shape
 from . import execute
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
                      _canon, _device_of, _encode_index, _generic_spec, _kind, _out_sig, _plain_dense, _view_spec,
@@ -263,15 +263,10 @@ class LazyRecorder(PendingGraph):
         statics = _view_statics(op, args[1:])
         if statics is None or (name in _NEEDS_CONTIGUOUS and not x._sig & 1):
             return None
-        shape = view_shape(name, z[SHAPE], statics)
+        shape = view_shape(op, z[SHAPE], statics)
         if shape is None:
             return None
-        self.types[z[VID]] = z[TYPE]
-        ty = view_type(op, (Var(z[VID]),) + statics, {}, self.types)
-        if isinstance(ty, str):
-            return None
-        if ty is None:     # views.py leaves the type to the op's meta: a view keeps the dtype
-            ty = TensorType(z[TYPE].dtype, len(shape), z[TYPE].device)
+        ty = TensorType(z[TYPE].dtype, len(shape), z[TYPE].device)     # a view keeps dtype and device
         contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
         return self._append_view(_view_spec(op, len(statics)), (z[VID],) + statics, ty, shape, contiguous, x._sig)
 
@@ -359,4 +354,4 @@ class LazyRecorder(PendingGraph):
 # ops recorded when their first argument is a value pending in the graph: reductions (they become
 # the epilogue of the loop computing it) and views (sink_views moves them into the loops around them)
 OF_PENDING = dict.fromkeys(_REDUCTION_NAMES, LazyRecorder._record_reduction)
-OF_PENDING.update(dict.fromkeys(VIEW_SHAPES, LazyRecorder._record_view))
+OF_PENDING.update(dict.fromkeys((n for n in VIEW_OPS if n != "getitem"), LazyRecorder._record_view))

@@ -369,3 +369,27 @@ def test_lane_kernel_long_runs(op, d):
             ref = ORACLE[op](v, axis, False)
         _check(op, f(v, axis, False), ref, d, f"{op} {d.name} lanes axis={axis}")
     assert f"{d.name} lanes" in R.compiled_signatures()[op]
+
+
+# ---------------------------------------------------------------- the full-reduction shortcut
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmin", "logsumexp"])
+@pytest.mark.parametrize("dtype", [F32, F64, I32])
+def test_full_reduction_shortcut_equals_the_planned_path(op, dtype):
+    """``x.sum()`` of a contiguous tensor takes reduce.full (no plan, one kernel call): the same
+    kernel, arguments and bits as the planned path over every axis, lanes kernel included."""
+    import dispatch_jit as dj
+    from dispatch_jit.registry import lookup
+    if op in ("logsumexp", "mean") and dtype == I32:
+        pytest.skip("mean refuses int32, logsumexp casts it to float32 (the planned path)")
+    rng = np.random.default_rng(7)
+    for n in (1, 17, 2049):
+        a = (rng.standard_normal((n, 2)) * 50).astype(dtype)
+        fn = getattr(dj, op)
+        got = fn(dj.tensor(a))
+        axes = 0 if op == "argmin" else (0, 1)
+        want = fn(dj.tensor(a), axis=axes) if op != "argmin" else fn(dj.tensor(a.reshape(-1)), axis=0)
+        assert got.shape == () and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    entry = lookup("aten::" + ("max" if op == "amax" else "min" if op == "amin" else op))
+    assert any(getattr(f, "__name__", "") == "run_full" for f in entry.memo.values())

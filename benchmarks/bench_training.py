@@ -1,0 +1,154 @@
+"""The training step of issue 14, in dj eager and both compiled modes, against PyTorch eager.
+
+Targets:
+
+* The MLP step (N=512, D=20, H=64, 3 classes, tanh, ``F.cross_entropy``, ``dj.optim.SGD``):
+  dj eager <= 1.0 x torch eager (``track_mlp_eager_ratio_vs_torch``); dj compiled, either mode,
+  <= 0.5 x (``track_mlp_compile_ratio_vs_torch``, ``track_mlp_lazy_ratio_vs_torch``: the
+  forward under ``@dj.compile``, and the whole step under ``dj.mode("compiled")``, as they are
+  today, so that a fused backward shows up here).
+* The wide MLP (N=8192, D=256, H=1024, 10 classes, ``dj.optim.Adam``): the same three ratios
+  (``slow``); the compiled target is <= 0.7 x torch eager.
+
+Ratios are min-of-interleaved-repeats in one process, torch at 2 threads.  Without torch the
+``track_*`` ratios are skipped (setup raises NotImplementedError) and the ``time_*`` benchmarks
+still run.
+"""
+
+from __future__ import annotations
+
+import math
+import timeit
+
+import numpy as np
+
+import dispatch_jit as dj
+import dispatch_jit.nn.functional as F
+
+SIZES = {"mlp": (512, 20, 64, 3, "SGD"), "wide": (8192, 256, 1024, 10, "Adam")}
+
+
+def _interleaved_best(stmts: list[str], namespace: dict, number: int, repeat: int) -> list[float]:
+    """As in bench_dispatch (each suite file stands alone: asv and the smoke test load them by path)."""
+    timers = [timeit.Timer(s, globals=namespace) for s in stmts]
+    best = [math.inf] * len(stmts)
+    for _ in range(repeat):
+        for i, t in enumerate(timers):
+            best[i] = min(best[i], t.timeit(number) / number)
+    return best
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise NotImplementedError("torch is not installed") from None
+    torch.set_num_threads(2)
+    return torch
+
+
+def _data(n, d, c):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, d)).astype(np.float32), rng.integers(0, c, n)
+
+
+def _forward(x, y, w1, b1, w2, b2):
+    return F.cross_entropy(F.linear(F.tanh(F.linear(x, w1, b1)), w2, b2), y)
+
+
+class _Steps:
+    """The step in each mode over one model size; ``size`` picks it."""
+
+    size = "mlp"
+    number, repeat = 20, 7
+
+    def setup(self):
+        n, d, h, c, opt = SIZES[self.size]
+        xa, ya = _data(n, d, c)
+        self.x, self.y = dj.tensor(xa), dj.tensor(ya)
+        dj.manual_seed(0)
+        self.model = dj.nn.Sequential(dj.nn.Linear(d, h), dj.nn.Tanh(), dj.nn.Linear(h, c))
+        self.params = list(self.model.parameters())
+        kw = {"lr": 0.1} if opt == "SGD" else {"lr": 1e-3}
+        self.opt = getattr(dj.optim, opt)(self.params, **kw)
+        self.compiled_forward = dj.compile(_forward)
+        self.torch_step = None
+        try:
+            torch = _torch()
+        except NotImplementedError:
+            torch = None
+        if torch is not None:
+            tm = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.Tanh(), torch.nn.Linear(h, c))
+            topt = getattr(torch.optim, opt)(tm.parameters(), **kw)
+            tx, ty = torch.tensor(xa), torch.tensor(ya)
+
+            def torch_step():
+                topt.zero_grad()
+                torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+                topt.step()
+            self.torch_step = torch_step
+        for run in (self.step_eager, self.step_compile, self.step_lazy):   # compile outside the timing
+            run()
+            run()
+
+    def step_eager(self):
+        self.opt.zero_grad()
+        F.cross_entropy(self.model(self.x), self.y).backward()
+        self.opt.step()
+
+    def step_compile(self):
+        self.opt.zero_grad()
+        self.compiled_forward(self.x, self.y, *self.params).backward()
+        self.opt.step()
+
+    def step_lazy(self):
+        with dj.mode("compiled"):
+            self.opt.zero_grad()
+            F.cross_entropy(self.model(self.x), self.y).backward()
+            self.opt.step()
+
+    def time_eager(self):
+        self.step_eager()
+
+    def time_compile(self):
+        self.step_compile()
+
+    def time_lazy(self):
+        self.step_lazy()
+
+    def _ratio(self, stmt: str) -> float:
+        if self.torch_step is None:
+            raise NotImplementedError("torch is not installed")
+        ns = {"ours": getattr(self, stmt), "theirs": self.torch_step}
+        ours, theirs = _interleaved_best(["ours()", "theirs()"], ns, self.number, self.repeat)
+        return ours / theirs
+
+
+class MLPStep(_Steps):
+    unit = "ratio"
+
+    def track_mlp_eager_ratio_vs_torch(self):
+        return self._ratio("step_eager")
+
+    def track_mlp_compile_ratio_vs_torch(self):
+        return self._ratio("step_compile")
+
+    def track_mlp_lazy_ratio_vs_torch(self):
+        return self._ratio("step_lazy")
+
+
+class WideMLPStep(_Steps):
+    unit = "ratio"
+    size = "wide"
+    number, repeat = 2, 5
+    timeout = 300
+    slow = True          # seconds per step at this size: asv runs it, the smoke test does not
+
+    def track_wide_eager_ratio_vs_torch(self):
+        return self._ratio("step_eager")
+
+    def track_wide_compile_ratio_vs_torch(self):
+        return self._ratio("step_compile")
+
+    def track_wide_lazy_ratio_vs_torch(self):
+        return self._ratio("step_lazy")

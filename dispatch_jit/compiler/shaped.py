@@ -1,0 +1,114 @@
+"""A tracer whose symbolic tensors have the sizes of one call: what tracing a backward needs.
+
+The derivative table's formulas (kernels/derivatives.py) and the Autograd kernel's own
+steps read sizes in Python: ``sum_to`` compares a gradient's shape with its input's,
+a reduction's gradient re-expands to ``ctx["shapes"][0]``, mean divides by a count.
+A plain trace has none (sizes are not in ``dj.compile``'s key), so the joint
+forward+backward graph (joint.py) is traced by a ``ShapedTracer``, once per set of
+input sizes: each placeholder is a zero-strided array of the value's real shape
+(no memory behind it), and ``.shape``, ``.size()``, ``.numel()`` and ``len()``
+answer instead of aborting.  Data reads still abort, as in any trace.
+
+Sizes of new values: an elementwise op broadcasts its tensor operands' shapes; an op
+whose type came from running it on the placeholders (reductions, matmul) has the
+result's; a view (whose type comes from views.py) is run on the placeholders, which
+costs nothing (zero strides, no copy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dispatch_jit.broadcast import broadcast_shapes
+from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit.signature import CONTIGUOUS_BIT
+from dispatch_jit.tensor import Tensor
+
+from .elementwise import scalar_op_of
+from .ir import Var
+from .tracer import Tracer
+
+__all__ = ["ShapedTracer"]
+
+
+def _flat(x) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+class ShapedTracer(Tracer):
+    """A ``Tracer`` whose values have concrete sizes (``shapes``: value id -> shape)."""
+
+    shaped = True
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: dict[int, tuple] = {}
+        self.last_meta = None
+
+    def place(self, t: Tensor, shape) -> Tensor:
+        """Give symbolic ``t`` the sizes ``shape``: a zero-strided zero array (no memory behind
+        it; its signature says non-contiguous, so no kernel walks it as a flat buffer)."""
+        shape = tuple(shape)
+        t._data = np.broadcast_to(np.zeros((), t._data.dtype), shape)
+        t._sig &= ~CONTIGUOUS_BIT
+        self.shapes[t.__dict__["_sym"][1]] = shape
+        return t
+
+    def shaped_input(self, t: Tensor) -> Tensor:
+        """A graph input standing for real tensor ``t``, with its sizes."""
+        return self.place(self.add_input(t), t._data.shape)
+
+    def new_input(self, ty, shape) -> Tensor:
+        """A graph input of type ``ty`` and sizes ``shape`` (an output's incoming gradient)."""
+        vid = self.graph.new_value(ty)
+        self.graph.inputs.append(vid)
+        return self.place(self.symbolic(ty, vid), shape)
+
+    def shape_of(self, x) -> tuple:
+        return self.shapes[x.__dict__["_sym"][1]] if "_sym" in x.__dict__ else tuple(x._data.shape)
+
+    def to_arg(self, x):
+        """A real tensor (a constant the formulas made, ``zeros_like(g)``) becomes one const node,
+        found again by identity when it is used again."""
+        if isinstance(x, Tensor) and "_sym" not in x.__dict__ and id(x) not in self.captured:
+            v = super().to_arg(x)
+            self.captured[id(x)] = (x, v.id, "a constant")
+            self.shapes[v.id] = tuple(x._data.shape)
+            return v
+        return super().to_arg(x)
+
+    def _record(self, op, args: tuple, kwargs: dict):
+        self.last_meta = None
+        out = super()._record(op, args, kwargs)
+        outs = _flat(out)
+        if all(o.__dict__.get("_sym", (None, None))[1] in self.shapes for o in outs):
+            return out          # a decomposition's pieces were placed as they were recorded
+        if self.last_meta is not None:
+            shapes = [m._data.shape for m in _flat(self.last_meta)]
+        elif scalar_op_of(op) is not None:
+            shapes = [broadcast_shapes(*[self.shape_of(a) for a in args + tuple(kwargs.values())
+                                         if isinstance(a, Tensor)])]
+        else:
+            shapes = [m._data.shape for m in _flat(self._run(op, args, kwargs))]
+        for o, s in zip(outs, shapes):
+            self.place(o, s)
+        return out
+
+    def _run(self, op, args, kwargs):
+        self.in_meta += 1
+        try:
+            with ExcludeDispatchKeyGuard(DispatchKey.Tracer), np.errstate(all="ignore"):
+                return op(*args, **kwargs)
+        finally:
+            self.in_meta -= 1
+
+    def record_getitem(self, t: Tensor, index):
+        out = super().record_getitem(t, index)
+        a = t._data[index]
+        if not isinstance(a, np.ndarray):      # every index an integer: a 0-d view, as eager's getitem
+            a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
+        return self.place(out, a.shape)
+
+    def var_shape(self, v: Var) -> tuple:
+        return self.shapes[v.id]

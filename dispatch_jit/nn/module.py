@@ -1,0 +1,312 @@
+"""``dj.nn.Module`` and ``dj.nn.Parameter``, as PyTorch's.
+
+A Module registers what is assigned to it: a ``Parameter`` in ``_parameters``, a
+Module in ``_modules``, a tensor given to ``register_buffer`` in ``_buffers``; the
+walks (``named_parameters``, ``named_modules``, ``state_dict``) go through them in
+registration order, depth first, each object once.
+
+A ``Parameter`` is a plain ``dj.Tensor`` that requires grad and is marked as a
+parameter (``isinstance(p, dj.nn.Parameter)`` is True): not a subclass, because
+the dispatcher's hot path, autograd's saved-tensor checks and the compiled mode's
+recorders test ``x.__class__ is Tensor`` and must keep treating parameters as the
+tensors they are.
+
+>>> import dispatch_jit as dj
+>>> class Affine(dj.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.w = dj.nn.Parameter(dj.ones(2))
+...         self.register_buffer("count", dj.zeros(()))
+...     def forward(self, x):
+...         return x * self.w
+>>> m = Affine()
+>>> [n for n, _ in m.named_parameters()], list(m.state_dict())
+(['w'], ['w', 'count'])
+>>> m(dj.tensor([1.0, 2.0]))
+tensor([1., 2.], grad_fn=<MulBackward>)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Iterator, NamedTuple
+
+from ..autograd.grad_mode import no_grad
+from ..creation import tensor as _tensor
+from ..errors import SchemaError, StateDictError
+from ..tensor import Tensor, bump_version
+
+__all__ = ["Module", "Parameter", "IncompatibleKeys"]
+
+
+class _ParameterMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj.__dict__.get("_is_param", False)
+
+
+class Parameter(metaclass=_ParameterMeta):
+    """``Parameter(data, requires_grad=True)``: ``data`` (its storage, not a copy), cut from
+    any graph, marked as a parameter and requiring grad by default.
+
+    >>> import dispatch_jit as dj
+    >>> p = dj.nn.Parameter(dj.zeros(2))
+    >>> p.requires_grad, isinstance(p, dj.nn.Parameter), isinstance(dj.zeros(2), dj.nn.Parameter)
+    (True, True, False)
+    """
+
+    def __new__(cls, data=None, requires_grad: bool = True):
+        t = (data if data is not None else _tensor([])).detach()
+        t.__dict__["_is_param"] = True
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list
+    unexpected_keys: list
+
+
+class Module:
+    """Base class of every layer and model: assign Parameters and Modules as attributes in
+    ``__init__``, write ``forward``, call the module."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent"] = set()
+        d["_modules"] = OrderedDict()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required \"forward\" function")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- registration ----------------------------------------------------------------------------------
+    def _registries(self) -> tuple:
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(f"cannot assign to {type(self).__name__} before Module.__init__() call")
+        return d["_parameters"], d["_buffers"], d["_modules"]
+
+    def __setattr__(self, name: str, value) -> None:
+        params, buffers, modules = self._registries()
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._forget(name)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise SchemaError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                  f"(dj.nn.Parameter or None expected)")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise SchemaError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                  f"(dj.nn.Module or None expected)")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise SchemaError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                  f"(dj.Tensor or None expected)")
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name: str) -> None:
+        self.__dict__.pop(name, None)
+        for reg in self._registries():
+            reg.pop(name, None)
+        self._non_persistent.discard(name)
+
+    def __getattr__(self, name: str):
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            r = d.get(reg)
+            if r is not None and name in r:
+                return r[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for reg in self._registries():
+            if name in reg:
+                del reg[name]
+                self._non_persistent.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param) -> None:
+        """Add ``param`` (a Parameter, or None) under ``name``."""
+        if param is not None and not isinstance(param, Parameter):
+            raise SchemaError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                              f"(dj.nn.Parameter or None required)")
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """Add a tensor that is state but not a parameter (in ``state_dict`` unless not ``persistent``)."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise SchemaError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                              f"(dj.Tensor or None required)")
+        self._forget(name)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def add_module(self, name: str, module) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise SchemaError(f"{type(module).__name__} is not a Module subclass")
+        self._forget(name)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # -- walks -----------------------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True) -> Iterator:
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def modules(self) -> Iterator:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator:
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self) -> Iterator:
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, reg: str, prefix: str, recurse: bool, remove_duplicate: bool = True) -> Iterator:
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, v in getattr(m, reg).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield (f"{mp}.{name}" if mp else name), v
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Iterator:
+        return self._named("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Iterator:
+        return self._named("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # -- modes and gradients ---------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> "Module":
+        if not isinstance(mode, bool):
+            raise SchemaError(f"train: mode is expected to be a bool, got {type(mode).__name__}")
+        for m in self.modules():
+            m.__dict__["training"] = mode
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's ``.grad``: to None (the default, as PyTorch), or to zeros."""
+        for p in self.parameters():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                g._data[...] = 0      # in place, as PyTorch's grad.zero_(): the same tensor
+                bump_version(g)
+
+    def apply(self, fn) -> "Module":
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- state -----------------------------------------------------------------------------------------
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
+        out = OrderedDict() if destination is None else destination
+        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+            for reg in ("_parameters", "_buffers"):
+                for name, v in getattr(m, reg).items():
+                    if v is None or (reg == "_buffers" and name in m._non_persistent):
+                        continue
+                    out[f"{mp}.{name}" if mp else name] = v if keep_vars else v.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
+        """Copy ``state_dict``'s tensors into the parameters and buffers of the same names (under
+        no_grad, in place: optimizers keep their references).  With ``strict`` a missing or
+        unexpected key is an error listing them; a shape mismatch always is."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        for k, v in own.items():
+            if k in state_dict:
+                src = state_dict[k]
+                if not isinstance(src, Tensor):
+                    errors.append(f'While copying the parameter named "{k}", expected a dj.Tensor, got '
+                                  f'{type(src).__name__}.')
+                elif tuple(src.shape) != tuple(v.shape):
+                    errors.append(f"size mismatch for {k}: copying a param with shape {tuple(src.shape)} from "
+                                  f"checkpoint, the shape in current model is {tuple(v.shape)}.")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+        if errors:
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        with no_grad():
+            for k, v in own.items():
+                if k in state_dict:
+                    v.copy_(state_dict[k])
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- printing --------------------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        body = "\n  ".join(([extra] if extra else []) + lines)
+        return f"{type(self).__name__}(\n  {body}\n)"
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+

@@ -1,0 +1,125 @@
+"""``dj.optim.Adam`` and ``dj.optim.AdamW``: PyTorch's (betas, eps, weight decay, amsgrad, maximize)."""
+
+from __future__ import annotations
+
+import math
+
+from ..autograd.grad_mode import no_grad
+from ..creation import zeros_like
+from ..errors import SchemaError
+from ..ops import entries
+from . import foreach
+from .optimizer import Optimizer, fast_path, flat, written
+
+__all__ = ["Adam", "AdamW"]
+
+A = entries("aten")
+
+
+class Adam(Optimizer):
+    """Adam, step for step PyTorch's (``decoupled_weight_decay=True``: AdamW)::
+
+        g = g (+ weight_decay * p, or p *= 1 - lr * weight_decay for AdamW)
+        m = m + (g - m) * (1 - beta1);  v = v * beta2 + g * g * (1 - beta2)
+        p = p - lr / (1 - beta1 ** t) * m / (sqrt(v) / sqrt(1 - beta2 ** t) + eps)
+
+    with ``max(v)`` over the steps in place of ``v`` when ``amsgrad``.  All parameters of one
+    dtype are updated by one Numba loop (foreach.py).
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.nn.Parameter(dj.tensor([1.0, -1.0]))
+    >>> opt = Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.9000, -0.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 amsgrad: bool = False, *, maximize: bool = False, decoupled_weight_decay: bool = False):
+        if lr < 0.0:
+            raise SchemaError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise SchemaError(f"Invalid epsilon value: {eps}")
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise SchemaError(f"Invalid beta parameter at index {i}: {b}")
+        if weight_decay < 0.0:
+            raise SchemaError(f"Invalid weight_decay value: {weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
+            if params:
+                self._update(group, params)
+        return loss
+
+    def _update(self, group, params):
+        beta1, beta2 = group["betas"]
+        amsgrad = group["amsgrad"]
+        states = []
+        for p in params:
+            s = self.state.get(p)
+            if s is None:
+                s = self.state[p] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
+                if amsgrad:
+                    s["max_exp_avg_sq"] = zeros_like(p)
+            s["step"] += 1
+            states.append(s)
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        step_size = [lr / (1 - beta1 ** s["step"]) for s in states]
+        bc2_sqrt = [math.sqrt(1 - beta2 ** s["step"]) for s in states]
+        decoupled = group["decoupled_weight_decay"]
+        shared = (1 - lr * wd, 1 - beta1, beta2, 1 - beta2, eps, wd, decoupled, amsgrad, group["maximize"])
+        if fast_path(params):
+            avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+            maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+            written(params + avgs + sqs + maxs)
+            empty = flat(params[0])[:0]
+            foreach.step("adam", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],
+                         [flat(t) for t in avgs], [flat(t) for t in sqs],
+                         [flat(t) for t in maxs] if amsgrad else [empty] * len(params), params[0]._data.dtype,
+                         (step_size, bc2_sqrt) + shared)
+            return
+        with no_grad():
+            for p, s, ss, bc in zip(params, states, step_size, bc2_sqrt):
+                _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared)
+
+
+def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decoupled, amsgrad, maximize):
+    """One parameter's update with dispatch_jit ops, in foreach._adam's order of roundings."""
+    if maximize:
+        g = A.neg(g)
+    if decoupled:
+        if wd != 0:
+            p.copy_(A.mul(p, shrink))
+    elif wd != 0:
+        g = A.add(g, A.mul(p, wd))
+    m, v = s["exp_avg"], s["exp_avg_sq"]
+    m.copy_(A.add(m, A.mul(A.sub(g, m), beta1c)))
+    v.copy_(A.add(A.mul(v, beta2), A.mul(A.mul(g, g), beta2c)))
+    if amsgrad:
+        vm = s["max_exp_avg_sq"]
+        vm.copy_(A.maximum(vm, v))
+        v = vm
+    denom = A.add(A.div(A.sqrt(v), bc2_sqrt), eps)
+    p.copy_(A.sub(p, A.mul(A.div(m, denom), step_size)))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before the update), PyTorch's
+    defaults (``weight_decay=1e-2``).
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.nn.Parameter(dj.tensor([1.0]))
+    >>> opt = AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> (w * 0.0).sum().backward(); opt.step(); w
+    tensor([0.9500], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 amsgrad: bool = False, *, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)

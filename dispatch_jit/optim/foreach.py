@@ -1,0 +1,127 @@
+"""The multi-tensor optimizer steps: every parameter of one dtype updated by one Numba loop.
+
+A group's parameters, gradients and state buffers go in as tuples of flat 1-D views
+(no copy), so one call updates them all; the tuples are padded with an empty array to
+the next power of two, so that a loop compiles once per (algorithm, bucket, dtype)
+through the one compile cache (``dispatch_jit/jit/cache.py``, kind "optim"), not once
+per parameter count.
+
+Each update is written as the same sequence of roundings as the per-tensor form in
+``sgd.py``/``adam.py`` (what ``@dj.compile`` and the compiled mode record): every
+scalar is cast to the parameter's dtype first and every intermediate is stored in it,
+so that the two forms give the same bits (tests/optim check it).
+
+>>> import numpy as np
+>>> p, g = np.ones(3, np.float32), np.full(3, 2.0, np.float32)
+>>> step("sgd", [p], [g], [p[:0]], np.float32, (0.5, 0.0, 0.0, 0.0, 0, 0, 0))
+>>> p
+array([0., 0., 0.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types as nbt
+
+from ..jit import cache
+
+__all__ = ["step", "bucket", "compiled_signatures"]
+
+_KIND = "optim"
+
+
+@numba.njit(boundscheck=False)
+def _sgd(params, grads, bufs, n, lr, momentum, damp1, wd, nesterov, maximize, first):
+    """PyTorch's SGD: d = g (+ wd * p); buf = momentum * buf + (1 - dampening) * d (d itself at
+    the first step); d = d + momentum * buf (nesterov) or buf; p = p - lr * d."""
+    for k in range(n):
+        p, g, b = params[k], grads[k], bufs[k]
+        for i in range(p.shape[0]):
+            d = -g[i] if maximize else g[i]
+            if wd != 0:
+                d = d + wd * p[i]
+            if momentum != 0:
+                if first:
+                    b[i] = d
+                else:
+                    b[i] = b[i] * momentum + damp1 * d
+                d = d + momentum * b[i] if nesterov else b[i]
+            p[i] = p[i] - lr * d
+
+
+@numba.njit(boundscheck=False)
+def _adam(params, grads, avgs, sqs, maxs, n, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decoupled,
+          amsgrad, maximize):
+    """PyTorch's Adam (``decoupled``: AdamW, whose decay multiplies p by ``shrink = 1 - lr * wd``):
+    per tensor k, ``step_size[k] = lr / (1 - beta1 ** t)`` and ``bc2_sqrt[k] = sqrt(1 - beta2 ** t)``."""
+    for k in range(n):
+        p, g, m, v, vm = params[k], grads[k], avgs[k], sqs[k], maxs[k]
+        ss, bc = step_size[k], bc2_sqrt[k]
+        for i in range(p.shape[0]):
+            gi = -g[i] if maximize else g[i]
+            if decoupled:
+                if wd != 0:
+                    p[i] = p[i] * shrink
+            elif wd != 0:
+                gi = gi + wd * p[i]
+            m[i] = m[i] + (gi - m[i]) * beta1c
+            v[i] = v[i] * beta2 + (gi * gi) * beta2c
+            if amsgrad:
+                if v[i] > vm[i] or v[i] != v[i]:
+                    vm[i] = v[i]
+                denom = np.sqrt(vm[i]) / bc + eps
+            else:
+                denom = np.sqrt(v[i]) / bc + eps
+            p[i] = p[i] - ss * (m[i] / denom)
+
+
+_LOOPS = {"sgd": (_sgd, 3), "adam": (_adam, 5)}
+_ENTRY = cache.entries(_KIND)
+
+
+def bucket(n: int) -> int:
+    """The tuple length ``n`` arrays are padded to: the next power of two."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _sig(name: str, size: int, dt) -> tuple:
+    f = numba.from_dtype(dt)
+    arrs = nbt.UniTuple(nbt.Array(f, 1, "C"), size)
+    b, i = nbt.boolean, nbt.int64
+    if name == "sgd":
+        return (arrs,) * 3 + (i, f, f, f, f, b, b, b)
+    per = nbt.Array(f, 1, "C")
+    return (arrs,) * 5 + (i, per, per, f, f, f, f, f, f, b, b, b)
+
+
+def step(name: str, *lists_and_scalars):
+    """Run loop ``name`` ("sgd" or "adam") over lists of C-contiguous 1-D arrays of one dtype
+    (written in place) and its scalars, given as Python numbers (cast to the dtype here;
+    flags as ints), then per-tensor arrays where the loop takes them."""
+    fn, nlists = _LOOPS[name]
+    lists, dtype, scalars = lists_and_scalars[:nlists], np.dtype(lists_and_scalars[nlists]), \
+        lists_and_scalars[nlists + 1]
+    n = len(lists[0])
+    size = bucket(n)
+    key = (name, size, dtype)
+    ep = _ENTRY.get(key)
+    if ep is None:
+        ep = cache.njit_function(_KIND, key, f"{name}_{size}", fn, _sig(name, size, dtype))
+    pad = np.empty(0, dtype)
+    tuples = [tuple(a) + (pad,) * (size - n) for a in lists]
+    if name == "sgd":
+        lr, momentum, damp1, wd, nesterov, maximize, first = scalars
+        ep(*tuples, n, dtype.type(lr), dtype.type(momentum), dtype.type(damp1), dtype.type(wd), bool(nesterov),
+           bool(maximize), bool(first))
+    else:
+        step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decoupled, amsgrad, maximize = scalars
+        per = [np.zeros(size, dtype) for _ in range(2)]
+        per[0][:n], per[1][:n] = step_size, bc2_sqrt
+        ep(*tuples, n, per[0], per[1], dtype.type(shrink), dtype.type(beta1c), dtype.type(beta2), dtype.type(beta2c),
+           dtype.type(eps), dtype.type(wd), bool(decoupled), bool(amsgrad), bool(maximize))
+
+
+def compiled_signatures() -> dict[str, list[str]]:
+    """Loop name (with its bucket) -> the signatures compiled so far."""
+    return cache.signatures(_KIND)

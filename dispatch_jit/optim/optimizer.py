@@ -1,0 +1,202 @@
+"""``dj.optim.Optimizer``: param_groups, per-parameter state, zero_grad, state_dict, as PyTorch's.
+
+Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
+the eager CPU path, and as per-tensor dispatch_jit ops, which is what runs where the
+loop cannot: while ``@dj.compile`` traces or in the compiled mode (the Tracer key is
+in the thread's include set; the ops are recorded and fused like any others), and for
+CUDA, float16 or non-contiguous parameters.  ``fast_path`` decides, per group.
+Updates are made in place, under no_grad, and bump each written tensor's version
+counter, so autograd still detects a saved tensor that an update overwrote.
+
+>>> import dispatch_jit as dj
+>>> w = dj.nn.Parameter(dj.ones(2))
+>>> opt = dj.optim.SGD([w], lr=0.5)
+>>> (w * w).sum().backward(); opt.step(); w
+tensor([0., 0.], requires_grad=True)
+>>> opt.zero_grad(); w.grad is None
+True
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..autograd.grad_mode import no_grad
+from ..dispatcher import _WRITE_GUARD, tls
+from ..errors import SchemaError
+from ..keys import DispatchKey, key_bits
+from ..tensor import Tensor, bump_version
+
+__all__ = ["Optimizer", "required", "fast_path", "flat", "written"]
+
+_TRACER = key_bits(DispatchKey.Tracer)
+_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+def fast_path(params: list) -> bool:
+    """Whether ``params`` (with their gradients) can go through one multi-tensor loop: not while a
+    trace or the compiled mode records, and only C-contiguous CPU float32/float64 parameters of one
+    dtype whose gradients have it too."""
+    if tls.include & _TRACER or not params:
+        return False
+    dt = params[0]._data.dtype
+    if dt not in _LOOP_DTYPES:
+        return False
+    for p in params:
+        a, g = p._data, p.__dict__.get("_grad")
+        if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or g is None \
+                or g._data.__class__ is not np.ndarray or g._data.dtype != dt:
+            return False
+    return True
+
+
+def flat(t) -> np.ndarray:
+    """``t``'s data as a 1-D array: a view for a C-contiguous tensor (a copy otherwise: gradients only)."""
+    return t._data.reshape(-1)
+
+
+def written(tensors) -> None:
+    """Before an in-place loop writes ``tensors``: run any pending compiled-mode graph that reads
+    them (the dispatcher's write guard); after: bump their version counters."""
+    guard = _WRITE_GUARD[0]
+    if guard is not None and guard[1]:
+        for t in tensors:
+            guard[0](t)
+    for t in tensors:
+        bump_version(t)
+
+
+class Optimizer:
+    """Base class: ``params`` is an iterable of tensors or of dicts (parameter groups, each with
+    its own options); ``defaults`` fill the options a group does not set."""
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self.state: dict = {}
+        self.param_groups: list = []
+        if isinstance(params, Tensor):
+            raise SchemaError(f"params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                              f"but got a Tensor of shape {tuple(params.shape)}; pass [tensor] or "
+                              f"model.parameters()")
+        groups = list(params)
+        if not groups:
+            raise SchemaError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group: dict) -> None:
+        group = dict(param_group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        if isinstance(params, set):
+            raise SchemaError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                              "of tensors in sets will change between runs; use a list")
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise SchemaError(f"optimizer can only optimize Tensors, but one of the params is "
+                                  f"{type(p).__name__}")
+            if p.grad_fn is not None:
+                raise SchemaError("can't optimize a non-leaf Tensor (one computed by an op); optimize the leaf "
+                                  "it was computed from, or .detach() it and requires_grad_()")
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise SchemaError(f"parameter group didn't specify a value of required optimization parameter {k}")
+            group.setdefault(k, v)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]) or len({id(p) for p in group["params"]}) < len(group["params"]):
+            raise SchemaError("some parameters appear in more than one parameter group (or twice in one)")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter: to None (the default), or to zeros in place."""
+        for g in self.param_groups:
+            for p in g["params"]:
+                grad = p.__dict__.get("_grad")
+                if grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    grad._data[...] = 0
+                    bump_version(grad)
+
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def _closure_loss(self, closure):
+        if closure is None:
+            return None
+        from ..autograd.grad_mode import enable_grad
+        with enable_grad():
+            return closure()
+
+    # -- state -------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {...}}, "param_groups": [{options..., "params": [index, ...]}]}``,
+        parameters numbered in group order, as PyTorch's."""
+        index, groups = {}, []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: (v.clone() if isinstance(v, Tensor) else v)
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Take the options and state of ``state_dict`` (from an optimizer over parameters of the same
+        shapes, in the same group layout); the state tensors are copied."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise SchemaError(f"loaded state dict has {len(groups)} parameter groups, this optimizer has "
+                              f"{len(self.param_groups)}")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise SchemaError(f"loaded state dict contains a parameter group of {len(theirs['params'])} "
+                                  f"parameters that doesn't match the size of this optimizer's group "
+                                  f"({len(mine['params'])})")
+        by_index = {i: p for mine, theirs in zip(self.param_groups, groups) for i, p in zip(theirs["params"], mine["params"])}
+        self.state = {}
+        for i, st in state_dict["state"].items():
+            p = by_index[int(i)]
+            new = {}
+            for k, v in st.items():
+                if isinstance(v, Tensor):
+                    if k != "step" and tuple(v.shape) != tuple(p.shape):
+                        raise SchemaError(f"loaded state '{k}' of shape {tuple(v.shape)} does not fit the parameter "
+                                          f"of shape {tuple(p.shape)}")
+                    with no_grad():
+                        v = v.to(p.dtype).clone() if k != "step" else v.clone()
+                new[k] = v
+            self.state[p] = new
+        for mine, theirs in zip(self.param_groups, groups):
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines + [")"])

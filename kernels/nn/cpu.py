@@ -1,0 +1,246 @@
+"""CPU kernels of the nn family over NumPy arrays: softmax and log_softmax along the last
+axis of a C-contiguous 2-D view (forward and backward), nll_loss and the fused
+cross-entropy (log_softmax and nll_loss in one pass, forward and backward).
+
+Every loop computes in float64 and stores in the array's dtype (float32 or float64;
+op.py computes float16 in float32, as PyTorch's CPU kernels do), so a float32 row sum
+is essentially exact.  Rows are short in training (classes), so the loops are serial
+and per row: the result of a row never depends on its neighbours or on the thread
+count.  Outputs are allocated by the caller (op.py) and passed in.
+
+Each kernel compiles once per dtype, through the one compile cache
+(``dispatch_jit/jit/cache.py``, kind "nn"), and ``get(name, dtype)`` returns the
+compiled entry point, not Numba's generic dispatcher.
+
+>>> import numpy as np
+>>> x = np.array([[0.0, 0.0]], np.float32); out = np.empty_like(x)
+>>> get("softmax", x.dtype)(x, out); out
+array([[0.5, 0.5]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import types as nbt
+
+from dispatch_jit.jit import cache
+
+__all__ = ["get", "compiled_signatures", "DTYPES"]
+
+_KIND = "nn"
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@numba.njit(boundscheck=False)
+def _row_max(x, i):
+    """The row's max, NaN if the row holds one (then the whole row is NaN, as PyTorch's)."""
+    m = -np.inf
+    for j in range(x.shape[1]):
+        v = np.float64(x[i, j])
+        if v > m or v != v:
+            m = v
+    return m
+
+
+@numba.njit(boundscheck=False)
+def _row_lse_parts(x, i):
+    """(max, log of the sum of exp(x - max)) of row ``i``."""
+    m = _row_max(x, i)
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += math.exp(np.float64(x[i, j]) - m)
+    return m, math.log(s)
+
+
+@numba.njit(boundscheck=False)
+def softmax(x, out):
+    for i in range(x.shape[0]):
+        m = _row_max(x, i)
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += math.exp(np.float64(x[i, j]) - m)
+        for j in range(x.shape[1]):
+            out[i, j] = math.exp(np.float64(x[i, j]) - m) / s
+
+
+@numba.njit(boundscheck=False)
+def log_softmax(x, out):
+    for i in range(x.shape[0]):
+        m, ls = _row_lse_parts(x, i)
+        for j in range(x.shape[1]):
+            out[i, j] = (np.float64(x[i, j]) - m) - ls
+
+
+@numba.njit(boundscheck=False)
+def softmax_backward(g, y, out):
+    """PyTorch's _softmax_backward_data: y * (g - sum(g * y))."""
+    for i in range(g.shape[0]):
+        s = 0.0
+        for j in range(g.shape[1]):
+            s += np.float64(g[i, j]) * np.float64(y[i, j])
+        for j in range(g.shape[1]):
+            out[i, j] = np.float64(y[i, j]) * (np.float64(g[i, j]) - s)
+
+
+@numba.njit(boundscheck=False)
+def log_softmax_backward(g, y, out):
+    """PyTorch's _log_softmax_backward_data: g - exp(y) * sum(g)."""
+    for i in range(g.shape[0]):
+        s = 0.0
+        for j in range(g.shape[1]):
+            s += np.float64(g[i, j])
+        for j in range(g.shape[1]):
+            out[i, j] = np.float64(g[i, j]) - math.exp(np.float64(y[i, j])) * s
+
+
+@numba.njit(boundscheck=False)
+def _check_targets(t, nclass, ignore_index):
+    """The first target that is neither a class index nor ``ignore_index``, as (row, value); row -1 if none."""
+    for i in range(t.shape[0]):
+        c = t[i]
+        if c != ignore_index and (c < 0 or c >= nclass):
+            return i, c
+    return -1, 0
+
+
+@numba.njit(boundscheck=False)
+def nll_loss(x, t, w, ignore_index, rows):
+    """Over log-probabilities ``x`` (N, C): writes -w[t_i] * x[i, t_i] into ``rows`` (0 where
+    t_i == ignore_index) and returns (sum of rows, sum of the weights w[t_i] counted); ``w`` is
+    empty for no weight.  A target out of range: returns (0, 0, row) before writing anything."""
+    bad, _ = _check_targets(t, x.shape[1], ignore_index)
+    if bad >= 0:
+        return 0.0, 0.0, bad
+    has_w = w.shape[0] > 0
+    total = 0.0
+    wsum = 0.0
+    for i in range(x.shape[0]):
+        c = t[i]
+        if c == ignore_index:
+            rows[i] = 0.0
+            continue
+        wc = np.float64(w[c]) if has_w else 1.0
+        r = -wc * np.float64(x[i, c])
+        rows[i] = r
+        total += r
+        wsum += wc
+    return total, wsum, -1
+
+
+@numba.njit(boundscheck=False)
+def nll_loss_backward(g, gstep, div, t, w, ignore_index, out):
+    """d nll / d x: -w[t_i] * g_i / div at (i, t_i), 0 elsewhere; ``g`` is one value per row
+    (gstep 1) or one for all (gstep 0)."""
+    has_w = w.shape[0] > 0
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = 0.0
+        c = t[i]
+        if c == ignore_index:
+            continue
+        wc = np.float64(w[c]) if has_w else 1.0
+        out[i, c] = -wc * np.float64(g[i * gstep]) / div
+
+
+@numba.njit(boundscheck=False)
+def cross_entropy(x, t, w, ignore_index, eps, rows):
+    """Cross-entropy of logits ``x`` (N, C) against class indices ``t``, with label smoothing
+    ``eps``: row i's loss is -sum_j q_ij log_softmax(x_i)_j, q_ij = (1 - eps) w[t_i] [j == t_i]
+    + eps / C w_j (PyTorch's nll and smoothing terms); rows where t_i == ignore_index are 0.
+    Writes the rows and returns (their sum, the sum of w[t_i] over counted rows, bad row)."""
+    bad, _ = _check_targets(t, x.shape[1], ignore_index)
+    if bad >= 0:
+        return 0.0, 0.0, bad
+    n, nclass = x.shape
+    has_w = w.shape[0] > 0
+    total = 0.0
+    wsum = 0.0
+    for i in range(n):
+        c = t[i]
+        if c == ignore_index:
+            rows[i] = 0.0
+            continue
+        m, ls = _row_lse_parts(x, i)
+        wc = np.float64(w[c]) if has_w else 1.0
+        r = -wc * ((np.float64(x[i, c]) - m) - ls)
+        if eps != 0.0:
+            smooth = 0.0
+            for j in range(nclass):
+                wj = np.float64(w[j]) if has_w else 1.0
+                smooth -= wj * ((np.float64(x[i, j]) - m) - ls)
+            r = (1.0 - eps) * r + eps / nclass * smooth
+        rows[i] = r
+        total += r
+        wsum += wc
+    return total, wsum, -1
+
+
+@numba.njit(boundscheck=False)
+def cross_entropy_backward(g, gstep, div, x, t, w, ignore_index, eps, out):
+    """d cross_entropy / d x: (g_i / div) * (softmax(x_i)_j * sum_k q_ik - q_ij)."""
+    n, nclass = x.shape
+    has_w = w.shape[0] > 0
+    wall = 0.0
+    if eps != 0.0:
+        for j in range(nclass):
+            wall += np.float64(w[j]) if has_w else 1.0
+    for i in range(n):
+        c = t[i]
+        if c == ignore_index:
+            for j in range(nclass):
+                out[i, j] = 0.0
+            continue
+        gi = np.float64(g[i * gstep]) / div
+        wc = np.float64(w[c]) if has_w else 1.0
+        big_q = (1.0 - eps) * wc + eps / nclass * wall
+        # one exp per element: exp(x - max) is kept in ``out`` until the row's sum is known
+        m = _row_max(x, i)
+        s = 0.0
+        for j in range(nclass):
+            e = math.exp(np.float64(x[i, j]) - m)
+            out[i, j] = e
+            s += e
+        for j in range(nclass):
+            p = np.float64(out[i, j]) / s
+            q = eps / nclass * (np.float64(w[j]) if has_w else 1.0) if eps != 0.0 else 0.0
+            if j == c:
+                q += (1.0 - eps) * wc
+            out[i, j] = gi * (p * big_q - q)
+
+
+_F = {"softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
+      "log_softmax_backward": log_softmax_backward, "nll_loss": nll_loss, "nll_loss_backward": nll_loss_backward,
+      "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward}
+
+
+def _sig(name: str, dt) -> tuple:
+    """The one Numba signature each kernel compiles for, per dtype: C-contiguous arrays."""
+    f = numba.from_dtype(dt)
+    m2, v = nbt.Array(f, 2, "C"), nbt.Array(f, 1, "C")
+    i64, f64 = nbt.int64, nbt.float64
+    t, g = nbt.Array(nbt.int64, 1, "C"), v
+    return {"softmax": (m2, m2), "log_softmax": (m2, m2), "softmax_backward": (m2, m2, m2),
+            "log_softmax_backward": (m2, m2, m2), "nll_loss": (m2, t, v, i64, nbt.Array(nbt.float64, 1, "C")),
+            "nll_loss_backward": (g, i64, f64, t, v, i64, m2),
+            "cross_entropy": (m2, t, v, i64, f64, nbt.Array(nbt.float64, 1, "C")),
+            "cross_entropy_backward": (g, i64, f64, m2, t, v, i64, f64, m2)}[name]
+
+
+_ENTRY = cache.entries(_KIND)   # (name, dtype) -> entry point
+
+
+def get(name: str, dtype):
+    """The compiled entry point of kernel ``name`` for arrays of ``dtype`` (float32 or float64)."""
+    key = (name, np.dtype(dtype))
+    ep = _ENTRY.get(key)
+    if ep is None:
+        ep = cache.njit_function(_KIND, key, name, _F[name], _sig(name, key[1]))
+    return ep
+
+
+def compiled_signatures() -> dict[str, list[str]]:
+    """Kernel name -> the signatures compiled so far."""
+    return cache.signatures(_KIND)

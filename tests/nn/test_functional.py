@@ -1,0 +1,286 @@
+"""dj.nn.functional against PyTorch (values and gradients) when it is installed, against NumPy and
+finite differences otherwise; error cases; compiled and lazy results equal eager ones."""
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+import dispatch_jit.nn.functional as F
+from dispatch_jit.errors import DTypeError, SchemaError, ShapeError, TargetError
+
+try:
+    import torch
+    import torch.nn.functional as TF
+except ImportError:      # the NumPy / finite-difference checks below still run
+    torch = TF = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
+RNG = np.random.default_rng(0)
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
+
+
+def _pair(a, requires_grad=True):
+    return dj.tensor(a, requires_grad=requires_grad), torch.tensor(a, requires_grad=requires_grad)
+
+
+def _targets(tshape, nclass, ignore=False):
+    t = RNG.integers(0, nclass, tshape)
+    if ignore and t.size:
+        t.reshape(-1)[:: 3] = -100
+    return t
+
+
+CLASS_CASES = [((5,), ()), ((6, 4), (6,)), ((3, 4, 2), (3, 2))]
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,tshape", CLASS_CASES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("opts", [{}, {"ignore_index": -100}, {"label_smoothing": 0.2}, {"weight": True},
+                                  {"weight": True, "label_smoothing": 0.1, "ignore_index": -100}])
+def test_cross_entropy_and_nll_loss_match_torch(dtype, shape, tshape, reduction, opts):
+    nclass = shape[0] if len(shape) == 1 else shape[1]
+    x = RNG.standard_normal(shape).astype(dtype)
+    t = _targets(tshape, nclass, ignore="ignore_index" in opts)
+    w = RNG.uniform(0.5, 2.0, nclass).astype(dtype) if opts.get("weight") else None
+    kw = {k: v for k, v in opts.items() if k != "weight"}
+    for ours_fn, theirs_fn, pre in ((F.cross_entropy, TF.cross_entropy, None),
+                                    (F.nll_loss, TF.nll_loss, 0 if len(shape) == 1 else 1)):
+        if pre is not None and "label_smoothing" in kw:
+            continue
+        xd, xt = _pair(x)
+        ind, int_ = (F.log_softmax(xd, pre), TF.log_softmax(xt, pre)) if pre is not None else (xd, xt)
+        ours = ours_fn(ind, dj.tensor(t), None if w is None else dj.tensor(w), reduction=reduction, **kw)
+        theirs = theirs_fn(int_, torch.tensor(t), None if w is None else torch.tensor(w), reduction=reduction, **kw)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[dtype])
+        seed = RNG.uniform(0.5, 1.5, tuple(theirs.shape)).astype(dtype)
+        ours.backward(dj.tensor(seed))
+        theirs.backward(torch.tensor(seed))
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[dtype])
+
+
+@needs_torch
+@pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.3}, {"weight": True}, {"reduction": "none"},
+                                  {"reduction": "sum", "weight": True, "label_smoothing": 0.1}])
+def test_cross_entropy_with_probabilities_matches_torch(opts):
+    x = RNG.standard_normal((4, 3, 2))
+    p = RNG.uniform(0.1, 1.0, (4, 3, 2))
+    p /= p.sum(1, keepdims=True)
+    w = RNG.uniform(0.5, 2.0, 3) if opts.get("weight") else None
+    kw = {k: v for k, v in opts.items() if k != "weight"}
+    xd, xt = _pair(x)
+    ours = F.cross_entropy(xd, dj.tensor(p), None if w is None else dj.tensor(w), **kw)
+    theirs = TF.cross_entropy(xt, torch.tensor(p), None if w is None else torch.tensor(w), **kw)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-10)
+    ours.sum().backward()
+    theirs.sum().backward()
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cross_entropy_against_numpy_and_finite_differences():
+    x = RNG.standard_normal((5, 4))
+    t = np.array([0, 3, 1, -100, 2])
+    xd = dj.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(xd, dj.tensor(t), label_smoothing=0.1)
+    logp = x - x.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    valid = t != -100
+    rows = 0.9 * -logp[valid, t[valid]] + 0.1 / 4 * -logp[valid].sum(1)
+    np.testing.assert_allclose(loss.item(), rows.sum() / valid.sum(), rtol=1e-12)
+    tt = dj.tensor(t)
+    for red in ("mean", "none"):
+        assert dj.autograd.gradcheck(lambda a: F.cross_entropy(a, tt, reduction=red, label_smoothing=0.1), (xd,))
+        assert dj.autograd.gradcheck(lambda a: F.nll_loss(F.log_softmax(a, 1), tt, reduction=red), (xd,))
+
+
+def test_double_backward_through_the_losses():
+    x = dj.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    t = dj.tensor([1, 0, 3])
+    for fn in (lambda a: F.cross_entropy(a, t, label_smoothing=0.2), lambda a: F.softmax(a, 1)[:, 0].sum(),
+               lambda a: F.log_softmax(a, 1)[:, 1].sum()):
+        assert dj.autograd.gradgradcheck(fn, (x,)) if hasattr(dj.autograd, "gradgradcheck") else True
+        g, = dj.autograd.grad(fn(x), x, create_graph=True)
+        (g * g).sum().backward()
+        assert x.grad is not None and np.all(np.isfinite(x.grad.numpy()))
+        x.grad = None
+    if torch is not None:
+        xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+        g, = torch.autograd.grad(TF.cross_entropy(xt, torch.tensor([1, 0, 3]), label_smoothing=0.2), xt,
+                                 create_graph=True)
+        (g * g).sum().backward()
+        gd, = dj.autograd.grad(F.cross_entropy(x, t, label_smoothing=0.2), x, create_graph=True)
+        (gd * gd).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_and_log_softmax_match_torch(dtype, dim):
+    x = RNG.standard_normal((3, 4, 5)).astype(dtype)
+    for ours_fn, theirs_fn in ((F.softmax, TF.softmax), (F.log_softmax, TF.log_softmax)):
+        xd, xt = _pair(x)
+        ours, theirs = ours_fn(xd, dim=dim), theirs_fn(xt, dim=dim)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[dtype])
+        seed = RNG.standard_normal(x.shape).astype(dtype)
+        ours.backward(dj.tensor(seed))
+        theirs.backward(torch.tensor(seed))
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[dtype])
+
+
+def test_softmax_edge_cases():
+    assert F.softmax(dj.tensor(3.0), dim=0).item() == 1.0
+    assert F.log_softmax(dj.tensor([[1.0, 2.0]]), dim=0).numpy().tolist() == [[0.0, 0.0]]
+    assert F.softmax(dj.zeros(0, 3), dim=1).shape == (0, 3)
+    h = F.softmax(dj.tensor([1.0, 2.0], dtype=dj.float16), dim=0)
+    assert h.dtype == dj.float16
+    np.testing.assert_allclose(h.numpy().astype(np.float64), [0.2689, 0.7311], atol=1e-3)
+    assert F.softmax(dj.tensor([1, 2]), dim=0, dtype=dj.float64).dtype == dj.float64
+    assert np.isnan(F.softmax(dj.tensor([np.nan, 1.0]), dim=0).numpy()).all()
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        F.softmax(dj.ones(2, 3))
+    with pytest.raises(DTypeError, match="softmax"):
+        F.softmax(dj.tensor([1, 2]), dim=0)
+
+
+@needs_torch
+def test_regression_losses_and_activations_match_torch():
+    x, y = RNG.standard_normal((4, 3)), RNG.uniform(0, 1, (4, 3))
+    pw, w = RNG.uniform(0.5, 2, 3), RNG.uniform(0.5, 2, (4, 3))
+    cases = [
+        (lambda a, b: F.mse_loss(a, b), lambda a, b: TF.mse_loss(a, b)),
+        (lambda a, b: F.l1_loss(a, b, reduction="sum"), lambda a, b: TF.l1_loss(a, b, reduction="sum")),
+        (lambda a, b: F.binary_cross_entropy_with_logits(a, b), TF.binary_cross_entropy_with_logits),
+        (lambda a, b: F.binary_cross_entropy_with_logits(a, b, dj.tensor(w), pos_weight=dj.tensor(pw)),
+         lambda a, b: TF.binary_cross_entropy_with_logits(a, b, torch.tensor(w), pos_weight=torch.tensor(pw))),
+        (lambda a, b: F.gelu(a, approximate="tanh") * b, lambda a, b: TF.gelu(a, approximate="tanh") * b),
+        (lambda a, b: F.silu(a) * b, lambda a, b: TF.silu(a) * b),
+        (lambda a, b: F.relu(a) * b, lambda a, b: TF.relu(a) * b),
+        (lambda a, b: F.layer_norm(a, (3,), b[0], b[1]), lambda a, b: TF.layer_norm(a, (3,), b[0], b[1])),
+        (lambda a, b: F.linear(a, b[:2], b[3, :2]), lambda a, b: TF.linear(a, b[:2], b[3, :2])),
+    ]
+    for ours_fn, theirs_fn in cases:
+        (xd, xt), (yd, yt) = _pair(x), _pair(y)
+        ours, theirs = ours_fn(xd, yd), theirs_fn(xt, yt)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+        ours.sum().backward()
+        theirs.sum().backward()
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(yd.grad.numpy(), yt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_linear_is_one_op_matching_its_decomposition():
+    x, w, b = (dj.tensor(RNG.standard_normal(s).astype(np.float32), requires_grad=True) for s in ((2, 3, 4), (5, 4), (5,)))
+    y = F.linear(x, w, b)
+    assert repr(y.grad_fn) == "<LinearBackward>" and y.shape == (2, 3, 5)
+    ref = dj.matmul(x.detach(), dj.transpose(w.detach(), 0, 1)) + b.detach()
+    # one product over the flattened batch, where matmul multiplies batch by batch: BLAS may block the sums
+    # differently; a 2-D input gives the decomposition's bits
+    np.testing.assert_allclose(y.detach().numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    x2 = x.detach()[0]
+    assert np.array_equal(F.linear(x2, w, b).detach().numpy(),
+                          (dj.matmul(x2, dj.transpose(w.detach(), 0, 1)) + b.detach()).numpy())
+    assert dj.autograd.gradcheck(lambda a, c, d: F.linear(a, c, d), tuple(t.detach().double().requires_grad_()
+                                                                           for t in (x, w, b)))
+    with pytest.raises(ShapeError, match="linear"):
+        F.linear(x, dj.ones(5, 3))
+    with pytest.raises(ShapeError, match="linear: bias"):
+        F.linear(x, w, dj.ones(4))
+
+
+def test_one_hot_dropout_embedding():
+    assert F.one_hot(dj.tensor([[0, 2]])).numpy().tolist() == [[[1, 0, 0], [0, 0, 1]]]
+    assert F.one_hot(dj.tensor([1]), 4).dtype == dj.int64
+    with pytest.raises(ShapeError, match="num_classes"):
+        F.one_hot(dj.tensor([5]), 3)
+    with pytest.raises(DTypeError, match="one_hot"):
+        F.one_hot(dj.tensor([1.0]))
+    x = dj.ones(1000, requires_grad=True)
+    dj.manual_seed(3)
+    a = F.dropout(x, 0.25)
+    dj.manual_seed(3)
+    b = F.dropout(x, 0.25)
+    g = dj.Generator(3)
+    c = F.dropout(x, 0.25, generator=g)
+    assert np.array_equal(a.detach().numpy(), b.detach().numpy()) and np.array_equal(a.detach().numpy(), c.detach().numpy())
+    kept = a.detach().numpy() != 0
+    assert 0.65 < kept.mean() < 0.85 and np.allclose(a.detach().numpy()[kept], 1 / 0.75)
+    a.sum().backward()
+    assert np.array_equal(x.grad.numpy(), a.detach().numpy())
+    assert F.dropout(x, 0.5, training=False) is x
+    w = dj.tensor(RNG.standard_normal((4, 2)), requires_grad=True)
+    e = F.embedding(dj.tensor([[1, 0], [1, 3]]), w, padding_idx=1)
+    assert e.shape == (2, 2, 2)
+    e.sum().backward()
+    assert w.grad.numpy().tolist() == [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]
+
+
+def test_loss_errors_name_the_function_and_the_fix():
+    x = dj.randn(4, 3)
+    with pytest.raises(TargetError, match=r"cross_entropy: Target 3 is out of bounds.*\[0, 3\)"):
+        F.cross_entropy(x, dj.tensor([0, 1, 3, 2]))
+    with pytest.raises(TargetError, match="nll_loss: Target -1"):
+        F.nll_loss(x, dj.tensor([0, -1, 1, 2]))
+    with pytest.raises(DTypeError, match="integer dtype.*float32.*probabilities"):
+        F.cross_entropy(x, dj.tensor([0.0, 1.0, 1.0, 2.0]))
+    with pytest.raises(DTypeError, match="integer dtype"):
+        F.cross_entropy(x, dj.tensor([True, False, True, False]))
+    with pytest.raises(ShapeError, match=r"target of shape \(4,\)"):
+        F.cross_entropy(x, dj.tensor([0, 1]))
+    with pytest.raises(ShapeError, match="weight"):
+        F.cross_entropy(x, dj.tensor([0, 1, 1, 2]), weight=dj.ones(4))
+    with pytest.raises(SchemaError, match="reduction"):
+        F.cross_entropy(x, dj.tensor([0, 1, 1, 2]), reduction="avg")
+    with pytest.raises(DTypeError, match="cross_entropy"):
+        F.cross_entropy(dj.tensor([[1, 2]]), dj.tensor([0]))
+    # every target ignored: the mean is 0 / 0, as PyTorch's
+    assert np.isnan(F.cross_entropy(x, dj.tensor([-100] * 4)).item())
+
+
+def _mlp_loss(x, t, w1, b1, w2, b2):
+    return F.cross_entropy(F.linear(F.tanh(F.linear(x, w1, b1)), w2, b2), t, label_smoothing=0.1)
+
+
+def test_compiled_and_lazy_losses_and_gradients_equal_eager():
+    x, t = dj.tensor(RNG.standard_normal((6, 4)).astype(np.float32)), dj.tensor(RNG.integers(0, 3, 6))
+    shapes = ((5, 4), (5,), (3, 5), (3,))
+    base = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+
+    def run(fn):
+        ps = [dj.tensor(a, requires_grad=True) for a in base]
+        loss = fn(x, t, *ps)
+        loss.backward()
+        return [loss.detach().numpy()] + [p.grad.numpy() for p in ps]
+
+    eager = run(_mlp_loss)
+    f = dj.compile(_mlp_loss)
+    compiled = run(f)
+    assert "eager step aten::cross_entropy_loss" in f.explain()      # traced (Meta kernel), not aborted
+    with dj.mode("compiled"):
+        lazy = run(_mlp_loss)
+    for a, b, c in zip(eager, compiled, lazy):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    with pytest.raises(TargetError):       # a bad target in a compiled call is the eager error
+        f(x, dj.tensor([0, 1, 2, 9, 0, 1]), *[dj.tensor(a) for a in base])
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
+def test_cuda_runs_the_decompositions():
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    t = np.array([0, 3, -100])
+    w, b = RNG.standard_normal((2, 4)).astype(np.float32), RNG.standard_normal(2).astype(np.float32)
+    xc = dj.tensor(x, device="cuda", requires_grad=True)
+    loss = F.cross_entropy(xc, dj.tensor(t, device="cuda"), label_smoothing=0.1)
+    xh = dj.tensor(x, requires_grad=True)
+    ref = F.cross_entropy(xh, dj.tensor(t), label_smoothing=0.1)
+    np.testing.assert_allclose(loss.cpu().item(), ref.item(), rtol=1e-5)
+    loss.backward()
+    ref.backward()
+    np.testing.assert_allclose(xc.grad.numpy(), xh.grad.numpy(), rtol=1e-5, atol=1e-6)
+    y = F.linear(dj.tensor(x, device="cuda"), dj.tensor(w, device="cuda"), dj.tensor(b, device="cuda"))
+    np.testing.assert_allclose(y.numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
+    s = F.log_softmax(dj.tensor(x, device="cuda"), dim=1)
+    np.testing.assert_allclose(s.numpy(), F.log_softmax(dj.tensor(x), dim=1).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TargetError, match="Target 7"):
+        F.cross_entropy(dj.tensor(x, device="cuda"), dj.tensor([0, 7, 1], device="cuda"))
