@@ -34,7 +34,7 @@ __all__ = ["warmup", "WarmupInfo", "TRAINING_OPS", "PARALLEL_SIZE"]
 # The ops of a training step (an MLP's forward and backward, the loss, SGD's and Adam's updates)
 TRAINING_OPS = ("add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "square", "tanh", "relu", "sigmoid",
                 "gelu", "silu", "maximum", "where", "matmul", "linear", "sum", "mean", "amax", "logsumexp",
-                "softmax", "log_softmax", "mse_loss")
+                "softmax", "log_softmax", "mse_loss", "nll_loss", "cross_entropy_loss")
 
 # a matrix of this many rows and columns reaches the parallel loops (elementwise PARALLEL_MIN = 2**18)
 PARALLEL_SIZE = 512
@@ -76,8 +76,27 @@ RULES = {
     "matmul": lambda m, v, z: [_call(m, m), _call(m, v), _call(v, m), _call(v, v)],
     "dot": lambda m, v, z: [_call(v, v)],
     "linear": lambda m, v, z: [_call(m, m), _call(m, m, v)],
+    # losses over class indices (m's rows as logits or log-probabilities, 3 classes)
+    "nll_loss": lambda m, v, z: [_call(m, _classes()), _call(m, _classes(), reduction="sum")],
+    "cross_entropy_loss": lambda m, v, z: [_call(m, _classes()), _call(m, _classes(), reduction="sum")],
 }
 RULES.pop("max", None), RULES.pop("min", None)   # the reductions' public names are amax and amin
+
+
+def _classes():
+    """Class indices (int64) for the losses, one per row of m."""
+    return tensor(np.array([0, 2, 1]))
+
+
+def _overload(name: str) -> str | None:
+    """The overload a warm-up name calls: its public function's (``amax`` -> ``max``), or the op
+    of that name (``cross_entropy_loss``, which dj.nn.functional.cross_entropy calls)."""
+    full = FUNCTIONS.get(name, name)
+    try:
+        lookup("aten::" + full)
+    except LookupError:
+        return None
+    return full
 
 
 def _inplace(name: str):
@@ -111,7 +130,7 @@ def _first_line(e: Exception) -> str:
 def _warm(name: str, dt, n: int) -> str | None:
     """Make ``name``'s calls for ``dt`` (forward, backward where differentiable, in place); None,
     or why the op refuses the dtype (every call refused)."""
-    f = lookup("aten::" + FUNCTIONS[name]).entry
+    f = lookup("aten::" + _overload(name)).entry
     grad = dt.category >= FLOAT and dt is not float16     # float16's backward computes in float32's kernels
     try:
         calls = RULES[name](*_inputs(dt, n, grad))       # (m > v, for where, is a call too)
@@ -175,10 +194,10 @@ def warmup(ops=None, dtypes=None, *, parallel: bool = False) -> WarmupInfo:
     ('bitwise_and', 'float32')
     """
     names = list(TRAINING_OPS if ops is None else ([ops] if isinstance(ops, str) else ops))
-    unknown = [n for n in names if n not in RULES or n not in FUNCTIONS]
+    unknown = [n for n in names if n not in RULES or _overload(n) is None]
     if unknown:
         raise UnknownOperatorError(f"warmup: no op named {', '.join(map(repr, unknown))}; the ops it can warm up: "
-                                   f"{', '.join(sorted(n for n in RULES if n in FUNCTIONS))}")
+                                   f"{', '.join(sorted(n for n in RULES if _overload(n) is not None))}")
     dts = [float32] if dtypes is None else [as_dtype(d) for d in ([dtypes] if isinstance(dtypes, str) else dtypes)]
     before = cache.totals()
     skipped = []
