@@ -51,15 +51,18 @@ def _expand_back(g, c, keepdims_key="keepdims"):
     axis = c.get("axis")
     eager = _eager_unrecorded(g)
     if not c.get(keepdims_key) and len(shape) != g.ndim:
-        axes = range(len(shape)) if axis is None else sorted(a % max(len(shape), 1) for a in
+        axes = range(len(shape)) if axis is None else sorted(d % max(len(shape), 1) for d in
                                                              ((axis,) if isinstance(axis, int) else axis))
         if eager:
-            kept = list(shape)
-            for a in axes:
-                kept[a] = 1
-            return _broadcast_copy(g, g._data if g.ndim == 0 else g._data.reshape(kept), shape)
-        for a in axes:
-            g = A.unsqueeze(g, a)
+            a = g._data
+            if a.ndim:      # a 0-d gradient (a reduction over everything) broadcasts as it is
+                kept = list(shape)
+                for d in axes:
+                    kept[d] = 1
+                a = a.reshape(kept)
+            return _broadcast_copy(g, a, shape)
+        for d in axes:
+            g = A.unsqueeze(g, d)
     if tuple(g.shape) == tuple(shape):
         return g
     return _broadcast_copy(g, g._data, shape) if eager else A.expand(g, shape)

@@ -222,6 +222,14 @@ def _run_nodes(ready: list, buffers: dict, deps: dict, capture, want, release: b
             if e is None:
                 continue
             nxt, idx = e
+            if (nxt.__class__ is AccumulateGrad and deps[nxt] == 1 and capture is None and not nxt.pre_hooks
+                    and nxt not in buffers):
+                # a leaf this is the only gradient for (a weight used once): into .grad now, not
+                # through a buffer and the ready list
+                deps[nxt] = 0
+                if g is not None:
+                    _accumulate_into_leaf(nxt, g)
+                continue
             buf = get(nxt)
             if buf is None:
                 buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)
