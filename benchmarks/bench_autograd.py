@@ -10,6 +10,9 @@ Targets (the autograd issue), reported as ratios by the ``track_*`` benchmarks
 * forward + backward of a 20,000-op chain on one element (per-node overhead,
   the cycle collector's passes over the graph included), reported against
   PyTorch eager                                      (track_long_chain_ratio_vs_torch)
+* ``(exp(x) * x).sum().backward()`` on 16 float32 (recording, the engine, the
+  formulas' own dispatches: what a tiny training step pays per op), issue 14:
+  <= 1.0 x PyTorch eager                             (track_fwd_bwd16_ratio_vs_torch)
 
 Without torch these benchmarks are skipped (setup raises NotImplementedError).
 """
@@ -141,3 +144,31 @@ class LongChain:
         return ours / theirs
 
     track_long_chain_ratio_vs_torch.slow = True
+
+
+class TinyForwardBackward:
+    """``(exp(x) * x).sum().backward()`` on 16 float32: three recorded ops, the seed, sum's
+    backward broadcast, two muls and an exp's backward, a gradient summed from two paths and
+    accumulated into ``.grad``; the kernels cost nothing at this size, so this is autograd's
+    per-op overhead."""
+
+    unit = "ratio"
+
+    def setup(self):
+        torch = _torch()
+        a = np.random.default_rng(0).random(16, dtype=np.float32)
+        self.ns = {"dj": dj, "torch": torch, "x": dj.tensor(a, requires_grad=True),
+                   "tx": torch.tensor(a, requires_grad=True)}
+        self.run_dj()                      # compile outside the timing
+
+    def run_dj(self):
+        x = self.ns["x"]
+        (dj.exp(x) * x).sum().backward()
+
+    def time_dj(self):
+        self.run_dj()
+
+    def track_fwd_bwd16_ratio_vs_torch(self):
+        ours, theirs = _interleaved_best(["(dj.exp(x) * x).sum().backward()",
+                                          "(torch.exp(tx) * tx).sum().backward()"], self.ns, 500, 15)
+        return ours / theirs

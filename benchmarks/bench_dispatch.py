@@ -15,6 +15,8 @@ repeats, interleaved so a load spike hits both sides alike):
 
 * ``dj.add`` on 16 float32 <= 2.0 x ``np.add``   (track_add16_ratio_vs_numpy)
 * ``dj.add`` on 16 float32 <  1.0 x ``torch.add`` (track_add16_ratio_vs_torch)
+* ``dj.sum`` of 16 float32 <= 1.5 x ``torch.sum`` (track_sum16_ratio_vs_torch, issue 14)
+* ``dj.matmul`` 64x64 float32 <= 1.1 x ``torch.matmul`` (track_matmul64_ratio_vs_torch, issue 14)
 
 Why the cache-hit ``time_*`` benchmarks make 100 calls each (``...X100``:
 divide by 100): the asv_runner installed here re-runs ``setup`` before every
@@ -248,3 +250,37 @@ class TorchRatios(_RatioBase):
     def track_add16_ratio_vs_torch(self):
         """dj.add / torch.add, 16 float32, cache hit.  Target: < 1.0."""
         return self._ratio("dj_add(x, w)", "torch_add(ta, tb)")
+
+
+class SmallOpsVsTorch(_RatioBase):
+    """The per-call path of the small ops a training step is made of, against torch in the same
+    process (skipped without torch): a full reduction of 16 float32 (the 0-d output, the axis and
+    dtype handling) and a 64x64 float32 matmul (the BLAS call and what surrounds it)."""
+
+    # short samples, many of them: torch's two-thread pool stalls for whole samples when another
+    # process holds a core, and the min must find the quiet ones
+    calls_per_sample = 200
+    samples = 40
+
+    def setup(self):
+        torch = _torch()
+        _RatioBase.setup(self)
+        rng = np.random.default_rng(0)
+        v, m = rng.random(16, dtype=np.float32), rng.random((64, 64), dtype=np.float32)
+        self.ns.update(dj=dj, torch=torch, s=dj.tensor(v), ts=torch.tensor(v), m=dj.tensor(m), tm=torch.tensor(m))
+        dj.sum(self.ns["s"]), dj.matmul(self.ns["m"], self.ns["m"])      # compile outside the timing
+
+    def time_dj_sum16(self):
+        for _ in LOOP:
+            dj.sum(self.ns["s"])
+
+    def time_dj_matmul64(self):
+        dj.matmul(self.ns["m"], self.ns["m"])
+
+    def track_sum16_ratio_vs_torch(self):
+        """dj.sum / torch.sum, 16 float32.  Target: <= 1.5."""
+        return self._ratio("dj.sum(s)", "torch.sum(ts)")
+
+    def track_matmul64_ratio_vs_torch(self):
+        """dj.matmul / torch.matmul, 64x64 float32.  Target: <= 1.1."""
+        return self._ratio("dj.matmul(m, m)", "torch.matmul(tm, tm)")

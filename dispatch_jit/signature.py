@@ -30,7 +30,7 @@ from .keys import CUDA_KEY_BITS, DispatchKeySet
 
 __all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
            "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
-           "sig_device_index", "CONTIGUOUS_BIT"]
+           "sig_device_index", "CONTIGUOUS_BIT", "relayout"]
 
 MAX_NDIM = 64
 CONTIGUOUS_BIT = 1               # bit 0
@@ -44,6 +44,12 @@ DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (
 def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
     return ((ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << DTYPE_SHIFT) | (ndim << NDIM_SHIFT)
             | int(contiguous))
+
+
+def relayout(sig: int, ndim: int, contiguous: bool) -> int:
+    """``sig`` with another ndim and contiguity: the signature of a new array of the same dtype,
+    key set and device (no dtype lookup, as ``make_sig`` needs)."""
+    return (sig & ~((NDIM_MASK << NDIM_SHIFT) | CONTIGUOUS_BIT)) | (ndim << NDIM_SHIFT) | int(contiguous)
 
 
 # Decoding one field of a tensor signature.  Hot loops inline these same expressions

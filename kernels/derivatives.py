@@ -22,7 +22,8 @@ from dispatch_jit.autograd.grad_mode import plain_no_grad
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
-from dispatch_jit.tensor import Tensor, _CUDA_SIG_BITS, wrap
+from dispatch_jit.signature import relayout
+from dispatch_jit.tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 
 from .reduction.op import correction_of
 
@@ -50,18 +51,21 @@ def _expand_back(g, c, keepdims_key="keepdims"):
     axis = c.get("axis")
     eager = _eager_unrecorded(g)
     if not c.get(keepdims_key) and len(shape) != g.ndim:
-        axes = range(len(shape)) if axis is None else sorted(a % max(len(shape), 1) for a in
+        axes = range(len(shape)) if axis is None else sorted(d % max(len(shape), 1) for d in
                                                              ((axis,) if isinstance(axis, int) else axis))
         if eager:
-            kept = list(shape)
-            for a in axes:
-                kept[a] = 1
-            return _broadcast_copy(g._data if g.ndim == 0 else g._data.reshape(kept), shape)
-        for a in axes:
-            g = A.unsqueeze(g, a)
+            a = g._data
+            if a.ndim:      # a 0-d gradient (a reduction over everything) broadcasts as it is
+                kept = list(shape)
+                for d in axes:
+                    kept[d] = 1
+                a = a.reshape(kept)
+            return _broadcast_copy(g, a, shape)
+        for d in axes:
+            g = A.unsqueeze(g, d)
     if tuple(g.shape) == tuple(shape):
         return g
-    return _broadcast_copy(g._data, shape) if eager else A.expand(g, shape)
+    return _broadcast_copy(g, g._data, shape) if eager else A.expand(g, shape)
 
 
 def _eager_unrecorded(g) -> bool:
@@ -69,14 +73,20 @@ def _eager_unrecorded(g) -> bool:
     return g.__class__ is Tensor and not g._sig & _CUDA_SIG_BITS and plain_no_grad()
 
 
-def _broadcast_copy(a, shape):
-    """``expand`` of a gradient no one records, as a contiguous copy made by NumPy: the same
-    values, no dispatch, and the formulas reading it take the elementwise kernels' flat path
-    (a stride-0 view takes the strided one, ~10x the per-call cost on small tensors; the
-    gradient of every ``loss.sum().backward()`` is one)."""
+def _broadcast_copy(g, a, shape):
+    """``expand`` of a gradient ``g`` (its data as ``a``) that no one records, as a contiguous
+    copy made by NumPy: the same values, no dispatch, and the formulas reading it take the
+    elementwise kernels' flat path (a stride-0 view takes the strided one, ~10x the per-call
+    cost on small tensors; the gradient of every ``loss.sum().backward()`` is one)."""
     out = np.empty(shape, a.dtype)
     out[...] = a        # np.copyto's Python wrapper costs 3x this on small arrays
-    return wrap(out)
+    t = _new(Tensor)
+    t._data = out
+    t._sig = relayout(g._sig & ~_AUTOGRAD_SIG_BITS, len(shape), True)
+    return t
+
+
+_new = object.__new__
 
 
 def _count(c) -> int:

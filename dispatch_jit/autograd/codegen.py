@@ -127,9 +127,12 @@ def node_apply(backward, unbroadcast: bool, needs, dense_dtypes, saved_names, su
              "    if saved is None:",
              "        raise _freed(self)"]
     for k, n in enumerate(saved_names):
+        # SavedTensor.unpack, inlined for a saved input at its version (the output's re-attaches
+        # this node; a modified input's raises)
         lines += [f"    v{k} = saved[{n!r}]",
                   f"    if v{k}.__class__ is _Saved:",
-                  f"        v{k} = v{k}.unpack(self)"]
+                  f"        v{k} = v{k}.unpack(self)" if n == "result" else
+                  f"        v{k} = v{k}.data_tensor if v{k}.box[0] == v{k}.version else v{k}.unpack(self)"]
     s = "{" + ", ".join(f"{n!r}: v{k}" for k, n in enumerate(saved_names)) + "}"
     lines += [f"    s = {s}", "    ctx = self.ctx", "    g = grads[0]"]
     glb = {"_freed": freed_error, "_Saved": SavedTensor, "_sum_to": sum_to}

@@ -140,6 +140,12 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
 
 def _root_edges(roots, grad_roots) -> list:
     """((node, output index), gradient) of each root; the implicit gradient of a one-element root."""
+    if len(roots) == 1 and grad_roots[0] is None:
+        # t.backward() of a scalar result, inlined (the common call)
+        t = roots[0]
+        fn = t.grad_fn if t.__class__ is Tensor else None
+        if fn is not None and t._data.size == 1:
+            return [((fn, t.__dict__.get("_output_nr", 0)), _seed(t))]
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
@@ -208,11 +214,22 @@ def _run_nodes(ready: list, buffers: dict, deps: dict, capture, want, release: b
         else:
             out = node.apply(tuple(grads))
             if release:
-                node.release()
+                # Node.release, inlined
+                node._released = True
+                if node.saved:
+                    node.saved = None
         for e, g in zip(node.next_functions, out):
             if e is None:
                 continue
             nxt, idx = e
+            if (nxt.__class__ is AccumulateGrad and deps[nxt] == 1 and capture is None and not nxt.pre_hooks
+                    and nxt not in buffers):
+                # a leaf this is the only gradient for (a weight used once): into .grad now, not
+                # through a buffer and the ready list
+                deps[nxt] = 0
+                if g is not None:
+                    _accumulate_into_leaf(nxt, g)
+                continue
             buf = get(nxt)
             if buf is None:
                 buf = buffers[nxt] = [None] * nxt.metadata.get("num_outputs", 1)

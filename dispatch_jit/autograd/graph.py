@@ -126,7 +126,8 @@ class Node:
         """Free what the node saved for backward (a backward without retain_graph).
 
         As in PyTorch, only a node that saved something can no longer run: one
-        that saved nothing (add, sum, a view) is run again by a second backward."""
+        that saved nothing (add, sum, a view) is run again by a second backward.
+        (The engine inlines this.)"""
         self._released = True
         if self.saved:
             self.saved = None

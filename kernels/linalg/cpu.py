@@ -67,7 +67,8 @@ except Exception:  # the package is mid-construction: load the leaf module by pa
     _spec.loader.exec_module(_errors)
     CastingError, DTypeError, ShapeError = _errors.CastingError, _errors.DTypeError, _errors.ShapeError
 
-__all__ = ["SUPPORTED_DTYPES", "matmul_result_shape", "get_matmul", "get_dot", "compiled_signatures"]
+__all__ = ["SUPPORTED_DTYPES", "matmul_result_shape", "get_matmul", "get_dot", "matrix_product",
+           "compiled_signatures"]
 
 # dtype -> how it is computed (the module docstring says why)
 _KIND = {np.dtype(t): kind for kind, ts in {
@@ -176,6 +177,13 @@ def _blas(a3, b3, ia, ib, o3, ta, tb):
             np.dot(a3[ia[t]], b3[ib[t]], o3[t])
 
 
+@numba.njit(boundscheck=False)
+def _blas_2d(a, b, out):
+    """One np.dot -> gemm of 2-D C-contiguous matrices: ``_blas``'s call for a batch of one
+    (``a3[0]`` is this very matrix), with two arrays and two flags fewer to unbox."""
+    np.dot(a, b, out)
+
+
 # name -> (njit function, the types of its arguments after (a3, b3, ia, ib, o3): blas's two
 # transpose flags, the row-parallel kernels' chunk count)
 _FLAGS, _NCHUNKS = (nbt.boolean, nbt.boolean), (nbt.intp,)
@@ -204,6 +212,32 @@ def _entry(name: str, dt: np.dtype):
         sig = (arr, arr, _INDEX, _INDEX, arr) + extra
         fn = cache.njit_function(_CACHE_KIND, (name, dt), name, func, sig)
     return fn
+
+
+def matrix_product(dtype):
+    """``f(a, b) -> a @ b`` for 2-D C-contiguous float or complex arrays of ``dtype`` whose
+    shapes fit and are not empty (what a caller that knows this can skip checking), else None
+    for dtypes that take another kernel; the same BLAS call, and bits, as ``get_matmul``'s.
+
+    >>> f = matrix_product(np.float64)
+    >>> f(np.eye(2), np.array([[1.0, 2.0], [3.0, 4.0]])).tolist()
+    [[1.0, 2.0], [3.0, 4.0]]
+    """
+    dt, kind = _kind_of(dtype, "matmul")
+    if kind != "blas":
+        return None
+    key = ("blas_2d", dt)
+    ep = _ENTRY.get(key)
+    if ep is None:
+        arr = nbt.Array(numba.from_dtype(dt), 2, "C")
+        ep = cache.njit_function(_CACHE_KIND, key, "blas_2d", _blas_2d, (arr, arr, arr))
+    empty = np.empty
+
+    def product(a, b):
+        out = empty((a.shape[0], b.shape[1]), dt)
+        ep(a, b, out)
+        return out
+    return product
 
 
 def compiled_signatures() -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
-from dispatch_jit.tensor import CPU_BITS, wrap, wrap_like_sig
+from dispatch_jit.tensor import CPU_BITS, Tensor, wrap, wrap_like_sig
 
 __all__ = ["SCHEMAS", "METHODS", "Linalg", "CPU"]
 
@@ -59,7 +59,29 @@ def _bind_cpu(name: str, call, dt):
         if osig is not None and r.flags.c_contiguous:
             return wrap_like_sig(r, osig)
         return wrap(np.asarray(r))
-    return run
+    product = linalg.matrix_product(npdt) if name == "matmul" and _plain_matrices(a, b, dt) else None
+    if product is None:
+        return run
+
+    def run_matrices(x, y):
+        # two C-contiguous matrices of the result dtype (the signature says so): one BLAS call,
+        # once the inner sizes fit and nothing is empty (else run's checks and messages)
+        xa, ya = x._data, y._data
+        sa, sb = xa.shape, ya.shape
+        if sa[1] != sb[0] or not (sa[0] and sa[1] and sb[1]):
+            return run(x, y)
+        t = _new(Tensor)
+        t._data = product(xa, ya)
+        t._sig = osig
+        return t
+    return run_matrices
+
+
+def _plain_matrices(a, b, dt) -> bool:
+    return all(m.ndim == 2 and m.contiguous and m.dtype == dt for m in (a, b))
+
+
+_new = object.__new__
 
 
 # the CPU backend lives here, not in cpu.py: cpu.py is the array-level kernel (NumPy in, NumPy

@@ -52,7 +52,7 @@ from dispatch_jit.dtypes import from_numpy_dtype
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
-from dispatch_jit.tensor import CPU_BITS, Tensor
+from dispatch_jit.tensor import CPU_BITS
 
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
@@ -402,20 +402,11 @@ def _bind(name: str, call, kernel_name: str):
         return np.asarray(get_reduction(name, to)(a.astype(to), axes, keepdims, **kw))
     reduce.full = None
     if fn.full is not None and call.metas[0].contiguous:
-        # the hot case of small reductions (a loss, a norm): a tensor's whole contiguous data,
-        # wrapped with the result's signature, known here (a 0-d CPU tensor of the result dtype)
-        full, osig = fn.full, make_sig(CPU_BITS, from_numpy_dtype(result_dtype(name, dt.np)), 0, True)
-
-        def full_tensor(t):
-            r = _new(Tensor)
-            r._data = full(t._data)
-            r._sig = osig
-            return r
-        reduce.full = full_tensor
+        # the hot case of small reductions (a loss, a norm): a tensor's whole contiguous data;
+        # the result's signature is known here (a 0-d CPU tensor of the result dtype)
+        reduce.full = fn.full
+        reduce.full_sig = make_sig(CPU_BITS, from_numpy_dtype(result_dtype(name, dt.np)), 0, True)
     return reduce
-
-
-_new = object.__new__
 
 
 CPU = SimpleNamespace(bind=_bind)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.entry import errors_name
 from dispatch_jit.errors import DispatchJitError, SchemaError
-from dispatch_jit.tensor import wrap
+from dispatch_jit.tensor import Tensor, wrap
 
 from .table import result_dtype
 from ..shape.op import normalize_axes, normalize_axis
@@ -56,8 +56,9 @@ class Reduction:
     A backend is an object with ``bind(name, call, kernel_name) -> reduce``, where
     ``reduce(a, axes, keepdims, to, kw)`` reduces array ``a`` (first cast to ``to`` when not
     None) over ``axes`` (None: all) with the static arguments ``kw`` and returns an array;
-    ``reduce.full``, where not None, is ``reduce``'s tensor-to-tensor shortcut for a whole
-    tensor of the signature (``axis=None``, no ``keepdims``, no ``dtype=``)."""
+    ``reduce.full``, where not None, is ``reduce``'s shortcut for the whole (contiguous) data of
+    a tensor of the signature (``axis=None``, no ``keepdims``, no ``dtype=``), whose result
+    has the signature ``reduce.full_sig``."""
 
     def __init__(self, name: str, device: str, backend):
         self.name, self.extra, self.backend = name, EXTRA[name], backend
@@ -87,18 +88,28 @@ class Reduction:
         if full is None or extra not in ((), ("dtype",)):
             return run
         # a reduction over everything (the common call: x.sum(), loss.mean()) goes straight to the
-        # backend's full reduction of the tensor, which the signature says is contiguous
+        # backend's full reduction of the data, which the signature says is contiguous
+        osig, T = reduce.full_sig, Tensor
         if not extra:
             def run_full(self_, axis, keepdims):
                 if axis is None and not keepdims:
-                    return full(self_)
+                    t = _new(T)
+                    t._data = full(self_._data)
+                    t._sig = osig
+                    return t
                 return run(self_, axis, keepdims)
         else:
             def run_full(self_, axis, keepdims, dtype):
                 if axis is None and not keepdims and dtype is None:
-                    return full(self_)
+                    t = _new(T)
+                    t._data = full(self_._data)
+                    t._sig = osig
+                    return t
                 return run(self_, axis, keepdims, dtype)
         return run_full
+
+
+_new = object.__new__
 
 
 def correction_of(name: str, unbiased, correction) -> float:

@@ -265,3 +265,24 @@ def test_lazy_compile():
 
 def test_doctests():
     assert doctest.testmod(linalg, raise_on_error=True).failed == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_matrix_product_shortcut_equals_the_batched_path(dtype):
+    """dj.matmul of two C-contiguous matrices of one float dtype takes matrix_product (one BLAS
+    call on 2-D arrays): the bits of get_matmul's batched call; sizes that do not fit, empty
+    ones and transposed operands still take the general path and its errors."""
+    import dispatch_jit as dj
+    from dispatch_jit.errors import ShapeError
+    from dispatch_jit.registry import lookup
+    rng = np.random.default_rng(3)
+    for m, k, n in [(64, 64, 64), (3, 5, 2), (1, 1, 1), (0, 3, 2), (3, 0, 2), (17, 9, 33)]:
+        a, b = (rng.standard_normal((m, k)) * 3).astype(dtype), (rng.standard_normal((k, n)) * 3).astype(dtype)
+        got = dj.matmul(dj.tensor(a), dj.tensor(b))
+        assert got.shape == (m, n) and got.numpy().dtype == dtype and got.is_contiguous()
+        np.testing.assert_array_equal(got.numpy(), linalg.get_matmul(dtype)(a[None], b[None])[0])
+    assert any(getattr(f, "__name__", "") == "run_matrices" for f in lookup("aten::matmul").memo.values())
+    with pytest.raises(ShapeError, match="cannot be multiplied"):
+        dj.matmul(dj.tensor(np.ones((2, 3), dtype)), dj.tensor(np.ones((2, 3), dtype)))
+    t = dj.tensor(np.arange(6, dtype=dtype).reshape(2, 3))
+    np.testing.assert_array_equal(dj.matmul(t, t.T).numpy(), t.numpy() @ t.numpy().T)
