@@ -39,7 +39,6 @@ import weakref
 from collections import namedtuple
 
 from dispatch_jit import registry
-from dispatch_jit.autograd import is_grad_enabled
 from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
@@ -48,10 +47,9 @@ from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
 from .argkey import Unhashable, arg_key, leaf_key, perturbed
-from .entries import CompiledEntry, EagerEntry, GradEntry, grad_obstacle
+from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
-from .passes import optimize, same_graph
-from .plan import Plan
+from .passes import same_graph
 from .steps import Stats
 from .trace import install_tracer_fallback, trace
 from .tracer import TraceAbort, _state
@@ -141,6 +139,8 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if entry is None:
             entry = self._miss(key, args, kwargs, caps)
+        elif entry.stale is not None and entry.stale(args, caps):    # owners.py: a lifted tensor changed
+            entry = self._miss(key, args, kwargs, caps, entry)
         else:
             self._hits += 1
         self._last = entry
@@ -183,14 +183,17 @@ class CompiledFunction:
         self._last = entry
         return entry(self.fn, args, kwargs)
 
-    def _miss(self, key, args, kwargs, caps):
+    def _miss(self, key, args, kwargs, caps, stale=None):
         with self._lock:
             entry = self._cache.get(key)      # another thread may have built it meanwhile
-            if entry is not None:
+            if entry is not None and entry is not stale:
                 return entry
+            if stale is not None:             # a tensor the trace used by identity changed: retrace
+                self._last_recompile = stale.stale(args, caps) or "a captured tensor changed"
+                self._compiled -= isinstance(self._cache.pop(key, None), CompiledEntry)
             if self._compiled >= self.max_recompiles:
                 return self._at_limit()
-            if self._cache:
+            elif self._cache:
                 self._last_recompile = self._diff(key)
             entry = self._build(key, args, kwargs, caps)
             if entry is self._limit:
@@ -215,7 +218,6 @@ class CompiledFunction:
         if why:
             return EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
         tensors = _tensors((args, kwargs), [])
-        grad = is_grad_enabled() and any(t.requires_grad for t in tensors)
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:
@@ -225,16 +227,9 @@ class CompiledFunction:
             # it eagerly, so that the error is eager mode's first one (an earlier op may fail first
             # on these values: x % 0 before softmax(int)), never one the trace found out of order
             return EagerEntry(f"tracing raised {type(e).__name__}: {e}")
-        optimized, notes = optimize(graph, distinct_outputs=True)
-        if grad:
-            why = grad_obstacle(graph)
-            if why:
-                return EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
-            return GradEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, False,
-                             paths).setup_backward(self._stats, self.parallel)
         # ints: tensor signatures (of the arguments, then of what the function reads from globals)
         direct = not key[3] and all(s.__class__ is int for s in key[2]) and all(s.__class__ is int for s in key[4])
-        return CompiledEntry(graph, optimized, Plan(optimized, self._stats, self.parallel), notes, direct, paths)
+        return entry_for(graph, paths, tensors + _tensors(caps, []), direct, self._stats, self.parallel)
 
     def _trace(self, key, args, kwargs, caps, tensors):
         """The graph, and where its runtime scalars come from.  A Python float/int argument is
@@ -369,7 +364,7 @@ class CompiledFunction:
             for name, n in view_copies(e.optimized):
                 lines.append(f"  view step {name} copied its input {n} time(s): its strides cannot express the "
                              f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
-        if isinstance(self._last, GradEntry):
+        if isinstance(self._last, CompiledEntry):
             lines += self._last.explain_lines()
         with self._lock:
             entries = list(self._cache.values())
@@ -465,7 +460,13 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
 
     Autograd: the backward of a compiled call replays its traced ops with the
     values its forward used (a global rebound in between does not change the
-    gradients), as eager mode's saved tensors do.
+    gradients), as eager mode's saved tensors do.  A tensor that requires grad
+    and is reached by identity (a ``dj.nn`` model's parameters: ``lambda x, y:
+    F.cross_entropy(model(x), y)``) is an extra input of the graph: the fused
+    backward accumulates its ``.grad`` as eager mode would.  Such tensors, and
+    the constants, are checked at every call: one replaced in its module
+    (``model[0].weight = ...``) or whose requires_grad flipped retraces; one
+    that requires grad but is held by nothing a guard watches runs eagerly.
 
     Outputs alias each other and the inputs exactly as eager mode's would.
     Calls from several threads are safe: a miss takes a lock, a hit does not.

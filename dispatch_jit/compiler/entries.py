@@ -13,21 +13,26 @@ from dispatch_jit.creation import zeros
 from .fastpath import NEVER, NOT_YET, fast_runner
 from .ir import Var, rebuild
 from .joint import build_joint
+from .owners import make_check, unguarded
 from .partition import partition
 from .passes import optimize
 from .plan import Plan
 from .steps import Stats
 from .trace import flat_tensors as _tensors
 
-__all__ = ["CompiledEntry", "GradEntry", "EagerEntry", "Compiled", "grad_obstacle"]
+__all__ = ["CompiledEntry", "GradEntry", "EagerEntry", "Compiled", "entry_for", "grad_obstacle"]
 
 
 class CompiledEntry:
     """A signature that runs its fused plan."""
 
+    # stale(args, caps) -> '' or why the tensors the trace used by identity changed (owners.py)
+    stale = None
+
     def __init__(self, graph, optimized, plan, notes, direct: bool = False, paths: tuple = ()):
         self.graph, self.optimized, self.plan, self.notes = graph, optimized, plan, notes
         self.reason = ""
+        self.lifted = list(graph.lifted)     # inputs after the arguments' and the captures'
         # the key says every argument is a positional tensor, and so is every capture: they are the
         # plan's inputs as they are, and a plan of one fused loop gets a generated runner
         # (fastpath.py) once its loop is compiled
@@ -38,13 +43,21 @@ class CompiledEntry:
     def inputs(self, args, kwargs, caps) -> list:
         """The plan's input tensors: the arguments', then those the captures read (guards.py)."""
         out = _tensors((args, kwargs), [])
-        return _tensors(caps, out) if caps else out
+        if caps:
+            _tensors(caps, out)
+        return out + self.lifted if self.lifted else out
 
     def scalars(self, args, kwargs) -> list:
         return [args[k] if where == "a" else kwargs[k] for where, k in self.paths]
 
     def run(self, tensors, scalars=()):
         return self.plan.run(tensors, scalars)
+
+    def explain_lines(self) -> list:
+        owners = getattr(self.graph, "owners", {})
+        return [f"lifted {owners[id(t)][2]}: requires grad, used by identity: an input of the graph and of its "
+                f"backward, read at every call (replaced, or its requires_grad flipped: a retrace)"
+                for t in self.lifted if id(t) in owners]
 
     def __call__(self, fn, args, kwargs, caps):
         fast = self.fast
@@ -195,7 +208,7 @@ class GradEntry(CompiledEntry):
         return FusedGrad(partition(joint), joint.grad_of, self.stats, self.parallel)
 
     def explain_lines(self) -> list:
-        lines = []
+        lines = super().explain_lines()
         for sizes, f in self.fused.items():
             what = f"replays the traced ops eagerly: {f}" if f.__class__ is str else f.describe()
             lines.append(f"autograd (an input requires grad), input sizes {', '.join(str(tuple(s)) for s in sizes)}: {what}")
@@ -219,6 +232,8 @@ class GradEntry(CompiledEntry):
 class EagerEntry:
     """A signature that runs eagerly, and why (``CompiledFunction.explain``)."""
 
+    stale = None
+
     def __init__(self, reason: str):
         self.reason = reason
         self.calls = 0
@@ -226,6 +241,29 @@ class EagerEntry:
     def __call__(self, fn, args, kwargs, caps=()):
         self.calls += 1
         return fn(*args, **kwargs)
+
+
+def entry_for(graph, paths, tensors, direct, stats, parallel):
+    """The entry of a traced signature: ``tensors``: the arguments' and the captures'; ``direct``:
+    whether the key says every argument and capture is a positional tensor (see CompiledEntry).
+    An input that requires grad under grad mode (an argument, a capture, or a tensor the trace
+    lifted) makes it a GradEntry; the tensors the trace used by identity are checked at every
+    call (owners.py: ``stale``)."""
+    why = unguarded(graph, graph.owners)
+    if why:
+        return EagerEntry(why)
+    optimized, notes = optimize(graph, distinct_outputs=True)
+    if is_grad_enabled() and any(t.requires_grad for t in tensors + graph.lifted):
+        why = grad_obstacle(graph)
+        if why:
+            return EagerEntry(f"inputs require grad and {why}, so the call runs eagerly")
+        entry = GradEntry(graph, optimized, Plan(optimized, stats, parallel), notes, False,
+                          paths).setup_backward(stats, parallel)
+    else:
+        entry = CompiledEntry(graph, optimized, Plan(optimized, stats, parallel), notes,
+                              direct and not graph.lifted, paths)
+    entry.stale = make_check(graph, graph.owners)
+    return entry
 
 
 def grad_obstacle(graph) -> str:

@@ -167,6 +167,9 @@ class Graph:
     notes: dict[int, str] = field(default_factory=dict)   # value id -> why a pass left its node alone
     # the dj.autograd.Functions traced through: the graph keeps their forward ops, not their backward
     functions: list[str] = field(default_factory=list)
+    # real tensors that require grad, found by identity (a model's parameters): inputs after the
+    # arguments' and the captures' (tracer.py ``to_arg``; owners.py guards where they live)
+    lifted: list = field(default_factory=list)
 
     def new_value(self, ty: TensorType) -> int:
         vid = self.next_id

@@ -113,6 +113,8 @@ def same_graph(a: Graph, b: Graph) -> bool:
     or the value reached the trace some other way (``dj.compile``'s check)."""
     if a.inputs != b.inputs or len(a.nodes) != len(b.nodes) or a.types != b.types:
         return False
+    if [id(t) for t in a.lifted] != [id(t) for t in b.lifted]:
+        return False
     for m, n in zip(a.nodes, b.nodes):
         if m.op is not n.op and m.op != n.op or m.outs != n.outs:
             return False

@@ -78,6 +78,11 @@ class ShapedTracer(Tracer):
             return v
         return super().to_arg(x)
 
+    def lift(self, x: Tensor):
+        # the joint graph's inputs are fixed before its walk: a constant that requires grad is
+        # caught by the entry's check (owners.py) before it gets here
+        self.abort("a constant of the traced graph requires grad")
+
     def _record(self, op, args: tuple, kwargs: dict):
         self.last_meta = None
         out = super()._record(op, args, kwargs)

@@ -38,6 +38,7 @@ from dispatch_jit.tensor import Tensor
 
 from .elementwise import scalar_op_of
 from .ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
+from .owners import module_tensors
 from .tracer import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
                      is_tracing)
 
@@ -140,6 +141,11 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -
                 tracer.external.setdefault(id(t), (t, label))
             for t, _, label in tracer.captured.values():
                 tracer.external[id(t)] = (t, label)
+            # the tensors of the modules the call's key guards (a model's parameters): used by
+            # identity, so guarded while tracing as captured tensors are (owners.py)
+            owners = module_tensors(args, values, captures)
+            for t, _, label in owners.values():
+                tracer.external.setdefault(id(t), (t, label))
             gen = default_generator
             rng = gen.rng
             state = rng.bit_generator.state
@@ -162,6 +168,7 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -
             x._tracer = None       # the graph keeps them: from now on plain numbers
         tracer.finish()
     tracer.graph.tainted = dict(tracer.tainted)
+    tracer.graph.owners = owners
     for i, why in misplaced_scalars(tracer.graph).items():
         tracer.graph.tainted.setdefault(i, why)
     return tracer.graph.check()
@@ -236,8 +243,6 @@ def _with_stand_ins(tracer, fn, captures, values):
         direct = plain and not cap.attrs and isinstance(v, Tensor) and (
             (cap.root == "global" and cap.obj is glb) or (cap.root == "cell" and cells.get(cap.name) is cap.obj))
         for t in flat_tensors(v, []):
-            if t.requires_grad:
-                tracer.abort(f"the captured tensor {cap.label} requires grad (pass it as an argument)")
             vid = tracer.graph.new_value(_type_of(t))
             tracer.graph.inputs.append(vid)
             if direct:

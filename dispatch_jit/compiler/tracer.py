@@ -127,7 +127,7 @@ class Tracer:
             if cap is not None and cap[0] is x:      # read through an attribute chain or a container
                 return Var(cap[1])
             if x.requires_grad:
-                self.abort("a captured tensor requires grad (compiled mode has no autograd yet)")
+                return self.lift(x)
             vid = self.graph.new_value(_type_of(x))
             self.graph.nodes.append(Node("const", (), {}, (vid,), value=x))
             return Var(vid)
@@ -136,6 +136,17 @@ class Tracer:
         if isinstance(x, dict):
             return {k: self.to_arg(v) for k, v in x.items()}
         return x
+
+    def lift(self, x: Tensor) -> Var:
+        """A real tensor that requires grad, reached by identity (a model's parameter): an extra
+        input of the graph (``graph.lifted``), so that the compiled backward differentiates with
+        respect to it; the entry passes the same object at every call (owners.py guards it)."""
+        vid = self.graph.new_value(_type_of(x))
+        self.graph.inputs.append(vid)
+        self.graph.lifted.append(x)
+        self.input_contiguous[vid] = Tensor.is_contiguous(x)    # its layout is guarded (owners.py)
+        self.captured[id(x)] = (x, vid, "a tensor that requires grad")
+        return Var(vid)
 
     def record(self, op, args: tuple, kwargs: dict):
         if self.aborted:
@@ -198,8 +209,17 @@ class Tracer:
             # a kernel at the Meta key says the output types without reading data (the losses of
             # kernels/nn, whose CPU kernels would read the placeholders' garbage as class indices)
             meta = op._entry.kernels.get(_K.Meta)
+            run = meta.fn if meta is not None else op
+            if self.captured and not self.shaped:
+                args, kwargs = self._stand_in(args, False), self._stand_in(kwargs, False)
             with ExcludeDispatchKeyGuard(_K.Tracer), np.errstate(all="ignore"):
-                out = meta.fn(*args, **kwargs) if meta is not None else op(*args, **kwargs)
+                try:
+                    out = run(*args, **kwargs)
+                except Exception:
+                    if self.shaped:
+                        raise
+                    # a constant's real sizes may not fit the size-1 placeholders: types only, then
+                    out = run(*self._stand_in(args, True), **self._stand_in(kwargs, True))
         except TraceAbort:
             raise
         except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
@@ -213,6 +233,25 @@ class Tracer:
         if isinstance(out, (tuple, list)) and out and all(isinstance(o, Tensor) for o in out):
             return [_type_of(o) for o in out], False
         self.abort(f"{op.name()} returned {type(out).__name__}, which tracing does not handle")
+
+
+    def _stand_in(self, x, consts: bool):
+        """``x`` with each real tensor that is a graph input (captured, lifted; with ``consts``,
+        every real tensor) replaced by a size-1 placeholder of its type, like the symbolic
+        tensors': an op run on placeholders for its output type must not mix them with real
+        sizes (``linear(x, model.weight)``)."""
+        if isinstance(x, Tensor):
+            if "_sym" in x.__dict__:
+                return x
+            cap = self.captured.get(id(x))
+            if cap is not None and cap[0] is x:
+                return self.symbolic(_type_of(x), cap[1])
+            return self.symbolic(_type_of(x), -1) if consts else x
+        if isinstance(x, (list, tuple)):
+            return rebuild(x, (self._stand_in(y, consts) for y in x))
+        if isinstance(x, dict):
+            return {k: self._stand_in(v, consts) for k, v in x.items()}
+        return x
 
 
 def _type_of(t: Tensor) -> TensorType:

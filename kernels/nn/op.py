@@ -325,13 +325,14 @@ def linear_cuda(x, weight, bias=None):
 
 def _loss_meta(who: str, logits: bool, backward: bool):
     """What a trace learns about a loss without its data (compiler/tracer.py asks the Meta key): the
-    result's dtype and ndim.  Running the CPU kernel on a trace's placeholders would read their
-    garbage as class indices."""
+    result's dtype, ndim and sizes (the input's for a backward, the target's for reduction='none';
+    a fused backward's trace, compiler/shaped.py, reads them).  Running the CPU kernel on a
+    trace's placeholders would read their garbage as class indices."""
     def meta(*args):
         x, target, weight, reduction = args[1:5] if backward else args[:4]
         check_loss_args(who, x, target, weight, reduction, logits)
-        nd = x.ndim if backward else target.ndim if reduction == "none" else 0
-        return empty(*((1,) * nd), dtype=x.dtype, device=x.device)
+        shape = tuple(x.shape) if backward else tuple(target.shape) if reduction == "none" else ()
+        return empty(*shape, dtype=x.dtype, device=x.device)
     meta.__name__ = f"{who}{'_backward' if backward else ''}_meta"
     return meta
 

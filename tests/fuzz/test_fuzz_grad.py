@@ -3,7 +3,8 @@ eager mode, under @dj.compile and in dj.mode("compiled"); and compiled/lazy grad
 bit, except where additions may be reordered: float reductions, and @dj.compile's fused backward
 (compiler/joint.py), which evaluates the same formulas but sums the gradients of a value used three times
 or more in its own order; lazy mode does not record tensors that require grad).  Under @dj.compile the backward must be the fused plan, or explain() must say
-why it replayed eagerly."""
+why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
+function reads (lifted inputs, compiler/owners.py: mode "captured")."""
 
 import numpy as np
 from hypothesis import assume, given, strategies as st
@@ -70,9 +71,23 @@ def build_loss(g):
     return env["loss"]
 
 
+def captured(loss, xs):
+    """``loss`` compiled with its inputs held as the parameters of a ``dj.nn.Module`` that the compiled
+    function reads (a model's parameters: lifted inputs, compiler/owners.py), and those parameters."""
+    holder = dj.nn.Module()
+    for i, x in enumerate(xs):
+        setattr(holder, f"p{i}", dj.nn.Parameter(x.detach()))
+    return dj.compile(lambda: loss(*holder.parameters())), list(holder.parameters())
+
+
 def grads(loss, g, mode):
     xs = fg.make_inputs(g)
-    if mode == "lazy":
+    if mode == "captured":
+        fn, xs = captured(loss, xs)
+        out = fn()
+        out.backward()
+        _check_backward_mode(fn)
+    elif mode == "lazy":
         with dj.mode("compiled"):
             out = loss(*xs)
             out.backward()
@@ -139,14 +154,14 @@ def test_random_graph_gradients(g):
                 f"print(dj.autograd.gradcheck({'dj.compile(loss)' if mode == 'compile' else 'loss'}, xs))\n")) \
                 from None
         assert ok
-    # compiled and lazy gradients are eager's
-    for mode in ("compile", "lazy"):
+    # compiled and lazy gradients are eager's ("captured": compiled, the inputs a module's parameters)
+    for mode in ("compile", "captured", "lazy"):
         got, v = grads(dj.compile(loss) if mode == "compile" else loss, g, mode)
         # the loss is a sum: its fused loop may add in another order than eager's; so may the graph's
         # own float reductions, whose backward reads their results; and the fused backward adds the
         # gradients of a value used three times or more in its graph's order, not in the order the
         # eager engine's nodes happen to finish (a+b+c vs a+c+b: one rounding apart)
-        same_grad = fc.same_result if any(g.reordered) or mode == "compile" else fc.same_bits
+        same_grad = fc.same_result if any(g.reordered) or mode in ("compile", "captured") else fc.same_bits
         why = fc.same_result(v, value)
         for i, (a, b) in enumerate(zip(got, eager)):
             if (a is None) != (b is None):
@@ -156,6 +171,7 @@ def test_random_graph_gradients(g):
         if why:
             check = ("xs = inputs(); loss(*xs).backward(); eager = [x.grad for x in xs]\n"
                      + ("ys = inputs(); dj.compile(loss)(*ys).backward()\n" if mode == "compile" else
+                        "from test_fuzz_grad import captured\nfn, ys = captured(loss, inputs()); fn().backward()\n" if mode == "captured" else
                         "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n")
                      + "print(eager, [y.grad for y in ys], sep='\\n')\n")
             raise AssertionError(f"{mode} gradients differ from eager's: {why}\n\n" + _repro(g, check))
