@@ -55,7 +55,6 @@ class Tensor:
     # _data and _sig are read on every dispatch: slots.  The rest are rare and
     # default at class level, so creating a tensor costs two attribute stores.
     __slots__ = ("_data", "_sig", "__dict__", "__weakref__")
-    requires_grad = False
     grad_fn = None
     __array_priority__ = 1000    # NumPy defers `ndarray * Tensor` to us
 
@@ -227,7 +226,7 @@ class Tensor:
 
     def detach_(self) -> "Tensor":
         self.grad_fn = None
-        self.requires_grad = False
+        self.__dict__["requires_grad"] = False
         self._sig &= ~_AUTOGRAD_SIG_BITS
         return self
 
@@ -245,13 +244,24 @@ class Tensor:
                 t.grad = g if t.grad is None else t.grad + g
         self.grad_fn.register_prehook(self.__dict__.get("_output_nr", 0), keep)
 
+    @property
+    def requires_grad(self) -> bool:
+        return self.__dict__.get("requires_grad", False)
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        # PyTorch's setter is requires_grad_: the autograd key must enter (or leave) the signature
+        # with the flag, or the dispatcher would go on (not) recording for this tensor.  The
+        # library's own writes go to __dict__ and set the signature themselves.
+        self.requires_grad_(value)
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.category < 2:
             raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables; use .detach()")
-        self.requires_grad = bool(requires_grad)
-        self._sig = _sig_for(self._data, self.requires_grad)
+        self.__dict__["requires_grad"] = rg = bool(requires_grad)
+        self._sig = _sig_for(self._data, rg)
         return self
 
 

@@ -176,3 +176,21 @@ def test_copy_broadcasts_casts_and_is_differentiable_in_its_source():
     np.testing.assert_array_equal(w.grad.numpy(), [16.0, 32.0, 48.0])   # 2 rows * 2 * (2w) * 2
     with pytest.raises(Exception, match="broadcast|shape"):
         dj.zeros(3).copy_(dj.ones(2))
+
+
+def test_requires_grad_assignment_is_requires_grad_():
+    """``t.requires_grad = flag`` is PyTorch's leaf switch: the dispatcher must see it (the flag
+    used to change alone, so ops went on recording, or never started, for that tensor)."""
+    p = dj.ones(3, requires_grad=True)
+    p.requires_grad = False
+    y = (p * 2).sum()
+    assert not y.requires_grad and y.grad_fn is None
+    q = dj.ones(3)
+    q.requires_grad = True
+    (q * q).sum().backward()
+    np.testing.assert_array_equal(q.grad.numpy(), [2.0, 2.0, 2.0])
+    with pytest.raises(dj.errors.DTypeError, match="floating point"):
+        dj.ones(3, dtype=dj.int64).requires_grad = True
+    r = q * 3
+    with pytest.raises(RuntimeError, match="leaf"):
+        r.requires_grad = False

@@ -81,7 +81,7 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
               "    node.saved = saved",
               f"    node.ctx = {{{ctx}}}",
               # mark_output, inlined
-              "    out.requires_grad = True",
+              "    out.__dict__['requires_grad'] = True",
               "    out.grad_fn = node",
               "    out._sig |= _AG"]
     if save_result:
@@ -112,7 +112,7 @@ def _save_lines(var: str, src: str, name: str, is_output: bool) -> list:
                   f"{var}t._data = {src}._data",
                   f"{var}t._sig = {src}._sig",
                   f"{var}t.__dict__['_vc'] = {var}b",
-                  f"{var}t.requires_grad = {src}.requires_grad",
+                  f"{var}t.__dict__['requires_grad'] = {src}.requires_grad",
                   f"{var}.data_tensor = {var}t"]
     else:
         lines.append(f"{var}.data_tensor = {src}")

@@ -189,7 +189,7 @@ def edge_of(t):
 def mark_output(out, node, output_nr: int = 0):
     """Make ``out`` the ``output_nr``-th output of ``node``: it requires grad, and its
     signature carries the autograd key of its device."""
-    out.requires_grad = True
+    out.__dict__["requires_grad"] = True
     out.grad_fn = node
     if output_nr:
         out.__dict__["_output_nr"] = output_nr
