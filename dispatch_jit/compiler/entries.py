@@ -11,7 +11,7 @@ from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.creation import zeros
 
 from .fastpath import NEVER, NOT_YET, fast_runner
-from .ir import Var, rebuild
+from .ir import Graph, Var, rebuild
 from .joint import build_joint
 from .owners import make_check, unguarded
 from .partition import partition
@@ -153,7 +153,8 @@ class FusedGrad:
         self.forward = Plan(self.forward_graph, stats, parallel)
         self.backward = Plan(self.backward_graph, stats, parallel)
         self.saved, self.grad_of = split.saved, grad_of
-        self.deps = _grad_deps(split.backward, len(grad_of))
+        self.deps = [b | f for b, f in zip(_grad_deps(split.backward, len(grad_of)),
+                                           _reach(split.forward, grad_of))]
         self.runs = 0
 
     def describe(self) -> str:
@@ -303,6 +304,25 @@ def _fill(x, it):
     if isinstance(x, dict):
         return {k: _fill(v, it) for k, v in x.items()}
     return x
+
+
+def _reach(forward: Graph, grad_of: list) -> list:
+    """Per forward input, the positions in ``grad_of`` of the outputs it reaches through
+    floating-point values: where eager mode records a path, so that the input gets a gradient
+    (zeros, when every formula on the path gives zeros: ``x ** 0``) even where the backward's
+    values do not depend on the incoming gradient."""
+    reach = {v: {i} for i, v in enumerate(forward.inputs)}
+    for n in forward.nodes:
+        r = set().union(*[reach.get(v, set()) for v in n.inputs()])
+        for v in n.outs:
+            if r and forward.types[v].dtype.category >= 2:
+                reach[v] = r
+    flat = _flat_vars(forward.outputs[0], [])
+    out = [set() for _ in forward.inputs]
+    for j, pos in enumerate(grad_of):
+        for i in reach.get(flat[pos], ()):
+            out[i].add(j)
+    return out
 
 
 def _flat_vars(x, out: list) -> list:

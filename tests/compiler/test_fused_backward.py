@@ -218,3 +218,28 @@ def test_mlp_gradients_against_torch():
     for p, t in zip(ps, tp):
         np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
     assert _fused(cf) == ["fused"]
+
+
+def test_an_input_whose_formulas_give_zeros_gets_zeros_not_none():
+    """Eager mode gives ``x ** 0``'s input a gradient of zeros (a node was recorded on its path);
+    the fused backward's values do not depend on the incoming gradient there, which must not
+    make it None (found by the gradient fuzzer: x0 ** 0 -> linear -> log_softmax).  A path
+    through a comparison (bool) records nothing in eager mode: None there, as eager."""
+    import dispatch_jit.nn.functional as F
+
+    def pow0(x):
+        return F.log_softmax(F.linear(x ** 0, (x ** 0).T), 1).sum()
+
+    def through_bool(x, y):
+        return ((x > 0).to(dj.float32) * 2 + y).sum()
+
+    a = np.random.default_rng(0).random((3, 3)).astype(np.float32)
+    cf, cb = dj.compile(pow0), dj.compile(through_bool)
+    for _ in range(2):
+        x = dj.tensor(a, requires_grad=True)
+        cf(x).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros((3, 3), np.float32))
+        x, y = dj.tensor(a, requires_grad=True), dj.tensor(a, requires_grad=True)
+        cb(x, y).backward()
+        assert x.grad is None and y.grad is not None
+    assert "fused backward" in cf.explain() and "fused backward" in cb.explain()
