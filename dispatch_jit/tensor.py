@@ -24,7 +24,7 @@ from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
 from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
 
 __all__ = ["Tensor", "device", "place", "wrap", "wrap_like_sig", "wrap_view", "dispatch_keys", "is_tensor", "strided",
-           "version_box", "version_of", "bump_version"]
+           "version_box", "version_of", "bump_version", "trace_of", "TRACE_MARK"]
 
 _K = DispatchKey
 CPU_BITS = key_bits(_K.CPU)
@@ -283,6 +283,18 @@ def _sig_for(a, requires_grad: bool = False) -> int:
         return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous, a.device_index)
     ks = CPU_BITS | (AUTOGRAD_CPU_BITS if requires_grad else 0)
     return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous)
+
+
+# dj.compile's tracer (compiler/tracer.py) marks each symbolic tensor with this instance attribute:
+# (its trace, its value id).  Lower layers ask through ``trace_of``, never by the name
+TRACE_MARK = "_sym"
+
+
+def trace_of(t):
+    """The trace recording ``t`` when it is a symbolic tensor of ``dj.compile``'s tracer, else None."""
+    d = getattr(t, "__dict__", None)
+    mark = d.get(TRACE_MARK) if d else None
+    return None if mark is None else mark[0]
 
 
 def wrap(a, requires_grad: bool = False) -> Tensor:

@@ -11,6 +11,7 @@ import weakref
 
 from ..creation import zeros
 from ..errors import AutogradError
+from ..tensor import trace_of
 from .grad_mode import is_grad_enabled, no_grad
 from .graph import SavedTensor, edge_of, mark_output, node_class
 from .kernel import grad_to_shape
@@ -87,9 +88,9 @@ class Function:
         ctx = FunctionCtx(tuple(e is not None for e in edges))
         for a in tensor_args:
             # traced by dj.compile (compiler/trace.py): the trace must know its backward is custom
-            sym = a.__dict__.get("_sym") if hasattr(a, "__dict__") else None
-            if sym is not None:
-                sym[0].function_applied(cls.__name__)
+            trace = trace_of(a)
+            if trace is not None:
+                trace.function_applied(cls.__name__)
                 break
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)

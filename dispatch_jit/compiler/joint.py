@@ -35,7 +35,7 @@ from dispatch_jit.ops import entries
 from dispatch_jit.registry import FALLTHROUGH_KINDS
 from dispatch_jit.schema import bind
 from dispatch_jit.signature import DTYPE_MASK, DTYPE_SHIFT
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from .ir import Graph, Var, is_runtime_scalar, rebuild, runtime_scalar, vars_in
 from .shaped import ShapedTracer
@@ -89,7 +89,7 @@ def _subst(x, env, scalars):
 
 
 def _vid(t) -> int | None:
-    sym = t.__dict__.get("_sym") if isinstance(t, Tensor) else None
+    sym = t.__dict__.get(TRACE_MARK) if isinstance(t, Tensor) else None
     return None if sym is None else sym[1]
 
 

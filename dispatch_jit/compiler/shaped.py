@@ -23,7 +23,7 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import CONTIGUOUS_BIT
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from .elementwise import scalar_op_of
 from .ir import Var
@@ -52,7 +52,7 @@ class ShapedTracer(Tracer):
         shape = tuple(shape)
         t._data = np.broadcast_to(np.zeros((), t._data.dtype), shape)
         t._sig &= ~CONTIGUOUS_BIT
-        self.shapes[t.__dict__["_sym"][1]] = shape
+        self.shapes[t.__dict__[TRACE_MARK][1]] = shape
         return t
 
     def shaped_input(self, t: Tensor) -> Tensor:
@@ -66,12 +66,12 @@ class ShapedTracer(Tracer):
         return self.place(self.symbolic(ty, vid), shape)
 
     def shape_of(self, x) -> tuple:
-        return self.shapes[x.__dict__["_sym"][1]] if "_sym" in x.__dict__ else tuple(x._data.shape)
+        return self.shapes[x.__dict__[TRACE_MARK][1]] if TRACE_MARK in x.__dict__ else tuple(x._data.shape)
 
     def to_arg(self, x):
         """A real tensor (a constant the formulas made, ``zeros_like(g)``) becomes one const node,
         found again by identity when it is used again."""
-        if isinstance(x, Tensor) and "_sym" not in x.__dict__ and id(x) not in self.captured:
+        if isinstance(x, Tensor) and TRACE_MARK not in x.__dict__ and id(x) not in self.captured:
             v = super().to_arg(x)
             self.captured[id(x)] = (x, v.id, "a constant")
             self.shapes[v.id] = tuple(x._data.shape)
@@ -87,7 +87,7 @@ class ShapedTracer(Tracer):
         self.last_meta = None
         out = super()._record(op, args, kwargs)
         outs = _flat(out)
-        if all(o.__dict__.get("_sym", (None, None))[1] in self.shapes for o in outs):
+        if all(o.__dict__.get(TRACE_MARK, (None, None))[1] in self.shapes for o in outs):
             return out          # a decomposition's pieces were placed as they were recorded
         if self.last_meta is not None:
             shapes = [m._data.shape for m in _flat(self.last_meta)]

@@ -34,7 +34,7 @@ from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit import registry
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from .elementwise import scalar_op_of
 from .ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
@@ -53,11 +53,11 @@ def tracer_fallback(op, keyset, args, kwargs):
     tracer = _state.tracer
     if tracer is None:   # an escaped symbolic tensor brought the Tracer key (see Tracer.finish)
         for x in flat_tensors((args, kwargs), []):
-            if x.__class__ is SymbolicTensor and x.__dict__["_sym"][0].done:
+            if x.__class__ is SymbolicTensor and x.__dict__[TRACE_MARK][0].done:
                 _escaped(f"{op.name()} got")
     elif tracer.__class__ is not Tracer:    # lazy mode's recorder: its arguments, cheaply
         for x in args:
-            if x.__class__ is SymbolicTensor and x.__dict__["_sym"][0].done:
+            if x.__class__ is SymbolicTensor and x.__dict__[TRACE_MARK][0].done:
                 _escaped(f"{op.name()} got")
     if tracer is None:   # Tracer included by someone else: behave as a fallthrough
         with ExcludeDispatchKeyGuard(_K.Tracer):

@@ -14,7 +14,7 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.errors import EscapedTensorError
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import keyset_sig_bits
-from dispatch_jit.tensor import Tensor, wrap
+from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
 from .elementwise import result_of
 from .ir import Graph, Node, TensorType, Var, rebuild
@@ -74,7 +74,7 @@ class Tracer:
         else:
             t = wrap(np.empty((1,) * ty.ndim, ty.dtype.np))
         t.__class__ = SymbolicTensor
-        t.__dict__["_sym"] = (self, vid)
+        t.__dict__[TRACE_MARK] = (self, vid)
         self.made.append(t)
         return t
 
@@ -106,7 +106,7 @@ class Tracer:
         a recorded clone.  An input's layout is part of the cache key; an op's result (not a view)
         is a fresh contiguous array in eager mode; whether a view is contiguous depends on sizes
         and strides, which the trace does not know: abort."""
-        vid = t.__dict__["_sym"][1]
+        vid = t.__dict__[TRACE_MARK][1]
         if vid in self.input_contiguous:
             return t if self.input_contiguous[vid] else t.clone()
         node = next((n for n in reversed(self.graph.nodes) if vid in n.outs), None)
@@ -118,7 +118,7 @@ class Tracer:
     def to_arg(self, x):
         """A call argument as the graph stores it: Var for tensors, constants otherwise."""
         if isinstance(x, Tensor):
-            sym = x.__dict__.get("_sym")
+            sym = x.__dict__.get(TRACE_MARK)
             if sym is not None:
                 if sym[0] is not self:
                     self.abort("a tensor from another trace was used")
@@ -241,7 +241,7 @@ class Tracer:
         tensors': an op run on placeholders for its output type must not mix them with real
         sizes (``linear(x, model.weight)``)."""
         if isinstance(x, Tensor):
-            if "_sym" in x.__dict__:
+            if TRACE_MARK in x.__dict__:
                 return x
             cap = self.captured.get(id(x))
             if cap is not None and cap[0] is x:
@@ -312,7 +312,7 @@ def _guard(name, reason):
     sizes = name in _SIZE_READS
 
     def guarded(self, *args, **kwargs):
-        sym = self.__dict__.get("_sym")
+        sym = self.__dict__.get(TRACE_MARK)
         if sym is not None and sym[0].done:
             _escaped(f"{name}() of")
         if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
@@ -326,7 +326,7 @@ def _guard_prop(name, reason):
     sizes = name in _SIZE_READS
 
     def get(self):
-        sym = self.__dict__.get("_sym")
+        sym = self.__dict__.get(TRACE_MARK)
         if sym is not None and sym[0].done:
             _escaped(f"{name} of")
         if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
@@ -349,7 +349,7 @@ class SymbolicTensor(Tensor):
 
 def _guarded_to(self, *args, **kwargs):
     """``to(dtype)`` traces (aten::to.dtype); a move to another device is not an op: abort."""
-    sym = self.__dict__.get("_sym")
+    sym = self.__dict__.get(TRACE_MARK)
     if sym is not None and not sym[0].in_meta:
         dev = kwargs.get("device")
         for a in args:
@@ -362,14 +362,14 @@ def _guarded_to(self, *args, **kwargs):
 
 def _traced_getitem(self, index):
     """Basic indexing (a view) is recorded; advanced indexing aborts the trace."""
-    sym = self.__dict__.get("_sym")
+    sym = self.__dict__.get(TRACE_MARK)
     if sym is not None and not sym[0].in_meta:
         return sym[0].record_getitem(self, index)
     return Tensor.__getitem__(self, index)
 
 
 def _traced_contiguous(self):
-    sym = self.__dict__.get("_sym")
+    sym = self.__dict__.get(TRACE_MARK)
     if sym is not None and not sym[0].in_meta:
         return sym[0].contiguous(self)
     return Tensor.contiguous(self)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.entry import errors_name
 from dispatch_jit.errors import DispatchJitError, SchemaError
-from dispatch_jit.tensor import Tensor, wrap
+from dispatch_jit.tensor import Tensor, trace_of, wrap
 
 from .table import result_dtype
 from ..shape.op import normalize_axes, normalize_axis
@@ -194,7 +194,7 @@ def _value_selecting(fname: str):
         ctx.indices, ctx.dim, ctx.keepdim, ctx.ndim = indices, dim, keepdim, x.ndim
         # a traced tensor's sizes are not known (reading them aborts the trace); its backward never
         # runs from the trace (a signature that needs it runs eagerly), so it needs no n
-        traced = "_sym" in getattr(x, "__dict__", ())
+        traced = trace_of(x) is not None
         ctx.n, ctx.device = (None if traced else x.shape[dim] if x.ndim else 1), x.device
         return getattr(A, fname)(x, (dim,), keepdim)
 
@@ -224,9 +224,9 @@ def _extreme_function(fname: str, argname: str, elementwise: str):
         except DispatchJitError as e:     # the user called max(x, dim), not argmax
             errors_name(e, argname, fname)
             raise
-        # a tensor traced by dj.compile ("_sym") takes the Function too: the trace then knows a
+        # a tensor traced by dj.compile takes the Function too: the trace then knows a
         # backward of its grad-requiring signatures needs this Function's rule (it runs eagerly)
-        if getattr(x, "requires_grad", False) and _grad_enabled() or "_sym" in getattr(x, "__dict__", ()):
+        if getattr(x, "requires_grad", False) and _grad_enabled() or trace_of(x) is not None:
             if not selecting:
                 selecting.append(_value_selecting(fname))
             return ret(selecting[0].apply(x, indices, dim, keepdim), indices)
