@@ -16,6 +16,8 @@ helpers return a placeholder (0) that nobody sees.
 
 from __future__ import annotations
 
+import cmath
+import math
 
 import numpy as np
 
@@ -163,5 +165,52 @@ def _tanh_f32(x):
     return y if a > _ZERO else x      # NaN and -0.0 come back as they are
 
 
-HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32)}
+def _csign(z):
+    # the array API's complex sign: z / |z|, and 0 at 0
+    r = abs(z)
+    return z - z if r == 0 else z / r
+
+
+def _cexpm1(z):
+    # exp(z) - 1 without the cancellation near 0: the real part as expm1(a)cos(b) - 2sin(b/2)^2
+    a, b = z.real, z.imag
+    s = math.sin(b / 2)
+    return complex(math.expm1(a) * math.cos(b) - 2 * s * s, math.exp(a) * math.sin(b))
+
+
+def _clog1p(z):
+    # log(1 + z); near 0 the first term of the series keeps the precision 1 + z loses
+    if abs(z) < 1e-8:
+        return z - z * z / 2
+    return cmath.log(z + 1)
+
+
+def _clog2(z):
+    return cmath.log(z) / math.log(2.0)
+
+
+def _logaddexp(a, b):
+    if a != a or b != b:
+        return a + b                  # NaN
+    m = a if a > b else b
+    if math.isinf(m):
+        return m                      # +inf wins; -inf with -inf stays -inf (no inf - inf)
+    return m + math.log1p(math.exp(-abs(a - b)))
+
+
+def _lshift(a, b):
+    # shifting by the width or more moves every bit out (LLVM leaves such shifts undefined);
+    # the count is taken as int64 so that uint64 operands do not mix with signed ones
+    if b < 0 or b > 63:
+        return a - a
+    return a << np.int64(b)
+
+
+def _rshift(a, b):
+    # counts of the width or more (and negative ones, as NumPy's) leave only the sign
+    return a >> (np.int64(b) if 0 <= b < 63 else np.int64(63))
+
+
+HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,
+                                   _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift)}
 HELPERS.update(sincos_functions())
