@@ -84,11 +84,11 @@ def svdvals(x, /):
 
 
 def pinv(x, /, *, rtol=None):
-    return A.linalg_pinv(x, rtol=None if rtol is None else float(rtol))
+    return A.linalg_pinv(x, rtol=rtol)
 
 
 def matrix_rank(x, /, *, rtol=None):
-    return A.linalg_matrix_rank(x, rtol=None if rtol is None else float(rtol))
+    return A.linalg_matrix_rank(x, rtol=rtol)
 
 
 def matrix_power(x, n, /):

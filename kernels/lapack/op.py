@@ -84,8 +84,9 @@ ROWS = {
     "linalg_svd(Tensor self, bool full_matrices=True) -> (Tensor U, Tensor S, Tensor Vh)":
         lambda a, full_matrices=True: np.linalg.svd(a, full_matrices=full_matrices),
     "linalg_svdvals(Tensor self) -> Tensor": lambda a: np.linalg.svd(a, compute_uv=False),
-    "linalg_pinv(Tensor self, *, float? rtol=None, bool hermitian=False) -> Tensor": _pinv,
-    "linalg_matrix_rank(Tensor self, *, float? rtol=None, bool hermitian=False) -> Tensor": _matrix_rank,
+    # rtol: a number, or an array broadcasting against the stack of matrices (the standard's)
+    "linalg_pinv(Tensor self, *, Tensor? rtol=None, bool hermitian=False) -> Tensor": _pinv,
+    "linalg_matrix_rank(Tensor self, *, Tensor? rtol=None, bool hermitian=False) -> Tensor": _matrix_rank,
     "linalg_matrix_power(Tensor self, int n) -> Tensor": np.linalg.matrix_power,
     "fft_fft(Tensor self, int? n=None, int dim=-1, str? norm=None) -> Tensor": _fft("fft"),
     "fft_ifft(Tensor self, int? n=None, int dim=-1, str? norm=None) -> Tensor": _fft("ifft"),
@@ -113,6 +114,7 @@ def _kernel(name: str, fn):
         if name in _SQUARE:
             _square(x._data, name)
         arrays = [a._data if hasattr(a, "_data") else a for a in args]
+        kwargs = {k: v._data if hasattr(v, "_data") else v for k, v in kwargs.items()}
         try:
             r = fn(x._data, *arrays, **kwargs)
         except np.linalg.LinAlgError as e:
