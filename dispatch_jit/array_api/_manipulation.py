@@ -59,7 +59,7 @@ def stack(arrays, /, *, axis=0):
     return A.stack(arrays, normalize(axis, arrays[0].ndim + 1))
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     n = x.ndim + len(axes)
     norm = sorted(normalize(a, n) for a in axes)

@@ -9,7 +9,7 @@ from collections import namedtuple
 
 from dispatch_jit.creation import tensor
 from dispatch_jit.dtypes import COMPLEX, int64
-from dispatch_jit.errors import AxisError, DTypeError, ShapeError
+from dispatch_jit.errors import AxisError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import Tensor
 
@@ -73,11 +73,15 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
 def _groups(x):
     """(sorted values, the sorting permutation, each sorted element's group, the groups' starts)."""
     flat = A.reshape(x, (-1,))
-    perm = A.argsort(flat, 0, False, stable=True)
+    if x.dtype.category == COMPLEX:
+        # complex values in lexicographic order (real, then imaginary): two stable sorts
+        by_imag = A.argsort(A.imag(flat), 0, False, stable=True)
+        perm = A.index_select(by_imag, 0, A.argsort(A.index_select(A.real(flat), 0, by_imag), 0, False,
+                                                    stable=True))
+    else:
+        perm = A.argsort(flat, 0, False, stable=True)
     s = A.index_select(flat, 0, perm)
     n = s.shape[0]
-    if x.dtype.category == COMPLEX:
-        raise DTypeError("unique: complex arrays are not ordered here; take their real and imaginary parts")
     head = tensor([n > 0], device=x.device)[: min(n, 1)]
     # a new group starts where a value differs from the one before (each NaN differs from every value)
     new = A.cat([head, A.ne(A.narrow(s, 0, 1, n - 1), A.narrow(s, 0, 0, n - 1))], 0) if n else head

@@ -189,6 +189,55 @@ def _clog2(z):
     return cmath.log(z) / math.log(2.0)
 
 
+# cosh, sinh and tanh of a complex argument whose parts are not both finite: C99's special values
+# (Annex G, the array API's special cases), which Numba's cmath functions do not give (they return
+# NaN + NaN j for cosh(0 + inf j), -inf - inf j for cosh(inf + inf j), ...)
+def _csinh(z):
+    x, y = z.real, z.imag
+    if math.isfinite(x) and math.isfinite(y):
+        # on the real axis the real function: the formula's cosh(x) * sin(0) is inf * 0 past overflow
+        return complex(math.sinh(x), y) if y == 0 else cmath.sinh(z)
+    if math.isinf(x):
+        if y == 0:
+            return complex(x, y)
+        if math.isfinite(y):
+            return complex(x * math.cos(y), math.inf * math.sin(y))
+        return complex(x, y - y)
+    if math.isnan(x):
+        return complex(x, y if y == 0 else x)
+    return complex(x if x == 0 else y - y, y - y)       # finite x, y inf or NaN
+
+
+def _ccosh(z):
+    x, y = z.real, z.imag
+    if math.isfinite(x) and math.isfinite(y):
+        return complex(math.cosh(x), math.copysign(1.0, x) * y) if y == 0 else cmath.cosh(z)
+    if math.isinf(x):
+        if y == 0:
+            return complex(math.inf, y if x > 0 else -y)
+        if math.isfinite(y):
+            return complex(math.inf * math.cos(y), x * math.sin(y))
+        return complex(math.inf, y - y)
+    if math.isnan(x):
+        return complex(x, y if y == 0 else x)
+    return complex(y - y, 0.0 if x == 0 else y - y)     # finite x, y inf or NaN
+
+
+def _ctanh(z):
+    x, y = z.real, z.imag
+    if math.isinf(x):
+        return complex(math.copysign(1.0, x), math.copysign(0.0, math.sin(2 * y)) if math.isfinite(y) else 0.0)
+    if math.isnan(x):
+        return complex(x, y if y == 0 else x)
+    if not math.isfinite(y):
+        return complex(x if x == 0 else y - y, y - y)
+    if abs(x) > 20.0:
+        # tanh has saturated (|tanh(x) - 1| < 1e-17) and the formula would divide inf by inf; the
+        # imaginary part sin(2y) / (cosh(2x) + cos(2y)) is 2 sin(2y) exp(-2|x|) to double precision
+        return complex(math.copysign(1.0, x), 2.0 * math.sin(2 * y) * math.exp(-2 * abs(x)))
+    return cmath.tanh(z)
+
+
 def _logaddexp(a, b):
     if a != a or b != b:
         return a + b                  # NaN
@@ -212,5 +261,6 @@ def _rshift(a, b):
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,
-                                   _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift)}
+                                   _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
+                                   _ctanh)}
 HELPERS.update(sincos_functions())
