@@ -174,6 +174,12 @@ def _csign(z):
 def _cexpm1(z):
     # exp(z) - 1 without the cancellation near 0: the real part as expm1(a)cos(b) - 2sin(b/2)^2
     a, b = z.real, z.imag
+    if b == 0:
+        return complex(math.expm1(a), b)          # the real axis: the real function (no inf * 0)
+    if math.isinf(a) and a < 0:
+        return complex(-1.0, 0.0 * math.sin(b) if math.isfinite(b) else 0.0)   # exp(-inf + bj) is 0
+    if math.isinf(a) and not math.isfinite(b):
+        return complex(a, b - b)                  # +inf + NaN j
     s = math.sin(b / 2)
     return complex(math.expm1(a) * math.cos(b) - 2 * s * s, math.exp(a) * math.sin(b))
 
@@ -226,7 +232,8 @@ def _ccosh(z):
 def _ctanh(z):
     x, y = z.real, z.imag
     if math.isinf(x):
-        return complex(math.copysign(1.0, x), math.copysign(0.0, math.sin(2 * y)) if math.isfinite(y) else 0.0)
+        # the array API's tanh(+inf + yj) = 1 + 0j for y > 0 (C99 has 0 * sin(2y)): the zero takes y's sign
+        return complex(math.copysign(1.0, x), math.copysign(0.0, y) if math.isfinite(y) else 0.0)
     if math.isnan(x):
         return complex(x, y if y == 0 else x)
     if not math.isfinite(y):
@@ -236,6 +243,33 @@ def _ctanh(z):
         # imaginary part sin(2y) / (cosh(2x) + cos(2y)) is 2 sin(2y) exp(-2|x|) to double precision
         return complex(math.copysign(1.0, x), 2.0 * math.sin(2 * y) * math.exp(-2 * abs(x)))
     return cmath.tanh(z)
+
+
+# inverse functions: the C99 special values Numba's cmath misses (the rest it gives)
+def _cacos(z):
+    if z.imag != z.imag and z.real == 0:
+        return complex(math.pi / 2, z.imag)          # acos(+-0 + NaN j) = pi/2 + NaN j
+    return cmath.acos(z)
+
+
+def _cacosh(z):
+    if z.imag != z.imag and z.real == 0:
+        return complex(z.imag, math.pi / 2)          # acosh(+-0 + NaN j) = NaN + pi/2 j
+    return cmath.acosh(z)
+
+
+def _casinh(z):
+    if z.real != z.real and z.imag == 0:
+        return complex(z.real, z.imag)               # asinh(NaN + 0j) = NaN + 0j
+    return cmath.asinh(z)
+
+
+def _catanh(z):
+    if z.imag != z.imag and z.real == 0:
+        return complex(z.real, z.imag)               # atanh(+-0 + NaN j) = +-0 + NaN j
+    if z.real != z.real and math.isfinite(z.imag):
+        return complex(z.real, z.real)               # atanh(NaN + y j) = NaN + NaN j
+    return cmath.atanh(z)
 
 
 def _logaddexp(a, b):
@@ -262,5 +296,5 @@ def _rshift(a, b):
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,
                                    _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
-                                   _ctanh)}
+                                   _ctanh, _cacos, _cacosh, _casinh, _catanh)}
 HELPERS.update(sincos_functions())

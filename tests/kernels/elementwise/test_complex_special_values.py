@@ -44,3 +44,23 @@ def test_the_standards_named_cases():
     assert t[0].real == 0 and math.isnan(t[0].imag)
     assert t[1] == complex(1, 0)
     assert math.isnan(dj.sinh(dj.tensor([complex(nan, 1.0)])).numpy()[0].imag)
+
+
+def test_inverse_functions_at_nan():
+    inf, nan = math.inf, math.nan
+
+    def one(name, z):
+        return complex(getattr(dj, name)(dj.tensor([z], dtype=dj.complex128)).numpy()[0])
+
+    a = one("acos", complex(0.0, nan))
+    assert a.real == pytest.approx(math.pi / 2) and math.isnan(a.imag)
+    a = one("acosh", complex(0.0, nan))
+    assert math.isnan(a.real) and abs(a.imag) == pytest.approx(math.pi / 2)
+    a = one("asinh", complex(nan, 0.0))
+    assert math.isnan(a.real) and a.imag == 0
+    a = one("atanh", complex(0.0, nan))
+    assert a.real == 0 and math.isnan(a.imag)
+    a = one("atanh", complex(nan, 1.0))
+    assert math.isnan(a.real) and math.isnan(a.imag)
+    assert one("acos", complex(0.5, 0.5)) == pytest.approx(np.arccos(0.5 + 0.5j))     # finite: cmath's
+    assert one("atanh", complex(0.5, inf)) == pytest.approx(np.arctanh(complex(0.5, inf)))
