@@ -1,5 +1,5 @@
-"""The standard's ``fft`` extension over the lapack family's ``fft_*`` ops (pocketfft at the
-CPU key); ``fftfreq`` and ``rfftfreq`` are creation functions.
+"""The standard's ``fft`` extension over the lapack family's ``fft_*`` ops (``scipy.fft`` at
+the CPU key); ``fftfreq`` and ``rfftfreq`` are creation functions.
 
 >>> from dispatch_jit import array_api as xp
 >>> xp.fft.fft(xp.asarray([1.0, 0.0, 0.0, 0.0]))

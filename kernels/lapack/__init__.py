@@ -1,7 +1,6 @@
 """Dense linear algebra and FFTs through the libraries made for them: LAPACK (through
-``numpy.linalg``) and pocketfft (``numpy.fft``; SciPy's ``scipy.fft`` is the same pocketfft, and
-SciPy is not a dependency), registered at the CPU key as ops of their own (PyTorch's
-``linalg_*`` and ``fft_*`` names).  No CUDA kernels: on a CUDA tensor the dispatcher raises
+``numpy.linalg``) and ``scipy.fft`` (pocketfft), registered at the CPU key as ops of their own
+(PyTorch's ``linalg_*`` and ``fft_*`` names).  No CUDA kernels: on a CUDA tensor the dispatcher raises
 NoKernelError (README).
 
 Each op is a row: its schema and the NumPy function over arrays.  The kernels take and return

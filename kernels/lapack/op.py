@@ -46,19 +46,21 @@ def _solve(a, b, left=True):
     return np.linalg.solve(a, b)
 
 
-def _fft(name):
-    fn = getattr(np.fft, name)
+def _scipy_fft(name: str):
+    import scipy.fft        # imported on first use: SciPy is a dependency, not an import-time cost
+    return getattr(scipy.fft, name)
 
+
+def _fft(name):
     def run(a, n=None, dim=-1, norm=None):
-        return fn(a, n, dim, norm or "backward")
+        return _scipy_fft(name)(a, n, dim, norm or "backward")
     return run
 
 
 def _fftn(name):
-    fn = getattr(np.fft, name)
-
     def run(a, s=None, dim=None, norm=None):
-        return fn(a, None if s is None else tuple(s), None if dim is None else tuple(dim), norm or "backward")
+        return _scipy_fft(name)(a, None if s is None else tuple(s), None if dim is None else tuple(dim),
+                                norm or "backward")
     return run
 
 
@@ -99,9 +101,9 @@ ROWS = {
     "fft_rfftn(Tensor self, int[]? s=None, int[]? dim=None, str? norm=None) -> Tensor": _fftn("rfftn"),
     "fft_irfftn(Tensor self, int[]? s=None, int[]? dim=None, str? norm=None) -> Tensor": _fftn("irfftn"),
     "fft_fftshift(Tensor self, int[]? dim=None) -> Tensor":
-        lambda a, dim=None: np.fft.fftshift(a, None if dim is None else tuple(dim)),
+        lambda a, dim=None: _scipy_fft("fftshift")(a, None if dim is None else tuple(dim)),
     "fft_ifftshift(Tensor self, int[]? dim=None) -> Tensor":
-        lambda a, dim=None: np.fft.ifftshift(a, None if dim is None else tuple(dim)),
+        lambda a, dim=None: _scipy_fft("ifftshift")(a, None if dim is None else tuple(dim)),
 }
 SCHEMAS = list(ROWS)
 
