@@ -15,7 +15,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from dispatch_jit.dtypes import BOOL, COMPLEX, INT, as_dtype, int64, uint64
+from dispatch_jit.dtypes import BOOL, COMPLEX, INT, as_dtype, int64, promote_types, uint64
 from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
 from dispatch_jit.tensor import wrap
 
@@ -113,7 +113,6 @@ def searchsorted(sorted_sequence, x, out_int32=False, right=False, side=None):
                          f"{tuple(sorted_sequence.shape)}; search each row separately")
     _real(sorted_sequence, "searchsorted")
     _real(x, "searchsorted")
-    from dispatch_jit.dtypes import promote_types
     dt = promote_types(sorted_sequence.dtype, x.dtype).np
     dt = _SORT_AS.get(dt, dt)
     s = np.asarray(sorted_sequence._data, dt, order="C")
