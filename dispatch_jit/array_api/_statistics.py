@@ -28,6 +28,12 @@ def _axes(axis, ndim: int):
     return tuple(normalize(a, ndim, "axis") for a in axes)
 
 
+def _none(axis) -> bool:
+    """``axis=()``: the standard reduces over no axis (each element alone), where PyTorch's dim=()
+    means every axis; the functions below answer it without a reduction."""
+    return axis is not None and not isinstance(axis, int) and len(tuple(axis)) == 0
+
+
 def accumulation_dtype(x, dtype):
     """The standard's dtype for sum, prod and the cumulative functions: given, else the default
     integer of the input's signedness for integers and bool, else the input's."""
@@ -48,46 +54,70 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     >>> xp.sum(xp.asarray([200, 100], dtype=xp.uint8))
     tensor(300, dtype=dj.uint64)
     """
+    if _none(axis):
+        return A.to(x, accumulation_dtype(x, dtype), True)
     return A.sum(x, _axes(axis, x.ndim), keepdims, dtype=accumulation_dtype(x, dtype))
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
+    if _none(axis):
+        return A.to(x, accumulation_dtype(x, dtype), True)
     return A.prod(x, _axes(axis, x.ndim), keepdims, dtype=accumulation_dtype(x, dtype))
 
 
 def mean(x, /, *, axis=None, keepdims=False):
+    if _none(axis):
+        return A.mul(x, 1.0)                        # a new array of mean's dtype (floating inputs only)
     return A.mean(x, _axes(axis, x.ndim), keepdims)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
     """The variance with ``correction`` degrees of freedom removed (0 by default: the standard's,
     where PyTorch's default is 1)."""
+    if _none(axis):
+        # one element's deviation is 0; over n - correction = 1 - correction degrees of freedom
+        return A.div(A.sub(x, x), 1.0 - float(correction))
     return A.var(x, _axes(axis, x.ndim), None, keepdims, correction=float(correction))
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    if _none(axis):
+        return A.sqrt(var(x, axis=(), correction=correction))
     return A.std(x, _axes(axis, x.ndim), None, keepdims, correction=float(correction))
 
 
 def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
+    if _none(axis):
+        return A.clone(x)
     axes = _axes(axis, x.ndim)
     return A.max(x, list(range(x.ndim)) if axes is None else axes, keepdims)
 
 
 def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
+    if _none(axis):
+        return A.clone(x)
     axes = _axes(axis, x.ndim)
     return A.min(x, list(range(x.ndim)) if axes is None else axes, keepdims)
 
 
+def _truth(op, x, axis, keepdims):
+    """all/any as the standard's: bool results (PyTorch's keep uint8 for uint8 inputs), axis=()
+    each element's truth."""
+    r = A.ne(x, 0) if _none(axis) else op(x, _axes(axis, x.ndim), keepdims)
+    return r if r.dtype is bool_ else A.to(r, bool_, False)
+
+
 def all(x, /, *, axis=None, keepdims=False):  # noqa: A001
-    return A.all(x, _axes(axis, x.ndim), keepdims)
+    return _truth(A.all, x, axis, keepdims)
 
 
 def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
-    return A.any(x, _axes(axis, x.ndim), keepdims)
+    return _truth(A.any, x, axis, keepdims)
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
+    if _none(axis):
+        return A.to(A.ne(x, 0), int64, False)
     return A.sum(A.ne(x, 0), _axes(axis, x.ndim), keepdims, dtype=int64)
 
 

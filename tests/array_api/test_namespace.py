@@ -147,3 +147,14 @@ def test_linalg_and_fft_extensions():
     np.testing.assert_allclose(xp.fft.ifft(xp.fft.fft(xp.asarray([1.0, 2.0, 3.0]))).numpy().real, [1, 2, 3],
                                atol=1e-6)
     np.testing.assert_allclose(xp.fft.fftfreq(4, d=0.5).numpy(), np.fft.fftfreq(4, 0.5))
+
+
+def test_an_empty_axis_tuple_reduces_nothing():
+    x = xp.asarray([[1, 0], [3, 4]], dtype=xp.uint8)
+    assert xp.sum(x, axis=()).tolist() == [[1, 0], [3, 4]] and xp.sum(x, axis=()).dtype is xp.uint64
+    assert dj.sum(x, ()).shape == ()                     # PyTorch: dim=() is every dim
+    assert xp.all(x, axis=()).tolist() == [[True, False], [True, True]]
+    assert xp.all(x).dtype is xp.bool and dj.all(x).dtype is dj.uint8      # PyTorch keeps uint8
+    f = xp.asarray([1.0, 2.0])
+    assert xp.std(f, axis=()).tolist() == [0.0, 0.0] and xp.max(f, axis=()).tolist() == [1.0, 2.0]
+    assert xp.count_nonzero(x, axis=()).tolist() == [[1, 0], [1, 1]]
