@@ -11,6 +11,7 @@ from .creation import tensor
 from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .errors import BroadcastError
+from .dlpack import dlpack, dlpack_device
 from .registry import lookup
 from .tensor import Tensor
 
@@ -87,6 +88,14 @@ def _contiguous(self):
 
 def _T(self):
     return self.permute(tuple(range(self.ndim - 1, -1, -1)))
+
+
+def _mT(self):
+    """The matrices of this tensor transposed (its last two dimensions swapped), a view."""
+    if self.ndim < 2:
+        from .errors import ShapeError
+        raise ShapeError(f"mT: expected a tensor of at least 2 dimensions, got shape {tuple(self.shape)}")
+    return self.transpose(-2, -1)
 
 
 # PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
@@ -169,6 +178,9 @@ def install(namespace: dict, surface) -> list[str]:
     Tensor.cpu = _cpu
     Tensor.contiguous = _contiguous
     Tensor.T = property(_T)
+    Tensor.mT = property(_mT)
+    Tensor.__dlpack__ = dlpack
+    Tensor.__dlpack_device__ = dlpack_device
     for meth, dt in (("float", float32), ("double", float64), ("half", float16), ("int", int32),
                      ("long", int64), ("bool", bool_)):
         setattr(Tensor, meth, _cast(dt))

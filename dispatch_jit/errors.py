@@ -20,6 +20,8 @@ __all__ = [
     "CastingError",
     "BroadcastError",
     "ShapeError",
+    "AxisError",
+    "OutOfBoundsError",
     "SizeDependentError",
     "AutogradError",
     "CudaUnavailableError",
@@ -87,6 +89,15 @@ class ShapeError(DispatchJitError, ValueError):
 class SizeDependentError(ShapeError):
     """An output's shape, or its rank, depends on sizes that were not given (tracing without sizes:
     ``squeeze`` drops the size-1 dimensions, which only the sizes tell)."""
+
+
+class AxisError(ShapeError, IndexError):
+    """An axis outside the tensor's dimensions, where the Python array API standard asks for an
+    IndexError (``expand_dims``, ``take``): catchable as ValueError too, as NumPy's AxisError."""
+
+
+class OutOfBoundsError(DispatchJitError, IndexError):
+    """An index (in an index tensor given to ``take``, ``index_select``, ...) outside the axis it indexes."""
 
 
 class AutogradError(DispatchJitError, RuntimeError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dispatch_jit.registry import lookup
 
 from . import composite
+from .arrayops import op as arrayops_ops
 from .nn import op as nn_ops
 from .elementwise.table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
 from .linalg import op as linalg_ops
@@ -26,7 +27,8 @@ FUNCTIONS: dict[str, str] = {}
 for _op in SCALAR_OPS.values():
     FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
 _NN_PUBLIC = [s for s in nn_ops.SCHEMAS if s.split("(")[0] in nn_ops.PUBLIC]
-for _schema in list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC:
+for _schema in (list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC
+                + arrayops_ops.SCHEMAS):
     _full = _schema.split("(")[0]
     FUNCTIONS.setdefault(_full.split(".")[0], _full)
 FUNCTIONS.pop("to", None)
@@ -56,7 +58,8 @@ for _op in SCALAR_OPS.values():
     if i:
         METHODS[_op.name + "_"] = i.split("(")[0]
 for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone", "narrow",
-              *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS, *nn_ops.METHODS):
+              *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS, *nn_ops.METHODS,
+              *arrayops_ops.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"
 METHODS["amax"], METHODS["amin"] = FUNCTIONS["amax"], FUNCTIONS["amin"]

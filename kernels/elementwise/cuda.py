@@ -101,10 +101,12 @@ def _simulator_math() -> dict:
         exp=np.exp, expm1=np.expm1, log=np.log, log1p=np.log1p, log2=np.log2, log10=np.log10, sqrt=np.sqrt,
         sin=np.sin, cos=np.cos, tan=np.tan, asin=np.arcsin, acos=np.arccos, atan=np.arctan, sinh=np.sinh,
         cosh=np.cosh, tanh=np.tanh, atan2=np.arctan2, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan,
-        erf=math.erf, floor=math.floor, ceil=math.ceil)
+        erf=math.erf, floor=math.floor, ceil=math.ceil, asinh=np.arcsinh, acosh=np.arccosh, atanh=np.arctanh,
+        hypot=np.hypot, copysign=np.copysign)
     c = types.SimpleNamespace(
         exp=np.exp, log=np.log, log10=np.log10, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tan=np.tan, sinh=np.sinh,
-        cosh=np.cosh, tanh=np.tanh, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan)
+        cosh=np.cosh, tanh=np.tanh, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan, asin=np.arcsin,
+        acos=np.arccos, atan=np.arctan, asinh=np.arcsinh, acosh=np.arccosh, atanh=np.arctanh)
     return {"math": m, "cmath": c, "_exp_f32": np.exp, "_tanh_f32": np.tanh, "_sin_f32": np.sin,
             "_cos_f32": np.cos}
 

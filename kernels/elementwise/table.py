@@ -33,6 +33,7 @@ REAL_B = frozenset({BOOL, INT, FLOAT})
 FLT = frozenset({FLOAT})
 FLT_C = frozenset({FLOAT, COMPLEX})
 INTEGRAL = frozenset({BOOL, INT})
+INTS = frozenset({INT})
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,13 @@ _OPS = [
     # -- unary --------------------------------------------------------------------------------
     ScalarOp("abs", 1, "abs(x)", rule="abs", cats=NUM, operator=("__abs__",)),
     ScalarOp("neg", 1, "-x", cats=NUM, by_cat={"int64": _WRAP64["neg"]}, operator=("__neg__",)),
-    ScalarOp("sign", 1, "_sign(x)", cats=REAL_B),
+    ScalarOp("sign", 1, "_sign(x)", cats=ALL, by_cat={COMPLEX: "_csign(x)"}),
     ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C,
              by_cat={COMPLEX: "cmath.exp(x)", "float32": "_exp_f32(x)"}),
-    ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT),
+    ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cexpm1(x)"}),
     ScalarOp("log", 1, "math.log(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log(x)"}),
-    ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT),
-    ScalarOp("log2", 1, "math.log2(x)", rule="float", cats=FLT),
+    ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_clog1p(x)"}),
+    ScalarOp("log2", 1, "math.log2(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_clog2(x)"}),
     ScalarOp("log10", 1, "math.log10(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log10(x)"}),
     ScalarOp("sqrt", 1, "math.sqrt(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sqrt(x)"}),
     ScalarOp("rsqrt", 1, "_one / math.sqrt(x)", rule="float", cats=FLT_C,
@@ -136,13 +137,16 @@ _OPS = [
              by_cat={COMPLEX: "cmath.cos(x)", "float32": "_cos_f32(x)"},
              fast={"float32": ("_cos_f32_fast(x)", SINCOS_GUARD)}),
     ScalarOp("tan", 1, "math.tan(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.tan(x)"}),
-    ScalarOp("asin", 1, "math.asin(x)", rule="float", cats=FLT),
-    ScalarOp("acos", 1, "math.acos(x)", rule="float", cats=FLT),
-    ScalarOp("atan", 1, "math.atan(x)", rule="float", cats=FLT),
-    ScalarOp("sinh", 1, "math.sinh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sinh(x)"}),
-    ScalarOp("cosh", 1, "math.cosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.cosh(x)"}),
+    ScalarOp("asin", 1, "math.asin(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.asin(x)"}),
+    ScalarOp("acos", 1, "math.acos(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cacos(x)"}),
+    ScalarOp("atan", 1, "math.atan(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.atan(x)"}),
+    ScalarOp("asinh", 1, "math.asinh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_casinh(x)"}),
+    ScalarOp("acosh", 1, "math.acosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cacosh(x)"}),
+    ScalarOp("atanh", 1, "math.atanh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_catanh(x)"}),
+    ScalarOp("sinh", 1, "math.sinh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_csinh(x)"}),
+    ScalarOp("cosh", 1, "math.cosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_ccosh(x)"}),
     ScalarOp("tanh", 1, "math.tanh(x)", rule="float", cats=FLT_C,
-             by_cat={COMPLEX: "cmath.tanh(x)", "float32": "_tanh_f32(x)"}),
+             by_cat={COMPLEX: "_ctanh(x)", "float32": "_tanh_f32(x)"}),
     ScalarOp("erf", 1, "math.erf(x)", rule="float", cats=FLT),
     ScalarOp("sigmoid", 1, "_one / (_one + math.exp(-x))", rule="float", cats=FLT,
              by_cat={"float32": "_one / (_one + _exp_f32(-x))"}),
@@ -159,6 +163,12 @@ _OPS = [
              by_cat={INT: "True", BOOL: "True", COMPLEX: "cmath.isfinite(x)"}, inplace=False),
     ScalarOp("logical_not", 1, "not x", rule="logical", cats=ALL),
     ScalarOp("bitwise_not", 1, "~x", cats=INTEGRAL, by_cat={BOOL: "not x"}, operator=("__invert__",)),
+    ScalarOp("signbit", 1, "math.copysign(1.0, x) < 0", rule="predicate", cats=FLT, inplace=False),
+    # conj/real/imag of a real tensor are the tensor itself (real), or zeros (imag); PyTorch's real
+    # and imag are views and attributes: here they are functions only, computing a new tensor
+    ScalarOp("conj", 1, "x", cats=ALL, by_cat={COMPLEX: "x.conjugate()"}, inplace=False),
+    ScalarOp("real", 1, "x", rule="abs", cats=NUM, by_cat={COMPLEX: "x.real"}, inplace=False, method=False),
+    ScalarOp("imag", 1, "x - x", rule="abs", cats=NUM, by_cat={COMPLEX: "x.imag"}, inplace=False, method=False),
     # -- binary -------------------------------------------------------------------------------
     ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)", "int64": _WRAP64["add"]},
              statics=("Scalar alpha=1",), operator=("__add__", "__radd__", "__iadd__")),
@@ -175,6 +185,10 @@ _OPS = [
     ScalarOp("maximum", 2, "_maximum(x, y)", cats=REAL_B),
     ScalarOp("minimum", 2, "_minimum(x, y)", cats=REAL_B),
     ScalarOp("atan2", 2, "math.atan2(x, y)", rule="float", cats=FLT),
+    ScalarOp("copysign", 2, "math.copysign(x, y)", rule="float", cats=FLT),
+    ScalarOp("hypot", 2, "math.hypot(x, y)", rule="float", cats=FLT),
+    ScalarOp("logaddexp", 2, "_logaddexp(x, y)", rule="float", cats=FLT),
+    ScalarOp("nextafter", 2, "np.nextafter(x, y)", rule="no_half", cats=FLT),
     ScalarOp("eq", 2, "x == y", rule="compare", cats=ALL, operator=("__eq__",)),
     ScalarOp("ne", 2, "x != y", rule="compare", cats=ALL, operator=("__ne__",)),
     ScalarOp("lt", 2, "x < y", rule="compare", cats=REAL_B, operator=("__lt__",)),
@@ -187,6 +201,10 @@ _OPS = [
     ScalarOp("bitwise_and", 2, "x & y", cats=INTEGRAL, operator=("__and__", "__rand__", "__iand__")),
     ScalarOp("bitwise_or", 2, "x | y", cats=INTEGRAL, operator=("__or__", "__ror__", "__ior__")),
     ScalarOp("bitwise_xor", 2, "x ^ y", cats=INTEGRAL, operator=("__xor__", "__rxor__", "__ixor__")),
+    ScalarOp("bitwise_left_shift", 2, "_lshift(x, y)", cats=INTS,
+             operator=("__lshift__", "__rlshift__", "__ilshift__")),
+    ScalarOp("bitwise_right_shift", 2, "_rshift(x, y)", cats=INTS,
+             operator=("__rshift__", "__rrshift__", "__irshift__")),
     # -- ternary ------------------------------------------------------------------------------
     ScalarOp("where", 3, "y if x else z", rule="where", cats=ALL, inplace=False, method=False),
     ScalarOp("clamp", 3, _clamp_expr, rule="clamp", cats=REAL_B),
@@ -222,9 +240,19 @@ def _predicate(d: DType, n: int):
     return d, bool_, ("compute",) * n
 
 
+def _no_half(d: DType, n: int):
+    # float16 computes in float32 in every loop: float32's neighbour of x rounds back to x
+    if d is float16:
+        from dispatch_jit.errors import DTypeError
+        raise DTypeError("nextafter() does not support float16 (it computes in float32, whose neighbour of x "
+                         "rounds back to x in float16); supported dtypes: float32, float64; convert first: "
+                         "x.to(dj.float32)")
+    return d, d, ("compute",) * n
+
+
 TYPE_RULES: dict[str, Callable] = {
     "promote": _promote, "float": _float, "compare": _compare, "logical": _logical, "abs": _abs,
-    "predicate": _predicate, "clamp": _promote,
+    "predicate": _predicate, "clamp": _promote, "no_half": _no_half,
 }
 
 
@@ -264,6 +292,14 @@ class Resolved:
     casts: tuple
 
 
+def _accepts(op: ScalarOp, d: DType, n: int) -> bool:
+    from dispatch_jit.errors import DTypeError
+    try:
+        return type_rule(op, d, n)[0].category in op.cats
+    except DTypeError:
+        return False
+
+
 def resolve(op: ScalarOp, call) -> Resolved:
     """The miss path's type resolution for ``op`` called as ``call`` (PyTorch's promotion, then the
     op's type rule); raises the op's dtype errors."""
@@ -284,7 +320,7 @@ def resolve(op: ScalarOp, call) -> Resolved:
     compute, result, casts = type_rule(op, promoted, len(in_metas))
     if compute.category not in op.cats:
         # the dtypes whose compute dtype the op accepts (exp takes int64: it computes in float32)
-        ok = [d.name for d in ALL_DTYPES if type_rule(op, d, len(in_metas))[0].category in op.cats]
+        ok = [d.name for d in ALL_DTYPES if _accepts(op, d, len(in_metas))]
         raise DTypeError(f"{op.name}() does not support {_CATEGORY_NAMES[compute.category]} inputs "
                          f"(got {compute.name}); supported dtypes: {', '.join(ok)}")
     return Resolved(in_idx, static_idx, tuple(schema_args[i].name for i in static_idx), out_pos, in_metas,

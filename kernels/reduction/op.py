@@ -83,6 +83,10 @@ class Reduction:
                 d = as_dtype(dtype)
                 if d.np != a.dtype:
                     to = d.np
+                r = reduce(a, axes, bool(keepdims), to, kw)
+                # dtype= is the result's dtype too: sum(uint8, dtype=uint8) is uint8, as PyTorch's
+                # (the kernels accumulate small integers in int64; the cast wraps as their sum would)
+                return wrap(r if r.dtype == d.np else r.astype(d.np))
             return wrap(reduce(a, axes, bool(keepdims), to, kw))
         full = getattr(reduce, "full", None)
         if full is None or extra not in ((), ("dtype",)):

@@ -337,6 +337,16 @@ def _int_nonneg_exponent(cast, compute):
         raise OracleError("integers to negative integer powers")
 
 
+def _shift_count(cast, compute):
+    if np.any(cast[1] < 0):
+        raise Undefined("a negative shift count (the array API leaves it undefined)")
+
+
+def _no_float16(cast, compute):
+    if compute == "float16":
+        raise OracleError("nextafter refuses float16 (its loops compute in float32)")
+
+
 def _int_identity(fn):
     """A rounding function that leaves integers as they are (NumPy's goes through float64, which
     loses uint64 and int64 values above 2**53)."""
@@ -422,6 +432,9 @@ ROWS: list[Row] = [
     unary("asin", _f64(np.arcsin), "float", _F, U4),
     unary("acos", _f64(np.arccos), "float", _F, U4),
     unary("atan", _f64(np.arctan), "float", _F, U4, grad=True),
+    unary("asinh", _f64(np.arcsinh), "float", _F, U4),
+    unary("acosh", _f64(np.arccosh), "float", _F, U4),
+    unary("atanh", _f64(np.arctanh), "float", _F, U4),
     unary("sinh", _f64(np.sinh), "float", _F, U4, grad=True),
     unary("cosh", _f64(np.cosh), "float", _F, U4, grad=True, keeps_pos=True),
     unary("tanh", _f64(np.tanh), "float", _F, U4, grad=True),
@@ -437,6 +450,10 @@ ROWS: list[Row] = [
     unary("isfinite", np.isfinite, "predicate"),
     unary("logical_not", np.logical_not, "logical"),
     unary("bitwise_not", np.invert, cats=_INTEGRAL, op="~"),
+    unary("signbit", np.signbit, "predicate", _F, method=False),
+    unary("conj", lambda x: x.copy(), cats="bif"),
+    unary("real", lambda x: x.copy(), cats=_NUM, method=False),
+    unary("imag", np.zeros_like, cats=_NUM, method=False, torch_skip=lambda a, p: True),
     # -- binary elementwise --------------------------------------------------------------------
     binary("add", np.add, op="+", grad=True, keeps_pos=True),
     binary("sub", np.subtract, cats=_NUM, op="-", grad=True),
@@ -449,6 +466,10 @@ ROWS: list[Row] = [
     binary("maximum", np.maximum, cats=_REALB, grad=True, keeps_pos=True),
     binary("minimum", np.minimum, cats=_REALB, grad=True, keeps_pos=True),
     binary("atan2", _f64(np.arctan2), "float", _F, U4, grad=True),
+    binary("copysign", np.copysign, "float", _F),
+    binary("hypot", _f64(np.hypot), "float", _F, U4),
+    binary("logaddexp", _f64(np.logaddexp), "float", _F, U4),
+    binary("nextafter", np.nextafter, cats=_F, check=_no_float16),
     binary("eq", np.equal, "compare", op="=="),
     binary("ne", np.not_equal, "compare", op="!="),
     binary("lt", np.less, "compare", _REALB, op="<"),
@@ -461,6 +482,8 @@ ROWS: list[Row] = [
     binary("bitwise_and", np.bitwise_and, cats=_INTEGRAL, op="&"),
     binary("bitwise_or", np.bitwise_or, cats=_INTEGRAL, op="|"),
     binary("bitwise_xor", np.bitwise_xor, cats=_INTEGRAL, op="^"),
+    binary("bitwise_left_shift", np.left_shift, cats="i", op="<<", check=_shift_count),
+    binary("bitwise_right_shift", np.right_shift, cats="i", op=">>", check=_shift_count),
 ]
 
 
@@ -1240,6 +1263,80 @@ ROWS += [
         True, (), True),
 ]
 
+
+
+# -- ordering, scans and gathers (kernels/arrayops) ------------------------------------------------------
+def _axis_params(ch, args):
+    a = args[0]
+    if a.ndim == 0:
+        return None
+    return {"axis": ch.int(-a.ndim, a.ndim - 1), "descending": ch.coin(0.5), "shift": ch.int(-3, 3)}
+
+
+def _tri_params(ch, args):
+    return None if args[0].ndim < 2 else {"k": ch.int(-2, 2)}
+
+
+def _order_np(indices):
+    """Stable sort along the axis; descending keeps equal elements in their order (NaN sorts last
+    ascending, first descending, as a reversed ascending sort)."""
+    def run(args, p):
+        a, ax = args[0], p["axis"]
+        if p["descending"]:
+            idx = a.shape[ax] - 1 - np.flip(np.argsort(np.flip(a, ax), axis=ax, kind="stable"), ax)
+        else:
+            idx = np.argsort(a, axis=ax, kind="stable")
+        return idx.astype(np.int64) if indices else np.take_along_axis(a, idx, ax)
+    return run
+
+
+def _scan_np(fn):
+    """cumsum/cumprod: integers accumulate in int64 (uint64 in uint64), floats in float64 here."""
+    def run(args, p):
+        a = args[0]
+        acc = np.float64 if a.dtype.kind == "f" else _sum_rule(a.dtype)
+        with np.errstate(all="ignore"):
+            r = fn(a.astype(acc), axis=p["axis"])
+        return as_dtype_unchecked(r, a.dtype if a.dtype.kind == "f" else _sum_rule(a.dtype))
+    return run
+
+
+def _torch_call(fn):
+    def run(t, p):
+        import torch
+        return fn(torch, t[0], p)
+    return run
+
+
+ROWS += [
+    Row("sort", "reduce", (lambda a, p: f"dj.sort({a[0]}, {p['axis']}, descending={p['descending']}).values",
+                           lambda a, p: f"{a[0]}.sort({p['axis']}, {p['descending']})[0]"), "bif",
+        _order_np(False), _torch_call(lambda torch, t, p: torch.sort(t, dim=p["axis"], descending=p["descending"],
+                                                                     stable=True).values), EXACT, _axis_params),
+    Row("argsort", "reduce", (lambda a, p: f"dj.argsort({a[0]}, {p['axis']}, {p['descending']})",
+                              lambda a, p: f"{a[0]}.argsort({p['axis']}, descending={p['descending']})"), "bif",
+        _order_np(True), _torch_call(lambda torch, t, p: torch.argsort(t, dim=p["axis"], descending=p["descending"],
+                                                                        stable=True)), EXACT, _axis_params),
+    Row("cumsum", "reduce", (lambda a, p: f"dj.cumsum({a[0]}, {p['axis']})", lambda a, p: f"{a[0]}.cumsum({p['axis']})"),
+        "bif", _scan_np(np.cumsum), _torch_call(lambda torch, t, p: torch.cumsum(t, p["axis"])), tol_sum,
+        _axis_params),
+    Row("cumprod", "reduce", (lambda a, p: f"dj.cumprod({a[0]}, {p['axis']})",
+                              lambda a, p: f"{a[0]}.cumprod({p['axis']})"),
+        "bif", _scan_np(np.cumprod), _torch_call(lambda torch, t, p: torch.cumprod(t, p["axis"])), tol_prod,
+        _axis_params),
+    Row("flip", "reduce", (lambda a, p: f"dj.flip({a[0]}, [{p['axis']}])", lambda a, p: f"{a[0]}.flip([{p['axis']}])"),
+        "bif", lambda args, p: np.flip(args[0], p["axis"]).copy(),
+        _torch_call(lambda torch, t, p: torch.flip(t, [p["axis"]])), EXACT, _axis_params),
+    Row("roll", "reduce", (lambda a, p: f"dj.roll({a[0]}, [{p['shift']}], [{p['axis']}])",),
+        "bif", lambda args, p: np.roll(args[0], p["shift"], p["axis"]),
+        _torch_call(lambda torch, t, p: torch.roll(t, p["shift"], p["axis"])), EXACT, _axis_params),
+    Row("tril", "reduce", (lambda a, p: f"dj.tril({a[0]}, {p['k']})", lambda a, p: f"{a[0]}.tril({p['k']})"),
+        "bif", lambda args, p: np.tril(args[0], p["k"]), _torch_call(lambda torch, t, p: torch.tril(t, p["k"])),
+        EXACT, _tri_params),
+    Row("triu", "reduce", (lambda a, p: f"dj.triu({a[0]}, {p['k']})", lambda a, p: f"{a[0]}.triu({p['k']})"),
+        "bif", lambda args, p: np.triu(args[0], p["k"]), _torch_call(lambda torch, t, p: torch.triu(t, p["k"])),
+        EXACT, _tri_params),
+]
 
 # -- cat / stack ----------------------------------------------------------------------------------------
 def _list_np(stack):

@@ -1,0 +1,37 @@
+"""``__array_namespace_info__``: what this namespace supports (devices, dtypes, defaults)."""
+
+from __future__ import annotations
+
+from dispatch_jit.devices import CPU_DEVICE, device
+from dispatch_jit.dtypes import complex64, float32, int64
+
+from ._dtypes import DTYPES, isdtype
+
+__all__ = ["__array_namespace_info__"]
+
+
+class __array_namespace_info__:  # noqa: N801  (the standard's name)
+    """The standard's inspection object.
+
+    >>> from dispatch_jit import array_api as xp
+    >>> xp.__array_namespace_info__().default_dtypes()["real floating"]
+    dispatch_jit.float32
+    """
+
+    def capabilities(self) -> dict:
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self):
+        return CPU_DEVICE
+
+    def devices(self) -> tuple:
+        from dispatch_jit.cuda import runtime
+        if not runtime.is_available():
+            return (CPU_DEVICE,)
+        return (CPU_DEVICE,) + tuple(device("cuda", i) for i in range(runtime.device_count()))
+
+    def default_dtypes(self, *, device=None) -> dict:
+        return {"real floating": float32, "complex floating": complex64, "integral": int64, "indexing": int64}
+
+    def dtypes(self, *, device=None, kind=None) -> dict:
+        return {d.name: d for d in DTYPES if kind is None or isdtype(d, kind)}

@@ -1,0 +1,232 @@
+"""Ordering, scans and gathers as dispatcher ops: their schemas (PyTorch's names and
+semantics: ``sort`` returns values and indices, ``cumsum`` of an int is int64) and their CPU
+kernels, which take and return Tensors.
+
+The computing ops (sort, argsort, searchsorted, cumsum, cumprod, nonzero) run the Numba loops
+of sorting.py on the op's axis moved last; the ops that only move memory (flip, roll, tril,
+triu, index_select, take, take_along_dim) are NumPy copies, as the shape family's are.  There
+are no CUDA kernels yet: on a CUDA tensor the dispatcher raises NoKernelError (README).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from dispatch_jit.dtypes import BOOL, COMPLEX, INT, as_dtype, int64, promote_types, uint64
+from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
+from dispatch_jit.tensor import wrap
+
+from ..shape.op import normalize_axes, normalize_axis
+from . import sorting
+
+__all__ = ["SCHEMAS", "CPU_KERNELS", "METHODS"]
+
+SCHEMAS = [
+    "sort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> (Tensor values, Tensor indices)",
+    "argsort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> Tensor",
+    "searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, "
+    "str? side=None) -> Tensor",
+    "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+    "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+    "nonzero(Tensor self) -> Tensor",
+    "flip(Tensor self, int[] dims) -> Tensor",
+    "roll(Tensor self, int[] shifts, int[] dims=[]) -> Tensor",
+    "tril(Tensor self, int diagonal=0) -> Tensor",
+    "triu(Tensor self, int diagonal=0) -> Tensor",
+    "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+    "take(Tensor self, Tensor index) -> Tensor",
+    "take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor",
+]
+METHODS = ["sort", "argsort", "cumsum", "cumprod", "nonzero", "flip", "roll", "tril", "triu", "index_select",
+           "take", "take_along_dim"]
+
+# what sort returns, as torch.return_types.sort
+SortResult = namedtuple("sort", ["values", "indices"])
+
+# Numba has no float16 arithmetic and no bool ordering: those rows are sorted as the type
+# that holds them exactly, and converted back
+_SORT_AS = {np.dtype(np.float16): np.float32, np.dtype(np.bool_): np.uint8}
+
+
+def _real(x, op: str) -> None:
+    if x.dtype.category == COMPLEX:
+        raise DTypeError(f"{op}: complex tensors are not ordered (got {x.dtype.name}); sort x.real or abs(x)")
+
+
+def _rows(a: np.ndarray, axis: int) -> tuple[np.ndarray, tuple]:
+    """``a`` with ``axis`` last, as a C-contiguous (rows, n) array, and the moved shape."""
+    if a.ndim == 0:
+        return np.asarray(a.reshape(1, 1), order="C"), ()
+    moved = np.moveaxis(a, axis, -1)
+    # the row count spelled out: reshape(-1, 0) of an empty array is ambiguous to NumPy
+    rows = np.asarray(moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]), order="C")
+    return rows, moved.shape
+
+
+def _unrows(r: np.ndarray, moved_shape: tuple, axis: int, ndim: int) -> np.ndarray:
+    if ndim == 0:
+        return r.reshape(())
+    return np.moveaxis(r.reshape(moved_shape), -1, axis)
+
+
+def _order(x, dim: int, descending: bool, op: str) -> tuple[np.ndarray, int]:
+    """The stable sorting permutation along ``dim`` (as an int64 array of x's shape), and the axis.
+    Descending and stable: sort the reversed rows ascending and reverse back, so that equal
+    elements keep their original order (the array API's rule for stable=True)."""
+    _real(x, op)
+    a = x._data
+    axis = normalize_axis(dim, a.ndim, op)
+    rows, moved = _rows(a, axis)
+    if rows.dtype in _SORT_AS:
+        rows = rows.astype(_SORT_AS[rows.dtype])
+    if descending:
+        n = rows.shape[1]
+        idx = (n - 1) - sorting.argsort_rows(np.asarray(rows[:, ::-1], order="C"))[:, ::-1]
+    else:
+        idx = sorting.argsort_rows(rows)
+    return _unrows(np.asarray(idx, order="C"), moved, axis, a.ndim), axis
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    idx, axis = _order(x, dim, descending, "sort")
+    a = x._data
+    values = np.take_along_axis(a, idx, axis) if a.ndim else a.copy()
+    return SortResult(wrap(np.asarray(values, order="C")), wrap(np.asarray(idx, order="C")))
+
+
+def argsort(x, dim=-1, descending=False, stable=False):
+    return wrap(np.asarray(_order(x, dim, descending, "argsort")[0], order="C"))
+
+
+def searchsorted(sorted_sequence, x, out_int32=False, right=False, side=None):
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ShapeError("searchsorted: side='left' and right=True contradict each other; pass one")
+        right = side == "right"
+    if sorted_sequence.ndim != 1:
+        raise ShapeError(f"searchsorted: the sorted sequence must be 1-dimensional here, got shape "
+                         f"{tuple(sorted_sequence.shape)}; search each row separately")
+    _real(sorted_sequence, "searchsorted")
+    _real(x, "searchsorted")
+    dt = promote_types(sorted_sequence.dtype, x.dtype).np
+    dt = _SORT_AS.get(dt, dt)
+    s = np.asarray(sorted_sequence._data, dt, order="C")
+    v = np.asarray(x._data, dt, order="C")
+    out = sorting.searchsorted(s, v.reshape(-1), bool(right)).reshape(v.shape)
+    return wrap(out.astype(np.int32) if out_int32 else out)
+
+
+def _cumulate(name: str):
+    def cumulate(x, dim, dtype=None):
+        _ = normalize_axis(dim, x.ndim, name)
+        if dtype is not None:
+            dt = as_dtype(dtype)
+        elif x.dtype.category in (BOOL, INT):
+            # integral running sums and products are int64, as PyTorch's (uint64 stays uint64, as
+            # dispatch_jit's sum: int64 cannot hold it)
+            dt = uint64 if x.dtype is uint64 else int64
+        else:
+            dt = x.dtype
+        a = x._data.astype(dt.np, copy=False)
+        axis = normalize_axis(dim, a.ndim, name)
+        rows, moved = _rows(a, axis)
+        compute = _SORT_AS.get(rows.dtype)
+        r = sorting.cumulate_rows(name, rows.astype(compute) if compute else rows)
+        return wrap(np.asarray(_unrows(r.astype(dt.np, copy=False), moved, axis, a.ndim), order="C"))
+    cumulate.__name__ = name
+    return cumulate
+
+
+def nonzero(x):
+    a = np.asarray(x._data, order="C").reshape(-1)
+    if a.dtype in _SORT_AS:
+        a = a.astype(_SORT_AS[a.dtype])
+    flat = sorting.nonzero_flat(a)
+    if x.ndim == 0:
+        return wrap(np.zeros((flat.shape[0], 0), np.int64))
+    return wrap(np.ascontiguousarray(np.stack(np.unravel_index(flat, x._data.shape), axis=1).astype(np.int64)))
+
+
+def flip(x, dims):
+    axes = normalize_axes(dims, x.ndim, "flip") if len(dims) else ()
+    return wrap(np.flip(x._data, axes).copy() if axes else x._data.copy())
+
+
+def roll(x, shifts, dims=()):
+    shifts, dims = tuple(shifts), tuple(dims)
+    if not dims:
+        if len(shifts) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be one int, got {list(shifts)}")
+        return wrap(np.roll(x._data.reshape(-1), shifts[0]).reshape(x._data.shape))
+    if len(shifts) != len(dims):
+        raise ShapeError(f"roll: shifts and dims must have the same length, got {list(shifts)} and {list(dims)}")
+    axes = tuple(normalize_axis(d, x.ndim, "roll") for d in dims)
+    return wrap(np.roll(x._data, shifts, axes))
+
+
+def _triangle(name: str, fn):
+    def tri(x, diagonal=0):
+        if x.ndim < 2:
+            raise ShapeError(f"{name}: input tensor must have at least 2 dimensions, got shape {tuple(x.shape)}")
+        return wrap(fn(x._data, diagonal))
+    tri.__name__ = name
+    return tri
+
+
+def _indices(index, size: int, op: str) -> np.ndarray:
+    """The index tensor's values, checked against the axis size (negative ones count from the end)."""
+    if index.dtype.category != INT:
+        raise DTypeError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
+    i = index._data.astype(np.int64, copy=False)
+    if i.size and (i.min() < -size or i.max() >= size):
+        bad = i[(i < -size) | (i >= size)].reshape(-1)[0]
+        raise OutOfBoundsError(f"{op}: index {int(bad)} is out of bounds for an axis of size {size}")
+    return i
+
+
+def index_select(x, dim, index):
+    axis = normalize_axis(dim, x.ndim, "index_select")
+    if index.ndim > 1:
+        raise ShapeError(f"index_select: index must be 0- or 1-dimensional, got shape {tuple(index.shape)}")
+    a = x._data if x.ndim else x._data.reshape(1)
+    i = _indices(index, a.shape[axis], "index_select").reshape(-1)
+    out = np.take(a, i, axis=axis)
+    return wrap(out.reshape(()) if x.ndim == 0 else out)
+
+
+def take(x, index):
+    a = x._data.reshape(-1)
+    return wrap(np.take(a, _indices(index, a.shape[0], "take")))
+
+
+def take_along_dim(x, indices, dim=None):
+    if dim is None:
+        a = x._data.reshape(-1)
+        return wrap(np.take(a, _indices(indices, a.shape[0], "take_along_dim").reshape(-1)))
+    axis = normalize_axis(dim, x.ndim, "take_along_dim")
+    if indices.ndim != x.ndim:
+        raise ShapeError(f"take_along_dim: indices must have as many dimensions as the input ({x.ndim}), "
+                         f"got shape {tuple(indices.shape)}")
+    i = _indices(indices, x._data.shape[axis], "take_along_dim")
+    try:
+        shape = np.broadcast_shapes(tuple(s if k != axis else 1 for k, s in enumerate(x.shape)),
+                                    tuple(s if k != axis else 1 for k, s in enumerate(i.shape)))
+    except ValueError:
+        raise ShapeError(f"take_along_dim: input of shape {tuple(x.shape)} and indices of shape "
+                         f"{tuple(indices.shape)} do not broadcast outside axis {axis}") from None
+    a = np.broadcast_to(x._data, shape[:axis] + (x._data.shape[axis],) + shape[axis + 1:])
+    i = np.broadcast_to(i, shape[:axis] + (i.shape[axis],) + shape[axis + 1:])
+    return wrap(np.take_along_axis(a, i, axis))
+
+
+CPU_KERNELS = {
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumsum": _cumulate("cumsum"),
+    "cumprod": _cumulate("cumprod"), "nonzero": nonzero, "flip": flip, "roll": roll,
+    "tril": _triangle("tril", np.tril), "triu": _triangle("triu", np.triu), "index_select": index_select,
+    "take": take, "take_along_dim": take_along_dim,
+}

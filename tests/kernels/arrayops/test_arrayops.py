@@ -1,0 +1,116 @@
+"""The ordering, scan and gather ops (kernels/arrayops) against NumPy: one oracle table, op x dtype."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.errors import DTypeError, NoKernelError, OutOfBoundsError, ShapeError
+
+X = np.array([[3.0, -1.0, np.nan, 2.0, -1.0], [0.0, -0.0, 5.0, 5.0, -2.0], [1.0, 1.0, 1.0, -3.0, 4.0]])
+DTYPES = ["float32", "float64", "int8", "uint8", "int64", "bool", "float16"]
+
+
+def _data(dt):
+    a = X if np.dtype(dt).kind == "f" else np.nan_to_num(X)
+    return a.astype(dt)
+
+
+def _desc_order(a, axis):
+    return a.shape[axis] - 1 - np.flip(np.argsort(np.flip(a, axis), axis=axis, kind="stable"), axis)
+
+
+def _int_acc(a):
+    return np.uint64 if a.dtype == np.uint64 else np.int64 if a.dtype.kind in "biu" else a.dtype
+
+
+# name -> (dj call, NumPy reference)
+ORACLE = {
+    "sort": (lambda t: dj.sort(t, 1).values, lambda a: np.sort(a, 1, kind="stable")),
+    "sort-desc-axis0": (lambda t: dj.sort(t, 0, descending=True)[0],
+                        lambda a: np.take_along_axis(a, _desc_order(a, 0), 0)),
+    "argsort": (lambda t: dj.argsort(t, 1), lambda a: np.argsort(a, 1, kind="stable")),
+    "argsort-desc": (lambda t: dj.argsort(t, -1, True), lambda a: _desc_order(a, -1)),
+    "cumsum": (lambda t: dj.cumsum(t, 1), lambda a: np.cumsum(a.astype(np.float64 if a.dtype.kind == "f"
+                                                                        else _int_acc(a)), 1)),
+    "cumprod": (lambda t: dj.cumprod(t, 0), lambda a: np.cumprod(a.astype(np.float64 if a.dtype.kind == "f"
+                                                                          else _int_acc(a)), 0)),
+    "nonzero": (lambda t: dj.nonzero(t), lambda a: np.argwhere(a)),
+    "flip": (lambda t: dj.flip(t, [0, 1]), lambda a: np.flip(a, (0, 1))),
+    "roll": (lambda t: dj.roll(t, [2, -1], [1, 0]), lambda a: np.roll(a, (2, -1), (1, 0))),
+    "roll-flat": (lambda t: dj.roll(t, [3]), lambda a: np.roll(a, 3)),
+    "tril": (lambda t: dj.tril(t, 1), lambda a: np.tril(a, 1)),
+    "triu": (lambda t: dj.triu(t, -1), lambda a: np.triu(a, -1)),
+    "index_select": (lambda t: dj.index_select(t, 1, dj.tensor([4, 0, -1, 0])),
+                     lambda a: np.take(a, [4, 0, -1, 0], 1)),
+    "take": (lambda t: dj.take(t, dj.tensor([[0, 14], [7, -1]])), lambda a: np.take(a, [[0, 14], [7, -1]])),
+    "take_along_dim": (lambda t: dj.take_along_dim(t, dj.tensor([[1], [0], [4]]), 1),
+                       lambda a: np.take_along_axis(a, np.array([[1], [0], [4]]), 1)),
+}
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", sorted(ORACLE))
+def test_op_matches_numpy(name, dt):
+    a = _data(dt)
+    fn, ref = ORACLE[name]
+    got = fn(dj.from_numpy(a.copy())).numpy()
+    want = ref(a)
+    if want.dtype.kind == "f" and got.dtype == np.float16:
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got.astype(want.dtype) if want.dtype.kind in "iub" else got, want)
+
+
+def test_result_dtypes_are_pytorchs():
+    assert dj.cumsum(dj.tensor([1, 2], dtype=dj.int8), 0).dtype is dj.int64
+    assert dj.cumsum(dj.tensor([1, 2], dtype=dj.uint64), 0).dtype is dj.uint64
+    assert dj.cumsum(dj.tensor([True, True]), 0).dtype is dj.int64
+    assert dj.cumsum(dj.tensor([1, 2], dtype=dj.int8), 0, dtype=dj.float64).dtype is dj.float64
+    assert dj.argsort(dj.tensor([2.0, 1.0])).dtype is dj.int64
+    assert dj.nonzero(dj.tensor([[0, 1]])).shape == (1, 2)
+
+
+def test_searchsorted_left_right_and_nan_last():
+    s = dj.tensor([1.0, 2.0, 2.0, 3.0, float("nan")])
+    v = dj.tensor([2.0, 0.0, 9.0, float("nan")])
+    assert dj.searchsorted(s, v).tolist() == [1, 0, 4, 4]
+    assert dj.searchsorted(s, v, right=True).tolist() == [3, 0, 4, 5]
+    assert dj.searchsorted(s, v, side="right").tolist() == [3, 0, 4, 5]
+    assert dj.searchsorted(s, v, out_int32=True).dtype is dj.int32
+
+
+def test_sort_of_a_zero_dim_and_an_empty_tensor():
+    assert dj.sort(dj.tensor(3.0)).values.shape == () and dj.argsort(dj.tensor(3.0)).shape == ()
+    assert dj.searchsorted(dj.tensor([1.0, 2.0]), dj.tensor(1.5)).shape == ()
+    assert dj.ops.aten.linalg_det(dj.eye(2)).shape == ()
+    assert dj.sort(dj.zeros(0, 3), 0).values.shape == (0, 3)
+    assert dj.cumsum(dj.zeros(2, 0), 0).shape == (2, 0)
+
+
+def test_errors_name_the_op_and_the_fix():
+    with pytest.raises(DTypeError, match="sort: complex"):
+        dj.sort(dj.tensor([1j, 2j]))
+    with pytest.raises(OutOfBoundsError, match="index 9 is out of bounds"):
+        dj.index_select(dj.tensor([1, 2]), 0, dj.tensor([9]))
+    with pytest.raises(IndexError):
+        dj.take(dj.tensor([1, 2]), dj.tensor([-3]))
+    with pytest.raises(ShapeError, match="axis 2 is out of range"):
+        dj.sort(dj.tensor([1, 2]), 2)
+    with pytest.raises(ShapeError, match="at least 2 dimensions"):
+        dj.tril(dj.tensor([1, 2]))
+    with pytest.raises(DTypeError, match="integer tensor"):
+        dj.take(dj.tensor([1, 2]), dj.tensor([0.0]))
+
+
+def test_cuda_tensors_get_a_clear_no_kernel_error():
+    if not dj.cuda.is_available():
+        pytest.skip("no CUDA device (nor simulator)")
+    with pytest.raises(NoKernelError):
+        dj.sort(dj.tensor([2.0, 1.0], device="cuda"))
+
+
+def test_not_differentiable_yet_outputs_do_not_require_grad():
+    x = dj.tensor([2.0, 1.0], requires_grad=True)
+    assert not dj.sort(x).values.requires_grad
