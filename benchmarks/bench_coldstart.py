@@ -87,13 +87,21 @@ class WarmCache:
             best = min(best, float(out.stdout.strip().splitlines()[-1]))
         return best
 
-    def track_first_mlp_step_vs_torch(self):
-        """(import dispatch_jit + first MLP step, warm cache) / (import torch + the same step),
-        min of IMPORT_RUNS fresh interpreters each."""
+
+
+class WarmCacheVsTorch(WarmCache):
+    """The warm first step against torch's import and first step, fresh interpreters both."""
+
+    def setup(self):
         try:
             import torch  # noqa: F401
         except ImportError:
-            raise NotImplementedError("torch is not installed")
+            raise NotImplementedError("torch is not installed") from None
+        super().setup()
+
+    def track_first_mlp_step_vs_torch(self):
+        """(import dispatch_jit + first MLP step, warm cache) / (import torch + the same step),
+        min of IMPORT_RUNS fresh interpreters each."""
         dj_code = _env_line(self.dir) + _TIMED.format(body="import dispatch_jit as dj\n" + STEP)
         torch_code = _TIMED.format(body="import torch\n" + TORCH_STEP)
         return self._best(dj_code) / self._best(torch_code)

@@ -61,12 +61,15 @@ def _torch():
     return torch
 
 
-class TrainingStep:
-    """One MLP training step per mode."""
+class _Training:
+    """One MLP training step per mode (the benchmarks are the two classes below)."""
 
     timeout = 240
+    needs_torch = False      # TrainingStepVsTorch: without torch, setup skips it (asv's skip)
 
     def setup(self):
+        if self.needs_torch:
+            _torch()
         x, y, params = _data()
         self.x, self.y = dj.from_numpy(x), dj.from_numpy(y)
         self.params = {m: [dj.from_numpy(p.copy()).requires_grad_(True) for p in params]
@@ -108,6 +111,10 @@ class TrainingStep:
                 p -= p.grad * LR
                 p.grad = None
 
+
+class TrainingStep(_Training):
+    """Seconds per step in each dj mode (no torch needed)."""
+
     def time_dj_eager(self):
         self.step_eager()
 
@@ -116,6 +123,12 @@ class TrainingStep:
 
     def time_dj_global_compiled_mode(self):
         self.step_lazy()
+
+
+class TrainingStepVsTorch(_Training):
+    """The same steps against torch eager, interleaved in one process."""
+
+    needs_torch = True
 
     def time_torch_eager(self):
         if self.torch is None:

@@ -61,8 +61,11 @@ class _Steps:
 
     size = "mlp"
     number, repeat = 20, 7
+    needs_torch = False      # the ratio classes: without torch, setup skips them (asv's skip)
 
     def setup(self):
+        if self.needs_torch:
+            _torch()
         n, d, h, c, opt = SIZES[self.size]
         xa, ya = _data(n, d, c)
         self.x, self.y = dj.tensor(xa), dj.tensor(ya)
@@ -107,6 +110,17 @@ class _Steps:
             F.cross_entropy(self.model(self.x), self.y).backward()
             self.opt.step()
 
+    def _ratio(self, stmt: str) -> float:
+        if self.torch_step is None:
+            raise NotImplementedError("torch is not installed")
+        ns = {"ours": getattr(self, stmt), "theirs": self.torch_step}
+        ours, theirs = _interleaved_best(["ours()", "theirs()"], ns, self.number, self.repeat)
+        return ours / theirs
+
+
+class MLPStepTimes(_Steps):
+    """The MLP step's seconds per mode (no torch needed)."""
+
     def time_eager(self):
         self.step_eager()
 
@@ -116,16 +130,10 @@ class _Steps:
     def time_lazy(self):
         self.step_lazy()
 
-    def _ratio(self, stmt: str) -> float:
-        if self.torch_step is None:
-            raise NotImplementedError("torch is not installed")
-        ns = {"ours": getattr(self, stmt), "theirs": self.torch_step}
-        ours, theirs = _interleaved_best(["ours()", "theirs()"], ns, self.number, self.repeat)
-        return ours / theirs
-
 
 class MLPStep(_Steps):
     unit = "ratio"
+    needs_torch = True
 
     def track_mlp_eager_ratio_vs_torch(self):
         return self._ratio("step_eager")
@@ -139,6 +147,7 @@ class MLPStep(_Steps):
 
 class WideMLPStep(_Steps):
     unit = "ratio"
+    needs_torch = True
     size = "wide"
     number, repeat = 2, 5
     timeout = 300

@@ -199,6 +199,13 @@ class SparseCsrTensor(Tensor):
     def grad_fn(self):
         return self._values_t.grad_fn
 
+    @grad_fn.setter
+    def grad_fn(self, node) -> None:
+        # autograd's recorders mark an output by setting its grad_fn (mark_output, autograd/codegen.py)
+        if node is not None:
+            raise SparseLayoutError("a sparse CSR result cannot carry autograd history; only "
+                                    "dj.matmul(csr, dense) is differentiable")
+
     def requires_grad_(self, requires_grad: bool = True) -> "SparseCsrTensor":
         self._values_t.requires_grad_(requires_grad)
         self._sig = _csr_sig(self._values_t)
