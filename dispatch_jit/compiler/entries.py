@@ -11,7 +11,7 @@ from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.creation import zeros
 
 from .fastpath import NEVER, NOT_YET, fast_runner
-from .ir import Graph, Var, rebuild
+from .ir import Graph, Var, rebuild, vars_in
 from .joint import build_joint
 from .owners import make_check, unguarded
 from .partition import partition
@@ -269,7 +269,7 @@ def entry_for(graph, paths, tensors, direct, stats, parallel):
 
 def grad_obstacle(graph) -> str:
     """Why one autograd node cannot stand for the whole graph ('' if it can)."""
-    outs = _flat_vars(graph.outputs, [])
+    outs = [v.id for v in vars_in(graph.outputs)]
     consts = {v for n in graph.nodes if n.op == "const" for v in n.outs}
     if any(v in graph.inputs for v in outs):
         return "the function returns an input tensor itself"
@@ -284,14 +284,23 @@ def grad_obstacle(graph) -> str:
     return ""
 
 
+def _flow(g: Graph, seeds: dict, carries=None) -> dict:
+    """Value id -> the union of the labels of the ``seeds`` (value id -> set of labels) it is
+    computed from, along ``g``'s nodes; ``carries(v)``: whether value ``v`` passes them on."""
+    flow = dict(seeds)
+    for n in g.nodes:
+        labels = set().union(*[flow.get(v, set()) for v in n.inputs()])
+        if labels:
+            for v in n.outs:
+                if carries is None or carries(v):
+                    flow[v] = labels
+    return flow
+
+
 def _grad_deps(g, n_grads: int) -> list:
     """Per output of backward graph ``g`` (an input's gradient, or None), the positions of the
     incoming gradients (its last ``n_grads`` inputs) it depends on."""
-    deps = {v: {j} for j, v in enumerate(g.inputs[len(g.inputs) - n_grads:])}
-    for n in g.nodes:
-        d = set().union(*[deps.get(v, set()) for v in n.inputs()])
-        for v in n.outs:
-            deps[v] = d
+    deps = _flow(g, {v: {j} for j, v in enumerate(g.inputs[len(g.inputs) - n_grads:])})
     return [deps.get(v.id, set()) if isinstance(v, Var) else set() for v in g.outputs]
 
 
@@ -311,27 +320,11 @@ def _reach(forward: Graph, grad_of: list) -> list:
     floating-point values: where eager mode records a path, so that the input gets a gradient
     (zeros, when every formula on the path gives zeros: ``x ** 0``) even where the backward's
     values do not depend on the incoming gradient."""
-    reach = {v: {i} for i, v in enumerate(forward.inputs)}
-    for n in forward.nodes:
-        r = set().union(*[reach.get(v, set()) for v in n.inputs()])
-        for v in n.outs:
-            if r and forward.types[v].dtype.category >= 2:
-                reach[v] = r
-    flat = _flat_vars(forward.outputs[0], [])
+    reach = _flow(forward, {v: {i} for i, v in enumerate(forward.inputs)},
+                  lambda v: forward.types[v].dtype.category >= 2)
+    flat = [v.id for v in vars_in(forward.outputs[0])]
     out = [set() for _ in forward.inputs]
     for j, pos in enumerate(grad_of):
         for i in reach.get(flat[pos], ()):
             out[i].add(j)
-    return out
-
-
-def _flat_vars(x, out: list) -> list:
-    if isinstance(x, Var):
-        out.append(x.id)
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            _flat_vars(y, out)
-    elif isinstance(x, dict):
-        for y in x.values():
-            _flat_vars(y, out)
     return out

@@ -67,6 +67,17 @@ def _data(size: str):
     return x, y, init
 
 
+def _step(opt, loss_fn, x, y):
+    """One training step as a user writes it, in either library: zero_grad, loss, backward, step."""
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(x, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
 def _dj_step(mode: str, x, y, init):
     """(step function, its parameters) for dispatch_jit in ``mode``."""
     import dispatch_jit as dj
@@ -85,13 +96,7 @@ def _dj_step(mode: str, x, y, init):
         return F.cross_entropy(model(inp), target)
 
     loss_fn = dj.compile(loss_of) if mode == "compile" else loss_of
-
-    def step():
-        opt.zero_grad()
-        loss = loss_fn(tx, ty)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step = _step(opt, loss_fn, tx, ty)
 
     if mode == "lazy":
         def lazy_step():
@@ -112,15 +117,7 @@ def _torch_step(x, y, init, compiled: bool):
 
     loss_fn = torch.compile(loss_of) if compiled else loss_of
     opt = torch.optim.SGD(w, lr=0.1)
-    tx, ty = torch.tensor(x), torch.tensor(y)
-
-    def step():
-        opt.zero_grad()
-        loss = loss_fn(tx, ty)
-        loss.backward()
-        opt.step()
-        return loss.item()
-    return step, w
+    return _step(opt, loss_fn, torch.tensor(x), torch.tensor(y)), w
 
 
 def _time_steps(step, steps: int) -> tuple[float, list[float]]:
