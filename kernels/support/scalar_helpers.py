@@ -175,7 +175,9 @@ def _cexpm1(z):
     # exp(z) - 1 without the cancellation near 0: the real part as expm1(a)cos(b) - 2sin(b/2)^2
     a, b = z.real, z.imag
     if b == 0:
-        return complex(math.expm1(a), b)          # the real axis: the real function (no inf * 0)
+        # the real axis: the real function (no inf * 0); + 0.0 makes expm1(-0 + 0j) = +0 + 0j, as
+        # exp(z) - 1 rounds it (the standard's special case), where the real expm1(-0) is -0
+        return complex(math.expm1(a) + 0.0, b)
     if math.isinf(a) and a < 0:
         return complex(-1.0, 0.0 * math.sin(b) if math.isfinite(b) else 0.0)   # exp(-inf + bj) is 0
     if math.isinf(a) and not math.isfinite(b):

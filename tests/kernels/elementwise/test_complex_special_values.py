@@ -64,3 +64,12 @@ def test_inverse_functions_at_nan():
     assert math.isnan(a.real) and math.isnan(a.imag)
     assert one("acos", complex(0.5, 0.5)) == pytest.approx(np.arccos(0.5 + 0.5j))     # finite: cmath's
     assert one("atanh", complex(0.5, inf)) == pytest.approx(np.arctanh(complex(0.5, inf)))
+
+
+@pytest.mark.parametrize("dt", [dj.complex64, dj.complex128])
+def test_expm1_of_a_signed_zero_is_plus_zero(dt):
+    # the standard: expm1(+-0 + 0j) is 0 + 0j (exp(z) - 1 rounds -0 + 1 - 1 to +0), although the
+    # real expm1(-0) is -0; the conjugate keeps its sign in the imaginary part
+    got = dj.expm1(dj.tensor([complex(-0.0, 0.0), complex(0.0, 0.0), complex(-0.0, -0.0)], dtype=dt)).numpy()
+    assert not np.signbit(got.real).any()
+    assert list(np.signbit(got.imag)) == [False, False, True]
