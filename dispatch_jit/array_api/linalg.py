@@ -140,6 +140,9 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
     _real_float(x, "vector_norm")
     axes = None if axis is None else tuple(normalize(a, x.ndim) for a in ((axis,) if isinstance(axis, int) else axis))
     a = A.abs(x)
+    if axes == ():
+        # no axis reduced: each element is its own vector (the top level's sum would read () as "all")
+        return A.to(A.ne(a, 0), a.dtype, False) if ord == 0 else a
     if ord == math.inf:
         r = A.max(a, list(range(x.ndim)) if axes is None else axes, keepdims) if a.numel() else A.sum(a, axes, keepdims)
     elif ord == -math.inf:

@@ -143,6 +143,9 @@ def test_linalg_and_fft_extensions():
     np.testing.assert_allclose(xp.linalg.matrix_norm(x, ord="nuc").numpy(), np.linalg.norm(a, "nuc"))
     np.testing.assert_allclose(xp.linalg.vector_norm(x, ord=3).numpy(), np.linalg.norm(a.ravel(), 3))
     np.testing.assert_allclose(xp.linalg.trace(x).numpy(), 7.0)
+    # axis=() reduces nothing (the top level's sum reads () as all axes, PyTorch's way)
+    assert xp.linalg.vector_norm(-x, axis=()).shape == (2, 2)
+    np.testing.assert_allclose(xp.linalg.vector_norm(-x, axis=(), ord=0, keepdims=True).numpy(), np.ones((2, 2)))
     np.testing.assert_allclose(xp.linalg.cross(xp.asarray([1.0, 0, 0]), xp.asarray([0.0, 1, 0])).numpy(), [0, 0, 1])
     np.testing.assert_allclose(xp.fft.ifft(xp.fft.fft(xp.asarray([1.0, 2.0, 3.0]))).numpy().real, [1, 2, 3],
                                atol=1e-6)
