@@ -28,8 +28,9 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 class Site:
     """Where a node's operands are: ``name(v)``: the source name of value ``v``'s array;
-    ``array(v)``: the array one interpreted run gave it; ``scratch(shape, dtype)``: the name
-    of a work array the caller allocates with the outputs; ``fail``: the statement that
+    ``array(v)``: the array one interpreted run gave it; ``scratch(shape, dtype, chunks_of=None)``:
+    the name of a work array the caller allocates with the outputs (``chunks_of=n``: one
+    element per chunk of a full reduction of n elements, as many as the eager kernel's); ``fail``: the statement that
     returns this node's position (the refusal above)."""
 
     def __init__(self, names: dict, arrays: dict, scratch, fail: str):
