@@ -37,6 +37,29 @@ def _arrays(x):
     return [None if t is None else t.numpy() for t in (x if isinstance(x, (list, tuple)) else [x])]
 
 
+def _seed(out):
+    return dj.from_numpy(np.full(out.numpy().shape, 0.75, np.float32))
+
+
+def _check_plans(f, inputs):
+    """Each plan's function against its interpreted steps on the same inputs: the same bits."""
+    with dj.no_grad():
+        outs, extra = f.forward.run(inputs)
+        outs_i, extra_i = _interpreted(f.forward, inputs)
+    for a, b in zip(_arrays([outs] + list(extra)), _arrays([outs_i] + list(extra_i))):
+        np.testing.assert_array_equal(a, b)
+    saved = [inputs[i] if kind == "input" else extra[i] for kind, i in f.saved]
+    g = [_seed(outs)]
+    with dj.no_grad():
+        got, want = f.backward.run(saved + g), _interpreted(f.backward, saved + g)
+    for a, b in zip(_arrays(got), _arrays(want)):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(a, b)
+    return got
+
+
 def _loss_fn(model, act=None):
     if act is None:
         return dj.compile(lambda x, y: F.cross_entropy(model(x), y))
@@ -62,20 +85,8 @@ def test_mlp_plans_are_one_function_each_and_equal_the_interpreted_plans(act):
     assert f.forward.function.calls >= 1 and f.backward.function.calls >= 1
     assert "forward: one compiled function" in cf.explain()
     # the same inputs through the function and through the steps: equal bits
-    params = list(model.parameters())
-    inputs = [X, Y] + [p.detach() for p in params]
-    with dj.no_grad():
-        outs, extra = f.forward.run(inputs)
-        outs_i, extra_i = _interpreted(f.forward, inputs)
-    for a, b in zip(_arrays([outs] + list(extra)), _arrays([outs_i] + list(extra_i))):
-        np.testing.assert_array_equal(a, b)
-    saved = [inputs[i] if kind == "input" else extra[i] for kind, i in f.saved]
-    g = [dj.tensor(np.float32(0.75))]
-    with dj.no_grad():
-        got, want = f.backward.run(saved + g), _interpreted(f.backward, saved + g)
+    got = _check_plans(f, [X, Y] + [p.detach() for p in model.parameters()])
     assert sum(t is not None for t in got) == 4
-    for a, b in zip(_arrays(got), _arrays(want)):
-        np.testing.assert_array_equal(a, b)
 
 
 def test_training_with_the_plan_functions_equals_eager_training():
@@ -151,28 +162,6 @@ _REDUCING = {
     "rows": lambda m, x, t: (dj.tanh(m(x)) * t).sum(1),
     "cols": lambda m, x, t: (m(x) * t).sum(0, keepdim=True),
 }
-
-
-def _seed(out):
-    return dj.from_numpy(np.full(out.numpy().shape, 0.75, np.float32))
-
-
-def _check_plans(f, inputs):
-    """Each plan's function against its interpreted steps on the same inputs: the same bits."""
-    with dj.no_grad():
-        outs, extra = f.forward.run(inputs)
-        outs_i, extra_i = _interpreted(f.forward, inputs)
-    for a, b in zip(_arrays([outs] + list(extra)), _arrays([outs_i] + list(extra_i))):
-        np.testing.assert_array_equal(a, b)
-    saved = [inputs[i] if kind == "input" else extra[i] for kind, i in f.saved]
-    g = [_seed(outs)]
-    with dj.no_grad():
-        got, want = f.backward.run(saved + g), _interpreted(f.backward, saved + g)
-    for a, b in zip(_arrays(got), _arrays(want)):
-        if a is None:
-            assert b is None
-        else:
-            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("kind", sorted(_REDUCING))
