@@ -232,6 +232,8 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     ``tensors``, or why there is none."""
     if scalars:
         return "the plan reads runtime scalars (a Python number argument, read per call)"
+    if any(t.is_cuda for t in tensors):
+        return "a CUDA input (plan functions are CPU code)"
     names, arrays, allocs, consts = {}, {}, [], []
     for k, (v, t) in enumerate(zip(plan.inputs, tensors)):
         names[v], arrays[v] = f"i{k}", t._data
