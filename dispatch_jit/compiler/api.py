@@ -23,8 +23,12 @@ Autograd: when grad mode is on and a tensor input requires grad, the call's
 joint forward+backward graph is traced per set of input sizes (joint.py: the
 derivative table's formulas run on symbolic tensors), split by a min-cut into a
 forward plan that also returns what the backward needs and a backward plan
-(partition.py), both fused; the outputs get one node (``CompiledBackward``)
-that runs the backward plan.  What cannot be traced (see ``explain()``), and a
+(partition.py), both fused and, after their first run, each one compiled
+function where every step allows it (planfn.py, planops.py: one Python-level
+call per plan instead of one per step); the outputs get one node
+(``CompiledBackward``) that runs the backward plan.  A function that itself
+calls ``backward()`` (a whole training step) is not one graph: it runs
+eagerly, and ``explain()`` says so.  What cannot be traced (see ``explain()``), and a
 ``create_graph=True`` backward, replays the traced ops eagerly instead.
 """
 

@@ -50,7 +50,8 @@ from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS
 from dispatch_jit.jit import cache
 from .ir import Var
 
-__all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome"]
+__all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome",
+           "loop_globals"]
 
 _NAMES = ("x", "y", "z")
 _TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
@@ -387,10 +388,14 @@ def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
 def compile_loop(src: str, name: str, argtypes: tuple, parallel: bool):
     """(entry point, how it was obtained: "memory", "disk" or "compiled").  Counters
     take the outcome from here, not from thread state another caller may have left."""
-    def glb():
-        return {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
-                **_JIT_HELPERS, **_TYPE_FNS}
-    return cache.njit_source(_CACHE_KIND, src, name, argtypes, glb, parallel=parallel, disk=True)
+    return cache.njit_source(_CACHE_KIND, src, name, argtypes, lambda: loop_globals(parallel), parallel=parallel,
+                             disk=True)
+
+
+def loop_globals(parallel: bool) -> dict:
+    """The globals a generated loop's source reads (its casts, helpers and ``prange``)."""
+    return {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
+            **_JIT_HELPERS, **_TYPE_FNS}
 
 
 def last_outcome() -> str | None:

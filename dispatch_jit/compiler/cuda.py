@@ -147,6 +147,8 @@ class CudaFusedStep:
     shape, or inputs that are not all on one CUDA device, run the region's
     nodes eagerly for that call (which also raises eager mode's errors)."""
 
+    plan_kind = "cuda"       # what a plan function (planfn.py) asks of a step
+
     device = "cuda"
 
     def __init__(self, node, graph, stats):

@@ -150,8 +150,9 @@ class FusedGrad:
         self.split = split
         self.forward_graph, self.forward_notes = optimize(split.forward, distinct_outputs=True)
         self.backward_graph, self.backward_notes = optimize(split.backward, distinct_outputs=True)
-        self.forward = Plan(self.forward_graph, stats, parallel)
-        self.backward = Plan(self.backward_graph, stats, parallel)
+        # the sizes are this FusedGrad's: each plan becomes one compiled function (planfn.py)
+        self.forward = Plan(self.forward_graph, stats, parallel, one_function=True)
+        self.backward = Plan(self.backward_graph, stats, parallel, one_function=True)
         self.saved, self.grad_of = split.saved, grad_of
         self.deps = [b | f for b, f in zip(_grad_deps(split.backward, len(grad_of)),
                                            _reach(split.forward, grad_of))]
@@ -163,7 +164,8 @@ class FusedGrad:
         return (f"fused backward ({self.runs} runs): the forward plan ({loops[0]} fused loop(s)) saves "
                 f"{kinds.count('input')} input(s), {kinds.count('output')} output(s) and "
                 f"{kinds.count('extra')} intermediate(s); the backward plan ({loops[1]} fused loop(s)) "
-                f"recomputes {self.split.recomputed} forward op(s) from them")
+                f"recomputes {self.split.recomputed} forward op(s) from them; forward: "
+                f"{self.forward.describe_function()}; backward: {self.backward.describe_function()}")
 
 
 # input sizes a GradEntry traces a backward for; calls with other sizes replay eagerly

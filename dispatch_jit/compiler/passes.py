@@ -33,7 +33,7 @@ from .elementwise import Elementwise, Reduction, elementwise_info, reduction_inf
 from .ir import Graph, Node, Var, rename_vars, vars_in
 from .views import ViewOp, is_view, sink_views
 
-__all__ = ["Region", "dce", "cse", "fuse", "optimize", "returned_memory", "same_graph"]
+__all__ = ["Region", "dce", "cse", "fuse", "lone_region", "optimize", "returned_memory", "same_graph"]
 
 
 def _pure(n: Node) -> bool:
@@ -175,6 +175,13 @@ def _region(nodes, infos, used_after: set[int], g: Graph, red: Reduction | None 
     if red is not None:
         r.reduce, r.reduce_deps = red, sorted(deps[red.src])
     return r
+
+
+def lone_region(n: Node, g: Graph) -> Region | None:
+    """The one-node loop of elementwise node ``n`` (a plan function's call for an op the
+    interpreted plan leaves to its eager kernel, planfn.py), or None if it is not elementwise."""
+    info, _ = elementwise_info(n, g.types)
+    return None if info is None else _region([n], [info], set(n.outs), g)
 
 
 def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:

@@ -38,6 +38,7 @@ from .codegen import Codegen, compile_loop, crosswise
 from .cuda import CudaFusedStep
 from .elementwise import reduced_shape
 from .ir import Graph, Var, is_runtime_scalar, scalar_var
+from .planfn import build as _build_function
 from .steps import ConstStep, EagerStep, Stats, subst
 
 __all__ = ["Plan", "FusedStep"]
@@ -47,6 +48,8 @@ _new = object.__new__
 
 
 class FusedStep:
+    plan_kind = "fused"       # what a plan function (planfn.py) asks of a step
+
     def __init__(self, node, graph: Graph, stats: Stats, parallel: bool):
         self.region = r = node.value
         self.gen = Codegen(r, graph.types)
@@ -183,10 +186,18 @@ class FusedStep:
 
 
 class Plan:
-    """Steps in order, and how to read the outputs from the values they define."""
+    """Steps in order, and how to read the outputs from the values they define.
 
-    def __init__(self, graph: Graph, stats: Stats, parallel: bool = True):
-        self.graph = graph
+    ``one_function``: the plan's inputs have fixed sizes (a fused backward's plans, per set of
+    input sizes), so after its first interpreted run the plan becomes one compiled function
+    where it can (planfn.py); ``function`` is it, or why there is none ("" before the first run)."""
+
+    function = None
+    function_reason = ""
+
+    def __init__(self, graph: Graph, stats: Stats, parallel: bool = True, one_function: bool = False):
+        self.graph, self.stats, self.parallel = graph, stats, parallel
+        self.one_function = one_function
         self.steps, self.fused = [], []
         for n in graph.nodes:
             if n.op == "const":
@@ -210,13 +221,33 @@ class Plan:
     def run(self, tensors, scalars=()):
         """``tensors``: the graph's inputs; ``scalars``: the values of its runtime scalars
         (``RuntimeFloat``/``RuntimeInt`` index i is ``scalars[i]``)."""
-        env = dict(zip(self.inputs, tensors))
-        for i, x in enumerate(scalars):
-            env[-1 - i] = x          # ir.scalar_var(i)
-        for s in self.steps:
-            s(env)
+        fn = self.function
+        env = fn(tensors) if fn is not None else None
+        if env is None:
+            env = dict(zip(self.inputs, tensors))
+            for i, x in enumerate(scalars):
+                env[-1 - i] = x          # ir.scalar_var(i)
+            for s in self.steps:
+                s(env)
+            if self.one_function and fn is None and not self.function_reason:
+                self._make_function(env, tensors, scalars)
         if self._out1 is not None:
             return env[self._out1]
         if self._outn is not None:
             return tuple([env[v] for v in self._outn])
         return subst(self.outputs, env)
+
+    def _make_function(self, env, tensors, scalars):
+        got = _build_function(self, env, tensors, scalars, self.parallel)
+        if isinstance(got, str):
+            self.function_reason = got
+        else:
+            self.function = got
+
+    def describe_function(self) -> str:
+        """One phrase: whether the plan runs as one compiled function, and why not."""
+        f = self.function
+        if f is not None:
+            tail = f", {f.declined} call(s) ran interpreted (last: {f.declined_reason})" if f.declined else ""
+            return f"one compiled function ({f.calls} call(s){tail})"
+        return f"interpreted step by step ({self.function_reason})" if self.function_reason else "not run yet"

@@ -38,6 +38,8 @@ def subst(x, env):
 
 
 class ConstStep:
+    plan_kind = "const"       # what a plan function (planfn.py) asks of a step
+
     def __init__(self, node):
         self.vid, self.value = node.outs[0], node.value
 
@@ -57,7 +59,10 @@ def _scalars_as_vars(x):
 
 
 class EagerStep:
+    plan_kind = "eager"
+
     def __init__(self, node):
+        self.node = node
         self.op, self.outs = node.op, node.outs
         self.args, self.kwargs = _scalars_as_vars(node.args), _scalars_as_vars(node.kwargs)
 

@@ -208,8 +208,8 @@ def training_section(size: str = "mlp", steps: int = 50, plot_path: str | None =
                      torch_compile: bool = False) -> list:
     """Print (and plot next to ``plot_path``) the training step per mode: tools/training.py."""
     from .training import SIZES, TRAINING_HEADER, format_training, measure_training, plot_training
-    n, d, h, c = SIZES[size]
-    print(f"\ntraining step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.SGD "
+    n, d, h, c, opt = SIZES[size]
+    print(f"\ntraining step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.{opt} "
           f"(median of {steps} steps; torch at 2 threads when installed)")
     print("compile = the loss under @dj.compile (forward and fused backward); lazy = the whole step under "
           "dj.mode('compiled')\n")

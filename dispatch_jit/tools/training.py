@@ -1,10 +1,11 @@
 """The compile-vs-eager tradeoff of a training step: the training section of
 ``dispatch-jit tradeoff`` and of the demo.
 
-One step of the MLP of issue 14 (``N`` samples of ``D`` features, one tanh
-hidden layer of ``H`` units, ``C`` classes, ``F.cross_entropy``,
-``dj.optim.SGD``), written as a user writes it (zero_grad, forward, loss,
-backward, step), run in each mode from the same initial parameters:
+One step of an MLP of issue 14 (``N`` samples of ``D`` features, one tanh
+hidden layer of ``H`` units, ``C`` classes, ``F.cross_entropy``; ``SIZES``:
+"mlp" with ``dj.optim.SGD``, "wide" with ``dj.optim.Adam``), written as a
+user writes it (zero_grad, forward, loss, backward, step), run in each mode
+from the same initial parameters:
 
 * ``eager``: every op dispatched as it is called;
 * ``compile``: the loss under ``@dj.compile`` (the forward and its fused
@@ -33,7 +34,10 @@ import numpy as np
 
 __all__ = ["StepRow", "measure_training", "format_training", "plot_training", "SIZES"]
 
-SIZES = {"mlp": (512, 20, 64, 3), "tiny": (16, 4, 8, 3)}
+# size -> (N, D, H, C, optimizer): issue 14's two models ("tiny": for tests)
+SIZES = {"mlp": (512, 20, 64, 3, "SGD"), "wide": (8192, 256, 1024, 10, "Adam"), "tiny": (16, 4, 8, 3, "SGD")}
+# the optimizers' settings, the same in both libraries
+_OPT_ARGS = {"SGD": {"lr": 0.1}, "Adam": {"lr": 1e-3}}
 
 
 @dataclass
@@ -59,7 +63,7 @@ class StepRow:
 
 
 def _data(size: str):
-    n, d, h, c = SIZES[size]
+    n, d, h, c, _ = SIZES[size]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, d)).astype(np.float32)
     y = rng.integers(0, c, n)
@@ -78,8 +82,8 @@ def _step(opt, loss_fn, x, y):
     return step
 
 
-def _dj_step(mode: str, x, y, init):
-    """(step function, its parameters) for dispatch_jit in ``mode``."""
+def _dj_step(mode: str, x, y, init, opt_name: str = "SGD"):
+    """(step function, its parameters) for dispatch_jit in ``mode``, with optimizer ``opt_name``."""
     import dispatch_jit as dj
     import dispatch_jit.nn.functional as F
     from dispatch_jit import nn
@@ -89,7 +93,7 @@ def _dj_step(mode: str, x, y, init):
     with dj.no_grad():
         for p, a in zip(model.parameters(), init):
             p.copy_(dj.tensor(a))
-    opt = dj.optim.SGD(model.parameters(), lr=0.1)
+    opt = getattr(dj.optim, opt_name)(model.parameters(), **_OPT_ARGS[opt_name])
     tx, ty = dj.tensor(x), dj.tensor(y)
 
     def loss_of(inp, target):
@@ -106,7 +110,7 @@ def _dj_step(mode: str, x, y, init):
     return step, list(model.parameters())
 
 
-def _torch_step(x, y, init, compiled: bool):
+def _torch_step(x, y, init, compiled: bool, opt_name: str = "SGD"):
     import torch
     import torch.nn.functional as F
 
@@ -116,7 +120,7 @@ def _torch_step(x, y, init, compiled: bool):
         return F.cross_entropy(F.linear(torch.tanh(F.linear(inp, w[0], w[1])), w[2], w[3]), target)
 
     loss_fn = torch.compile(loss_of) if compiled else loss_of
-    opt = torch.optim.SGD(w, lr=0.1)
+    opt = getattr(torch.optim, opt_name)(w, **_OPT_ARGS[opt_name])
     return _step(opt, loss_fn, torch.tensor(x), torch.tensor(y)), w
 
 
@@ -136,18 +140,18 @@ def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, tor
                      log=None) -> list[StepRow]:
     """One row per mode (see the module docstring); ``steps`` steady steps each, after the first."""
     x, y, init = _data(size)
+    opt = SIZES[size][4]
     rows: list[StepRow] = []
     eager_params = None
     eager_step = float("nan")
-    runners = [("eager", lambda: _dj_step("eager", x, y, init)), ("compile", lambda: _dj_step("compile", x, y, init)),
-               ("lazy", lambda: _dj_step("lazy", x, y, init))]
+    runners = [(m, lambda m=m: _dj_step(m, x, y, init, opt)) for m in ("eager", "compile", "lazy")]
     if torch:
         try:
             import torch as _torch
             _torch.set_num_threads(2)
-            runners.append(("torch eager", lambda: _torch_step(x, y, init, False)))
+            runners.append(("torch eager", lambda: _torch_step(x, y, init, False, opt)))
             if torch_compile:
-                runners.append(("torch.compile", lambda: _torch_step(x, y, init, True)))
+                runners.append(("torch.compile", lambda: _torch_step(x, y, init, True, opt)))
         except ImportError:
             pass
     for mode, make in runners:

@@ -237,3 +237,42 @@ def test_inference_under_no_grad_reads_updated_parameters():
         np.testing.assert_allclose(b, a + 1.0, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(b, m(X).numpy(), rtol=1e-5, atol=1e-6)
     assert cf.cache_info().traces == 1
+
+
+def _sgd_by_hand(m, x, y):
+    F.cross_entropy(m(x), y).backward()
+    with dj.no_grad():
+        for p in m.parameters():
+            p -= 0.1 * p.grad
+            p.grad = None
+
+
+@pytest.mark.parametrize("update", ["opt.step()", "by hand"])
+def test_a_whole_step_runs_eagerly_and_says_why(update):
+    """A compiled function that calls backward() itself (forward, backward and update in one
+    function) is not traced into one graph yet: the call runs eagerly, trains exactly as eager
+    mode, and explain() says why."""
+    cm, em = _twins(_mlp)
+    if update == "opt.step()":
+        oc, oe = (dj.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01) for m in (cm, em))
+
+        def step_of(m, opt):
+            def step(x, y):
+                opt.zero_grad()
+                loss = F.cross_entropy(m(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+            return step
+        compiled, eager = dj.compile(step_of(cm, oc)), step_of(em, oe)
+    else:
+        compiled, eager = dj.compile(lambda x, y: _sgd_by_hand(cm, x, y)), lambda x, y: _sgd_by_hand(em, x, y)
+    for _ in range(3):
+        compiled(X, Y)
+        eager(X, Y)
+        for p, q in zip(cm.parameters(), em.parameters()):
+            np.testing.assert_array_equal(p.numpy(), q.numpy())
+            assert (p.grad is None) == (q.grad is None)
+    assert isinstance(compiled._last, EagerEntry)
+    assert "calls backward()" in compiled.explain(), compiled.explain()
+    assert compiled.cache_info().traces == 1

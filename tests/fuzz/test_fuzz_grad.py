@@ -4,7 +4,8 @@ bit, except where additions may be reordered: float reductions, and @dj.compile'
 (compiler/joint.py), which evaluates the same formulas but sums the gradients of a value used three times
 or more in its own order; lazy mode does not record tensors that require grad).  Under @dj.compile the backward must be the fused plan, or explain() must say
 why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
-function reads (lifted inputs, compiler/owners.py: mode "captured")."""
+function reads (lifted inputs, compiler/owners.py: mode "captured"); and on a second call of the same
+sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again")."""
 
 import numpy as np
 from hypothesis import assume, given, strategies as st
@@ -87,6 +88,14 @@ def grads(loss, g, mode):
         out = fn()
         out.backward()
         _check_backward_mode(fn)
+    elif mode == "again":
+        # a second call of the same sizes: the fused backward's plans run as one compiled function
+        # each where they can (compiler/planfn.py), else explain() says why not
+        loss(*fg.make_inputs(g)).backward()
+        out = loss(*xs)
+        out.backward()
+        _check_backward_mode(loss)
+        _check_plan_functions(loss)
     elif mode == "lazy":
         with dj.mode("compiled"):
             out = loss(*xs)
@@ -111,6 +120,16 @@ def _check_backward_mode(cf):
             assert f and f in cf.explain(), cf.explain()
         else:
             assert f.runs > 0 and "fused backward" in cf.explain(), cf.explain()
+
+
+def _check_plan_functions(cf):
+    """Each plan of each fused backward ran as one compiled function, or explain() says why not."""
+    for f in getattr(cf._last, "fused", {}).values():
+        if isinstance(f, str):
+            continue
+        for plan in (f.forward, f.backward):
+            assert plan.function is not None or plan.function_reason, cf.explain()
+            assert plan.describe_function() in cf.explain()
 
 
 @st.composite
@@ -155,13 +174,13 @@ def test_random_graph_gradients(g):
                 from None
         assert ok
     # compiled and lazy gradients are eager's ("captured": compiled, the inputs a module's parameters)
-    for mode in ("compile", "captured", "lazy"):
-        got, v = grads(dj.compile(loss) if mode == "compile" else loss, g, mode)
+    for mode in ("compile", "again", "captured", "lazy"):
+        got, v = grads(dj.compile(loss) if mode in ("compile", "again") else loss, g, mode)
         # the loss is a sum: its fused loop may add in another order than eager's; so may the graph's
         # own float reductions, whose backward reads their results; and the fused backward adds the
         # gradients of a value used three times or more in its graph's order, not in the order the
         # eager engine's nodes happen to finish (a+b+c vs a+c+b: one rounding apart)
-        same_grad = fc.same_result if any(g.reordered) or mode in ("compile", "captured") else fc.same_bits
+        same_grad = fc.same_result if any(g.reordered) or mode in ("compile", "again", "captured") else fc.same_bits
         why = fc.same_result(v, value)
         for i, (a, b) in enumerate(zip(got, eager)):
             if (a is None) != (b is None):
@@ -171,6 +190,8 @@ def test_random_graph_gradients(g):
         if why:
             check = ("xs = inputs(); loss(*xs).backward(); eager = [x.grad for x in xs]\n"
                      + ("ys = inputs(); dj.compile(loss)(*ys).backward()\n" if mode == "compile" else
+                        "cf = dj.compile(loss); cf(*inputs()).backward(); ys = inputs(); cf(*ys).backward()\n"
+                        if mode == "again" else
                         "from test_fuzz_grad import captured\nfn, ys = captured(loss, inputs()); fn().backward()\n" if mode == "captured" else
                         "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n")
                      + "print(eager, [y.grad for y in ys], sep='\\n')\n")

@@ -42,8 +42,11 @@ def test_cli_tradeoff(monkeypatch, capsys, tmp_path):
         assert "matplotlib is not installed" in out and not plot.exists()
 
 
-def test_training_section_runs_every_mode_and_they_train_the_same_model():
+@pytest.mark.parametrize("opt", ["SGD", "Adam"])
+def test_training_section_runs_every_mode_and_they_train_the_same_model(monkeypatch, opt):
+    from dispatch_jit.tools import training
     from dispatch_jit.tools.training import format_training, measure_training
+    monkeypatch.setitem(training.SIZES, "tiny", training.SIZES["tiny"][:4] + (opt,))
     rows = measure_training("tiny", steps=3, torch=False)
     assert [r.mode for r in rows] == ["eager", "compile", "lazy"]
     for r in rows:
@@ -57,7 +60,7 @@ def test_cli_tradeoff_training_only_section(monkeypatch, capsys):
     monkeypatch.setattr(tradeoff, "QUICK_SIZES", (100,))
     monkeypatch.setattr(tradeoff, "CHAINS", (1,))
     from dispatch_jit.tools import training
-    monkeypatch.setitem(training.SIZES, "mlp", training.SIZES["tiny"])
-    assert cli.main(["tradeoff", "--no-plot", "--no-lazy"]) == 0
+    monkeypatch.setitem(training.SIZES, "wide", training.SIZES["tiny"][:4] + ("Adam",))
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--training-size", "wide"]) == 0
     out = capsys.readouterr().out
-    assert "training step" in out and "break-even steps" in out and "lazy" in out
+    assert "training step" in out and "break-even steps" in out and "lazy" in out and "dj.optim.Adam" in out

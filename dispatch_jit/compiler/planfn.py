@@ -1,0 +1,316 @@
+"""A plan as one compiled function: every step of a plan (plan.py) called from one generated
+``numba.njit`` function, so that a call costs one Python-level call instead of one per step.
+
+An interpreted plan calls its steps from Python: each fused loop, each matmul, each loss
+kernel is a call through the dispatcher or a step object (microseconds each, which on a
+small training step is as much as the arithmetic).  Where every step is one the plan
+function can call (a fused loop, with its reduction epilogue if any; a lone elementwise op
+as a one-node loop; a view op, as ``as_strided`` of the contiguous value it views; or an op
+of planops.RULES) and the plan reads no runtime scalar, the plan's
+first interpreted run fixes the shape, dtype and layout of every value, and ``build``
+generates::
+
+    @numba.njit(error_model="numpy")
+    def fused_0(a0, a1, o0): ...          # codegen.py's loop, as the FusedStep runs it
+
+    def plan_fn(i0, i1, i2, v6, v7, w0, p0):
+        np.dot(i0, i1.T, v6)              # planops.py's rules: what the eager kernel calls
+        fused_0(v6, v7)
+        ...
+        return -1
+
+with the inputs (``i``), every value a step defines (``v``) and the work arrays (``w``)
+passed in, allocated by NumPy in Python (allocation inside njit is slower here), and the
+loops' scalars (``p``) fixed by the trace.  It is compiled through the one compile cache
+(dispatch_jit/jit/cache.py, kind "plan"; on disk too, so a fresh process loads it).
+
+Per call, ``PlanFunction.__call__`` checks that each input has the recorded shape and dtype
+and is C-contiguous (else None: the plan runs interpreted for that call), allocates, calls,
+and wraps the outputs.  Each rule calls what the eager kernel calls, so results are the
+interpreted plan's bit for bit (tests/compiler/test_planfn.py); a kernel that refuses its
+input (a target out of range) returns the node's position and the call runs interpreted,
+which raises eager mode's own error.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from dispatch_jit.bufferpool import pool as _pool
+from dispatch_jit.jit import cache
+from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
+from dispatch_jit.kernels.reduction.cpu import full_chunks
+from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
+from dispatch_jit.signature import CONTIGUOUS_BIT
+from dispatch_jit.tensor import Tensor
+
+from .codegen import Codegen, loop_globals
+from .elementwise import reduced_shape
+from .ir import Var, vars_in
+from .passes import lone_region
+from .planops import HELPERS, RULES, Site
+from .views import is_view
+
+__all__ = ["PlanFunction", "build", "compiled_functions"]
+
+_KIND = "plan"
+_NAME = "plan_fn"
+_new = object.__new__
+_OPTIONS = {"error_model": "numpy", "boundscheck": False}
+
+
+def compiled_functions() -> int:
+    """Plan functions compiled or loaded in this process."""
+    return cache.size(_KIND)
+
+
+class PlanFunction:
+    """One plan's compiled function for one set of input sizes (see the module docstring)."""
+
+    def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=()):
+        self.ep, self.source = ep, src
+        self.in_meta = in_meta          # per input: (shape, dtype)
+        self.consts = consts            # (captured tensor, shape, dtype): read per call, as ConstStep does
+        self.allocs = allocs            # per defined value, then per work array: (shape, dtype, size)
+        self.scalars = scalars
+        self.outs = outs                # (value id, index into the allocations or -1 - input position, sig)
+        self.refused_by = refused_by    # node position -> its op's name, for the refusals' reason
+        # (allocation index, (n, cap), dtype): a full reduction's partial sums, one per chunk of its
+        # n elements (at most cap: a strided loop's chunks are rows); how many chunks the eager
+        # kernel takes is read per call (its thread state), as FusedStep.__call__ reads it
+        self.chunked = chunked
+        self.calls = self.declined = 0
+        self.declined_reason = ""
+
+    def __call__(self, tensors):
+        """{value id: tensor} of the plan's outputs, or None where this call runs interpreted."""
+        arrays = []
+        for t, (shape, dt) in zip(tensors, self.in_meta):
+            a = t._data
+            if a.shape != shape or a.dtype != dt or not t._sig & CONTIGUOUS_BIT:
+                return self._decline(f"an input of shape {a.shape}, {a.dtype}, not the recorded C-contiguous "
+                                     f"{shape}, {dt}")
+            arrays.append(a)
+        for t, shape, dt in self.consts:
+            a = t._data
+            if a.shape != shape or a.dtype != dt or not a.flags.c_contiguous:
+                return self._decline("a captured tensor changed its shape, dtype or layout")
+            arrays.append(a)
+        small = _pool.small
+        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n) for s, d, n in self.allocs]
+        for k, (n, cap), d in self.chunked:
+            c = full_chunks(n)
+            bufs[k] = np.empty(c if cap is None else min(c, cap), d)
+        code = self.ep(*arrays, *bufs, *self.scalars)
+        if code >= 0:
+            return self._decline(f"{self.refused_by[code]} refused its input")
+        self.calls += 1
+        env = {}
+        for vid, k, sig in self.outs:
+            if k < 0:
+                env[vid] = tensors[-1 - k]
+            else:
+                t = _new(Tensor)
+                t._data = bufs[k]
+                t._sig = sig
+                env[vid] = t
+        return env
+
+    def _decline(self, why: str):
+        self.declined += 1
+        self.declined_reason = why
+        return None
+
+
+def _fused_call(region, gen, site, name, scalars, parallel):
+    """(the loop's def, its call) as source, or why it stays out."""
+    if gen.checks:
+        return "a fused loop that checks its input (it raises from inside its loop)"
+    if not region.inputs:
+        return "a fused loop without an input"
+    ins = [site.array_of(v) for v in region.inputs]
+    try:
+        shape = np.broadcast_shapes(*[a.shape for a in ins])
+    except ValueError:         # FusedStep.__call__ runs such a region's ops one by one
+        return _NO_BROADCAST
+    if any(site.array_of(v).shape != shape for v in region.outputs):
+        return "a fused loop with an output smaller than its loop"
+    # as FusedStep.__call__: the flat loop where every input is contiguous and of the loop's shape (and
+    # not a view made inside the function: Numba types those as any-layout arrays), else the nest
+    # over the inputs broadcast to the loop's shape
+    flat = all(a.shape == shape and a.flags.c_contiguous and v not in site.views for v, a in zip(region.inputs, ins))
+    red, n = region.reduce, int(np.prod(shape))
+    if not flat and len(shape) > MAX_LOOP_NDIM and (red is None or gen.reduce_mode != "full"):
+        return f"a fused loop over {len(shape)} dimensions of strided or broadcast operands"
+    extra, threads = [], True
+    if red is not None:
+        # the work arrays FusedStep.__call__ gives the epilogue, so that it adds up as there (and as
+        # the eager kernel: the same bits)
+        mode = gen.reduce_mode
+        if n == 0:
+            return "a reduction over an empty shape"
+        if mode != "full" and len(shape) > MAX_LOOP_NDIM:
+            return f"a reduction over {len(shape)} dimensions (one nested loop each)"
+        extra.append(site.names[red.out])
+        if mode == "full":
+            extra.append(site.scratch((1,), red.acc.np, chunks_of=(n, None if flat else shape[0])))
+        elif mode == "cols":
+            extra.append(site.scratch(reduced_shape(shape, red.axes, True), red.acc.np))
+            threads = 0 not in red.axes      # as FusedStep.threads: no race-free prange over dimension 0
+    p = []
+    for s in gen.scalars:
+        if type(s) not in (bool, int, float):
+            return "a fused loop with a non-Python scalar"
+        p.append(f"p{len(scalars)}")
+        scalars.append(s)
+    big = parallel and n >= PARALLEL_MIN and threads
+    # a big loop in parallel, as the interpreted plan runs it (the same bits: an elementwise loop
+    # does not depend on it, and a reduction's chunks are its work array's, not its threads')
+    deco = f"@numba.njit(parallel={big}, error_model='numpy')"
+    src = gen.source(flat).replace(f"def fused_{region.index}(", f"{deco}\ndef {name}(", 1)
+    if not big:
+        src = src.replace("prange(", "range(")
+    args = [site.names[v] if a.shape == shape else f"np.broadcast_to({site.names[v]}, {shape})"
+            for v, a in zip(region.inputs, ins)] + p + [site.names[v] for v in region.outputs] + extra
+    return [src], [f"{name}({', '.join(args)})"]
+
+
+# a region whose outputs do not share one loop: FusedStep.__call__ runs its ops one by one, and so
+# does the plan function (each a one-node loop: an elementwise op's bits do not depend on the loop)
+_NO_BROADCAST = "a fused loop over operands that do not broadcast together"
+
+
+def _view_call(node, site):
+    """A view op: the same view of the same memory, made inside the function (``as_strided`` of
+    the contiguous array it views: the interpreted run's view fixes its offset, shape and strides,
+    which the same sizes and layouts give at every call); or why not."""
+    base = next((a for a in node.args if isinstance(a, Var)), None)
+    if base is None or len(node.outs) != 1:
+        return f"{node.name}: a view without one tensor operand"
+    root = site.views.get(base.id, base.id)
+    r, a = site.array_of(root), site.array_of(node.outs[0])
+    if not r.flags.c_contiguous or r.dtype != a.dtype:
+        return f"{node.name}: a view of a strided value"
+    off = a.__array_interface__["data"][0] - r.__array_interface__["data"][0]
+    # every element the view reaches lies in the viewed array (else the op made a copy)
+    lo = off + sum(min(0, (n - 1) * st) for n, st in zip(a.shape, a.strides))
+    hi = off + sum(max(0, (n - 1) * st) for n, st in zip(a.shape, a.strides)) + a.itemsize
+    if a.size == 0 or off % a.itemsize or lo < 0 or hi > r.nbytes:
+        return f"{node.name} made a copy, not a view"
+    site.views[node.outs[0]] = root
+    return [], [f"{site.names[node.outs[0]]} = _as_strided({site.names[root]}.reshape(-1)[{off // a.itemsize}:], "
+                f"{a.shape}, {a.strides})"]
+
+
+def _eager_call(node, graph, site, name, scalars, parallel):
+    """(defs, calls) as source for an op the interpreted plan dispatches eagerly: its rule's, a
+    view's, or a lone elementwise op's one-node loop; or why it stays out."""
+    if is_view(node):
+        return _view_call(node, site)
+    rule = RULES.get(node.name)
+    if rule is not None:
+        got = rule(node, site)
+        return got if isinstance(got, str) else ([], got)
+    region = lone_region(node, graph)
+    if region is None:
+        return f"{node.name} has no rule in the plan function (compiler/planops.py)"
+    region.index = 0
+    return _fused_call(region, Codegen(region, graph.types), site, name, scalars, parallel)
+
+
+class _Site(Site):
+    views: dict = None     # value id -> the id of the contiguous value it is a view of (made inside)
+
+    def array_of(self, vid: int) -> np.ndarray:
+        return self.arrays[vid]
+
+
+def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | str:
+    """The plan function of ``plan`` for the values ``env`` holds after one interpreted run on
+    ``tensors``, or why there is none."""
+    if scalars:
+        return "the plan reads runtime scalars (a Python number argument, read per call)"
+    if any(t.is_cuda for t in tensors):
+        return "a CUDA input (plan functions are CPU code)"
+    names, arrays, allocs, consts = {}, {}, [], []
+    for k, (v, t) in enumerate(zip(plan.inputs, tensors)):
+        names[v], arrays[v] = f"i{k}", t._data
+    for s in plan.steps:
+        if s.plan_kind == "const":
+            names[s.vid], arrays[s.vid] = f"c{len(consts)}", s.value._data
+            consts.append((s.value, s.value._data.shape, s.value._data.dtype))
+    defined = []            # (value id, the recorded tensor)
+    view_outs = {v for s in plan.steps if s.plan_kind == "eager" and is_view(s.node) for v in s.node.outs}
+    for v, t in env.items():
+        if v in view_outs:
+            if not isinstance(t, Tensor):
+                return f"value %{v} is not a CPU tensor"
+            names[v], arrays[v] = f"v{v}", t._data
+        elif v >= 0 and v not in names:
+            if not isinstance(t, Tensor) or not t._data.flags.c_contiguous:
+                return f"value %{v} is not a C-contiguous CPU tensor"
+            names[v], arrays[v] = f"v{v}", t._data
+            defined.append((v, t))
+    work = []
+
+    def scratch(shape, dtype, chunks_of=None):
+        work.append((tuple(shape), np.dtype(dtype), chunks_of))
+        return f"w{len(work) - 1}"
+
+    body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
+    for pos, s in enumerate(plan.steps):
+        site = _Site(names, arrays, scratch, f"return {pos}")
+        site.views = views
+        kind = s.plan_kind
+        if kind == "const":
+            continue
+        if kind == "fused":
+            got = _fused_call(s.region, s.gen, site, f"loop_{pos}", loop_scalars, parallel)
+            if got == _NO_BROADCAST:
+                got = ([], [])
+                for k, e in enumerate(s.eager):
+                    one = _eager_call(e.node, plan.graph, site, f"loop_{pos}_{k}", loop_scalars, parallel)
+                    if isinstance(one, str):
+                        got = one
+                        break
+                    got = (got[0] + one[0], got[1] + one[1])
+        elif kind == "eager":
+            got = _eager_call(s.node, plan.graph, site, f"loop_{pos}", loop_scalars, parallel)
+            refused_by[pos] = s.node.name
+        else:
+            return f"a {kind} step"
+        if isinstance(got, str):
+            return got
+        defs += got[0]
+        body += got[1]
+    params = [names[v] for v in plan.inputs] + [f"c{k}" for k in range(len(consts))] + \
+             [names[v] for v, _ in defined] + [f"w{k}" for k in range(len(work))] + \
+             [f"p{k}" for k in range(len(loop_scalars))]
+    src = "\n\n".join(defs + [f"def {_NAME}({', '.join(params)}):\n" +
+                              "".join(f"    {ln}\n" for ln in body) + "    return -1\n"])
+    argtypes = tuple(numba.typeof(a) for a in [arrays[v] for v in plan.inputs] + [c[0]._data for c in consts]
+                     + [t._data for _, t in defined] + [np.empty(s, d) for s, d, _ in work] + loop_scalars)
+    glb = {**loop_globals(True), "numba": numba, "_as_strided": as_strided, **HELPERS}
+    ep, how = cache.njit_source(_KIND, src, _NAME, argtypes, glb, options=_OPTIONS, disk=True)
+    plan.stats.compiles += how == "compiled"
+    plan.stats.disk_hits += how == "disk"
+    allocs = [(t._data.shape, t._data.dtype, t._data.size) for _, t in defined] + \
+             [(s, d, int(np.prod(s))) for s, d, _ in work]
+    chunked = [(len(defined) + k, n, d) for k, (_, d, n) in enumerate(work) if n is not None]
+    slot = {v: k for k, (v, _) in enumerate(defined)}
+    inputs = {v: k for k, v in enumerate(plan.inputs)}
+    outs = []
+    for var in vars_in(plan.outputs):
+        v = var.id
+        if v in slot:
+            outs.append((v, slot[v], env[v]._sig))
+        elif v in inputs:
+            outs.append((v, -1 - inputs[v], None))
+        elif v in views:
+            return f"output %{v} is a view"
+        else:
+            return f"output %{v} is a captured tensor"
+    return PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
+                        tuple(loop_scalars), outs, refused_by, chunked)

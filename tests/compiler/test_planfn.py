@@ -1,0 +1,190 @@
+"""A plan as one compiled function (compiler/planfn.py, planops.py): a fused backward's forward
+and backward plans become one njit function each after their first (interpreted) run.
+Oracle: the same plan run interpreted, step by step, on the same inputs: the results must be
+equal bit for bit (each rule calls what the eager kernel calls); and eager mode's gradients."""
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit import nn
+from dispatch_jit.compiler.entries import GradEntry
+
+F = nn.functional
+RNG = np.random.default_rng(3)
+X = dj.from_numpy(RNG.standard_normal((40, 6)).astype(np.float32))
+Y = dj.from_numpy(RNG.integers(0, 3, 40))
+
+
+def _fused_grad(cf):
+    e = cf._last
+    assert isinstance(e, GradEntry), cf.explain()
+    (f,) = e.fused.values()
+    assert not isinstance(f, str), f
+    return f
+
+
+def _interpreted(plan, tensors):
+    """The plan's steps run from Python, as before the plan function existed."""
+    fn, plan.function = plan.function, None
+    try:
+        return plan.run(tensors)
+    finally:
+        plan.function = fn
+
+
+def _arrays(x):
+    return [None if t is None else t.numpy() for t in (x if isinstance(x, (list, tuple)) else [x])]
+
+
+def _seed(out):
+    return dj.from_numpy(np.full(out.numpy().shape, 0.75, np.float32))
+
+
+def _check_plans(f, inputs):
+    """Each plan's function against its interpreted steps on the same inputs: the same bits."""
+    with dj.no_grad():
+        outs, extra = f.forward.run(inputs)
+        outs_i, extra_i = _interpreted(f.forward, inputs)
+    for a, b in zip(_arrays([outs] + list(extra)), _arrays([outs_i] + list(extra_i))):
+        np.testing.assert_array_equal(a, b)
+    saved = [inputs[i] if kind == "input" else extra[i] for kind, i in f.saved]
+    g = [_seed(outs)]
+    with dj.no_grad():
+        got, want = f.backward.run(saved + g), _interpreted(f.backward, saved + g)
+    for a, b in zip(_arrays(got), _arrays(want)):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(a, b)
+    return got
+
+
+def _loss_fn(model, act=None):
+    if act is None:
+        return dj.compile(lambda x, y: F.cross_entropy(model(x), y))
+    return dj.compile(lambda x, y: F.cross_entropy(model[2](act(model[0](x))), y, reduction="sum"))
+
+
+def _mlp():
+    dj.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize("act", [None, lambda h: dj.tanh(h) * 0.5 + h],
+                         ids=["tanh (a lone op)", "a fused chain, reduction=sum"])
+def test_mlp_plans_are_one_function_each_and_equal_the_interpreted_plans(act):
+    model = _mlp()
+    cf = _loss_fn(model, act)
+    for _ in range(2):
+        model.zero_grad()
+        cf(X, Y).backward()
+    f = _fused_grad(cf)
+    assert f.forward.function is not None, f.forward.function_reason
+    assert f.backward.function is not None, f.backward.function_reason
+    assert f.forward.function.calls >= 1 and f.backward.function.calls >= 1
+    assert "forward: one compiled function" in cf.explain()
+    # the same inputs through the function and through the steps: equal bits
+    got = _check_plans(f, [X, Y] + [p.detach() for p in model.parameters()])
+    assert sum(t is not None for t in got) == 4
+
+
+def test_training_with_the_plan_functions_equals_eager_training():
+    cm, em = _mlp(), _mlp()
+    cf = _loss_fn(cm)
+    oc, oe = (dj.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (cm, em))
+    for step in range(4):
+        for m, opt, loss_fn in ((cm, oc, cf), (em, oe, lambda x, y: F.cross_entropy(em(x), y))):
+            opt.zero_grad()
+            loss = loss_fn(X, Y)
+            loss.backward()
+            opt.step()
+            m.last = loss.item()
+        assert cm.last == em.last, step
+        for p, q in zip(cm.parameters(), em.parameters()):
+            np.testing.assert_array_equal(p.numpy(), q.numpy())
+    f = _fused_grad(cf)
+    assert f.forward.function.calls >= 3 and f.backward.function.calls >= 3
+
+
+def test_a_strided_input_runs_interpreted_for_that_call():
+    model = _mlp()
+    cf = _loss_fn(model)
+    cf(X, Y).backward()
+    f = _fused_grad(cf)
+    xt = dj.from_numpy(np.asfortranarray(X.numpy()))          # the same values, another layout
+    inputs = [xt, Y] + [p.detach() for p in model.parameters()]
+    with dj.no_grad():
+        outs, extra = f.forward.run(inputs)
+    fn = f.forward.function
+    assert fn.declined == 1 and "C-contiguous" in fn.declined_reason
+    with dj.no_grad():
+        outs_c, extra_c = f.forward.run([X] + inputs[1:])
+    assert fn.declined == 1
+    for a, b in zip(_arrays([outs] + list(extra)), _arrays([outs_c] + list(extra_c))):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_first_call_on_strided_inputs_says_why_there_is_no_function():
+    model = _mlp()
+    cf = _loss_fn(model)
+    cf(dj.from_numpy(np.asfortranarray(X.numpy())), Y).backward()
+    assert "not C-contiguous" in _fused_grad(cf).forward.function_reason
+
+
+def test_a_target_out_of_range_raises_eager_modes_error():
+    model = _mlp()
+    cf = _loss_fn(model)
+    cf(X, Y).backward()
+    bad = Y.numpy().copy()
+    bad[7] = 3
+    with pytest.raises(Exception) as compiled:
+        cf(X, dj.from_numpy(bad))
+    with pytest.raises(type(compiled.value)) as eager:
+        F.cross_entropy(model(X), dj.from_numpy(bad))
+    assert str(compiled.value) == str(eager.value)
+    assert "refused its input" in _fused_grad(cf).forward.function.declined_reason
+
+
+def test_an_op_without_a_rule_keeps_the_plan_interpreted_and_says_which():
+    model = _mlp()
+    cf = dj.compile(lambda x, y: F.cross_entropy(F.softmax(model(x), 1), y))
+    cf(X, Y).backward()
+    f = _fused_grad(cf)
+    assert f.forward.function is None
+    assert "aten::softmax" in f.forward.function_reason and "no rule" in f.forward.function_reason
+    assert "interpreted step by step" in cf.explain()
+
+
+T = dj.from_numpy(RNG.standard_normal((40, 3)).astype(np.float32))
+_REDUCING = {
+    "full": lambda m, x, t: ((m(x) - t) * (m(x) - t)).mean(),
+    "rows": lambda m, x, t: (dj.tanh(m(x)) * t).sum(1),
+    "cols": lambda m, x, t: (m(x) * t).sum(0, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_REDUCING))
+@pytest.mark.parametrize("n", [40, 4096], ids=["small", "parallel (2**18 elements)"])
+def test_reduction_epilogues_run_in_the_plan_function(kind, n):
+    model = nn.Sequential(nn.Linear(6, 64), nn.Tanh(), nn.Linear(64, 64)) if n > 40 else _mlp()
+    x = dj.from_numpy(np.random.default_rng(n).standard_normal((n, 6)).astype(np.float32))
+    t = dj.from_numpy(np.random.default_rng(n + 1).standard_normal((n, 64 if n > 40 else 3)).astype(np.float32))
+    cf = dj.compile(lambda x, t: _REDUCING[kind](model, x, t))
+    for _ in range(2):
+        model.zero_grad()
+        out = cf(x, t)
+        out.backward(_seed(out))
+    f = _fused_grad(cf)
+    assert f.forward.function is not None and f.forward.function.calls == 1, f.forward.function_reason
+    # the backward reads a broadcast view of the incoming gradient (as_strided inside the function)
+    assert f.backward.function is not None and f.backward.function.calls == 1, f.backward.function_reason
+    assert "_as_strided(" in f.backward.function.source
+    _check_plans(f, [x, t] + [p.detach() for p in model.parameters()])
+    # and against eager mode's gradients, to rounding (the fused backward may add in another order)
+    grads = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    out = _REDUCING[kind](model, x, t)
+    out.backward(_seed(out))
+    for a, p in zip(grads, model.parameters()):
+        np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-4, atol=1e-6)
