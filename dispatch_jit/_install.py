@@ -14,6 +14,7 @@ from .errors import BroadcastError
 from .dlpack import dlpack, dlpack_device
 from .registry import lookup
 from .tensor import Tensor
+from .tensor_methods import METHODS as TORCH_METHODS
 
 __all__ = ["install"]
 
@@ -100,7 +101,7 @@ def _mT(self):
 
 # PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
 # is ``x.permute((1, 0))``; the ops themselves (``dj.reshape``) take one int list, as their schemas say
-SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand")
+SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat")
 
 
 def _size_varargs(entry):
@@ -171,6 +172,11 @@ def install(namespace: dict, surface) -> list[str]:
         setattr(Tensor, dunder, _reflected(entry) if reflected else entry)
     for name, fn in AUTOGRAD_METHODS.items():
         _bind(name, fn)
+    for name, fn in TORCH_METHODS.items():
+        if isinstance(fn, property):
+            setattr(Tensor, name, fn)
+        else:
+            _bind(name, fn)
     _bind("copy_", _copy_)
     Tensor.__pos__ = lambda self: self
     Tensor.to = _to

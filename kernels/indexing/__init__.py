@@ -1,0 +1,12 @@
+"""gather, scatter, scatter_add, as the registration loop sees them: op.py's schemas and CPU
+kernels over cpu.py's Numba loops, and grad.py's derivative rows.  No CUDA kernels yet (README)."""
+
+from __future__ import annotations
+
+from . import grad, op
+
+__all__ = ["SCHEMAS", "KERNELS", "METHODS"]
+
+SCHEMAS = op.SCHEMAS
+METHODS = op.METHODS
+KERNELS = {"CPU": op.CPU_KERNELS, **grad.KERNELS}

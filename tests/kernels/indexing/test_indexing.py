@@ -1,0 +1,116 @@
+"""gather, scatter, scatter_add (kernels/indexing) against NumPy oracles over dtype x dim, against
+PyTorch where it is installed, and their gradients (each other's adjoints)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.errors import DTypeError, NoKernelError, OutOfBoundsError, ShapeError
+
+DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int32", "int64", "bool"]
+RNG = np.random.default_rng(0)
+X = RNG.integers(-5, 6, (3, 4)).astype(np.float64)
+IDX = {0: np.array([[2, 0, 1, -1], [0, 0, 2, 1]]), 1: np.array([[3, 0], [1, 1], [-2, 0]])}
+
+
+def _np_gather(a, dim, idx):
+    return np.take_along_axis(a, np.where(idx < 0, idx + a.shape[dim], idx), dim)
+
+
+def _np_scatter(a, dim, idx, src, add):
+    out = a.astype(np.float64 if add and a.dtype.kind in "fb" else a.dtype).copy()
+    idx = np.where(idx < 0, idx + a.shape[dim], idx)
+    for p in np.ndindex(idx.shape):
+        q = list(p)
+        q[dim] = idx[p]
+        if add:
+            out[tuple(q)] += src[p]
+        else:
+            out[tuple(q)] = src[p]
+    return (out != 0) if a.dtype == np.bool_ else out.astype(a.dtype)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gather_scatter_oracle(dt, dim):
+    a = X.astype(dt)
+    idx = IDX[dim % 2]
+    got = dj.gather(dj.tensor(a), dim, dj.tensor(idx))
+    np.testing.assert_array_equal(got.numpy(), _np_gather(a, dim % 2, idx))
+    assert got.dtype.name == dt
+    src = (np.arange(idx.size).reshape(idx.shape) % 3).astype(dt)
+    uniq = {0: np.array([[2, 0, 1, 0]]), 1: np.array([[3, 0], [1, 2], [0, 2]])}[dim % 2]
+    s = dj.scatter(dj.tensor(a), dim, dj.tensor(uniq), dj.tensor(src))
+    np.testing.assert_array_equal(s.numpy(), _np_scatter(a, dim % 2, uniq, src, False))
+    sa = dj.scatter_add(dj.tensor(a), dim, dj.tensor(idx), dj.tensor(src))
+    np.testing.assert_array_equal(sa.numpy(), _np_scatter(a, dim % 2, idx, src, True))
+
+
+def test_scatter_value_and_methods():
+    x = dj.zeros(2, 3)
+    np.testing.assert_array_equal(dj.scatter(x, 1, dj.tensor([[2], [0]]), 1.5).numpy(), [[0, 0, 1.5], [1.5, 0, 0]])
+    np.testing.assert_array_equal(x.gather(1, dj.tensor([[1, 1]]))[0].numpy(), [0, 0])
+    # index larger than src/self outside dim is refused; a strided (transposed) input is read through its strides
+    t = dj.tensor(X).t()
+    np.testing.assert_array_equal(t.gather(0, dj.tensor([[1, 0, 2]])).numpy(), _np_gather(X.T, 0, np.array([[1, 0, 2]])))
+
+
+def test_errors_name_the_problem():
+    x = dj.tensor(X)
+    with pytest.raises(DTypeError, match="integer tensor"):
+        dj.gather(x, 0, dj.tensor([[0.0]]))
+    with pytest.raises(ShapeError, match="as many dimensions"):
+        dj.gather(x, 0, dj.tensor([0]))
+    with pytest.raises(ShapeError, match="larger than the input"):
+        dj.gather(x, 0, dj.zeros(1, 9, dtype=dj.int64))
+    with pytest.raises(OutOfBoundsError, match="index 7 is out of bounds"):
+        dj.gather(x, 1, dj.tensor([[7]]))
+    with pytest.raises(OutOfBoundsError, match="index -4 is out of bounds"):
+        dj.scatter_add(x, 0, dj.tensor([[-4]]), dj.ones(1, 1, dtype=dj.float64))
+    with pytest.raises(DTypeError, match="src to have the input's dtype"):
+        dj.scatter(x, 0, dj.tensor([[0]]), dj.ones(1, 1))
+    with pytest.raises(NoKernelError):
+        dj.gather(x.cuda(), 0, dj.tensor([[0]]).cuda())
+
+
+def test_gradients_are_adjoints():
+    x = dj.tensor(X, requires_grad=True)
+    idx = dj.tensor(IDX[0])
+    dj.gather(x, 0, idx).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), _np_scatter(np.zeros_like(X), 0, IDX[0], np.ones(IDX[0].shape), True))
+    src = dj.ones(2, 4, dtype=dj.float64, requires_grad=True)
+    base = dj.tensor(X, requires_grad=True)
+    (dj.scatter_add(base, 0, idx, src) * dj.tensor(X)).sum().backward()
+    np.testing.assert_array_equal(base.grad.numpy(), X)
+    np.testing.assert_array_equal(src.grad.numpy(), _np_gather(X, 0, IDX[0]))
+    base.grad = src.grad = None
+    uniq = dj.tensor([[2, 0, 1, 0]])
+    src1 = dj.ones(1, 4, dtype=dj.float64, requires_grad=True)
+    (dj.scatter(base, 0, uniq, src1) * dj.tensor(X)).sum().backward()
+    want = X.copy()
+    want[[2, 0, 1, 0], [0, 1, 2, 3]] = 0
+    np.testing.assert_array_equal(base.grad.numpy(), want)
+    np.testing.assert_array_equal(src1.grad.numpy(), X[[2, 0, 1, 0], [0, 1, 2, 3]][None])
+
+
+def test_gradcheck():
+    x = dj.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    idx = dj.tensor(IDX[1])
+    assert dj.autograd.gradcheck(lambda t: dj.gather(t, 1, idx), (x,))
+    s = dj.tensor(RNG.standard_normal((3, 2)), requires_grad=True)
+    assert dj.autograd.gradcheck(lambda t, u: dj.scatter_add(t, 1, idx, u), (x, s))
+
+
+@pytest.mark.torch
+def test_against_torch():
+    torch = pytest.importorskip("torch")
+    for dim in (0, 1):
+        idx = IDX[dim]
+        src = RNG.standard_normal(idx.shape)
+        got = dj.scatter_add(dj.tensor(X), dim, dj.tensor(idx), dj.tensor(src)).numpy()
+        want = torch.scatter_add(torch.tensor(X), dim, torch.tensor(idx) % X.shape[dim], torch.tensor(src)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_array_equal(dj.gather(dj.tensor(X), dim, dj.tensor(idx)).numpy(),
+                                      torch.gather(torch.tensor(X), dim, torch.tensor(idx) % X.shape[dim]).numpy())
