@@ -15,6 +15,7 @@ from . import composite, composite_torch, torch_functions
 from .arrayops import op as arrayops_ops
 from .indexing import op as indexing_ops
 from .nn import op as nn_ops
+from .op_examples import EXAMPLES  # noqa: F401  (the op entries' docstring examples)
 from .elementwise.table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
 from .linalg import op as linalg_ops
 from .reduction import op as reduction_ops
