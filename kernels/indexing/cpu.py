@@ -1,8 +1,8 @@
 """Numba loops for gather, scatter and scatter_add.  Array level (NumPy in, NumPy out), like
 arrayops/sorting.py: op.py is the dispatcher-facing side.
 
-Every loop walks the index array's elements in C order, turns each flat position into
-coordinates of the index's shape, replaces the coordinate along ``dim`` by the index value and
+Every loop walks the index array's elements in C order, keeping their coordinates (and the
+offsets they give) by a carry, replaces the coordinate along ``dim`` by the index value and
 reads (gather) or writes (scatter, scatter_add) the other array at those coordinates through
 its element strides.  So the index may be smaller than the input in every dimension, as
 PyTorch allows, with no copy of the input.  A bad index stops the loop and is returned (the
@@ -22,16 +22,20 @@ _KIND = __name__
 
 
 @numba.njit(cache=False)
-def _offset(f, ishape, strides, dim, idx_val):
-    """The element offset, in an array of element ``strides``, of the index's flat position ``f``
-    with its ``dim`` coordinate replaced by ``idx_val``."""
-    off = 0
-    rem = f
+def _advance(coord, ishape, xstrides, sstrides, dim, bases):
+    """Step ``coord`` to the index's next position in C order, keeping ``bases[0]`` (the offset
+    in x, without the ``dim`` coordinate) and ``bases[1]`` (the offset in src) up to date: a
+    carry, not a division per element."""
     for d in range(ishape.shape[0] - 1, -1, -1):
-        c = rem % ishape[d]
-        rem //= ishape[d]
-        off += (idx_val if d == dim else c) * strides[d]
-    return off
+        xs = 0 if d == dim else xstrides[d]
+        coord[d] += 1
+        if coord[d] < ishape[d]:
+            bases[0] += xs
+            bases[1] += sstrides[d]
+            return
+        bases[0] -= xs * (ishape[d] - 1)
+        bases[1] -= sstrides[d] * (ishape[d] - 1)
+        coord[d] = 0
 
 
 @numba.njit(cache=False)
@@ -44,27 +48,32 @@ def _wrapped(i, size):
 
 @numba.njit(cache=False)
 def _gather(a, astrides, idx, ishape, dim, size, out):
+    coord = np.zeros(ishape.shape[0], np.int64)
+    bases = np.zeros(2, np.int64)
     for f in range(idx.shape[0]):
         i = _wrapped(idx[f], size)
         if i < 0:
             return f
-        out[f] = a[_offset(f, ishape, astrides, dim, i)]
+        out[f] = a[bases[0] + i * astrides[dim]]
+        _advance(coord, ishape, astrides, astrides, dim, bases)
     return -1
 
 
 def _scatter_loop(accumulate: bool):
     @numba.njit(cache=False)
     def scatter(out, ostrides, idx, ishape, dim, size, src, sstrides):
+        coord = np.zeros(ishape.shape[0], np.int64)
+        bases = np.zeros(2, np.int64)
         for f in range(idx.shape[0]):
             i = _wrapped(idx[f], size)
             if i < 0:
                 return f
-            v = src[_offset(f, ishape, sstrides, -1, 0)]
-            o = _offset(f, ishape, ostrides, dim, i)
+            o = bases[0] + i * ostrides[dim]
             if accumulate:
-                out[o] += v
+                out[o] += src[bases[1]]
             else:
-                out[o] = v
+                out[o] = src[bases[1]]
+            _advance(coord, ishape, ostrides, sstrides, dim, bases)
         return -1
     return scatter
 
