@@ -1,24 +1,20 @@
 """PyTorch's convenience operators, as decompositions into other operators (composite.py's
-style): mm, bmm, outer, t, clamp_min, clamp_max, isclose, masked_fill, topk, repeat.
+style): mm, bmm, outer, t, clamp_min, clamp_max, isclose, masked_fill, repeat.
 
 Registered at CompositeImplicitAutograd, so autograd, autocast and the tracer see only the ops
-they call (matmul, mul, where, argsort, gather, expand, ...), and every backend that has those
+they call (matmul, mul, where, expand, ...), and every backend that has those
 gets these.  Each checks PyTorch's preconditions first, so an error names the op called
 ("mm: expected 2-D tensors") rather than the matmul inside it.
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, float64
 from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
 from dispatch_jit.ops import entries
 
-from .shape.op import normalize_axis
-
-__all__ = ["SCHEMAS", "KERNELS", "METHODS", "TopkResult"]
+__all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
 SCHEMAS = [
     "mm(Tensor self, Tensor mat2) -> Tensor",
@@ -29,15 +25,11 @@ SCHEMAS = [
     "clamp_max(Tensor self, Tensor max) -> Tensor",
     "isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
     "masked_fill(Tensor self, Tensor mask, Tensor value) -> Tensor",
-    "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
     "repeat(Tensor self, int[] repeats) -> Tensor",
 ]
-METHODS = ["mm", "bmm", "outer", "t", "clamp_min", "clamp_max", "isclose", "masked_fill", "topk", "repeat"]
+METHODS = ["mm", "bmm", "outer", "t", "clamp_min", "clamp_max", "isclose", "masked_fill", "repeat"]
 
 A = entries("aten")    # the ops are defined after this module is imported
-
-# what topk returns, as torch.return_types.topk
-TopkResult = namedtuple("topk", ["values", "indices"])
 
 
 def _dims(op: str, x, n: int, name: str) -> None:
@@ -133,17 +125,6 @@ def masked_fill(x, mask, value):
     return out if out.dtype is x.dtype else out.to(x.dtype)
 
 
-def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    """The k largest (or smallest) along ``dim``: a stable argsort, its first k, and a gather (so
-    the gradient is gather's, scatter_add).  NaN counts as the largest value, as PyTorch's."""
-    axis = normalize_axis(dim, x.ndim, "topk")
-    n = x.shape[axis] if x.ndim else 1
-    if not 0 <= k <= n:
-        raise ShapeError(f"topk: k ({k}) is out of range for dimension {axis} of size {n}")
-    idx = A.narrow(A.argsort(x, axis, largest, stable=True), axis, 0, k) if x.ndim else A.argsort(x, 0)
-    return TopkResult(A.gather(x, axis, idx), idx)
-
-
 def repeat(x, repeats):
     """``repeats[d]`` copies along each dimension: every dimension split into (copies, size),
     broadcast along the copies and merged back, so the gradient is expand's (a sum)."""
@@ -162,4 +143,4 @@ def repeat(x, repeats):
 
 KERNELS = {"CompositeImplicitAutograd": {
     "mm": mm, "bmm": bmm, "outer": outer, "t": t, "clamp_min": clamp_min, "clamp_max": clamp_max,
-    "isclose": isclose, "masked_fill": masked_fill, "topk": topk, "repeat": repeat}}
+    "isclose": isclose, "masked_fill": masked_fill, "repeat": repeat}}

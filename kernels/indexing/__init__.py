@@ -1,5 +1,5 @@
-"""gather, scatter, scatter_add, as the registration loop sees them: op.py's schemas and CPU
-kernels over cpu.py's Numba loops, and grad.py's derivative rows.  No CUDA kernels yet (README)."""
+"""gather, scatter, scatter_add, topk, as the registration loop sees them: op.py's schemas and CPU
+kernels over cpu.py's and select.py's Numba loops, and grad.py's derivative rows.  No CUDA kernels yet (README)."""
 
 from __future__ import annotations
 
@@ -9,4 +9,4 @@ __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
 SCHEMAS = op.SCHEMAS
 METHODS = op.METHODS
-KERNELS = {"CPU": op.CPU_KERNELS, **grad.KERNELS}
+KERNELS = {"CPU": op.CPU_KERNELS, "Meta": op.META_KERNELS, **grad.KERNELS}

@@ -12,23 +12,33 @@ yet: on a CUDA tensor the dispatcher raises NoKernelError (README).
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
-from dispatch_jit.dtypes import INT
+from dispatch_jit.dtypes import COMPLEX, INT, int64
 from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
 from dispatch_jit.tensor import Tensor, wrap
 
+from ..arrayops.op import _order, _rows, _unrows
 from ..shape.op import normalize_axis
-from . import cpu
+from . import cpu, select
 
-__all__ = ["SCHEMAS", "CPU_KERNELS", "METHODS"]
+__all__ = ["SCHEMAS", "CPU_KERNELS", "META_KERNELS", "METHODS", "TopkResult"]
 
 SCHEMAS = [
     "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
     "scatter(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
     "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+    "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
 ]
-METHODS = ["gather", "scatter", "scatter_add"]
+METHODS = ["gather", "scatter", "scatter_add", "topk"]
+
+# what topk returns, as torch.return_types.topk
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+# above this k the one-pass selection (select.py) costs more than a stable sort of the row
+_SELECT_MAX_K = 64
 
 # Numba has no float16 arithmetic and no bool addition: scatter_add accumulates those in the
 # type that holds them exactly (bool as uint8, then != 0: PyTorch's bool scatter_add is an or)
@@ -98,4 +108,45 @@ def _scatter(op: str, accumulate: bool):
     return scatter
 
 
-CPU_KERNELS = {"gather": gather, "scatter": _scatter("scatter", False), "scatter_add": _scatter("scatter_add", True)}
+# Numba has no float16 and orders no bools: those rows are ranked as the type holding them exactly
+_RANK_AS = {np.dtype(np.float16): np.float32, np.dtype(np.bool_): np.uint8}
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (PyTorch's argument name)
+    """The k largest (or smallest) along ``dim``, best first (``sorted=False`` sorts too, as
+    PyTorch allows); NaN counts as the largest value and equal elements keep their index order."""
+    if x.dtype.category == COMPLEX:
+        raise DTypeError(f"topk: complex tensors are not ordered (got {x.dtype.name}); rank x.abs()")
+    a = x._data
+    axis = normalize_axis(dim, a.ndim, "topk")
+    n = a.shape[axis] if a.ndim else 1
+    if not 0 <= k <= n:
+        raise ShapeError(f"topk: k ({k}) is out of range for dimension {axis} of size {n}")
+    if k > _SELECT_MAX_K:
+        order, _ = _order(x, dim, largest, "topk")
+        idx = np.take(order, np.arange(k), axis) if a.ndim else order
+        vals = np.take_along_axis(a, idx, axis) if a.ndim else a.copy()
+    else:
+        rows, moved = _rows(a, axis)
+        ranked = rows.astype(_RANK_AS[rows.dtype]) if rows.dtype in _RANK_AS else rows
+        v, i = select.topk_rows(ranked, k, largest)
+        kept = moved[:-1] + (k,)
+        vals = _unrows(v.astype(a.dtype, copy=False), kept, axis, a.ndim)
+        idx = _unrows(i, kept, axis, a.ndim)
+    # np.asarray, not ascontiguousarray: that makes a 0-d result 1-d
+    return TopkResult(wrap(np.asarray(vals, order="C")), wrap(np.asarray(idx, order="C")))
+
+
+def topk_meta(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """What a trace learns about topk without data (compiler/tracer.py asks the Meta key): x's
+    shape with ``dim`` of size k.  The size check waits for the run (a trace holds no sizes)."""
+    from dispatch_jit.creation import empty
+    shape = list(x.shape)
+    if x.ndim:
+        shape[normalize_axis(dim, x.ndim, "topk")] = k
+    return TopkResult(empty(*shape, dtype=x.dtype, device=x.device), empty(*shape, dtype=int64, device=x.device))
+
+
+META_KERNELS = {"topk": topk_meta}
+
+CPU_KERNELS = {"topk": topk, "gather": gather, "scatter": _scatter("scatter", False), "scatter_add": _scatter("scatter_add", True)}

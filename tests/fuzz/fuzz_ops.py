@@ -1318,8 +1318,9 @@ ROWS += [
         _order_np(True), _torch_call(lambda torch, t, p: torch.argsort(t, dim=p["axis"], descending=p["descending"],
                                                                         stable=True)), EXACT, _axis_params),
     Row("cumsum", "reduce", (lambda a, p: f"dj.cumsum({a[0]}, {p['axis']})", lambda a, p: f"{a[0]}.cumsum({p['axis']})"),
-        "bif", _scan_np(np.cumsum), _torch_call(lambda torch, t, p: torch.cumsum(t, p["axis"])), tol_sum,
-        _axis_params, True),
+        "bif", _scan_np(np.cumsum), _torch_call(lambda torch, t, p: torch.cumsum(t, p["axis"])),
+        # the reduction's bound, kept broadcastable against the scan's full-shape result
+        lambda args, p, want: tol_sum(args, dict(p, keepdims=True), want), _axis_params, True),
     Row("cumprod", "reduce", (lambda a, p: f"dj.cumprod({a[0]}, {p['axis']})",
                               lambda a, p: f"{a[0]}.cumprod({p['axis']})"),
         "bif", _scan_np(np.cumprod), _torch_call(lambda torch, t, p: torch.cumprod(t, p["axis"])), tol_prod,

@@ -114,3 +114,45 @@ def test_against_torch():
         np.testing.assert_allclose(got, want, rtol=1e-12)
         np.testing.assert_array_equal(dj.gather(dj.tensor(X), dim, dj.tensor(idx)).numpy(),
                                       torch.gather(torch.tensor(X), dim, torch.tensor(idx) % X.shape[dim]).numpy())
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "int8", "uint8", "int64", "bool"])
+@pytest.mark.parametrize("k", [0, 1, 3, 70])
+def test_topk_against_a_stable_sort(dt, k):
+    # the one-pass selection (k <= 64) and the sort (k > 64) agree with NumPy's stable sort:
+    # values and indices, NaN largest, ties in index order
+    a = RNG.integers(-3, 4, (5, 80)).astype(np.float64)
+    a[1, ::7] = np.nan
+    a = a.astype(dt) if np.dtype(dt).kind == "f" else np.nan_to_num(a).astype(dt)
+    for largest in (True, False):
+        for axis in (1, 0):
+            n = a.shape[axis]
+            kk = min(k, n)
+            key = np.where(np.isnan(a.astype(np.float64)), 100.0, a.astype(np.float64))   # NaN: the largest
+            order = np.argsort(-key if largest else key, axis=axis, kind="stable")
+            want_idx = np.take(order, np.arange(kk), axis)
+            got = dj.topk(dj.tensor(a), kk, axis, largest=largest)
+            np.testing.assert_array_equal(got.indices.numpy(), want_idx)
+            np.testing.assert_array_equal(got.values.numpy(), np.take_along_axis(a, got.indices.numpy(), axis))
+            assert got.values.dtype.name == dt and got.indices.dtype is dj.int64
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("k", [2, 70])
+def test_topk_nan_and_ties_match_torch(k):
+    torch = pytest.importorskip("torch")
+    a = RNG.integers(-3, 4, (4, 90)).astype(np.float32)
+    a[0, [5, 50]] = np.nan
+    for largest in (True, False):
+        got = dj.topk(dj.tensor(a), k, largest=largest)
+        want = torch.topk(torch.tensor(a), k, largest=largest)
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+
+
+def test_topk_errors_and_zero_d():
+    with pytest.raises(ShapeError, match="out of range"):
+        dj.topk(dj.tensor([1.0, 2.0]), 3)
+    with pytest.raises(DTypeError, match="complex"):
+        dj.topk(dj.tensor([1j]), 1)
+    r = dj.topk(dj.tensor(5.0), 1)
+    assert r.values.item() == 5.0 and r.indices.item() == 0 and r.values.ndim == 0
