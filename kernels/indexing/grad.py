@@ -18,7 +18,7 @@ A = entries("aten")
 
 def _gather_grad(g, s, c):
     from dispatch_jit.creation import zeros
-    return A.scatter_add(zeros(*c["shapes"][0], dtype=g.dtype), c["dim"], s["index"], g)
+    return A.scatter_add(zeros(*c["shapes"][0], dtype=g.dtype, device=g.device), c["dim"], s["index"], g)
 
 
 def _none(g, s, c):

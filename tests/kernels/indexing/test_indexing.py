@@ -71,8 +71,32 @@ def test_errors_name_the_problem():
         dj.scatter_add(x, 0, dj.tensor([[-4]]), dj.ones(1, 1, dtype=dj.float64))
     with pytest.raises(DTypeError, match="src to have the input's dtype"):
         dj.scatter(x, 0, dj.tensor([[0]]), dj.ones(1, 1))
+    with pytest.raises(OutOfBoundsError, match="index 7 is out of bounds"):
+        dj.gather(x.cuda(), 1, dj.tensor([[7]]).cuda())
     with pytest.raises(NoKernelError):
-        dj.gather(x.cuda(), 0, dj.tensor([[0]]).cuda())
+        dj.topk(x.cuda(), 1)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "int8", "int64", "bool"])
+def test_cuda_kernels_match_the_cpu_ones(dt):
+    # under the simulator where there is no GPU (tests/conftest.py); a strided (transposed) input
+    a = X.astype(dt)
+    idx, src = dj.tensor(IDX[0]), dj.tensor(a[:2])
+    for cpu, dev in ((dj.gather(dj.tensor(a), 0, idx), dj.gather(dj.tensor(a).cuda(), 0, idx.cuda())),
+                     (dj.scatter_add(dj.tensor(a), 0, idx, src), dj.scatter_add(dj.tensor(a).cuda(), 0, idx.cuda(),
+                                                                               src.cuda())),
+                     (dj.scatter(dj.tensor(a).t(), 1, dj.tensor([[2], [0], [1], [0]]), 1),
+                      dj.scatter(dj.tensor(a).t().cuda(), 1, dj.tensor([[2], [0], [1], [0]]).cuda(), 1))):
+        assert dev.is_cuda and dev.dtype is cpu.dtype
+        np.testing.assert_array_equal(dev.cpu().numpy(), cpu.numpy())
+
+
+def test_cuda_gradient():
+    x = dj.tensor(X).cuda().requires_grad_(True)
+    dj.gather(x, 0, dj.tensor(IDX[0]).cuda()).sum().backward()
+    assert x.grad.is_cuda
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), _np_scatter(np.zeros_like(X), 0, IDX[0],
+                                                                     np.ones(IDX[0].shape), True))
 
 
 def test_gradients_are_adjoints():
