@@ -21,9 +21,13 @@ _threads.configure()
 from . import autograd, cuda, errors, library
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
-from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
-from .creation import (Generator, arange, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-                       manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled, is_grad_enabled
+from .creation import (Generator, arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like,
+                       linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
+                       zeros_like)
+from .defaults import set_default_dtype
+from .printing import get_printoptions, set_printoptions
+from .serialization import load, save
 from .dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard, show_dispatch_trace
 from .dtypes import (DType, can_cast, complex64, complex128, float16, float32, float64, get_default_dtype, int8,
                      int16, int32, int64, promote_types, result_type, uint8, uint16, uint32, uint64)
@@ -51,6 +55,10 @@ from .dlpack import from_dlpack  # noqa: E402
 
 array_api.install()
 
+# PyTorch's dtype aliases (dj.float is float32, dj.long int64, ...); bound last: from here on
+# the names float and int in this module are dtypes, not the builtins
+from .dtypes import float16 as half, float32 as float, float64 as double, int32 as int, int64 as long  # noqa: E402,A001
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -59,7 +67,8 @@ __all__ = [
     "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
     "device", "strided", "is_tensor", "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "promote_types",
-    "result_type", "can_cast", "get_default_dtype",
+    "result_type", "can_cast", "get_default_dtype", "set_default_dtype", "float", "double", "half", "int", "long",
+    "as_tensor", "rand_like", "randn_like", "save", "load", "set_printoptions", "get_printoptions",
     # dispatch
     "DispatchKey", "DispatchKeySet", "dispatch_keys", "Library", "library", "ops", "OpOverload",
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
@@ -70,6 +79,7 @@ __all__ = [
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "inference_mode",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread

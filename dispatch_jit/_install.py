@@ -14,6 +14,7 @@ from .errors import BroadcastError
 from .dlpack import dlpack, dlpack_device
 from .registry import lookup
 from .tensor import Tensor
+from .tensor_methods import METHODS as TORCH_METHODS
 
 __all__ = ["install"]
 
@@ -100,7 +101,7 @@ def _mT(self):
 
 # PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
 # is ``x.permute((1, 0))``; the ops themselves (``dj.reshape``) take one int list, as their schemas say
-SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand")
+SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat")
 
 
 def _size_varargs(entry):
@@ -139,6 +140,22 @@ def _bind(name: str, fn) -> None:
     setattr(Tensor, name, fn)
 
 
+def _document(namespace: dict, names: list, examples: dict) -> None:
+    """Each generated op entry's docstring: its schema first, as ``help(dj.add)`` shows it, then
+    the method spelling and the op library's example (kernels/op_examples.py).  Strings only:
+    a few microseconds at import."""
+    # the examples' names too: entries bound into the namespace before install (dj.quantized_add)
+    for public in sorted(set(names) | {n for n in examples if n in namespace}):
+        fn = namespace[public]
+        op = getattr(fn, "_op", None)
+        if op is None or fn.__doc__ is not None:
+            continue
+        example = examples.get(public)
+        fn.__doc__ = (f"{op.schema}\n\n``dj.{public}``: the dispatcher op {op.schema.full_name}"
+                      + (f", also the method ``Tensor.{public}``" if hasattr(Tensor, public) else "")
+                      + ".\n" + (f"\n>>> import dispatch_jit as dj\n{example}\n" if example else ""))
+
+
 def install(namespace: dict, surface) -> list[str]:
     """Bind the op library's public surface into ``namespace`` and onto Tensor.
 
@@ -164,6 +181,7 @@ def install(namespace: dict, surface) -> list[str]:
         names.append(public)
         if is_method:
             setattr(Tensor, public, fn)
+    _document(namespace, names, getattr(surface, "EXAMPLES", {}))
     for dunder, (opname, reflected) in OPERATORS.items():
         entry = lookup(f"aten::{opname}").entry
         # the entry itself is the method (``x * y`` is ``mul(x, y)``, no wrapper frame); only
@@ -171,6 +189,11 @@ def install(namespace: dict, surface) -> list[str]:
         setattr(Tensor, dunder, _reflected(entry) if reflected else entry)
     for name, fn in AUTOGRAD_METHODS.items():
         _bind(name, fn)
+    for name, fn in TORCH_METHODS.items():
+        if isinstance(fn, property):
+            setattr(Tensor, name, fn)
+        else:
+            _bind(name, fn)
     _bind("copy_", _copy_)
     Tensor.__pos__ = lambda self: self
     Tensor.to = _to

@@ -18,7 +18,7 @@ from .signature import MAX_NDIM
 from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
-           "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
+           "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "rand_like", "randn_like", "as_tensor", "manual_seed", "Generator",
            "from_numpy"]
 
 
@@ -283,6 +283,38 @@ def randn(*size, generator: Generator | None = None, dtype=None, device=None, re
     rng = (generator or default_generator).rng
     a = rng.standard_normal(_shape(size, "randn"), dtype=np.float32 if dt is float32 else np.float64)
     return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
+
+
+def rand_like(t, *, generator: Generator | None = None, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1) of ``t``'s shape, dtype and device (a floating dtype).
+
+    >>> import dispatch_jit as dj
+    >>> r = dj.rand_like(dj.zeros(2, 3, dtype=dj.float64)); r.shape, r.dtype
+    ((2, 3), dispatch_jit.float64)
+    """
+    shape, dt, dev = _like(t, dtype, device)
+    return rand(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(t, *, generator: Generator | None = None, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    """Standard normal samples of ``t``'s shape, dtype and device (a floating dtype)."""
+    shape, dt, dev = _like(t, dtype, device)
+    return randn(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` as a tensor, sharing memory with a NumPy array or tensor when dtype and device
+    allow (else a copy), as ``torch.as_tensor``.
+
+    >>> import numpy as np, dispatch_jit as dj
+    >>> a = np.zeros(3); t = dj.as_tensor(a); a[1] = 7; t
+    tensor([0., 7., 0.], dtype=dj.float64)
+    >>> dj.as_tensor([1, 2], dtype=dj.float32)
+    tensor([1., 2.])
+    """
+    return asarray(data, dtype=dtype, device=device)
 
 
 def randint(low: int, high: int | None = None, size=(), *, generator: Generator | None = None, dtype=None,

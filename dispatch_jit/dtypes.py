@@ -17,7 +17,7 @@ from .errors import DTypeError
 __all__ = [
     "DType", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128", "ALL_DTYPES",
-    "promote_types", "result_type", "can_cast", "as_dtype", "get_default_dtype", "from_numpy_dtype",
+    "promote_types", "result_type", "can_cast", "as_dtype", "get_default_dtype", "default_complex_dtype", "from_numpy_dtype",
 ]
 
 # category rank: the order PyTorch's promotion walks
@@ -80,11 +80,30 @@ _ALIASES = {"float": float32, "double": float64, "half": float16, "long": int64,
 _PY_TYPES = {bool: bool_, int: int64, float: float32, complex: complex64}
 
 _default_dtype = float32
+_default_complex = complex64     # follows _default_dtype: complex128 when the default is float64
 
 
 def get_default_dtype() -> DType:
-    """The dtype a Python float becomes (float32, as in PyTorch)."""
+    """The dtype a Python float becomes (float32, as in PyTorch, until set_default_dtype).
+
+    >>> import dispatch_jit as dj
+    >>> dj.get_default_dtype()
+    dispatch_jit.float32
+    """
     return _default_dtype
+
+
+def default_complex_dtype() -> DType:
+    """The dtype a Python complex becomes: complex64, or complex128 under a float64 default."""
+    return _default_complex
+
+
+def _set_default_dtype(d: DType) -> None:
+    """Engine-internal: dispatch_jit/defaults.py's set_default_dtype, which also drops the
+    dispatcher's memo (the kernels resolved for Python floats depend on it)."""
+    global _default_dtype, _default_complex
+    _default_dtype = d
+    _default_complex = complex128 if d is float64 else complex64
 
 
 def from_numpy_dtype(npdt) -> DType:
@@ -198,10 +217,10 @@ def scalar_dtype(x) -> DType:
     """The dtype a Python scalar takes part in promotion as."""
     t = type(x)
     if t in _PY_TYPES:
-        return _default_dtype if t is float else _PY_TYPES[t]
+        return _default_dtype if t is float else _default_complex if t is complex else _PY_TYPES[t]
     if isinstance(x, np.generic):
         return from_numpy_dtype(x.dtype)
-    for base, d in ((bool, bool_), (int, int64), (float, _default_dtype), (complex, complex64)):
+    for base, d in ((bool, bool_), (int, int64), (float, _default_dtype), (complex, _default_complex)):
         if isinstance(x, base):
             return d
     raise DTypeError(f"expected a tensor or a Python number, got {type(x).__name__}: {x!r}")

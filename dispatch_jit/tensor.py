@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dispatcher
 from .devices import CPU_DEVICE, _check_cpu, device, place  # noqa: F401  (CPU_DEVICE, _check_cpu: re-exported)
-from .dtypes import DType, bool_, complex64, float32, from_numpy_dtype, int64
+from .dtypes import DType, bool_, default_complex_dtype, from_numpy_dtype, get_default_dtype, int64
 from .errors import DTypeError, ShapeError
 from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
 from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
@@ -405,17 +405,18 @@ def is_tensor(x) -> bool:
 
 def infer_dtype(data) -> DType:
     """The dtype dj.tensor(data) picks: NumPy arrays keep theirs; Python values
-    follow PyTorch (float -> float32, int -> int64, bool -> bool, complex -> complex64)."""
+    follow PyTorch (float -> the default dtype, int -> int64, bool -> bool, complex -> complex64 or
+    complex128 under a float64 default)."""
     if isinstance(data, (np.ndarray, np.generic)):
         return from_numpy_dtype(data.dtype)
     flat = _flatten(data)
     if not flat:
-        return float32
+        return get_default_dtype()
     kinds = {type(v) for v in flat}
     if any(issubclass(k, complex) for k in kinds):
-        return complex64
+        return default_complex_dtype()
     if any(issubclass(k, float) or (issubclass(k, np.floating)) for k in kinds):
-        return float32
+        return get_default_dtype()
     if kinds <= {bool, np.bool_}:
         return bool_
     return int64

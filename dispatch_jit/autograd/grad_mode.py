@@ -13,7 +13,7 @@ import functools
 from ..dispatcher import tls
 from ..keys import AUTOGRAD_BITS
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "plain_no_grad"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled", "plain_no_grad"]
 
 
 def is_grad_enabled() -> bool:
@@ -94,6 +94,38 @@ class enable_grad(_NoArgGradModeContext):
     """Re-enable gradient recording inside a ``no_grad`` region."""
 
     enabled = True
+
+
+class inference_mode(_GradModeContext):
+    """``inference_mode()``: no gradient recording inside, as ``no_grad`` (dispatch_jit has no
+    separate inference tensors); ``inference_mode(False)`` records.  A context manager and a
+    decorator, bare or called, as PyTorch's.
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.tensor([1.0], requires_grad=True)
+    >>> @dj.inference_mode
+    ... def f(x):
+    ...     return x * 2
+    >>> f(w).requires_grad, dj.is_grad_enabled()
+    (False, True)
+    """
+
+    def __new__(cls, mode=True):
+        if callable(mode):      # @dj.inference_mode, no parentheses
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        self.enabled = not mode
+
+    def __call__(self, fn):
+        mode = not self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
 
 
 class set_grad_enabled(_GradModeContext):

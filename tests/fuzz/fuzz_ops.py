@@ -1312,18 +1312,19 @@ ROWS += [
     Row("sort", "reduce", (lambda a, p: f"dj.sort({a[0]}, {p['axis']}, descending={p['descending']}).values",
                            lambda a, p: f"{a[0]}.sort({p['axis']}, {p['descending']})[0]"), "bif",
         _order_np(False), _torch_call(lambda torch, t, p: torch.sort(t, dim=p["axis"], descending=p["descending"],
-                                                                     stable=True).values), EXACT, _axis_params),
+                                                                     stable=True).values), EXACT, _axis_params, True),
     Row("argsort", "reduce", (lambda a, p: f"dj.argsort({a[0]}, {p['axis']}, {p['descending']})",
                               lambda a, p: f"{a[0]}.argsort({p['axis']}, descending={p['descending']})"), "bif",
         _order_np(True), _torch_call(lambda torch, t, p: torch.argsort(t, dim=p["axis"], descending=p["descending"],
                                                                         stable=True)), EXACT, _axis_params),
     Row("cumsum", "reduce", (lambda a, p: f"dj.cumsum({a[0]}, {p['axis']})", lambda a, p: f"{a[0]}.cumsum({p['axis']})"),
-        "bif", _scan_np(np.cumsum), _torch_call(lambda torch, t, p: torch.cumsum(t, p["axis"])), tol_sum,
-        _axis_params),
+        "bif", _scan_np(np.cumsum), _torch_call(lambda torch, t, p: torch.cumsum(t, p["axis"])),
+        # the reduction's bound, kept broadcastable against the scan's full-shape result
+        lambda args, p, want: tol_sum(args, dict(p, keepdims=True), want), _axis_params, True),
     Row("cumprod", "reduce", (lambda a, p: f"dj.cumprod({a[0]}, {p['axis']})",
                               lambda a, p: f"{a[0]}.cumprod({p['axis']})"),
         "bif", _scan_np(np.cumprod), _torch_call(lambda torch, t, p: torch.cumprod(t, p["axis"])), tol_prod,
-        _axis_params),
+        _axis_params, True),
     Row("flip", "reduce", (lambda a, p: f"dj.flip({a[0]}, [{p['axis']}])", lambda a, p: f"{a[0]}.flip([{p['axis']}])"),
         "bif", lambda args, p: np.flip(args[0], p["axis"]).copy(),
         _torch_call(lambda torch, t, p: torch.flip(t, [p["axis"]])), EXACT, _axis_params),
@@ -1474,6 +1475,11 @@ ROWS += [
         lambda args, p: _setitem_np(args, {"idx": ()}, any_cast=True), None, EXACT, None, False, arity=2, statement=True),
 ]
 
+# PyTorch's convenience surface (gather, topk, einsum, ...): its rows live in fuzz_ops_torch.py,
+# which imports the helpers above from this (by now defined) module
+from fuzz_ops_torch import ROWS as _TORCH_SURFACE_ROWS  # noqa: E402
+
+ROWS += _TORCH_SURFACE_ROWS
 ROW = {r.name: r for r in ROWS}
 
 # What dispatch_jit has that the table leaves out on purpose, and what the brief asked for that it lacks.

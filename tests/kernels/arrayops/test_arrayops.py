@@ -113,4 +113,17 @@ def test_cuda_tensors_get_a_clear_no_kernel_error():
 
 def test_not_differentiable_yet_outputs_do_not_require_grad():
     x = dj.tensor([2.0, 1.0], requires_grad=True)
-    assert not dj.sort(x).values.requires_grad
+    assert not dj.flip(x, [0]).requires_grad
+
+
+def test_sort_cumsum_cumprod_gradients():
+    # sort: gather's gradient; cumsum: the reversed cumsum; cumprod: exact through zeros
+    x = dj.tensor([2.0, 1.0, 3.0], requires_grad=True)
+    (dj.sort(x, descending=True).values * dj.tensor([1.0, 10.0, 100.0])).sum().backward()
+    assert x.grad.tolist() == [10.0, 100.0, 1.0]
+    x.grad = None
+    dj.cumsum(x, 0).sum().backward()
+    assert x.grad.tolist() == [3.0, 2.0, 1.0]
+    z = dj.tensor([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0]], dtype=dj.float64, requires_grad=True)
+    assert dj.autograd.gradcheck(lambda t: dj.cumprod(t, 1), (z,))
+    assert dj.autograd.gradcheck(lambda t: dj.cumprod(t, 0), (z,))

@@ -1,0 +1,145 @@
+"""Numba loops for gather, scatter and scatter_add.  Array level (NumPy in, NumPy out), like
+arrayops/sorting.py: op.py is the dispatcher-facing side.
+
+Every loop walks the index array's elements in C order, keeping their coordinates (and the
+offsets they give) by a carry, replaces the coordinate along ``dim`` by the index value and
+reads (gather) or writes (scatter, scatter_add) the other array at those coordinates through
+its element strides.  So the index may be smaller than the input in every dimension, as
+PyTorch allows, with no copy of the input.  A bad index stops the loop and is returned (the
+caller raises), never read past the end.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from dispatch_jit.jit import cache
+
+__all__ = ["gather", "scatter", "compiled_signatures"]
+
+_KIND = __name__
+
+
+@numba.njit(cache=False)
+def _advance(coord, ishape, xstrides, sstrides, dim, bases):
+    """Step ``coord`` to the index's next position in C order, keeping ``bases[0]`` (the offset
+    in x, without the ``dim`` coordinate) and ``bases[1]`` (the offset in src) up to date: a
+    carry, not a division per element."""
+    for d in range(ishape.shape[0] - 1, -1, -1):
+        xs = 0 if d == dim else xstrides[d]
+        coord[d] += 1
+        if coord[d] < ishape[d]:
+            bases[0] += xs
+            bases[1] += sstrides[d]
+            return
+        bases[0] -= xs * (ishape[d] - 1)
+        bases[1] -= sstrides[d] * (ishape[d] - 1)
+        coord[d] = 0
+
+
+@numba.njit(cache=False)
+def _wrapped(i, size):
+    """An index counted from the end made positive; -1 when out of range either way."""
+    if i < 0:
+        i += size
+    return i if 0 <= i < size else -1
+
+
+@numba.njit(cache=False)
+def _gather(a, astrides, idx, ishape, dim, size, out):
+    coord = np.zeros(ishape.shape[0], np.int64)
+    bases = np.zeros(2, np.int64)
+    for f in range(idx.shape[0]):
+        i = _wrapped(idx[f], size)
+        if i < 0:
+            return f
+        out[f] = a[bases[0] + i * astrides[dim]]
+        _advance(coord, ishape, astrides, astrides, dim, bases)
+    return -1
+
+
+def _scatter_loop(accumulate: bool):
+    @numba.njit(cache=False)
+    def scatter(out, ostrides, idx, ishape, dim, size, src, sstrides):
+        coord = np.zeros(ishape.shape[0], np.int64)
+        bases = np.zeros(2, np.int64)
+        for f in range(idx.shape[0]):
+            i = _wrapped(idx[f], size)
+            if i < 0:
+                return f
+            o = bases[0] + i * ostrides[dim]
+            if accumulate:
+                out[o] += src[bases[1]]
+            else:
+                out[o] = src[bases[1]]
+            _advance(coord, ishape, ostrides, sstrides, dim, bases)
+        return -1
+    return scatter
+
+
+_LOOPS = {"gather": _gather, "scatter": _scatter_loop(False), "scatter_add": _scatter_loop(True)}
+_I64 = numba.types.Array(numba.int64, 1, "C")
+
+
+def _array(dt: np.dtype):
+    return numba.types.Array(numba.from_dtype(dt), 1, "A")
+
+
+def _strides(a: np.ndarray) -> np.ndarray:
+    return np.array([s // a.itemsize for s in a.strides], np.int64)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """``a``'s storage as a 1-d array from its first element, for element-stride addressing
+    (``a`` has no negative strides: op.py makes contiguous copies of anything else)."""
+    if a.size == 0:
+        return a.reshape(-1)
+    span = 1 + sum((n - 1) * (s // a.itemsize) for n, s in zip(a.shape, a.strides))
+    return np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,))
+
+
+def _positive_strides(a: np.ndarray) -> np.ndarray:
+    return a if all(s >= 0 for s in a.strides) else np.ascontiguousarray(a)
+
+
+def _as_bits(a: np.ndarray) -> np.ndarray:
+    """float16 as its bits: Numba has no float16 type, and gather/scatter only move elements."""
+    return a.view(np.uint16) if a.dtype == np.float16 else a
+
+
+def gather(a: np.ndarray, idx: np.ndarray, dim: int) -> tuple[np.ndarray, int]:
+    """``out[p] = a[p with coordinate dim = idx[p]]`` over the index's positions ``p``; and the
+    flat position of the first out-of-range index (-1 if none)."""
+    dtype = a.dtype
+    a = _as_bits(_positive_strides(a))
+    out = np.empty(idx.shape, a.dtype)
+    fi = np.ascontiguousarray(idx, np.int64).reshape(-1)
+    sig = (_array(a.dtype), _I64, _I64, _I64, numba.int64, numba.int64, _array(a.dtype))
+    fn = cache.njit_function(_KIND, ("gather", a.dtype), "gather", _LOOPS["gather"], sig)
+    bad = fn(_flat(a), _strides(a), fi, np.array(idx.shape, np.int64), dim, a.shape[dim], out.reshape(-1))
+    return out.view(dtype), int(bad)
+
+
+def scatter(out: np.ndarray, idx: np.ndarray, src: np.ndarray, dim: int, accumulate: bool) -> int:
+    """Write (or add) ``src[p]`` into ``out`` (C-contiguous, modified in place) at the index's
+    positions ``p`` with coordinate ``dim`` replaced by ``idx[p]``; returns the flat position of
+    the first out-of-range index (-1 if none).  Repeated indices: the last write wins, as
+    PyTorch's CPU kernel (PyTorch documents the order as unspecified)."""
+    # scatter_add gets no float16 (op.py accumulates it in float32); a plain scatter copies bits
+    out, src = _as_bits(out), _as_bits(_positive_strides(src))
+    name = "scatter_add" if accumulate else "scatter"
+    fi = np.ascontiguousarray(idx, np.int64).reshape(-1)
+    sig = (_array(out.dtype), _I64, _I64, _I64, numba.int64, numba.int64, _array(src.dtype), _I64)
+    fn = cache.njit_function(_KIND, (name, out.dtype, src.dtype), name, _LOOPS[name], sig)
+    return int(fn(out.reshape(-1), _strides(out), fi, np.array(idx.shape, np.int64), dim, out.shape[dim],
+                  _flat(src), _strides(src)))
+
+
+def compiled_signatures() -> dict[str, list[str]]:
+    """Loop name -> the Numba signatures compiled so far.
+
+    >>> isinstance(compiled_signatures(), dict)
+    True
+    """
+    return cache.signatures(_KIND)
