@@ -40,9 +40,14 @@ def _data(xp):
     return {k: xp.asarray(a) for k, a in arrays.items()}
 
 
-def _sk(module: str, name: str):
+def _attr(package: str, module: str, name: str):
+    # imported when a case runs: the tests import this file to list the cases, with or without the client
     import importlib
-    return getattr(importlib.import_module(f"sklearn.{module}"), name)
+    return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+
+def _sk(module: str, name: str):
+    return _attr("sklearn", module, name)
 
 
 def _pca(solver):
@@ -170,8 +175,7 @@ SKLEARN = {
 
 
 def _sp(module: str, name: str):
-    import importlib
-    return getattr(importlib.import_module(f"scipy.{module}"), name)
+    return _attr("scipy", module, name)
 
 
 def _on(module, name, key="A", **kw):
