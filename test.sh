@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test command: install dispatch_jit with its test extras, then run the
+# The test command: install dispatch_jit with its test and clients extras, then run the
 # whole suite (CUDA kernels run under Numba's CUDA simulator where there is
 # no GPU).  Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
-"$PY" -m pip install -q --disable-pip-version-check -e ".[test]" >/dev/null
+"$PY" -m pip install -q --disable-pip-version-check -e ".[test,clients]" >/dev/null
 exec "$PY" -m pytest "$@"

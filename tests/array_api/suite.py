@@ -3,8 +3,10 @@
 Each test file of the suite runs in its own pytest process (a crash or a hang in one file
 cannot hide the others' results), against ``ARRAY_API_TESTS_MODULE`` (by default
 ``dispatch_jit.array_api``), with a small hypothesis budget and no deadline (the first call
-of every op x dtype compiles a Numba kernel).  Known failures are listed, each with its
-reason, in ``tests/array_api/xfails.txt``; the run fails only on a failure not listed there.
+of every op x dtype compiles a Numba kernel; the disk cache, ``DISPATCH_JIT_CACHE_DIR``, keeps it
+for the next run).  suite_plugin.py, loaded into each process, drops hypothesis's explain phase
+and prints the file's compile count.  Known failures are listed, each with its reason, in
+``tests/array_api/xfails.txt``; the run fails only on a failure not listed there.
 
 The suite is not vendored: it is looked up at ``../shared/array-api-tests`` from the
 repository root (or ``$ARRAY_API_TESTS_DIR``).  Where it is absent the run says so and
@@ -28,8 +30,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-XFAILS = Path(__file__).resolve().parent / "xfails.txt"
+HERE = Path(__file__).resolve().parent
+XFAILS = HERE / "xfails.txt"
 VERSION = "2025.12"
+_COMPILES = re.compile(r"^compiles: (.*)$", re.M)
 _COUNT = re.compile(r"(\d+) (passed|failed|xfailed|xpassed|skipped|errors?|deselected)")
 KINDS = ("passed", "failed", "xfailed", "xpassed", "skipped", "error")
 
@@ -54,10 +58,10 @@ def parse_summary(text: str) -> dict[str, int]:
 
 def run_file(suite: Path, name: str, module: str, max_examples: int, xfails: Path | None,
              timeout: float, extra: list[str]) -> tuple[dict[str, int], float, str]:
-    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module, ARRAY_API_TESTS_VERSION=VERSION,
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    path = os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module, ARRAY_API_TESTS_VERSION=VERSION, PYTHONPATH=path)
     cmd = [sys.executable, "-m", "pytest", str(suite / "array_api_tests" / name), "-q", "-p", "no:cacheprovider",
-           f"--max-examples={max_examples}", "--disable-deadline", "-rf", "--tb=line", *extra]
+           f"--max-examples={max_examples}", "--disable-deadline", "-rf", "--tb=line", "-p", "suite_plugin", *extra]
     if xfails is not None:
         cmd.append(f"--xfails-file={xfails}")
     t0 = time.perf_counter()
@@ -99,6 +103,10 @@ def main(argv=None) -> int:
         for k in KINDS:
             total[k] += counts[k]
         print(f"{name:48s} " + " ".join(f"{k} {counts[k]:4d}" for k in KINDS) + f"  {secs:7.1f} s", flush=True)
+        # suite_plugin.py's count: a warm run (same cache directory, same examples) compiles nothing
+        found = _COMPILES.findall(out)
+        rows[name]["compiles"] = found[-1] if found else None
+        print(f"    compiles: {found[-1] if found else 'no count (the process died?)'}", flush=True)
         if args.log_dir:
             Path(args.log_dir).mkdir(parents=True, exist_ok=True)
             Path(args.log_dir, name + ".log").write_text(out)

@@ -4,6 +4,9 @@ is absent (CI on a clone without ../shared), and the xfails file's format."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,3 +40,17 @@ def test_every_xfail_has_a_reason_above_it():
         while j >= 0 and lines[j].startswith("array_api_tests/"):
             j -= 1
         assert j >= 0 and lines[j].startswith("#"), f"no reason above {lines[i]}"
+
+
+def test_plugin_counts_compiles_and_drops_the_explain_phase(tmp_path):
+    (tmp_path / "test_one.py").write_text(
+        "import numba\n"
+        "from hypothesis import Phase, settings\n"
+        "def test_one():\n"
+        "    assert Phase.explain not in settings.default.phases and Phase.shrink in settings.default.phases\n"
+        "    assert numba.njit(lambda x: x + 1)(1) == 2\n")
+    env = dict(os.environ, PYTHONPATH=str(HERE))
+    p = subprocess.run([sys.executable, "-m", "pytest", "test_one.py", "-q", "-p", "no:cacheprovider",
+                        "-p", "suite_plugin"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert suite._COMPILES.findall(p.stdout) == ["numba 1, dispatch_jit {}"], p.stdout
