@@ -18,7 +18,7 @@ from .jit import threads as _threads
 
 _threads.configure()
 
-from . import autograd, cuda, errors, library
+from . import autograd, cuda, errors, library, utils
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
 from .autograd import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
@@ -69,7 +69,7 @@ __all__ = [
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "errors", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread
