@@ -50,6 +50,10 @@ def enable() -> None:
         lib.impl(name.split("::", 1)[1], fn)
     import sys
     register_device_module(NAME, sys.modules[__name__])
+    from ..compiler.backends import register_backend_compiler
+    from ..keys import DispatchKey
+    from .compiled import build_entry
+    register_backend_compiler(DispatchKey.PrivateUse1, build_entry)
     _STATE["lib"] = lib
 
 

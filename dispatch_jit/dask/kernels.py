@@ -24,6 +24,7 @@ import functools
 
 import numpy as np
 
+from ..compiler.lazy import get_mode
 from ..errors import NoKernelError, ShapeError
 from ..tensor import Tensor
 from .blocks import ARRAY, apply_op, matmul_blocks, reduce_blocks
@@ -91,8 +92,11 @@ def elementwise(name: str, args: tuple, kwargs: dict) -> DaskTensor:
     for a in arrays:
         pairs += [a, out_ind[ndim - a.ndim:]]
     fn = functools.partial(apply_op, name, template, kwargs)
-    return wrap_dask(da.blockwise(fn, out_ind, *pairs, dtype=dt, meta=np.empty((0,) * ndim, dt),
-                                  name=f"dj-{name.split('::')[1]}-" + _token(fn, arrays)))
+    out = wrap_dask(da.blockwise(fn, out_ind, *pairs, dtype=dt, meta=np.empty((0,) * ndim, dt),
+                                 name=f"dj-{name.split('::')[1]}-" + _token(fn, arrays)))
+    out._origin = ("ew", name, template, kwargs, [a for a in args if isinstance(a, DaskTensor)])
+    out._lazy = get_mode() == "compiled"
+    return out
 
 
 def _token(*parts) -> str:
@@ -127,7 +131,10 @@ def reduction(name: str, self: DaskTensor, axis, keepdims: bool, extra: dict) ->
     out = da.reduction(x, chunk, combine, combine=combine, axis=tuple(axes), keepdims=keepdims, dtype=dt,
                        concatenate=True, meta=np.empty((0,) * (x.ndim if keepdims else x.ndim - len(axes)), dt),
                        name=f"dj-{name.split('::')[1]}")
-    return wrap_dask(out)
+    t = wrap_dask(out)
+    t._origin = ("reduce", name, axes, bool(keepdims), extra, self)
+    t._lazy = get_mode() == "compiled"
+    return t
 
 
 def _sum_like(name: str):

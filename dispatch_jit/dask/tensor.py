@@ -22,13 +22,19 @@ from ..tensor import Tensor, wrap
 __all__ = ["DaskTensor", "wrap_dask", "is_dask_array"]
 
 _BITS = key_bits(DispatchKey.PrivateUse1)
+_NO_AUTOGRAD = ("autograd is not supported on Dask tensors: compute gradients on the CPU "
+                "(t.to('cpu').requires_grad_()), or use inputs that do not require grad (dj.no_grad())")
 _new = object.__new__
 
 
 class DaskTensor(Tensor):
     """A tensor whose data is a Dask array: ops on it build a graph, ``.numpy()`` computes it."""
 
-    __slots__ = ()
+    # _origin: how a kernel at the Dask key made it (compiled.py fuses from it), or None;
+    # _fused: its array with the regions below it fused, once asked for; _lazy: made in the
+    # global compiled mode, so what computes it is the fused graph (as a lazy tensor's is)
+    __slots__ = ("_origin", "_fused", "_lazy")
+    _fuse = None      # compiled.py binds its fuse here (it sits above this module)
 
     @property
     def device(self) -> device:
@@ -40,8 +46,9 @@ class DaskTensor(Tensor):
 
     @property
     def dask(self):
-        """The Dask array holding this tensor's graph (for ``client.compute``, ``persist``, ...)."""
-        return self._data
+        """The Dask array holding this tensor's graph (for ``client.compute``, ``persist``, ...);
+        in the global compiled mode, the graph with its regions fused."""
+        return self._fuse(self)._data if self._lazy else self._data
 
     @property
     def chunks(self) -> tuple:
@@ -60,10 +67,10 @@ class DaskTensor(Tensor):
 
     def compute(self, **kwargs) -> Tensor:
         """Run the graph (``kwargs`` go to ``dask.compute``: ``scheduler=...``); a CPU tensor."""
-        return wrap(np.asarray(self._data.compute(**kwargs)))
+        return wrap(np.asarray(self.dask.compute(**kwargs)))
 
     def numpy(self) -> np.ndarray:
-        return np.asarray(self._data.compute())
+        return np.asarray(self.dask.compute())
 
     def _host(self) -> np.ndarray:
         return self.numpy()
@@ -77,9 +84,19 @@ class DaskTensor(Tensor):
 
     def requires_grad_(self, requires_grad: bool = True) -> "DaskTensor":
         if requires_grad:
-            raise AutogradError("autograd is not supported on Dask tensors: compute gradients on the CPU "
-                                "(t.to('cpu').requires_grad_()) or keep the Dask tensor out of the graph")
+            raise AutogradError(_NO_AUTOGRAD)
         return self
+
+    @property
+    def grad_fn(self):
+        return None
+
+    @grad_fn.setter
+    def grad_fn(self, node) -> None:
+        # autograd's recorders mark an output by setting its grad_fn: an op mixing a Dask tensor
+        # with a CPU scalar tensor that requires grad would record one
+        if node is not None:
+            raise AutogradError(_NO_AUTOGRAD)
 
     def detach(self) -> "DaskTensor":
         return wrap_dask(self._data)
@@ -123,5 +140,7 @@ def wrap_dask(arr) -> DaskTensor:
                          f"compute_chunk_sizes() on it first")
     t = _new(DaskTensor)
     t._data = arr
+    t._origin = t._fused = None
+    t._lazy = False
     t._sig = make_sig(_BITS, from_numpy_dtype(arr.dtype), arr.ndim, True)
     return t

@@ -1,22 +1,14 @@
 """Dask tensors (dispatch_jit/dask/tensor.py) and the kernels at the Dask key (kernels.py): ops build
-graphs and never compute; computed results equal eager CPU mode's.  The synchronous scheduler keeps
-these tests in one thread; test_schedulers.py runs the same kernels on threads, processes and a
-LocalCluster."""
+graphs and never compute; computed results equal eager CPU mode's (on Dask's default threaded
+scheduler; test_schedulers.py runs the same kernels on processes and a LocalCluster)."""
 
 import numpy as np
 import pytest
 
 da = pytest.importorskip("dask.array")
-dask = pytest.importorskip("dask")
 
 import dispatch_jit as dj
 from dispatch_jit.errors import AutogradError, DeviceMismatchError, NoKernelError, ShapeError
-
-
-@pytest.fixture(autouse=True)
-def _sync():
-    with dask.config.set(scheduler="sync"):
-        yield
 
 
 def _pair(shape, chunks, dtype=np.float32, seed=0):
@@ -122,6 +114,10 @@ def test_unsupported_op_autograd_and_mixed_devices_are_clear_errors():
         x.requires_grad_()
     with pytest.raises(AutogradError):
         dj.rand(3, device="dask", chunks=2, requires_grad=True)
+    with pytest.raises(AutogradError, match="not supported on Dask tensors"):
+        x * dj.tensor(2.0, requires_grad=True)       # a CPU scalar that requires grad would record
+    with dj.no_grad():
+        np.testing.assert_array_equal((x * dj.tensor(2.0, requires_grad=True)).numpy(), (cx * 2.0).numpy())
     with pytest.raises(DeviceMismatchError, match="dask and cpu"):
         x + cx
     with pytest.raises(TypeError, match="out="):

@@ -87,3 +87,22 @@ def test_a_killed_worker_still_gives_the_right_result(client, tmp_path):
     got = client.compute(_expr(doomed, b, c).dask).result(timeout=TIMEOUT)
     assert os.path.exists(marker)                     # a worker did die ...
     np.testing.assert_array_equal(got, e)             # ... and Dask's retry gave the right answer
+
+
+def test_compiled_chains_on_worker_processes_compile_once_per_worker(client):
+    arrs, (a, b, c) = _inputs()
+    a, b, c = (x.to("dask", chunks=(5, 30)) for x in (a, b, c))    # 8 contiguous chunks: one signature
+    e = _expected(arrs)[0]
+    f = dj.compile(_expr)
+    for _ in range(2):              # the second run finds the program compiled on every worker
+        np.testing.assert_array_equal(client.compute(f(a, b, c).dask).result(timeout=TIMEOUT), e)
+    np.testing.assert_array_equal(f(a, b, c).compute(scheduler="processes").numpy(), e)
+    from dispatch_jit.dask.compiled import program_info
+    per_worker = client.run(program_info)
+    calls = 0
+    for infos in per_worker.values():
+        assert len(infos) <= 1                     # one program, shipped as its source ...
+        for info in infos.values():
+            assert info.entries == 1 and info.compiles + info.disk_hits <= 1    # ... compiled once there
+            calls += info.calls
+    assert calls == 2 * a.dask.npartitions        # every chunk ran the fused loop on a worker

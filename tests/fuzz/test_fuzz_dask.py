@@ -1,5 +1,6 @@
 """The Dask backend as a mode of the differential fuzzer: random graphs of the ops the Dask key
-supports, run on Dask tensors (inputs cut into small chunks), must give eager CPU mode's results:
+supports, run on Dask tensors (inputs cut into small chunks) eagerly and under ``@dj.compile`` (fused
+regions, one task per chunk: dispatch_jit/dask/compiled.py), must give eager CPU mode's results:
 bit for bit, except where a float reduction's tree combine may round otherwise (the graph's
 ``reordered`` values, compared within a few ulps of the accumulation).  Where eager mode raises,
 the Dask run must raise the same exception type (when the graph is built or when it computes)."""
@@ -10,6 +11,7 @@ from hypothesis import given, strategies as st
 
 pytest.importorskip("dask.array")
 
+import dispatch_jit as dj
 import fuzz_check as fc
 import fuzz_graph as fg
 import fuzz_ops as fo
@@ -52,13 +54,14 @@ def _tol(got):
 def test_random_graphs_dask_vs_eager(g):
     f = fg.build_function(fg.function_source(g))
     want, err = _run(f, fg.make_inputs(g))
-    got, derr = _run(f, _dask_inputs(g))
     src = fg.function_source(g)
-    if err is not None:
-        assert derr is not None and isinstance(derr, type(err)), \
-            f"eager raised {type(err).__name__}: {err}; dask gave {derr!r}\n{src}"
-        return
-    assert derr is None, f"dask raised {type(derr).__name__}: {derr}; eager did not\n{src}"
-    for i, (gv, wv) in enumerate(zip(got, want)):
-        why = fc.close(gv, wv, _tol(gv) if g.reordered[g.outputs[i]] else None)
-        assert why is None, f"output {i}: {why}\n{src}"
+    for mode, fn in (("dask", f), ("compiled dask", dj.compile(f))):
+        got, derr = _run(fn, _dask_inputs(g))
+        if err is not None:
+            assert derr is not None and isinstance(derr, type(err)), \
+                f"eager raised {type(err).__name__}: {err}; {mode} gave {derr!r}\n{src}"
+            continue
+        assert derr is None, f"{mode} raised {type(derr).__name__}: {derr}; eager did not\n{src}"
+        for i, (gv, wv) in enumerate(zip(got, want)):
+            why = fc.close(gv, wv, _tol(gv) if g.reordered[g.outputs[i]] else None)
+            assert why is None, f"{mode}: output {i}: {why}\n{src}"
