@@ -8,6 +8,7 @@ from __future__ import annotations
 from .autograd.methods import METHODS as AUTOGRAD_METHODS
 from .broadcast import broadcast_shapes
 from .creation import tensor
+from .devices import device as _device, device_module, is_backend_type
 from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
 from .errors import BroadcastError
@@ -26,22 +27,37 @@ def _reflected(entry):
     return op
 
 
-def _to(self, *args, dtype=None, device=None, copy: bool = False):
-    """``x.to(dtype)``, ``x.to("cpu")``, ``x.to(other_tensor)``, ``x.to(device, dtype)``."""
+def _to(self, *args, dtype=None, device=None, copy: bool = False, **device_options):
+    """``x.to(dtype)``, ``x.to("cpu")``, ``x.to(other_tensor)``, ``x.to(device, dtype)``;
+    ``device_options`` go to a backend's device (``x.to("dask", chunks=...)``)."""
     for a in args:
         if isinstance(a, Tensor):
             dtype = dtype or a.dtype
-        elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
+        elif isinstance(a, str) and _is_device_type(a.split(":")[0]) or type(a).__name__ == "device":
             device = a
         else:
             dtype = a
     t = self
-    if device is not None and t.device != device:
-        from .cuda.transfer import to_device
-        t, copy = to_device(t, device), False
+    if device is not None and (t.device != device or device_options):
+        t, copy = _to_device(t, _device(device), device_options), False
     if dtype is None:
         return t.clone() if copy else t
     return lookup("aten::to.dtype").entry(t, as_dtype(dtype), copy)
+
+
+def _is_device_type(typ: str) -> bool:
+    return typ in ("cpu", "cuda", "meta") or is_backend_type(typ)
+
+
+def _to_device(t, d, options: dict):
+    """A move between devices: the PrivateUse1 backend's device module handles its side of it."""
+    backend = d.type if is_backend_type(d.type) else t.device.type if is_backend_type(t.device.type) else None
+    if backend is not None:
+        return device_module(backend).to_device(t, d, **options)
+    if options:
+        raise TypeError(f"to(): unexpected device options {sorted(options)} for device {d}")
+    from .cuda.transfer import to_device
+    return to_device(t, d)
 
 
 def _cuda(self, device=None):

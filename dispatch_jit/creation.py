@@ -22,9 +22,13 @@ __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "lin
            "from_numpy"]
 
 
-def _finish(a: np.ndarray, device, requires_grad: bool) -> Tensor:
-    """Wrap host array ``a``, copied to ``device`` when that is a GPU."""
-    return wrap(place(a, device), requires_grad=requires_grad)
+def _finish(a: np.ndarray, device, requires_grad: bool, options: dict | None = None) -> Tensor:
+    """Wrap host array ``a``, copied to ``device`` when that is a GPU; on a backend's device
+    (PrivateUse1), the tensor its device module makes (``options``: its own, e.g. ``chunks``)."""
+    s = place(a, device, **options) if options else place(a, device)
+    if isinstance(s, Tensor):
+        return s.requires_grad_(True) if requires_grad else s
+    return wrap(s, requires_grad=requires_grad)
 
 
 def _is_cuda(dev) -> bool:
@@ -269,20 +273,22 @@ def _floating(dtype) -> DType:
     return dt
 
 
-def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1)."""
+def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
+         **device_options) -> Tensor:
+    """Uniform samples on [0, 1).  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
     dt = _floating(dtype)
     rng = (generator or default_generator).rng
     a = rng.random(_shape(size, "rand"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
+    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
 
 
-def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples."""
+def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
+          **device_options) -> Tensor:
+    """Standard normal samples.  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
     dt = _floating(dtype)
     rng = (generator or default_generator).rng
     a = rng.standard_normal(_shape(size, "randn"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad)
+    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
 
 
 def rand_like(t, *, generator: Generator | None = None, dtype=None, device=None,

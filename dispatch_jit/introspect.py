@@ -10,7 +10,7 @@ module sits below the dispatcher, whose errors quote ``dump_table``.
 
 from __future__ import annotations
 
-from .keys import RUNTIME_KEYS, DispatchKey
+from .keys import RUNTIME_KEYS, DispatchKey, privateuse1_backend_name
 from .registry import (FALLTHROUGH_KINDS, OperatorEntry, all_operators, backend_fallbacks, calls_of, lookup,
                        overloads)
 
@@ -67,8 +67,14 @@ def dump_table(name) -> str:
     for key in sorted(RUNTIME_KEYS, key=lambda k: -k.value):
         fn, kind = op.table[key.value]
         what = "-" if fn is None else ("fallthrough" if kind in FALLTHROUGH_KINDS else _kernel_name(fn))
-        lines.append(f"  {key.name:<{width}}  {what}  [{kind.value}]")
+        lines.append(f"  {_label(key):<{width}}  {what}  [{kind.value}]")
     return "\n".join(lines)
+
+
+def _label(key: DispatchKey) -> str:
+    """A key's row: PrivateUse1 says which backend it is once one renamed it ("PrivateUse1 (dask)")."""
+    name = privateuse1_backend_name()
+    return f"{key.name} ({name})" if key is DispatchKey.PrivateUse1 and name != "privateuseone" else key.name
 
 
 def has_kernel(name, key) -> bool:

@@ -14,7 +14,8 @@ import enum
 from typing import Iterable
 
 __all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS", "key_bits", "bits_below", "AUTOGRAD_BITS",
-           "AUTOCAST_BITS", "CUDA_KEY_BITS"]
+           "AUTOCAST_BITS", "CUDA_KEY_BITS", "PRIVATEUSE1_KEY_BITS", "rename_privateuse1_backend",
+           "privateuse1_backend_name"]
 
 
 class DispatchKey(enum.IntEnum):
@@ -38,14 +39,16 @@ class DispatchKey(enum.IntEnum):
     QuantizedCUDA = 5
     SparseCsrCPU = 6
     SparseCsrCUDA = 7
-    ADInplaceOrView = 8
-    AutogradOther = 9   # autograd for backends without a key of their own
-    AutogradCPU = 10
-    AutogradCUDA = 11
-    AutocastCPU = 12
-    AutocastCUDA = 13
-    Tracer = 14         # compiled mode: records ops instead of running them
-    Python = 15         # dispatch modes (DispatchMode.__dispatch__)
+    PrivateUse1 = 8     # a backend that is not built in (rename_privateuse1_backend names it)
+    ADInplaceOrView = 9
+    AutogradOther = 10  # autograd for backends without a key of their own
+    AutogradCPU = 11
+    AutogradCUDA = 12
+    AutogradPrivateUse1 = 13
+    AutocastCPU = 14
+    AutocastCUDA = 15
+    Tracer = 16         # compiled mode: records ops instead of running them
+    Python = 17         # dispatch modes (DispatchMode.__dispatch__)
     # -- alias keys: registration targets only, never in a runtime key set ---
     CompositeExplicitAutograd = 32
     CompositeImplicitAutograd = 33
@@ -72,14 +75,17 @@ ALIAS_KEYS: tuple[DispatchKey, ...] = tuple(k for k in DispatchKey if k.is_alias
 _K = DispatchKey
 
 # Backend keys: where data lives and how it is laid out.  Every other runtime
-# key is a "functionality" key that wraps a backend.
+# key is a "functionality" key that wraps a backend.  PrivateUse1 is a backend too, but
+# not one the composite alias keys cover: the built-in composite kernels may read NumPy
+# storage, which an out-of-tree backend's tensors need not have.  Such a backend registers
+# its kernels (or a boxed fallback) at PrivateUse1 itself; an op it lacks is a NoKernelError.
 BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCsrCPU, _K.SparseCsrCUDA)
 
 AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
 
 # What each alias key stands for, as in PyTorch's getRuntimeDispatchKeySet.
 ALIAS_EXPANSION: dict[DispatchKey, tuple[DispatchKey, ...]] = {
-    _K.Autograd: (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA),
+    _K.Autograd: (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.AutogradPrivateUse1),
     _K.CompositeExplicitAutograd: BACKEND_KEYS,
     _K.CompositeImplicitAutograd: BACKEND_KEYS + (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA),
 }
@@ -90,7 +96,7 @@ class DispatchKeySet:
 
     >>> ks = DispatchKeySet(DispatchKey.CPU) | DispatchKey.AutogradCPU
     >>> ks.highest()
-    <DispatchKey.AutogradCPU: 10>
+    <DispatchKey.AutogradCPU: 11>
     >>> DispatchKey.CPU in ks, (ks - DispatchKey.AutogradCPU).highest().name
     (True, 'CPU')
     """
@@ -190,6 +196,40 @@ def _key_bit(key: DispatchKey) -> int:
     return 0 if key is DispatchKey.Undefined else 1 << key.value
 
 
-AUTOGRAD_BITS = key_bits(_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA)
+AUTOGRAD_BITS = key_bits(_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.AutogradPrivateUse1)
 AUTOCAST_BITS = key_bits(_K.AutocastCPU, _K.AutocastCUDA)
 CUDA_KEY_BITS = key_bits(_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA, _K.AutocastCUDA)
+PRIVATEUSE1_KEY_BITS = key_bits(_K.PrivateUse1, _K.AutogradPrivateUse1)
+
+
+# -- PrivateUse1's name ---------------------------------------------------------------
+# As in PyTorch, the key keeps its name (kernels register at "PrivateUse1"); the backend's
+# name is what devices are called ("dask", "dask:0") and what error messages say.
+_PRIVATEUSE1_NAME = ["privateuseone"]
+
+
+def rename_privateuse1_backend(name: str) -> None:
+    """Name the backend that lives on ``DispatchKey.PrivateUse1`` (``torch.utils.rename_privateuse1_backend``):
+    its tensors' device type becomes ``name``.  It may be renamed only once, to a new
+    lower-case identifier, and renaming again to the same name is a no-op.
+
+    >>> import dispatch_jit as dj
+    >>> dj.utils.privateuse1_backend_name() in ("privateuseone", "dask")
+    True
+    """
+    if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
+        raise ValueError(f"rename_privateuse1_backend: the name must be a lower-case identifier, got {name!r}")
+    if name in ("cpu", "cuda", "meta"):
+        raise ValueError(f"rename_privateuse1_backend: {name!r} is a built-in device type; choose another name")
+    current = _PRIVATEUSE1_NAME[0]
+    if current == name:
+        return
+    if current != "privateuseone":
+        raise RuntimeError(f"rename_privateuse1_backend: the PrivateUse1 backend is already named {current!r}; "
+                           f"it can be renamed only once (asked for {name!r})")
+    _PRIVATEUSE1_NAME[0] = name
+
+
+def privateuse1_backend_name() -> str:
+    """The PrivateUse1 backend's device type: ``"privateuseone"`` until renamed."""
+    return _PRIVATEUSE1_NAME[0]

@@ -98,6 +98,7 @@ class KernelKind(enum.StrEnum):
 
 FALLTHROUGH_KINDS = frozenset([KernelKind.FALLTHROUGH, KernelKind.FALLTHROUGH_FALLBACK])
 _MISSING_ENTRY = (None, KernelKind.MISSING)
+_TABLE_SIZE = max(k.value for k in RUNTIME_KEYS) + 1     # a flat table indexed by runtime key
 
 
 class CompiledSignature(NamedTuple):
@@ -131,7 +132,7 @@ class OperatorEntry:
         self.packet_name = schema.qualname    # "aten::add"
         self.kernels: dict[DispatchKey, Kernel] = {}
         # one (callable or None, KernelKind) per runtime key value
-        self.table: list[tuple[Callable | None, KernelKind]] = [_MISSING_ENTRY] * 16
+        self.table: list[tuple[Callable | None, KernelKind]] = [_MISSING_ENTRY] * _TABLE_SIZE
         self.fallthrough_bits = 0
         self.memo: dict = {}
         self.misses = 0
@@ -161,7 +162,7 @@ class OperatorEntry:
     def refresh(self, notify: bool = True) -> None:
         """Recompute the dispatch table and drop every memoized resolution, and (``notify``)
         every cache that ``on_change`` listeners derived from registrations."""
-        table = [_MISSING_ENTRY] * 16
+        table = [_MISSING_ENTRY] * _TABLE_SIZE
         ft = 0
         for rk in RUNTIME_KEYS:
             fn, kind = compute_table_entry(self, rk)

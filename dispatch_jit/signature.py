@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
-from .keys import CUDA_KEY_BITS, DispatchKeySet
+from .keys import CUDA_KEY_BITS, PRIVATEUSE1_KEY_BITS, DispatchKeySet, privateuse1_backend_name
 
 __all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
            "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
@@ -148,7 +148,8 @@ def decode(sig) -> ArgMeta:
         m = ArgMeta("scalar", dtype=d, pytype=d.np.type)
     else:
         ks = sig_keyset(sig)
-        device = f"cuda:{sig_device_index(sig)}" if ks & CUDA_KEY_BITS else "cpu"
+        device = f"cuda:{sig_device_index(sig)}" if ks & CUDA_KEY_BITS else \
+            privateuse1_backend_name() if ks & PRIVATEUSE1_KEY_BITS else "cpu"
         m = ArgMeta("tensor", dtype=ALL_DTYPES[sig_dtype_index(sig)], ndim=(sig >> NDIM_SHIFT) & NDIM_MASK,
                     contiguous=bool(sig & CONTIGUOUS_BIT), keyset=ks, device=device)
     _DECODED[sig] = m

@@ -39,6 +39,7 @@ FALLBACKS = {
     "AutogradCPU": autograd_not_implemented,
     "AutogradCUDA": autograd_not_implemented,
     "AutogradOther": autograd_not_implemented,
+    "AutogradPrivateUse1": autograd_not_implemented,
     # keys whose kernels arrive with later work fall through until then, at no cost
     "ADInplaceOrView": fallthrough_kernel,
     "AutocastCPU": fallthrough_kernel,

@@ -12,7 +12,8 @@ Three rules:
   registers into the dispatcher) < ``dispatch_jit.nn`` and ``dispatch_jit.optim``
   (modules, losses, optimizers: user-level code over the ops) < ``dispatch_jit.compiler``
   < ``dispatch_jit.array_api`` (the Python array API standard's namespace, a layer of
-  functions over the ops) < the tools (``cli``, ``__main__``).  A module imports only its
+  functions over the ops) < the out-of-tree style backends (``dispatch_jit.dask``, on
+  PrivateUse1) < the tools (``cli``, ``__main__``).  A module imports only its
   own layer or lower ones.
   The top package ``dispatch_jit/__init__.py`` assembles everything and is
   imported by no library module below the tools.
@@ -35,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
 OPTIONAL = ("torch", "matplotlib", "cupy", "jax", "dask", "scipy", "pandas", "hypothesis", "pytest")
-LAYERS = {"engine": 0, "kernels": 1, "nn": 2, "compiler": 3, "array_api": 4, "tools": 5, "top": 6}
+LAYERS = {"engine": 0, "kernels": 1, "nn": 2, "compiler": 3, "array_api": 4, "backends": 5, "tools": 6, "top": 7}
 
 def _modules() -> dict[str, Path]:
     """Module name -> file, for every library module."""
@@ -112,6 +113,8 @@ def _layer(name: str) -> str:
         return "compiler"
     if name.startswith("dispatch_jit.array_api"):
         return "array_api"
+    if name.startswith("dispatch_jit.dask"):
+        return "backends"
     if name in ("dispatch_jit.cli", "dispatch_jit.__main__") or name.startswith("dispatch_jit.tools"):
         return "tools"
     return "engine"

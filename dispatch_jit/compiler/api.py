@@ -50,6 +50,7 @@ from dispatch_jit.keys import AUTOGRAD_BITS
 from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
+from .backends import backend_entry
 from .argkey import Unhashable, arg_key, leaf_key, perturbed
 from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
@@ -222,6 +223,8 @@ class CompiledFunction:
         if why:
             return EagerEntry(f"the function has a side effect a trace cannot repeat: {why}")
         tensors = _tensors((args, kwargs), [])
+        if (backend := backend_entry(self, tensors)) is not None:     # PrivateUse1: the backend's own entry
+            return backend
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:
