@@ -28,6 +28,10 @@ from numba import types as nbt
 
 from dispatch_jit.jit import cache
 
+# exp as range reduction + polynomial (within 1.5 ulp of libm's, measured where it is defined):
+# a flat loop of it vectorizes, libm's exp is one opaque call per element (no SVML in PyPI's llvmlite)
+from ..reduction.codegen import _exp
+
 __all__ = ["get", "compiled_signatures", "DTYPES"]
 
 _KIND = "nn"
@@ -146,6 +150,23 @@ def nll_loss_backward(g, gstep, div, t, w, ignore_index, out):
 
 
 @numba.njit(boundscheck=False)
+def _shifted_exps(x, m, e):
+    """e[i*C + j] = exp(x[i, j] - m[i]) for every row, with m[i] the row's max (NaN rows: NaN).
+
+    The differences are written first and exponentiated in one flat loop: with the polynomial
+    ``_exp`` that loop vectorizes, and even with libm's exp it ran twice as fast as one exp per
+    element inside the row loop (20 -> 9 us on 512 x 3 float32; 5.6 us with ``_exp``)."""
+    nclass = x.shape[1]
+    for i in range(x.shape[0]):
+        mi = _row_max(x, i)
+        m[i] = mi
+        for j in range(nclass):
+            e[i * nclass + j] = np.float64(x[i, j]) - mi
+    for q in range(e.shape[0]):
+        e[q] = _exp(e[q])
+
+
+@numba.njit(boundscheck=False)
 def cross_entropy(x, t, w, ignore_index, eps, rows):
     """Cross-entropy of logits ``x`` (N, C) against class indices ``t``, with label smoothing
     ``eps``: row i's loss is -sum_j q_ij log_softmax(x_i)_j, q_ij = (1 - eps) w[t_i] [j == t_i]
@@ -155,6 +176,8 @@ def cross_entropy(x, t, w, ignore_index, eps, rows):
     if bad >= 0:
         return 0.0, 0.0, bad
     n, nclass = x.shape
+    e = np.empty(n * nclass)
+    _shifted_exps(x, rows, e)       # rows holds the row maxima until the row's loss replaces it
     has_w = w.shape[0] > 0
     total = 0.0
     wsum = 0.0
@@ -163,7 +186,11 @@ def cross_entropy(x, t, w, ignore_index, eps, rows):
         if c == ignore_index:
             rows[i] = 0.0
             continue
-        m, ls = _row_lse_parts(x, i)
+        m = rows[i]
+        s = 0.0
+        for j in range(nclass):
+            s += e[i * nclass + j]
+        ls = math.log(s)
         wc = np.float64(w[c]) if has_w else 1.0
         r = -wc * ((np.float64(x[i, c]) - m) - ls)
         if eps != 0.0:
@@ -187,6 +214,9 @@ def cross_entropy_backward(g, gstep, div, x, t, w, ignore_index, eps, out):
     if eps != 0.0:
         for j in range(nclass):
             wall += np.float64(w[j]) if has_w else 1.0
+    m = np.empty(n)
+    e = np.empty(n * nclass)
+    _shifted_exps(x, m, e)
     for i in range(n):
         c = t[i]
         if c == ignore_index:
@@ -196,15 +226,11 @@ def cross_entropy_backward(g, gstep, div, x, t, w, ignore_index, eps, out):
         gi = np.float64(g[i * gstep]) / div
         wc = np.float64(w[c]) if has_w else 1.0
         big_q = (1.0 - eps) * wc + eps / nclass * wall
-        # one exp per element: exp(x - max) is kept in ``out`` until the row's sum is known
-        m = _row_max(x, i)
         s = 0.0
         for j in range(nclass):
-            e = math.exp(np.float64(x[i, j]) - m)
-            out[i, j] = e
-            s += e
+            s += e[i * nclass + j]
         for j in range(nclass):
-            p = np.float64(out[i, j]) / s
+            p = e[i * nclass + j] / s
             q = eps / nclass * (np.float64(w[j]) if has_w else 1.0) if eps != 0.0 else 0.0
             if j == c:
                 q += (1.0 - eps) * wc
