@@ -312,7 +312,9 @@ def linear_backward_cpu(grad_output, x, weight, output_mask):
         a2 = a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
         out.append(wrap(mm(g2.T, a2)))
     if output_mask[2]:
-        out.append(wrap(np.add.reduce(g2, axis=0, dtype=np.float64).astype(dt)))
+        gb = np.empty(g2.shape[1], dt)
+        cpu.get("column_sum", dt)(np.ascontiguousarray(g2), gb)
+        out.append(wrap(gb))
     it = iter(out)
     none = wrap(np.empty(0, dt))
     return tuple(next(it) if m else none for m in output_mask)

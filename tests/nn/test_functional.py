@@ -207,6 +207,25 @@ def test_linear_is_one_op_matching_its_decomposition():
         F.linear(x, w, dj.ones(4))
 
 
+def test_linear_bias_gradient_is_the_float64_column_sum():
+    """linear_backward's bias gradient: each column summed in float64, in row order, rounded once
+    (contiguous, 3-D and expanded gradients)."""
+    def column_sums(g2):
+        acc = np.zeros(g2.shape[1])
+        for row in g2.astype(np.float64):       # in row order, as the kernel adds
+            acc += row
+        return acc.astype(np.float32)
+
+    for xs, gs in (((700, 5), (700, 3)), ((4, 9, 5), (4, 9, 3))):
+        x = dj.tensor(RNG.standard_normal(xs).astype(np.float32))
+        w = dj.tensor(RNG.standard_normal((3, 5)).astype(np.float32))
+        g = (RNG.standard_normal(gs) * 1e3).astype(np.float32)
+        for gd, ga in ((dj.tensor(g), g), (dj.tensor(g[..., :1]).expand(*gs), np.broadcast_to(g[..., :1], gs))):
+            gb = dj.ops.aten.linear_backward(gd, x, w, (False, False, True))[2]
+            assert gb.dtype == dj.float32
+            assert np.array_equal(gb.numpy(), column_sums(ga.reshape(-1, 3)))
+
+
 def test_one_hot_dropout_embedding():
     assert F.one_hot(dj.tensor([[0, 2]])).numpy().tolist() == [[[1, 0, 0], [0, 0, 1]]]
     assert F.one_hot(dj.tensor([1]), 4).dtype == dj.int64
