@@ -150,20 +150,30 @@ def nll_loss_backward(g, gstep, div, t, w, ignore_index, out):
         out[i, c] = -wc * np.float64(g[i * gstep]) / div
 
 
+_BLOCK = 4096   # float64 scratch elements per block of rows (32 KB: stays in cache, whatever the input's size)
+
+
 @numba.njit(boundscheck=False)
-def _shifted_exps(x, m, e):
-    """e[i*C + j] = exp(x[i, j] - m[i]) for every row, with m[i] the row's max (NaN rows: NaN).
+def _block_rows(nclass):
+    """Rows per block of shifted exponentials: at least one, whatever the row's length."""
+    return max(1, _BLOCK // max(nclass, 1))
+
+
+@numba.njit(boundscheck=False)
+def _shifted_exps(x, i0, i1, m, e):
+    """For rows i0..i1-1: m[i - i0] = the row's max, e[(i - i0) * C + j] = exp(x[i, j] - max)
+    (a NaN row: NaN).
 
     The differences are written first and exponentiated in one flat loop: with the polynomial
     ``_exp`` that loop vectorizes, and even with libm's exp it ran twice as fast as one exp per
     element inside the row loop (20 -> 9 us on 512 x 3 float32; 5.6 us with ``_exp``)."""
     nclass = x.shape[1]
-    for i in range(x.shape[0]):
+    for i in range(i0, i1):
         mi = _row_max(x, i)
-        m[i] = mi
+        m[i - i0] = mi
         for j in range(nclass):
-            e[i * nclass + j] = np.float64(x[i, j]) - mi
-    for q in range(e.shape[0]):
+            e[(i - i0) * nclass + j] = np.float64(x[i, j]) - mi
+    for q in range((i1 - i0) * nclass):
         e[q] = _exp(e[q])
 
 
@@ -177,32 +187,36 @@ def cross_entropy(x, t, w, ignore_index, eps, rows):
     if bad >= 0:
         return 0.0, 0.0, bad
     n, nclass = x.shape
-    e = np.empty(n * nclass)
-    _shifted_exps(x, rows, e)       # rows holds the row maxima until the row's loss replaces it
+    per = _block_rows(nclass)
+    m = np.empty(per)
+    e = np.empty(per * nclass)
     has_w = w.shape[0] > 0
     total = 0.0
     wsum = 0.0
-    for i in range(n):
-        c = t[i]
-        if c == ignore_index:
-            rows[i] = 0.0
-            continue
-        m = rows[i]
-        s = 0.0
-        for j in range(nclass):
-            s += e[i * nclass + j]
-        ls = math.log(s)
-        wc = np.float64(w[c]) if has_w else 1.0
-        r = -wc * ((np.float64(x[i, c]) - m) - ls)
-        if eps != 0.0:
-            smooth = 0.0
+    for i0 in range(0, n, per):
+        i1 = min(i0 + per, n)
+        _shifted_exps(x, i0, i1, m, e)
+        for i in range(i0, i1):
+            c = t[i]
+            if c == ignore_index:
+                rows[i] = 0.0
+                continue
+            mi = m[i - i0]
+            s = 0.0
             for j in range(nclass):
-                wj = np.float64(w[j]) if has_w else 1.0
-                smooth -= wj * ((np.float64(x[i, j]) - m) - ls)
-            r = (1.0 - eps) * r + eps / nclass * smooth
-        rows[i] = r
-        total += r
-        wsum += wc
+                s += e[(i - i0) * nclass + j]
+            ls = math.log(s)
+            wc = np.float64(w[c]) if has_w else 1.0
+            r = -wc * ((np.float64(x[i, c]) - mi) - ls)
+            if eps != 0.0:
+                smooth = 0.0
+                for j in range(nclass):
+                    wj = np.float64(w[j]) if has_w else 1.0
+                    smooth -= wj * ((np.float64(x[i, j]) - mi) - ls)
+                r = (1.0 - eps) * r + eps / nclass * smooth
+            rows[i] = r
+            total += r
+            wsum += wc
     return total, wsum, -1
 
 
@@ -215,27 +229,30 @@ def cross_entropy_backward(g, gstep, div, x, t, w, ignore_index, eps, out):
     if eps != 0.0:
         for j in range(nclass):
             wall += np.float64(w[j]) if has_w else 1.0
-    m = np.empty(n)
-    e = np.empty(n * nclass)
-    _shifted_exps(x, m, e)
-    for i in range(n):
-        c = t[i]
-        if c == ignore_index:
+    per = _block_rows(nclass)
+    m = np.empty(per)
+    e = np.empty(per * nclass)
+    for i0 in range(0, n, per):
+        i1 = min(i0 + per, n)
+        _shifted_exps(x, i0, i1, m, e)
+        for i in range(i0, i1):
+            c = t[i]
+            if c == ignore_index:
+                for j in range(nclass):
+                    out[i, j] = 0.0
+                continue
+            gi = np.float64(g[i * gstep]) / div
+            wc = np.float64(w[c]) if has_w else 1.0
+            big_q = (1.0 - eps) * wc + eps / nclass * wall
+            s = 0.0
             for j in range(nclass):
-                out[i, j] = 0.0
-            continue
-        gi = np.float64(g[i * gstep]) / div
-        wc = np.float64(w[c]) if has_w else 1.0
-        big_q = (1.0 - eps) * wc + eps / nclass * wall
-        s = 0.0
-        for j in range(nclass):
-            s += e[i * nclass + j]
-        for j in range(nclass):
-            p = e[i * nclass + j] / s
-            q = eps / nclass * (np.float64(w[j]) if has_w else 1.0) if eps != 0.0 else 0.0
-            if j == c:
-                q += (1.0 - eps) * wc
-            out[i, j] = gi * (p * big_q - q)
+                s += e[(i - i0) * nclass + j]
+            for j in range(nclass):
+                p = e[(i - i0) * nclass + j] / s
+                q = eps / nclass * (np.float64(w[j]) if has_w else 1.0) if eps != 0.0 else 0.0
+                if j == c:
+                    q += (1.0 - eps) * wc
+                out[i, j] = gi * (p * big_q - q)
 
 
 @numba.njit(boundscheck=False)
