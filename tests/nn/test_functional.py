@@ -163,6 +163,22 @@ def test_softmax_and_log_softmax_match_torch(dtype, dim):
         np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[dtype])
 
 
+@needs_torch
+@pytest.mark.parametrize("shape", [(3000, 3), (3, 5000)])
+def test_softmax_in_blocks_of_rows_matches_torch(shape):
+    """softmax and log_softmax (forward and backward) through bounded blocks of rows: many short
+    rows, and rows longer than a block."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 4
+    seed = RNG.uniform(0.5, 1.5, shape).astype(np.float32)
+    for ours_fn, theirs_fn in ((F.softmax, TF.softmax), (F.log_softmax, TF.log_softmax)):
+        xd, xt = _pair(x)
+        ours, theirs = ours_fn(xd, 1), theirs_fn(xt, 1)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[np.float32])
+        ours.backward(dj.tensor(seed))
+        theirs.backward(torch.tensor(seed))
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[np.float32])
+
+
 def test_softmax_edge_cases():
     assert F.softmax(dj.tensor(3.0), dim=0).item() == 1.0
     assert F.log_softmax(dj.tensor([[1.0, 2.0]]), dim=0).numpy().tolist() == [[0.0, 0.0]]
