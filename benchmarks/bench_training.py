@@ -161,3 +161,44 @@ class WideMLPStep(_Steps):
 
     def track_wide_lazy_ratio_vs_torch(self):
         return self._ratio("step_lazy")
+
+
+class MLPStepPartsVsTorch:
+    """The eager MLP step's parts that each lost to torch's same call (issue 14's eager target),
+    as ratios against torch in one process (skipped without torch): the head's loss with its
+    backward (the fused cross-entropy kernels), and the head's linear with its backward (two
+    products, one of them the skinny 3 x 512 @ 512 x 64 weight gradient, and the bias's column sum)."""
+
+    unit = "ratio"
+    number, repeat = 50, 15
+
+    def setup(self):
+        torch = _torch()
+        n, _, h, c, _ = SIZES["mlp"]
+        rng = np.random.default_rng(0)
+        logits, a = rng.standard_normal((n, c)).astype(np.float32), rng.standard_normal((n, h)).astype(np.float32)
+        w, b = (rng.standard_normal((c, h)) * 0.3).astype(np.float32), np.zeros(c, np.float32)
+        y = rng.integers(0, c, n)
+        ours = [dj.tensor(v, requires_grad=True) for v in (logits, w, b)]
+        theirs = [torch.tensor(v, requires_grad=True) for v in (logits, w, b)]
+        self.ns = {"F": F, "TF": torch.nn.functional, "y": dj.tensor(y), "ty": torch.tensor(y),
+                   "x": ours[0], "w": ours[1], "b": ours[2], "a": dj.tensor(a),
+                   "tx": theirs[0], "tw": theirs[1], "tb": theirs[2], "ta": torch.tensor(a)}
+        for stmt in self._STMTS.values():       # compile outside the timing
+            for s in stmt:
+                eval(s, self.ns)
+
+    _STMTS = {"loss": ("F.cross_entropy(x, y).backward()", "TF.cross_entropy(tx, ty).backward()"),
+              "linear": ("F.linear(a, w, b).sum().backward()", "TF.linear(ta, tw, tb).sum().backward()")}
+
+    def _ratio(self, part: str) -> float:
+        ours, theirs = _interleaved_best(list(self._STMTS[part]), self.ns, self.number, self.repeat)
+        return ours / theirs
+
+    def track_loss_fwd_bwd_ratio_vs_torch(self):
+        """F.cross_entropy on (512, 3) float32 logits, forward and backward, / torch's."""
+        return self._ratio("loss")
+
+    def track_head_linear_fwd_bwd_ratio_vs_torch(self):
+        """F.linear (512 x 64 -> 3, with bias) and its backward (through a sum), / torch's."""
+        return self._ratio("linear")

@@ -23,7 +23,8 @@ Which kernel runs, by dtype (``_KIND``):
   F-ordered operands go to BLAS as transposes, never copied.
   Batches of tiny matrices (``m*n*k <= _SMALL_MNK``) use the loop nest
   below: a BLAS call costs more than 8x8x8 multiply-adds (1000 x (8x8)
-  float32: 180 us through BLAS, 85 us in the loop nest, 84 us np.matmul).
+  float32: 180 us through BLAS, 85 us in the loop nest, 84 us np.matmul);
+  so do skinny products (a few rows, ``_SKINNY_M``: 3 x 512 @ 512 x 64 5 us, BLAS 9-15 us).
   BLAS is only ever called serially: called from ``prange`` threads it
   fights OpenBLAS's own threads (measured 25x slower on 16 x (128x128)).
 - int8/16/32/64, uint8: a cache-blocked i-k-j loop nest (``_ikj_rows``)
@@ -84,6 +85,11 @@ SUPPORTED_DTYPES = tuple(_KIND)
 _KB, _JB = 128, 1024
 _ROWDOT_MAX_N = 4          # n below this: the row-dot form (vectorizes over k)
 _SMALL_MNK = 8 * 8 * 8     # float batches of matrices this small use the loop nest
+# A product with at most _SKINNY_M rows, k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N also uses the loop nest:
+# linear's weight gradient of a classification head (3 x 512 @ 512 x 64) took BLAS 9-15 us and
+# the i-k-j nest 5 us (min of 15; 1-8 rows x k 64..4096 x n 8..256 measured: the nest won or tied
+# for m <= 4, k <= 1024, n >= 32, and lost up to 7x for k = 4096 with n < 32)
+_SKINNY_M, _SKINNY_MAX_K, _SKINNY_MIN_N = 4, 1024, 32
 _PARALLEL_MIN = 1 << 18    # multiply-adds per loop-nest call before prange (see _parallel)
 
 
@@ -217,7 +223,8 @@ def _entry(name: str, dt: np.dtype):
 def matrix_product(dtype):
     """``f(a, b) -> a @ b`` for 2-D C-contiguous float or complex arrays of ``dtype`` whose
     shapes fit and are not empty (what a caller that knows this can skip checking), else None
-    for dtypes that take another kernel; the same BLAS call, and bits, as ``get_matmul``'s.
+    for dtypes that take another kernel; the same kernel (BLAS, or the loop nest for a skinny
+    product), and bits, as ``get_matmul``'s.
 
     >>> f = matrix_product(np.float64)
     >>> f(np.eye(2), np.array([[1.0, 2.0], [3.0, 4.0]])).tolist()
@@ -234,8 +241,13 @@ def matrix_product(dtype):
     empty = np.empty
 
     def product(a, b):
-        out = empty((a.shape[0], b.shape[1]), dt)
-        ep(a, b, out)
+        m, k = a.shape
+        n = b.shape[1]
+        out = empty((m, n), dt)
+        if m <= _SKINNY_M and k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N:    # _make_plan's choice
+            _entry("ikj", dt)(a.reshape(1, m, k), b.reshape(1, k, n), _ZERO, _ZERO, out.reshape(1, m, n))
+        else:
+            ep(a, b, out)
         return out
     return product
 
@@ -326,7 +338,8 @@ def _make_plan(kind: str, sa: tuple, sb: tuple):
 
     Kernel choice, in order:
       1. floats/complex: BLAS, unless a batch of matrices with m*n*k <=
-         _SMALL_MNK, where per-call BLAS overhead dominates (loop nest);
+         _SMALL_MNK, or a skinny product (m <= _SKINNY_M, k <= _SKINNY_MAX_K,
+         n >= _SKINNY_MIN_N), where per-call BLAS overhead dominates (loop nest);
       2. integers: the row-dot form when n < _ROWDOT_MAX_N, else i-k-j;
       3. a loop nest with at least _PARALLEL_MIN multiply-adds goes parallel
          (over the batch when it is large, else over rows; see _parallel).
@@ -336,7 +349,8 @@ def _make_plan(kind: str, sa: tuple, sb: tuple):
     ba = tuple(sa[:-2])
     bb = tuple(sb[:-2])
     mnk = m * n * k
-    if kind == "blas" and (nbatch == 1 or mnk > _SMALL_MNK):
+    skinny = m <= _SKINNY_M and k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N
+    if kind == "blas" and (nbatch == 1 or mnk > _SMALL_MNK) and not skinny:
         kernel = "blas"
     else:
         kernel = "rowdot" if kind == "loop" and n < _ROWDOT_MAX_N else "ikj"

@@ -275,8 +275,12 @@ def linear_cpu(x, weight, bias=None):
                                                                             and bias._data.ndim <= 1)):
         a2 = a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
         out = get_matmul(dt)(a2, w.T)    # the weight's transpose goes to BLAS as is, never copied
-        if bias is not None:
-            out += bias._data            # the same float adds as add(matmul(x, W.T), b)
+        if bias is not None:             # the same float adds as add(matmul(x, W.T), b)
+            b = bias._data
+            if b.ndim == 1 and b.shape[0] == out.shape[1]:
+                cpu.get("add_bias", dt)(out, np.ascontiguousarray(b))
+            else:
+                out += b                 # a 0-d or one-element bias
         return wrap(out if a.ndim == 2 else out.reshape(a.shape[:-1] + (w.shape[0],)))
     return _linear_decomp(x, weight, bias)
 
@@ -312,7 +316,9 @@ def linear_backward_cpu(grad_output, x, weight, output_mask):
         a2 = a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
         out.append(wrap(mm(g2.T, a2)))
     if output_mask[2]:
-        out.append(wrap(np.add.reduce(g2, axis=0, dtype=np.float64).astype(dt)))
+        gb = np.empty(g2.shape[1], dt)
+        cpu.get("column_sum", dt)(np.ascontiguousarray(g2), gb)
+        out.append(wrap(gb))
     it = iter(out)
     none = wrap(np.empty(0, dt))
     return tuple(next(it) if m else none for m in output_mask)

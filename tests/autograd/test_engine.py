@@ -522,3 +522,59 @@ def test_to_same_dtype_returns_the_input_and_records_nothing():
     (y.to(dj.float32) * 1.0).sum().backward()
     assert x.grad.dtype is dj.float64
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+
+def _grad_function(keep: list, strong: bool):
+    """A Function whose backward returns a fresh gradient (2 * g) and appends it to ``keep``:
+    itself (``strong``: something besides the engine holds it) or a weak reference to it."""
+    import weakref
+
+    class Double(dj.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            r = g * 2.0
+            keep.append(r if strong else weakref.ref(r))
+            return r
+    return Double
+
+
+def test_a_fresh_leaf_gradient_becomes_grad_without_a_copy(monkeypatch):
+    x = dj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    kept = []
+    _grad_function(kept, strong=False).apply(x).sum().backward()     # passed to the leaf directly
+    assert x.grad is kept[0]() and x.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+    x.grad.numpy()[...] = 0.0              # .grad stays the user's to modify (writeable)
+    assert x.grad.numpy().tolist() == [0.0, 0.0, 0.0]
+    # through the ready list (a leaf used twice: the sum of its gradients), the engine's own count
+    from dispatch_jit.autograd import engine
+    owned, accumulate = [], engine._accumulate_into_leaf
+    monkeypatch.setattr(engine, "_accumulate_into_leaf", lambda n, g, o=False: (owned.append(o), accumulate(n, g, o)))
+    z = dj.tensor([1.0, 2.0], requires_grad=True)
+    (z * 2.0 + z * 3.0).sum().backward()
+    (z * 2.0).sum().backward()             # accumulated into an existing .grad: a sum, not a steal
+    assert owned == [True, True] and z.grad.numpy().tolist() == [7.0, 7.0]
+
+
+@pytest.mark.parametrize("uses", [1, 2])     # 1: passed to the leaf directly; 2: through the ready list
+def test_a_gradient_held_elsewhere_is_copied_into_grad(uses):
+    x = dj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    kept = []
+    f = _grad_function(kept, strong=True)
+    y = f.apply(x) if uses == 1 else f.apply(x) + x * 0.0
+    y.sum().backward()
+    assert x.grad is not kept[0]
+    kept[0].numpy()[...] = 0.0
+    assert x.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+    # a user's gradient for a leaf root, and a view's gradient, are copied too
+    w = dj.tensor([1.0, 2.0], requires_grad=True)
+    g = dj.tensor([5.0, 6.0])
+    w.backward(g)
+    assert w.grad is not g and not np.shares_memory(w.grad.numpy(), g.numpy())
+    v = dj.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    v[1:3].sum().backward()
+    assert v.grad.numpy().tolist() == [0.0, 1.0, 1.0, 0.0]

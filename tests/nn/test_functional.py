@@ -61,6 +61,40 @@ def test_cross_entropy_and_nll_loss_match_torch(dtype, shape, tshape, reduction,
 
 
 @needs_torch
+@pytest.mark.parametrize("shape", [(3000, 3), (3, 5000), (0, 4)])
+def test_cross_entropy_in_blocks_of_rows_matches_torch(shape):
+    """The fused kernels work through bounded blocks of rows (many short rows, rows longer than a
+    block, none): the values and gradients of the whole input, as torch's."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 4
+    t = _targets(shape[:1], shape[1], ignore=True)
+    xd, xt = _pair(x)
+    ours = F.cross_entropy(xd, dj.tensor(t), reduction="sum", label_smoothing=0.1)
+    theirs = TF.cross_entropy(xt, torch.tensor(t), reduction="sum", label_smoothing=0.1)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=2e-5, atol=1e-4)
+    ours.backward()
+    theirs.backward()
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[np.float32])
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_extreme_logits_match_torch(dtype):
+    """Rows whose exp(x - max) underflow (gaps past 708), infinities and NaN: the fused kernel's
+    polynomial exp clamps where libm's exp would, and the values and gradients stay torch's."""
+    x = np.array([[0.0, -800.0, 5.0], [1e4, -1e4, 0.0], [-np.inf, 0.0, 1.0], [np.nan, 1.0, 2.0],
+                  [3.0, 3.0, 3.0], [-50.0, -60.0, -70.0]], dtype)
+    t = np.array([1, 0, 2, 1, 0, 2])
+    for reduction in ("none", "sum"):
+        xd, xt = _pair(x)
+        ours = F.cross_entropy(xd, dj.tensor(t), reduction=reduction)
+        theirs = TF.cross_entropy(xt, torch.tensor(t), reduction=reduction)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[dtype])
+        ours.backward(dj.ones_like(ours))
+        theirs.backward(torch.ones_like(theirs))
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[dtype])
+
+
+@needs_torch
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.3}, {"weight": True}, {"reduction": "none"},
                                   {"reduction": "sum", "weight": True, "label_smoothing": 0.1}])
 def test_cross_entropy_with_probabilities_matches_torch(opts):
@@ -129,6 +163,22 @@ def test_softmax_and_log_softmax_match_torch(dtype, dim):
         np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[dtype])
 
 
+@needs_torch
+@pytest.mark.parametrize("shape", [(3000, 3), (3, 5000)])
+def test_softmax_in_blocks_of_rows_matches_torch(shape):
+    """softmax and log_softmax (forward and backward) through bounded blocks of rows: many short
+    rows, and rows longer than a block."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 4
+    seed = RNG.uniform(0.5, 1.5, shape).astype(np.float32)
+    for ours_fn, theirs_fn in ((F.softmax, TF.softmax), (F.log_softmax, TF.log_softmax)):
+        xd, xt = _pair(x)
+        ours, theirs = ours_fn(xd, 1), theirs_fn(xt, 1)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[np.float32])
+        ours.backward(dj.tensor(seed))
+        theirs.backward(torch.tensor(seed))
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[np.float32])
+
+
 def test_softmax_edge_cases():
     assert F.softmax(dj.tensor(3.0), dim=0).item() == 1.0
     assert F.log_softmax(dj.tensor([[1.0, 2.0]]), dim=0).numpy().tolist() == [[0.0, 0.0]]
@@ -187,6 +237,25 @@ def test_linear_is_one_op_matching_its_decomposition():
         F.linear(x, dj.ones(5, 3))
     with pytest.raises(ShapeError, match="linear: bias"):
         F.linear(x, w, dj.ones(4))
+
+
+def test_linear_bias_gradient_is_the_float64_column_sum():
+    """linear_backward's bias gradient: each column summed in float64, in row order, rounded once
+    (contiguous, 3-D and expanded gradients)."""
+    def column_sums(g2):
+        acc = np.zeros(g2.shape[1])
+        for row in g2.astype(np.float64):       # in row order, as the kernel adds
+            acc += row
+        return acc.astype(np.float32)
+
+    for xs, gs in (((700, 5), (700, 3)), ((4, 9, 5), (4, 9, 3))):
+        x = dj.tensor(RNG.standard_normal(xs).astype(np.float32))
+        w = dj.tensor(RNG.standard_normal((3, 5)).astype(np.float32))
+        g = (RNG.standard_normal(gs) * 1e3).astype(np.float32)
+        for gd, ga in ((dj.tensor(g), g), (dj.tensor(g[..., :1]).expand(*gs), np.broadcast_to(g[..., :1], gs))):
+            gb = dj.ops.aten.linear_backward(gd, x, w, (False, False, True))[2]
+            assert gb.dtype == dj.float32
+            assert np.array_equal(gb.numpy(), column_sums(ga.reshape(-1, 3)))
 
 
 def test_one_hot_dropout_embedding():

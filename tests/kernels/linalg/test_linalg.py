@@ -180,6 +180,17 @@ def test_blocked_and_parallel_paths():
         assert wanted <= set(linalg.compiled_signatures())
 
 
+@pytest.mark.parametrize("dt", [np.dtype(t) for t in ("float32", "float64", "complex64")], ids=str)
+def test_skinny_products_take_the_loop_nest(dt):
+    """A few rows times a wide matrix (linear's weight gradient of a small output layer) runs in
+    the i-k-j loop nest, whatever the operands' layout; past the measured bounds, BLAS."""
+    for (m, k, n), kernel in [((3, 512, 64), "ikj"), ((1, 64, 32), "ikj"), ((4, 1024, 256), "ikj"),
+                              ((5, 512, 64), "blas"), ((3, 2048, 64), "blas"), ((3, 512, 31), "blas")]:
+        a, b = _rand((k, m), dt, 1).T, _rand((k, n), dt, 2)       # a transposed, as g.T in linear's backward
+        _check(linalg.get_matmul(dt)(a, b), a, b)
+        assert linalg._PLANS[("blas", a.shape, b.shape)][9] == kernel
+
+
 @pytest.mark.parametrize("dt", DTYPES, ids=str)
 def test_dot(dt):
     f = linalg.get_dot(dt)
@@ -276,7 +287,7 @@ def test_matrix_product_shortcut_equals_the_batched_path(dtype):
     from dispatch_jit.errors import ShapeError
     from dispatch_jit.registry import lookup
     rng = np.random.default_rng(3)
-    for m, k, n in [(64, 64, 64), (3, 5, 2), (1, 1, 1), (0, 3, 2), (3, 0, 2), (17, 9, 33)]:
+    for m, k, n in [(64, 64, 64), (3, 5, 2), (1, 1, 1), (0, 3, 2), (3, 0, 2), (17, 9, 33), (3, 512, 64)]:
         a, b = (rng.standard_normal((m, k)) * 3).astype(dtype), (rng.standard_normal((k, n)) * 3).astype(dtype)
         got = dj.matmul(dj.tensor(a), dj.tensor(b))
         assert got.shape == (m, n) and got.numpy().dtype == dtype and got.is_contiguous()
