@@ -7,9 +7,8 @@ for the globals, closure variables and attribute chains the function reads),
 makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
 cache (dispatch_jit/jit/diskcache.py); or, when the call cannot be compiled, caches an eager
-entry that says why.  Sizes are not in the key.  An entry whose arguments
-are all positional tensors and whose plan is one fused loop runs, once that
-loop is compiled, through straight-line generated code (fastpath.py).
+entry that says why.  Sizes are not in the key.  A one-loop plan of positional
+tensors runs, once compiled, through straight-line generated code (fastpath.py).
 Outputs alias as eager mode's do: cse never merges two values whose memory
 the outputs hold (``x * 2, (x * 2).T``: two temporaries in eager mode), so
 outputs share memory exactly where the function's views make them.
@@ -26,10 +25,9 @@ forward plan that also returns what the backward needs and a backward plan
 (partition.py), both fused and, after their first run, each one compiled
 function where every step allows it (planfn.py, planops.py: one Python-level
 call per plan instead of one per step); the outputs get one node
-(``CompiledBackward``) that runs the backward plan.  A function that itself
-calls ``backward()`` (a whole training step) is not one graph: it runs
-eagerly, and ``explain()`` says so.  What cannot be traced (see ``explain()``), and a
-``create_graph=True`` backward, replays the traced ops eagerly instead.
+(``CompiledBackward``) that runs the backward plan.  A function that calls
+``backward()`` itself (a whole training step), what cannot be traced and a
+``create_graph=True`` backward replay eagerly; ``explain()`` says why.
 """
 
 from __future__ import annotations
@@ -50,8 +48,8 @@ from dispatch_jit.keys import AUTOGRAD_BITS
 from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
-from .backends import backend_entry
 from .argkey import Unhashable, arg_key, leaf_key, perturbed
+from .backends import backend_entry
 from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import same_graph
