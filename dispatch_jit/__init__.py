@@ -18,7 +18,7 @@ from .jit import threads as _threads
 
 _threads.configure()
 
-from . import autograd, cuda, errors, library, utils
+from . import autograd, cuda, errors, library, return_types, utils
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled, is_grad_enabled
@@ -79,7 +79,7 @@ __all__ = [
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "from_dask", "no_grad", "enable_grad",
+    "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "from_dask", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode",
 ] + sorted(_FUNCTIONS)
 

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from dispatch_jit import return_types
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.errors import EscapedTensorError
 from dispatch_jit.keys import DispatchKey, key_bits
@@ -188,7 +189,10 @@ class Tracer:
         node.outs = tuple(self.graph.new_value(t) for t in types)
         self.graph.nodes.append(node)
         outs = [self.symbolic(t, v) for t, v in zip(types, node.outs)]
-        return outs[0] if single else tuple(outs)
+        if single:
+            return outs[0]
+        named = return_types.of(entry.schema)    # topk(...).values, as eager's
+        return tuple(outs) if named is None else named(*outs)
 
     def record_getitem(self, t: Tensor, index):
         """``t[index]`` with a basic index: a ``getitem`` node (views.py); anything else aborts."""

@@ -11,10 +11,10 @@ are no CUDA kernels yet: on a CUDA tensor the dispatcher raises NoKernelError (R
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 
 import numpy as np
 
+from dispatch_jit import return_types
 from dispatch_jit.dtypes import BOOL, COMPLEX, INT, as_dtype, int64, promote_types, uint64
 from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
 from dispatch_jit.tensor import wrap
@@ -44,7 +44,7 @@ METHODS = ["sort", "argsort", "cumsum", "cumprod", "nonzero", "flip", "roll", "t
            "take", "take_along_dim"]
 
 # what sort returns, as torch.return_types.sort
-SortResult = namedtuple("sort", ["values", "indices"])
+SortResult = return_types.named("sort", ("values", "indices"))
 
 # Numba has no float16 arithmetic and no bool ordering: those rows are sorted as the type
 # that holds them exactly, and converted back

@@ -12,10 +12,10 @@ yet: on a CUDA tensor the dispatcher raises NoKernelError (README).
 
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
+from dispatch_jit import return_types
 from dispatch_jit.dtypes import COMPLEX, INT, int64
 from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
 from dispatch_jit.tensor import Tensor, wrap
@@ -35,7 +35,7 @@ SCHEMAS = [
 METHODS = ["gather", "scatter", "scatter_add", "topk"]
 
 # what topk returns, as torch.return_types.topk
-TopkResult = namedtuple("topk", ["values", "indices"])
+TopkResult = return_types.named("topk", ("values", "indices"))
 
 # above this k the one-pass selection (select.py) costs more than a stable sort of the row
 _SELECT_MAX_K = 64

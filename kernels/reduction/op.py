@@ -9,6 +9,7 @@ public ``max``/``min`` are PyTorch's (``PY_FUNCTIONS`` below); the reductions
 from __future__ import annotations
 
 
+from dispatch_jit import return_types
 from dispatch_jit.dtypes import as_dtype
 from dispatch_jit.entry import errors_name
 from dispatch_jit.errors import DispatchJitError, SchemaError
@@ -161,21 +162,13 @@ def kernels(device: str, backend) -> dict:
 # each (aten::max is amax: axis lists, keepdims, fused by the compiled mode), so these wrappers
 # only pick which ops to call.
 
-import collections  # noqa: E402
 
 from dispatch_jit.ops import entries  # noqa: E402
 
 A = entries("aten")    # the ops are defined after this module is imported
 
 
-def _return_type(name):
-    t = collections.namedtuple(name, ["values", "indices"])
-    t.__module__ = "dispatch_jit.return_types"
-    t.__doc__ = f"What ``{name}(x, dim)`` returns: ``values`` and ``indices`` (torch.return_types.{name})."
-    return t
-
-
-RETURN_TYPES = {"max": _return_type("max"), "min": _return_type("min")}
+RETURN_TYPES = {name: return_types.named(name, ("values", "indices")) for name in ("max", "min")}
 _UNSET = object()
 
 
