@@ -49,6 +49,11 @@ SortResult = return_types.named("sort", ("values", "indices"))
 # Numba has no float16 arithmetic and no bool ordering: those rows are sorted as the type
 # that holds them exactly, and converted back
 _SORT_AS = {np.dtype(np.float16): np.float32, np.dtype(np.bool_): np.uint8}
+# running sums and products carry PyTorch's CPU accumulator (at::acc_type): float32 and complex64
+# in double precision, float16 in float32, each prefix rounded once to the result dtype (NumPy
+# accumulates in the result dtype, so its long float32 scans drift from torch's)
+_SCAN_AS = {np.dtype(np.float16): np.float32, np.dtype(np.float32): np.float64,
+            np.dtype(np.complex64): np.complex128, np.dtype(np.bool_): np.uint8}
 
 
 def _real(x, op: str) -> None:
@@ -135,7 +140,7 @@ def _cumulate(name: str):
         a = x._data.astype(dt.np, copy=False)
         axis = normalize_axis(dim, a.ndim, name)
         rows, moved = _rows(a, axis)
-        compute = _SORT_AS.get(rows.dtype)
+        compute = _SCAN_AS.get(rows.dtype)
         r = sorting.cumulate_rows(name, rows.astype(compute) if compute else rows)
         return wrap(np.asarray(_unrows(r.astype(dt.np, copy=False), moved, axis, a.ndim), order="C"))
     cumulate.__name__ = name

@@ -127,3 +127,18 @@ def test_sort_cumsum_cumprod_gradients():
     z = dj.tensor([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0]], dtype=dj.float64, requires_grad=True)
     assert dj.autograd.gradcheck(lambda t: dj.cumprod(t, 1), (z,))
     assert dj.autograd.gradcheck(lambda t: dj.cumprod(t, 0), (z,))
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype,acc", [(np.float32, np.float64), (np.complex64, np.complex128),
+                                       (np.float16, np.float32)])
+def test_scans_accumulate_in_pytorchs_accumulator_type(op, dtype, acc):
+    """Each prefix is the wider running value rounded once (at::acc_type), not NumPy's running value
+    in the result dtype: a long float32 scan drifts apart from torch's otherwise."""
+    rng = np.random.default_rng(1)
+    a = (rng.random(4000) + 0.5).astype(dtype) if op == "cumprod" else (rng.standard_normal(4000) * 100).astype(dtype)
+    a = a[:40] if op == "cumprod" else a     # keep the products finite in float16
+    want = getattr(np, op)(a.astype(acc)).astype(dtype)
+    np.testing.assert_array_equal(getattr(dj, op)(dj.tensor(a), 0).numpy(), want)
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(getattr(dj, op)(dj.tensor(a), 0).numpy(), getattr(torch, op)(torch.from_numpy(a), 0).numpy())
