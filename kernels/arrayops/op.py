@@ -142,7 +142,9 @@ def _cumulate(name: str):
         rows, moved = _rows(a, axis)
         compute = _SCAN_AS.get(rows.dtype)
         r = sorting.cumulate_rows(name, rows.astype(compute) if compute else rows)
-        return wrap(np.asarray(_unrows(r.astype(dt.np, copy=False), moved, axis, a.ndim), order="C"))
+        with np.errstate(over="ignore"):    # a wide prefix past the result's range is inf, as torch's, silently
+            r = r.astype(dt.np, copy=False)
+        return wrap(np.asarray(_unrows(r, moved, axis, a.ndim), order="C"))
     cumulate.__name__ = name
     return cumulate
 
