@@ -142,3 +142,12 @@ def test_scans_accumulate_in_pytorchs_accumulator_type(op, dtype, acc):
     np.testing.assert_array_equal(getattr(dj, op)(dj.tensor(a), 0).numpy(), want)
     torch = pytest.importorskip("torch")
     np.testing.assert_array_equal(getattr(dj, op)(dj.tensor(a), 0).numpy(), getattr(torch, op)(torch.from_numpy(a), 0).numpy())
+
+
+def test_cumprod_past_float32s_range_is_inf_then_signed_zero_without_warnings():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = dj.cumprod(dj.tensor(np.array([1e30, 1e30, -0.0, 2.0], np.float32)), 0).numpy()
+    np.testing.assert_array_equal(got, np.array([1e30, np.inf, -0.0, -0.0], np.float32))
+    assert np.signbit(got[2:]).all()    # float32 running products give inf * 0 = nan here
