@@ -7,9 +7,8 @@ dtypes and layouts for the sizes the plan function is made for) and returns the 
 lines, or a string: why the op stays out (the plan then runs interpreted).  Each rule calls
 what the op's eager CPU kernel calls, in the same order, so that the bits are eager mode's:
 ``linear`` and ``linear_backward`` Numba's ``np.dot`` into the output (the gemm of
-kernels/linalg/cpu.py's ``_blas``, the same operand layouts), the bias added and the bias's
-gradient summed in float64 row by row as NumPy's ``add.reduce(axis=0, dtype=float64)``
-does; the losses kernels/nn/cpu.py's njit kernels themselves.  A kernel that refuses its
+kernels/linalg/cpu.py's ``_blas``, the same operand layouts), and the bias's add and gradient
+(``add_bias``, ``column_sum``) and the losses kernels/nn/cpu.py's njit kernels themselves.  A kernel that refuses its
 input (a target out of range) makes the plan function return the node's position: the
 plan runs interpreted for that call, and eager mode's own error is raised there.
 """
@@ -44,26 +43,6 @@ class Site:
 
 
 @numba.njit(boundscheck=False)
-def add_rows(out, b):
-    """out += b over the last axis, as NumPy's broadcast add (float adds, same bits)."""
-    for i in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            out[i, j] += b[j]
-
-
-@numba.njit(boundscheck=False)
-def sum_rows(g, out):
-    """out = g summed over axis 0 in float64, one row after another, stored in out's dtype:
-    ``np.add.reduce(g, axis=0, dtype=np.float64).astype(dt)`` of a C-contiguous ``g``."""
-    acc = np.zeros(g.shape[1], np.float64)
-    for i in range(g.shape[0]):
-        for j in range(g.shape[1]):
-            acc[j] += np.float64(g[i, j])
-    for j in range(g.shape[1]):
-        out[j] = acc[j]
-
-
-@numba.njit(boundscheck=False)
 def count_kept(t, ignore_index):
     """How many targets are not ``ignore_index`` (the mean's divisor), as a float."""
     n = 0
@@ -72,7 +51,7 @@ def count_kept(t, ignore_index):
     return float(n)
 
 
-HELPERS = {"_add_rows": add_rows, "_sum_rows": sum_rows, "_count_kept": count_kept,
+HELPERS = {"_add_rows": _nn.add_bias, "_sum_rows": _nn.column_sum, "_count_kept": count_kept,
            "_cross_entropy": _nn.cross_entropy, "_cross_entropy_backward": _nn.cross_entropy_backward}
 
 
