@@ -67,6 +67,39 @@ def require(index: int = 0) -> None:
     n = device_count()
     if index >= n:
         raise CudaUnavailableError(f"CUDA device cuda:{index} does not exist: {n} device(s) available")
+    problem = compiler_problem()
+    if problem:
+        raise CudaUnavailableError(problem)
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_problem() -> str | None:
+    """Why numba-cuda cannot compile kernels here, or None.
+
+    numba-cuda loads its typing registries on the first kernel compile, and a
+    NumPy newer than it was built against can fail there, deep inside Numba
+    (numba-cuda 0.30 overloads ``np.row_stack``, which NumPy 2.5 removed).
+    Importing the registry module up front turns that into one clear error
+    at the first CUDA tensor instead of a traceback from every kernel.
+    """
+    if is_simulator():
+        return None
+    import importlib
+    try:
+        importlib.import_module("numba.cuda.np.arrayobj")
+    except ModuleNotFoundError:       # another numba-cuda layout: nothing to check here
+        return None
+    except Exception as e:
+        import numpy
+        try:
+            from importlib.metadata import version
+            ncv = version("numba-cuda")
+        except Exception:
+            ncv = "(unknown version)"
+        return (f"numba-cuda {ncv} cannot compile CUDA kernels with NumPy {numpy.__version__} "
+                f"({type(e).__name__}: {e}); install a NumPy that this numba-cuda supports "
+                f"(numba-cuda 0.30 needs numpy<2.5) or a numba-cuda release made for this NumPy")
+    return None
 
 
 def synchronize(device=None) -> None:
