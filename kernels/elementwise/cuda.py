@@ -32,6 +32,9 @@ returns).
 
 from __future__ import annotations
 
+import ast
+import functools
+
 import numpy as np
 
 from dispatch_jit.errors import DeviceMismatchError, DTypeError
@@ -90,6 +93,33 @@ def _helpers() -> dict:
     return _CUDA_HELPERS
 
 
+# -- products that are never contracted ------------------------------------------------------------
+# NVVM contracts a multiply feeding an add into one fused multiply-add (its -fma=1 default, which
+# numba.cuda.jit gives no way to turn off).  A fused region is one kernel where eager mode runs
+# several, so `a * b + c` compiled rounded once where eager rounded twice: compiled and eager CUDA
+# disagreed in the last bit (seen on an H100).  On hardware every float product of a generated
+# kernel is therefore libdevice's fmul_rn/dmul_rn in the compute dtype (PTX mul.rn, which is never
+# contracted), so each op rounds as on the CPU, whichever kernel it runs in.  (The scalar helpers
+# return no real-valued products, and the CPU's float32 exp/tanh/sin/cos are math.* on CUDA.)
+
+class _NoContract(ast.NodeTransformer):
+    def __init__(self, fn: str):
+        self.fn = fn
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Mult):
+            fn = ast.Attribute(ast.Name("_ld", ast.Load()), self.fn, ast.Load())
+            return ast.Call(fn, [node.left, node.right], [])
+        return node
+
+
+@functools.lru_cache(maxsize=None)
+def _no_contract(expr: str, fn: str) -> str:
+    """``expr`` with every ``a * b`` spelled ``_ld.fn(a, b)``."""
+    return ast.unparse(_NoContract(fn).visit(ast.parse(expr, mode="eval")))
+
+
 def _simulator_math() -> dict:
     """The simulator runs kernels as Python, where ``math.log(-1.0)`` raises and
     ``math.exp(1000.0)`` overflows with an exception; CUDA's functions return NaN and inf.
@@ -112,9 +142,9 @@ def _simulator_math() -> dict:
 
 
 # -- source generation -----------------------------------------------------------------------------
-# NumPy's rounding functions have no CUDA lowering in Numba: libdevice's do the same
-# (rint rounds half to even).  The simulator runs Python, where NumPy's are right.
-_LIBDEVICE_ROUNDING = ("floor", "ceil", "rint", "trunc")
+# NumPy functions with no CUDA lowering in Numba: libdevice's do the same (rint rounds half to
+# even; nextafter steps to the neighbouring float).  The simulator runs Python, where NumPy's are right.
+_LIBDEVICE_FUNCS = ("floor", "ceil", "rint", "trunc", "nextafter")
 
 
 def cuda_expression(op: ScalarOp, compute, present: tuple, simulator: bool) -> str:
@@ -125,8 +155,10 @@ def cuda_expression(op: ScalarOp, compute, present: tuple, simulator: bool) -> s
     expr = op.expression(compute.category, present, "" if compute.name == "int64" else compute.name)
     if not simulator and compute.category == 2:
         suffix = "f" if compute.np == np.float32 else ""
-        for fn in _LIBDEVICE_ROUNDING:
+        for fn in _LIBDEVICE_FUNCS:
             expr = expr.replace(f"np.{fn}(", f"_ld.{fn}{suffix}(")
+        if "*" in expr:
+            expr = _no_contract(expr, "fmul_rn" if suffix else "dmul_rn")
     return expr
 
 
@@ -184,10 +216,19 @@ def _host_value(v, np_dtype: np.dtype):
 
 def _static_value(v, compute):
     """A static (alpha) as the CPU kernel receives it (int/float/complex by compute category),
-    then in the compute dtype."""
-    cat = compute.category
-    py = complex(v) if cat == 3 else float(v) if cat == 2 else int(v)
-    return _host_value(py, compute.np)
+    then in the compute dtype (memoized: nearly every call passes alpha=1)."""
+    key = (v.__class__, v, compute.name)
+    r = _STATICS.get(key)
+    if r is None:
+        cat = compute.category
+        py = complex(v) if cat == 3 else float(v) if cat == 2 else int(v)
+        r = _host_value(py, compute.np)
+        if len(_STATICS) < 1024:
+            _STATICS[key] = r
+    return r
+
+
+_STATICS: dict = {}
 
 
 class ElementwiseCUDA(ElementwiseKernel):

@@ -326,3 +326,23 @@ def test_cuda_min_floordiv_minus_one_wraps_as_cpu_and_torch(dt):
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     np.testing.assert_array_equal(torch.floor_divide(ta, tb).numpy(), want_q)
     np.testing.assert_array_equal(torch.remainder(ta, tb).numpy(), want_r)
+
+
+def test_hardware_products_are_never_contracted():
+    # NVVM would fuse a product feeding an add into one FMA; a fused region (one kernel) would then
+    # round once where eager (two kernels) rounds twice.  On hardware every float product is
+    # libdevice's mul.rn in the compute dtype; nextafter goes to libdevice too (NumPy's has no CUDA lowering)
+    from dispatch_jit.kernels.elementwise.cuda import cuda_expression
+    add, mul, nxt = SCALAR_OPS["add"], SCALAR_OPS["mul"], SCALAR_OPS["nextafter"]
+    assert cuda_expression(add, dj.float32, ("x", "y"), False) == "x + _ld.fmul_rn(alpha, y)"
+    assert cuda_expression(mul, dj.float64, ("x", "y"), False) == "_ld.dmul_rn(x, y)"
+    assert cuda_expression(mul, dj.int64, ("x", "y"), False) == "x * y"
+    assert cuda_expression(mul, dj.float32, ("x", "y"), True) == "x * y"      # the simulator runs NumPy
+    assert cuda_expression(nxt, dj.float32, ("x", "y"), False) == "_ld.nextafterf(x, y)"
+
+
+@pytest.mark.gpu
+def test_fused_chain_rounds_as_eager_on_hardware():
+    a, b, c = (dj.rand(4096, device="cuda", dtype=dt) for dt in (dj.float32,) * 3)
+    f = lambda a, b, c: (a * b + c) * 3.0 - a * c
+    np.testing.assert_array_equal(dj.compile(f)(a, b, c).numpy(), f(a, b, c).numpy())
