@@ -40,7 +40,7 @@ import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
-from dispatch_jit.cuda.launch import elementwise_config
+from dispatch_jit.cuda.launch import elementwise_config, run
 from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
 from dispatch_jit.cuda.codegen import compile_cuda_counted, grid_stride, operand_args, operand_params, unravel
 from dispatch_jit.signature import make_sig
@@ -254,11 +254,11 @@ class CudaFusedStep:
             if not flat:
                 args += shape
             args.append(n)
-            self.kernel(flat)[blocks, threads](*args)
+            run(self.kernel(flat), blocks, threads, args)
             self.launches += 1
             if red is not None:
                 r0 = empty(tuple(1 for _ in shape) if red.keepdim else (), self.red_np, dev)
-                self.final[1, threads](part.storage.buf, blocks, r0.storage.buf, r0.offset, n)
+                run(self.final, 1, threads, (part.storage.buf, blocks, r0.storage.buf, r0.offset, n))
                 self.launches += 1
         sigs = self.out_sigs.get(dev)
         if sigs is None:

@@ -36,12 +36,16 @@ def round_size(nbytes: int) -> int:
 
 
 class Block:
-    """One device allocation: a 1-D uint8 device array of a size class."""
+    """One device allocation: a 1-D uint8 device array of a size class.
 
-    __slots__ = ("mem", "size")
+    ``views`` caches the block's typed views (dtype -> (device array, address)): a block is
+    reused many times, and a Numba device-array view costs microseconds to make.
+    """
+
+    __slots__ = ("mem", "size", "views")
 
     def __init__(self, mem, size: int):
-        self.mem, self.size = mem, size
+        self.mem, self.size, self.views = mem, size, {}
 
 
 def _driver_malloc(size: int):
@@ -112,6 +116,7 @@ class CachingAllocator:
                 self.reserved -= b.size
                 self.driver_frees += 1
                 b.mem = None
+                b.views = {}
         self._free.clear()
 
     def empty_cache(self) -> None:

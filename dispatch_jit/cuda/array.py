@@ -63,8 +63,10 @@ class DeviceStorage:
     def allocate(cls, numel: int, dtype, device_index: int = 0) -> "DeviceStorage":
         dtype = np.dtype(dtype)
         block = allocator.malloc(max(numel, 1) * dtype.itemsize)
-        buf = block.mem.view(dtype)
-        s = cls(buf, numel, dtype, _device_ptr(block.mem), device_index, None)
+        view = block.views.get(dtype)
+        if view is None:
+            view = block.views[dtype] = (block.mem.view(dtype), _device_ptr(block.mem))
+        s = cls(view[0], numel, dtype, view[1], device_index, None)
         weakref.finalize(s, allocator.free, block)
         return s
 

@@ -329,6 +329,8 @@ def resolve(op: ScalarOp, call) -> Resolved:
 
 def broadcast_shape(opname: str, shapes: list) -> tuple:
     """The broadcast shape of the tensor operands, or the op's BroadcastError."""
+    if shapes and all(s == shapes[0] for s in shapes):     # the common case, without NumPy
+        return tuple(shapes[0])
     from dispatch_jit.errors import BroadcastError
     from dispatch_jit.broadcast import broadcast_shapes      # NumPy's stops at 32 dims
     try:

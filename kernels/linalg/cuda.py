@@ -59,6 +59,7 @@ from dispatch_jit.tensor import wrap
 
 from dispatch_jit.cuda.codegen import compile_cuda, unravel
 from dispatch_jit.cuda.copy import contiguous_copy
+from dispatch_jit.cuda.launch import run
 
 __all__ = ["CUDA", "TileConfig", "config", "HARDWARE_CONFIG", "HARDWARE_CONFIG_WIDE", "SIMULATOR_CONFIG",
            "matmul_arrays"]
@@ -252,9 +253,9 @@ def matmul_arrays(xa, ya, dt: np.dtype):
         a2 = a2.view_as(lambda l: np.broadcast_to(l, batch + l.shape[-2:]))
     if b2.shape[:-2] != batch:
         b2 = b2.view_as(lambda l: np.broadcast_to(l, batch + l.shape[-2:]))
-    kern[grid, nt](a2.storage.buf, a2.offset, *a2.elem_strides(),
-                   b2.storage.buf, b2.offset, *b2.elem_strides(),
-                   out.storage.buf, out.offset, *batch, m, n, k, nbatch, gn)
+    run(kern, grid, nt, (a2.storage.buf, a2.offset, *a2.elem_strides(),
+                         b2.storage.buf, b2.offset, *b2.elem_strides(),
+                         out.storage.buf, out.offset, *batch, m, n, k, nbatch, gn))
     return out
 
 

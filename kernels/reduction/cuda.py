@@ -51,7 +51,7 @@ import numpy as np
 from dispatch_jit.cuda.array import empty, from_host
 from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import astype
-from dispatch_jit.cuda.launch import BLOCKS_PER_SM, launch
+from dispatch_jit.cuda.launch import BLOCKS_PER_SM, launch, run
 from dispatch_jit.cuda.runtime import device_attributes, is_simulator
 
 from . import cpu as reduction
@@ -466,10 +466,10 @@ def _reduce(op: _Op, a, axes, keepdims: bool, arg: float):
         own = [s for s, _, _ in p.states]
         sts = [sbufs[s] for s, _ in op.states]
         parts = [scratch(K * nb, sdt) if not direct else ob for s, sdt in op.states if s in own]
-        _kernel(op, "partial", nk, nr, pi, tpb, direct)[(nb, gy), tpb](*lay, nb, ob, *sts, *parts)
+        run(_kernel(op, "partial", nk, nr, pi, tpb, direct), (nb, gy), tpb, (*lay, nb, ob, *sts, *parts))
         if not direct:
             gx = max(1, min(K, gy))
-            _kernel(op, "combine", 0, 0, pi, tpb, False)[gx, tpb](K, R, arg, nb, ob, *sts, *parts)
+            run(_kernel(op, "combine", 0, 0, pi, tpb, False), gx, tpb, (K, R, arg, nb, ob, *sts, *parts))
     return out
 
 

@@ -149,6 +149,7 @@ def test_cuda_array_interface_round_trip_without_copy():
 
 
 def test_caching_allocator_reuses_blocks():
+    gc.collect()            # tensors of earlier tests still held by reference cycles would be freed below
     a = dj.cuda.memory_stats()
     base = dj.cuda.memory_allocated()
     t = dj.empty(100, device="cuda")          # 400 bytes -> a 512-byte block
@@ -189,3 +190,25 @@ def test_no_device_gives_a_clear_error():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "no CUDA device is available" in r.stdout
+
+
+@pytest.mark.gpu
+def test_direct_launches_equal_the_dispatcher():
+    # after a kernel's first launch through numba.cuda's dispatcher, later launches with the same
+    # argument types pack the arguments themselves (dispatch_jit/cuda/launch.py)
+    from dispatch_jit.cuda import launch
+    x = np.linspace(-3, 3, 1001)
+    a, b = dj.tensor(x, device="cuda"), dj.tensor(x[::-1].copy(), device="cuda", dtype=dj.float32)
+    before = launch.direct_launches()
+    for _ in range(3):
+        r1 = dj.add(a, b, alpha=2.5)                   # float64 compute, a float static
+        r2 = a[::3] * 2                                # strided, a Python scalar
+        r3 = (b > 0).sum()                             # bool -> int64 reduction
+        r4 = dj.tensor(np.arange(12).reshape(3, 4), device="cuda").sum(1)
+    assert launch.direct_launches() > before
+    # the CPU kernels' bits: a float product on CUDA is never contracted into an FMA
+    ac, bc = a.cpu(), b.cpu()
+    np.testing.assert_array_equal(host(r1), dj.add(ac, bc, alpha=2.5).numpy())
+    np.testing.assert_array_equal(host(r2), x[::3] * 2)
+    assert r3.item() == int((bc > 0).sum().item())
+    np.testing.assert_array_equal(host(r4), np.arange(12).reshape(3, 4).sum(1))

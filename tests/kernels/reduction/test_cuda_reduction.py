@@ -122,12 +122,17 @@ def test_non_contiguous_input(op):
 
 @pytest.mark.parametrize("op", OPS)
 def test_tree_two_passes(op):
-    # 100 elements per output: two 32-thread blocks each, partials merged by the second pass
-    a = _data((100,), np.float64, seed=2)
+    # a run of three blocks' worth plus a tail (100 elements in the simulator's 32-thread blocks; on
+    # hardware 256 threads x 4 elements each): at least two blocks per output, partials merged by the
+    # second pass
+    tpb = cuda_reduction._threads(0)
+    per_block = tpb * (1 if dj.cuda.is_simulator() else cuda_reduction._PER_THREAD)
+    n = 3 * per_block + 4
+    a = _data((n,), np.float64, seed=2)
     if op == "prod":
-        a = 1.0 + a / 50
-    assert cuda_reduction.plan_variant(1, 100) == "tree"
-    assert cuda_reduction.launch_config(1, 100)[1] >= 2 or not dj.cuda.is_simulator()
+        a = 1.0 + a / (n / 2)
+    assert cuda_reduction.plan_variant(1, n) == "tree"
+    assert cuda_reduction.launch_config(1, n)[1] >= 2
     _same(op, a, _cu(a))
     f = a.astype(np.float32)
     _same(op, f, _cu(f))
