@@ -14,8 +14,9 @@ machine: the arguments are packed as the dispatcher packs them
 (``_Kernel._prepare_args``: an array is meminfo, parent, size, itemsize,
 data pointer, shape, strides) and handed to the same ``cuda.core`` launch.
 Only what our kernels take is packed directly (1-D C-contiguous device
-arrays, integers, float32/float64, bool); a kernel with anything else, or a
-numba-cuda whose internals differ, keeps the dispatcher.
+arrays, integers, float32/float64, bool); a kernel with anything else, a
+machine with several GPUs, or a numba-cuda whose internals differ, keeps the
+dispatcher.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from .runtime import device_attributes, is_simulator
+from .runtime import device_attributes, device_count, is_simulator
 
 __all__ = ["elementwise_config", "launch", "run", "BLOCKS_PER_SM", "direct_launches"]
 
@@ -74,7 +75,9 @@ _COUNT = [0]
 
 @functools.lru_cache(maxsize=None)
 def _enabled() -> bool:
-    if is_simulator():
+    # a compiled kernel's CUfunction belongs to one device's context: with several devices the
+    # dispatcher picks the current one at every launch
+    if is_simulator() or device_count() != 1:
         return False
     try:
         _core()
