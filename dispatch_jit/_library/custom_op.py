@@ -328,15 +328,14 @@ class CustomOpDef:
     def register_fake(self, fn: Callable) -> Callable:
         """Register the fake (meta) kernel: same arguments as the kernel,
         returns tensors of the output's shape and dtype (small real tensors
-        such as ``dj.empty(shape, dtype=...)`` will do).  Used by tracing and
-        by ``opcheck``.  Usable as a decorator; returns ``fn``."""
+        such as ``dj.empty(shape, dtype=...)`` will do).  It is the op's
+        kernel at the Meta key, where ``dj.compile``'s tracer asks for output
+        types (instead of running the kernel on placeholders) and ``opcheck``
+        finds it.  A second call replaces it.  Usable as a decorator; returns
+        ``fn``."""
         if not callable(fn):
             raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
-        if "fake" not in self._handles:
-            prev = self._entry.meta_fn
-            self._handles["fake"] = RegistrationHandle(lambda: setattr(self._entry, "meta_fn", prev),
-                                                       f"{self._qualname} fake")
-        self._entry.meta_fn = fn
+        self._register("fake", DispatchKey.Meta, fn, f"fake {getattr(fn, '__name__', fn)}")
         return fn
 
     def _destroy(self) -> None:
@@ -410,9 +409,14 @@ def custom_op(qualname: str, fn: Callable | None = None, /, *, mutates_args: Ite
     return CustomOpDef(qualname, schema, fn, device_types, tags)
 
 
+_FAKES: dict[str, RegistrationHandle] = {}   # op name -> its register_fake registration (ops not made by custom_op)
+
+
 def register_fake(op, fn: Callable | None = None):
     """Register ``fn`` as the fake (meta) kernel of ``op`` (a qualified name,
-    an OpOverload or a CustomOpDef).  Usable as a decorator; returns ``fn``."""
+    an OpOverload or a CustomOpDef): its kernel at the Meta key, replacing one
+    registered earlier through ``register_fake``.  Usable as a decorator;
+    returns ``fn``."""
     if fn is None:
         return lambda f: register_fake(op, f)
     if isinstance(op, CustomOpDef):
@@ -420,7 +424,12 @@ def register_fake(op, fn: Callable | None = None):
     entry = _entry_of(op)
     if entry.name in _CUSTOM_OPS:
         return _CUSTOM_OPS[entry.name].register_fake(fn)
-    entry.meta_fn = fn
+    if not callable(fn):
+        raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
+    old = _FAKES.pop(entry.name, None)
+    if old is not None:
+        old.remove()
+    _FAKES[entry.name] = entry.register(DispatchKey.Meta, fn, debug=f"register_fake {getattr(fn, '__name__', fn)}")
     return fn
 
 
