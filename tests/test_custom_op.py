@@ -281,6 +281,40 @@ def test_register_autograd_multiple_outputs_and_tensor_lists(ns):
     assert dj.autograd.gradcheck(lambda u, v: weighted_sum([u, v], 3.0), (u, v))
 
 
+def test_register_autograd_records_its_node_as_autograd_function_does(ns):
+    """One recorder (autograd.function.record_node) for both user-written backwards:
+    set_materialize_grads(False) passes None for an output without a gradient, here as there."""
+    seen = []
+
+    @ns("pair")
+    def pair(x: dj.Tensor) -> tuple[dj.Tensor, dj.Tensor]:
+        return x * 2, x * 3
+
+    def backward(ctx, g1, g2):
+        seen.append((g1 is None, g2 is None))
+        return g1 * 2 if g1 is not None else g2 * 3
+
+    pair.register_autograd(backward, setup_context=lambda ctx, inputs, output: ctx.set_materialize_grads(False))
+
+    class Pair(dj.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return backward(ctx, g1, g2)
+
+    for f in (pair, Pair.apply):
+        x = t64(1.0, -2.0, requires_grad=True)
+        p, q = f(x)
+        assert p.grad_fn is q.grad_fn and p.grad_fn.metadata == {"num_outputs": 2}
+        q.sum().backward()
+        assert x.grad.tolist() == [3.0, 3.0]
+    assert seen == [(True, False), (True, False)]
+
+
 def test_register_autograd_keyword_only_inputs(ns):
     @ns("scaled")
     def scaled(x: dj.Tensor, *, factor: float = 2.0) -> dj.Tensor:

@@ -17,11 +17,11 @@ import inspect
 from typing import Callable, Iterable
 
 from .. import registry
-from ..autograd.function import FunctionCtx
+from ..autograd.function import FunctionCtx, record_node
 from ..autograd.grad_mode import AUTOGRAD_BITS
 from ..autograd.graph import SavedTensor, edge_of, node_class
-from ..autograd.kernel import grad_to_shape, mark_output
-from ..dispatcher import ExcludeDispatchKeyGuard, _unboxed, tls
+from ..autograd.kernel import grad_to_shape
+from ..dispatcher import ExcludeDispatchKeyGuard, _unboxed
 from ..errors import AutogradError, RegistrationError, SchemaInferenceError
 from ..keys import DispatchKey
 from ..ops import OpOverload, overload_of
@@ -43,8 +43,6 @@ _DEVICE_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA}
 def _below_autograd(fn, args):
     """Run ``fn`` with the autograd keys excluded, as PyTorch's
     AutoDispatchBelowAutograd: ops called inside a kernel do not record."""
-    if tls.exclude & AUTOGRAD_BITS == AUTOGRAD_BITS:
-        return fn(*args)
     with ExcludeDispatchKeyGuard(AUTOGRAD_BITS):
         return fn(*args)
 
@@ -151,35 +149,24 @@ class _AutogradKernel:
             if any(o is t for o in outs for t in flat):
                 raise AutogradError(f"{opname}: the kernel returned one of its inputs as an output; outputs of an "
                                     f"op with register_autograd must be new tensors (return x.clone())")
-            node = node_cls(None, edges, {}, {}, opname)
-            node.metadata = {"num_outputs": len(outs)}
-            for i, o in enumerate(outs):
-                if isinstance(o, Tensor) and o.dtype.category >= 2:
-                    mark_output(o, node, i)
-            needs = tuple(any(edges[j] is not None for j in ([s] if isinstance(s, int) else s))
-                          if s is not None else False for s in layout)
-            ctx = _Ctx(needs, outs)
-            ctx._node = node
-            if setup is not None:
+            ctx = _Ctx(tuple(any(edges[j] is not None for j in ([s] if isinstance(s, int) else s))
+                             if s is not None else False for s in layout), outs)
+            in_meta = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else None for t in flat]
+            record_node(node_cls, opname, edges, outs, ctx, backward, _gather(opname, layout, posnames, in_meta))
+            if setup is not None:       # after the outputs have their grad_fn: saving one marks it an output
                 if pass_kwonly:
                     setup(ctx, pos, out, keyword_only_inputs=kwonly)
                 else:
                     setup(ctx, pos, out)
             ctx._outputs = None
-            in_meta = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else None for t in flat]
-            out_meta = [(tuple(o.shape), o.dtype) if isinstance(o, Tensor) else None for o in outs]
-            node.formula = _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta)
             return out
         return run
 
 
-def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
-    def formula(grads, saved, c, needs):
-        from ..creation import zeros
-        if ctx.materialize_grads:
-            grads = tuple(zeros(m[0], dtype=m[1]) if g is None and m is not None else g
-                          for g, m in zip(grads, out_meta))
-        res = backward(ctx, *grads)
+def _gather(opname, layout, posnames, in_meta):
+    """``register_autograd``'s gradients: one per positional input (a list for a list input),
+    each checked against its input's shape and cast to its dtype, flattened to one per edge."""
+    def gather(res, needs):
         if len(layout) == 1 and not (isinstance(res, tuple) and len(res) == 1):
             res = (res,)
         if not isinstance(res, (tuple, list)) or len(res) != len(layout):
@@ -201,7 +188,7 @@ def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
             for j, gj in items:
                 out[j] = _check_grad(opname, name, gj, in_meta[j])
         return tuple(out)
-    return formula
+    return gather
 
 
 def _check_grad(opname, name, g, meta):
