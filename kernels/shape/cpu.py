@@ -182,13 +182,25 @@ def stack(tensors, axis=0):
     return wrap(np.stack(arrays, axis=ax))
 
 
-def to_dtype(self, dtype, copy=False):
-    d = as_dtype(dtype)
-    if d is self.dtype and not copy:
-        return self
-    out = np.empty(self._data.shape, d.np)
-    np.copyto(out, self._data, casting="unsafe")
-    return wrap(out)
+def casting(convert):
+    """``to.dtype``'s kernel over ``convert(data, numpy dtype) -> a new array``: its argument
+    handling, for the CPU and CUDA kernels (no copy where the dtype is the tensor's own and
+    ``copy`` is False, as PyTorch's)."""
+    def to_dtype(self, dtype, copy=False):
+        d = as_dtype(dtype)
+        if d is self.dtype and not copy:
+            return self
+        return wrap(convert(self._data, d.np))
+    return to_dtype
+
+
+def _cast(a: np.ndarray, npdt) -> np.ndarray:
+    out = np.empty(a.shape, npdt)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+to_dtype = casting(_cast)
 
 
 def clone(self):

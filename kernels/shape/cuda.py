@@ -16,7 +16,7 @@ import numpy as np
 
 from dispatch_jit.cuda import array as cuda_array
 from dispatch_jit.cuda.copy import contiguous_copy, copy_into
-from dispatch_jit.dtypes import as_dtype, result_type
+from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.tensor import Tensor, wrap, wrap_view
 
@@ -92,11 +92,7 @@ def stack(tensors, axis=0):
     return cat([_view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
 
 
-def to_dtype(self, dtype, copy=False):
-    d = as_dtype(dtype)
-    if d is self.dtype and not copy:
-        return self
-    return wrap(contiguous_copy(self._data, d.np))
+to_dtype = cpu.casting(contiguous_copy)
 
 
 def clone(self):
