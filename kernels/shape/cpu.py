@@ -161,10 +161,15 @@ def stack_axis(arrays: list, axis: int) -> int:
     return normalize_axis(axis, arrays[0].ndim + 1, "stack")
 
 
-def _same_dtype_arrays(tensors, op):
+def common_dtype(tensors, op):
+    """cat's and stack's dtype, for the CPU and CUDA kernels: the promoted one of a non-empty list."""
     if not tensors:
         raise SchemaError(f"{op}: expected a non-empty list of tensors")
-    dt = result_type(*tensors)
+    return result_type(*tensors)
+
+
+def _same_dtype_arrays(tensors, op):
+    dt = common_dtype(tensors, op)
     return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
 
 
