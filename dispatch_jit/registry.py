@@ -138,8 +138,9 @@ class OperatorEntry:
         self.misses = 0
         self.calls = itertools.count()   # every call through the entry; hits = calls - misses
         self.compiled: dict[str, list[CompiledSignature]] = {}   # kernel name -> its signatures (note_compiled)
-        self.meta_fn: Callable | None = None       # fake-tensor function (register_fake; opcheck)
-        self.shape_fn: Callable | None = None      # a view's shape rule (input shape, statics) -> shape
+        # a view's shape rule (input shape, statics) -> shape; sizes may be unknown.  Other ops'
+        # meta functions (register_fake's, kernels/nn's losses) are their kernels at the Meta key.
+        self.shape_fn: Callable | None = None
         self.entry: Callable | None = None         # the generated fast entry (dispatcher)
         self.tags: set[str] = set()
 

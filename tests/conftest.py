@@ -30,14 +30,6 @@ if "DISPATCH_JIT_CACHE_DIR" not in os.environ:
 
 import dispatch_jit as dj
 
-# dask.array probes the optional `sparse` package when first imported, and pytest puts test folders on
-# sys.path, where tests/kernels/sparse/ would pass for it (an AttributeError, not an ImportError): import
-# dask.array before any test folder is there.  (Worker processes: tests/dask/test_schedulers.py.)
-try:
-    import dask.array  # noqa: F401
-except ImportError:
-    pass
-
 ON_SIMULATOR = dj.cuda.is_available() and dj.cuda.is_simulator()
 HAS_REAL_GPU = dj.cuda.is_available() and not dj.cuda.is_simulator()
 

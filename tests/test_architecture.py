@@ -30,6 +30,7 @@ There is no exception list: a violation is fixed, not recorded.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import os
 from pathlib import Path
 
@@ -256,3 +257,20 @@ def test_cycle_finder_finds_a_planted_cycle():
     g = {"a": {"b"}, "b": {"a", "c"}, "c": set(), "d": {"c"}}
     assert _cycles(g) == [frozenset({"a", "b"})]
     assert _cycles({"x": {"y"}, "y": set()}) == []
+
+
+# Optional packages that a dependency imports when it can (dask.array probes `sparse` on import):
+# a test folder must not pass for one.
+PROBED = ("sparse",)
+
+
+def test_no_test_folder_passes_for_an_optional_package():
+    """pytest puts each folder that holds test modules on sys.path (the test folders are not
+    packages), so a folder inside one is importable by its name, as a namespace package.  Named
+    like an optional package that is not installed, it passes for it: tests/kernels/sparse/ made
+    dask.array's probe of `sparse` fail with an AttributeError, not an ImportError."""
+    on_path = sorted({str(p.parent) for p in (ROOT / "tests").rglob("test_*.py")})
+    for name in PROBED:
+        spec = importlib.machinery.PathFinder.find_spec(name, on_path)
+        assert spec is None, (f"a test folder is named {name!r}, like an optional package a dependency "
+                              f"probes: {list(spec.submodule_search_locations or [spec.origin])}; rename it")

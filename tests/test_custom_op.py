@@ -151,8 +151,9 @@ def test_destroy_undoes_everything(ns):
         dj.has_kernel(name, "CPU")
     again = dj.library.custom_op(name, lambda x: x * 2, mutates_args=(), schema="(Tensor x) -> Tensor")
     try:
+        from dispatch_jit.keys import DispatchKey
         from dispatch_jit.registry import lookup
-        assert lookup(name).meta_fn is None and not dj.has_kernel(name, "Autograd")
+        assert DispatchKey.Meta not in lookup(name).kernels and not dj.has_kernel(name, "Autograd")
         assert again(dj.tensor([1.0])).tolist() == [2.0]
     finally:
         again._destroy()
@@ -280,6 +281,40 @@ def test_register_autograd_multiple_outputs_and_tensor_lists(ns):
     assert dj.autograd.gradcheck(lambda u, v: weighted_sum([u, v], 3.0), (u, v))
 
 
+def test_register_autograd_records_its_node_as_autograd_function_does(ns):
+    """One recorder (autograd.function.record_node) for both user-written backwards:
+    set_materialize_grads(False) passes None for an output without a gradient, here as there."""
+    seen = []
+
+    @ns("pair")
+    def pair(x: dj.Tensor) -> tuple[dj.Tensor, dj.Tensor]:
+        return x * 2, x * 3
+
+    def backward(ctx, g1, g2):
+        seen.append((g1 is None, g2 is None))
+        return g1 * 2 if g1 is not None else g2 * 3
+
+    pair.register_autograd(backward, setup_context=lambda ctx, inputs, output: ctx.set_materialize_grads(False))
+
+    class Pair(dj.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return backward(ctx, g1, g2)
+
+    for f in (pair, Pair.apply):
+        x = t64(1.0, -2.0, requires_grad=True)
+        p, q = f(x)
+        assert p.grad_fn is q.grad_fn and p.grad_fn.metadata == {"num_outputs": 2}
+        q.sum().backward()
+        assert x.grad.tolist() == [3.0, 3.0]
+    assert seen == [(True, False), (True, False)]
+
+
 def test_register_autograd_keyword_only_inputs(ns):
     @ns("scaled")
     def scaled(x: dj.Tensor, *, factor: float = 2.0) -> dj.Tensor:
@@ -381,6 +416,38 @@ def test_library_impl_autograd_kernel_as_in_the_seed(lib):
     assert a.grad.tolist() == [1.0, 1.0] and b.grad.tolist() == [1.0, 1.0]
     assert dj.autograd.gradcheck(op, (t64(0.5, requires_grad=True), t64(2.0, requires_grad=True)))
     assert dj.library.opcheck(op, (a, b), test_utils=("test_schema", "test_autograd_registration", "test_mutation"))
+
+
+# -- the fake kernel is the op's meta function -----------------------------------------------------------
+def test_register_fake_is_the_meta_kernel_that_tracing_uses(ns):
+    """register_fake registers at the Meta key, and dj.compile's tracer asks it for the output type
+    instead of running the kernel on size-1 placeholders (which this kernel refuses)."""
+    calls = []
+
+    @ns("pairsum")
+    def pairsum(x: dj.Tensor) -> dj.Tensor:
+        calls.append(tuple(x.shape))
+        if x.shape[0] < 2:
+            raise ValueError("pairsum needs two rows")
+        return x[0] + x[1]
+
+    @pairsum.register_fake
+    def _(x):
+        return dj.empty(*x.shape[1:], dtype=x.dtype)
+
+    assert "Meta: _ [kernel] (custom_op" in dj.dump(pairsum.op)
+
+    @dj.compile
+    def f(x):
+        return pairsum(x * 2.0) + 1.0
+
+    x = t64(1.0, 2.0, 3.0, 4.0).reshape(2, 2)
+    assert f(x).tolist() == [9.0, 13.0] == (pairsum(x * 2.0) + 1.0).tolist()
+    assert calls == [(2, 2), (2, 2)]          # the compiled call and the eager one: never a placeholder
+    assert "ran eagerly" not in f.explain()
+    # a second register_fake replaces the first; _destroy (the fixture's) removes it
+    pairsum.register_fake(lambda x: dj.empty(*x.shape[1:], dtype=x.dtype))
+    assert "fake <lambda>" in dj.dump(pairsum.op)
 
 
 # -- opcheck ---------------------------------------------------------------------------------------------

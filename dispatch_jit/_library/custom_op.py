@@ -17,13 +17,13 @@ import inspect
 from typing import Callable, Iterable
 
 from .. import registry
-from ..autograd.function import FunctionCtx
+from ..autograd.function import FunctionCtx, record_node
 from ..autograd.grad_mode import AUTOGRAD_BITS
 from ..autograd.graph import SavedTensor, edge_of, node_class
-from ..autograd.kernel import grad_to_shape, mark_output
+from ..autograd.kernel import grad_to_shape
 from ..dispatcher import ExcludeDispatchKeyGuard, _unboxed, tls
 from ..errors import AutogradError, RegistrationError, SchemaInferenceError
-from ..keys import DispatchKey
+from ..keys import DispatchKey, DispatchKeySet
 from ..ops import OpOverload, overload_of
 from ..registry import RegistrationHandle
 from ..schema import FunctionSchema, parse_schema
@@ -40,12 +40,17 @@ _DEVICE_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA}
 
 
 # -- kernels ---------------------------------------------------------------------------------------
+_AUTOGRAD_KEYS = DispatchKeySet.from_bits(AUTOGRAD_BITS)
+
+
 def _below_autograd(fn, args):
     """Run ``fn`` with the autograd keys excluded, as PyTorch's
     AutoDispatchBelowAutograd: ops called inside a kernel do not record."""
+    # a backend kernel reached from the Autograd kernel's run is below autograd already; a guard
+    # (two updates of the thread state) would cost ~2 us of a ~7 us call there (measured)
     if tls.exclude & AUTOGRAD_BITS == AUTOGRAD_BITS:
         return fn(*args)
-    with ExcludeDispatchKeyGuard(AUTOGRAD_BITS):
+    with ExcludeDispatchKeyGuard(_AUTOGRAD_KEYS):
         return fn(*args)
 
 
@@ -151,35 +156,24 @@ class _AutogradKernel:
             if any(o is t for o in outs for t in flat):
                 raise AutogradError(f"{opname}: the kernel returned one of its inputs as an output; outputs of an "
                                     f"op with register_autograd must be new tensors (return x.clone())")
-            node = node_cls(None, edges, {}, {}, opname)
-            node.metadata = {"num_outputs": len(outs)}
-            for i, o in enumerate(outs):
-                if isinstance(o, Tensor) and o.dtype.category >= 2:
-                    mark_output(o, node, i)
-            needs = tuple(any(edges[j] is not None for j in ([s] if isinstance(s, int) else s))
-                          if s is not None else False for s in layout)
-            ctx = _Ctx(needs, outs)
-            ctx._node = node
-            if setup is not None:
+            ctx = _Ctx(tuple(any(edges[j] is not None for j in ([s] if isinstance(s, int) else s))
+                             if s is not None else False for s in layout), outs)
+            in_meta = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else None for t in flat]
+            record_node(node_cls, opname, edges, outs, ctx, backward, _gather(opname, layout, posnames, in_meta))
+            if setup is not None:       # after the outputs have their grad_fn: saving one marks it an output
                 if pass_kwonly:
                     setup(ctx, pos, out, keyword_only_inputs=kwonly)
                 else:
                     setup(ctx, pos, out)
             ctx._outputs = None
-            in_meta = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else None for t in flat]
-            out_meta = [(tuple(o.shape), o.dtype) if isinstance(o, Tensor) else None for o in outs]
-            node.formula = _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta)
             return out
         return run
 
 
-def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
-    def formula(grads, saved, c, needs):
-        from ..creation import zeros
-        if ctx.materialize_grads:
-            grads = tuple(zeros(m[0], dtype=m[1]) if g is None and m is not None else g
-                          for g, m in zip(grads, out_meta))
-        res = backward(ctx, *grads)
+def _gather(opname, layout, posnames, in_meta):
+    """``register_autograd``'s gradients: one per positional input (a list for a list input),
+    each checked against its input's shape and cast to its dtype, flattened to one per edge."""
+    def gather(res, needs):
         if len(layout) == 1 and not (isinstance(res, tuple) and len(res) == 1):
             res = (res,)
         if not isinstance(res, (tuple, list)) or len(res) != len(layout):
@@ -201,7 +195,7 @@ def _formula(opname, backward, ctx, layout, posnames, in_meta, out_meta):
             for j, gj in items:
                 out[j] = _check_grad(opname, name, gj, in_meta[j])
         return tuple(out)
-    return formula
+    return gather
 
 
 def _check_grad(opname, name, g, meta):
@@ -328,15 +322,14 @@ class CustomOpDef:
     def register_fake(self, fn: Callable) -> Callable:
         """Register the fake (meta) kernel: same arguments as the kernel,
         returns tensors of the output's shape and dtype (small real tensors
-        such as ``dj.empty(shape, dtype=...)`` will do).  Used by tracing and
-        by ``opcheck``.  Usable as a decorator; returns ``fn``."""
+        such as ``dj.empty(shape, dtype=...)`` will do).  It is the op's
+        kernel at the Meta key, where ``dj.compile``'s tracer asks for output
+        types (instead of running the kernel on placeholders) and ``opcheck``
+        finds it.  A second call replaces it.  Usable as a decorator; returns
+        ``fn``."""
         if not callable(fn):
             raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
-        if "fake" not in self._handles:
-            prev = self._entry.meta_fn
-            self._handles["fake"] = RegistrationHandle(lambda: setattr(self._entry, "meta_fn", prev),
-                                                       f"{self._qualname} fake")
-        self._entry.meta_fn = fn
+        self._register("fake", DispatchKey.Meta, fn, f"fake {getattr(fn, '__name__', fn)}")
         return fn
 
     def _destroy(self) -> None:
@@ -410,9 +403,14 @@ def custom_op(qualname: str, fn: Callable | None = None, /, *, mutates_args: Ite
     return CustomOpDef(qualname, schema, fn, device_types, tags)
 
 
+_FAKES: dict[str, RegistrationHandle] = {}   # op name -> its register_fake registration (ops not made by custom_op)
+
+
 def register_fake(op, fn: Callable | None = None):
     """Register ``fn`` as the fake (meta) kernel of ``op`` (a qualified name,
-    an OpOverload or a CustomOpDef).  Usable as a decorator; returns ``fn``."""
+    an OpOverload or a CustomOpDef): its kernel at the Meta key, replacing one
+    registered earlier through ``register_fake``.  Usable as a decorator;
+    returns ``fn``."""
     if fn is None:
         return lambda f: register_fake(op, f)
     if isinstance(op, CustomOpDef):
@@ -420,7 +418,12 @@ def register_fake(op, fn: Callable | None = None):
     entry = _entry_of(op)
     if entry.name in _CUSTOM_OPS:
         return _CUSTOM_OPS[entry.name].register_fake(fn)
-    entry.meta_fn = fn
+    if not callable(fn):
+        raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
+    old = _FAKES.pop(entry.name, None)
+    if old is not None:
+        old.remove()
+    _FAKES[entry.name] = entry.register(DispatchKey.Meta, fn, debug=f"register_fake {getattr(fn, '__name__', fn)}")
     return fn
 
 

@@ -16,7 +16,7 @@ from .grad_mode import is_grad_enabled, no_grad
 from .graph import SavedTensor, edge_of, mark_output, node_class
 from .kernel import grad_to_shape
 
-__all__ = ["Function", "FunctionCtx"]
+__all__ = ["Function", "FunctionCtx", "record_node"]
 
 
 class FunctionCtx:
@@ -97,26 +97,41 @@ class Function:
         if not record:
             return out
         outputs = out if isinstance(out, tuple) else (out,)
-        metas = tuple((o._data.shape, o.dtype) if hasattr(o, "_sig") else None for o in outputs)
         in_shapes = tuple(a._data.shape if hasattr(a, "_sig") else None for a in args)
-        node = node_class(f"{cls.__name__}Backward")(_formula(cls, ctx, len(args), metas, in_shapes), edges,
-                                                     {}, {}, cls.__name__)
-        node.metadata = {"num_outputs": len(outputs)}
-        ctx._node = node
-        for i, o in enumerate(outputs):
-            if hasattr(o, "_sig") and o.dtype.category >= 2:
-                mark_output(o, node, i)
+        record_node(node_class(f"{cls.__name__}Backward"), cls.__name__, edges, outputs, ctx, cls.backward,
+                    _gather(cls, len(args), in_shapes))
         del tensor_args
         return out
 
 
-def _formula(cls, ctx, nargs, metas, in_shapes):
+def record_node(node_cls: type, op_name: str, edges: tuple, outputs: tuple, ctx: FunctionCtx, backward, gather):
+    """Record the one node of a user-written backward, the way both ``Function.apply`` and
+    ``custom_op``'s ``register_autograd`` record theirs: a ``node_cls`` node with ``edges``,
+    the grad_fn of each floating-point output, held weakly by ``ctx``.  Its formula passes
+    zeros for outputs that got no gradient (unless ``ctx.set_materialize_grads(False)``),
+    calls ``backward(ctx, *grads)`` and returns ``gather(result, needs)``: one gradient per
+    edge, checked by the caller's rules.  Returns the node."""
+    metas = tuple((o._data.shape, o.dtype) if hasattr(o, "_sig") else None for o in outputs)
+
     def formula(grads, saved, c, needs):
         if ctx.materialize_grads and any(g is None for g in grads):
             # outputs that took no part in the loss: zeros, so backward can do arithmetic on every grad
             grads = tuple(zeros(*m[0], dtype=m[1]) if g is None and m is not None else g
                           for g, m in zip(grads, metas))
-        res = cls.backward(ctx, *grads)
+        return gather(backward(ctx, *grads), needs)
+
+    node = node_cls(formula, edges, {}, {}, op_name)
+    node.metadata = {"num_outputs": len(outputs)}
+    ctx._node = node
+    for i, o in enumerate(outputs):
+        if hasattr(o, "_sig") and o.dtype.category >= 2:
+            mark_output(o, node, i)
+    return node
+
+
+def _gather(cls, nargs, in_shapes):
+    """A Function's gradients: one per argument, each summed back to its argument's shape."""
+    def gather(res, needs):
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) != nargs:
@@ -129,4 +144,4 @@ def _formula(cls, ctx, nargs, metas, in_shapes):
                 continue
             out.append(grad_to_shape(g, shape, f"{cls.__name__}.backward", f"argument {i}"))
         return tuple(out)
-    return formula
+    return gather

@@ -5,9 +5,12 @@ the right dtype and ndim, with ``(tracer, value id)`` in its ``__dict__``.
 While a trace runs, the Tracer key is in the thread's include set, so every
 operator call lands in ``tracer_fallback`` (a boxed backend fallback), which
 appends a node to the graph and returns a fresh symbolic tensor.  Output
-types come from the elementwise type rules, or else from running the op
-eagerly on the placeholders with the Tracer key excluded (the meta function
-for now: sizes are not part of the cache key, so only dtype and ndim matter).
+types come from the op's meta function, without running the op: the
+elementwise type rules (compiler/elementwise.py), a view's shape rule asked
+with every size unknown (views.py; sizes are not part of the cache key, so
+only dtype and ndim matter), or the op's kernel at the Meta key (built-in
+ones, a custom op's ``register_fake``).  Only an op with none of these runs
+eagerly on the placeholders, with the Tracer key excluded.
 
 Anything that needs real data (``bool(t)``, ``t.item()``, ``t.numpy()``,
 ``print(t)``/``repr(t)``, ``float(t)``, iteration, ``t.shape``, advanced
@@ -20,8 +23,7 @@ are ``ExternalTensor``s, whose data reads abort in the tracing thread.  A
 symbolic tensor that the function stores outside itself outlives the trace
 as a placeholder; ``Tracer.finish`` makes every use of it raise.
 Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
-becomes a ``getitem`` node, and the views whose meta cannot run on size-1
-placeholders get their types from views.py.
+becomes a ``getitem`` node.
 
 This module is the driver (the Tracer key's fallback, ``trace``, the stand-ins for
 the function's arguments and runtime scalars); tracer.py builds the graph (``Tracer``)

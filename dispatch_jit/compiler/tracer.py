@@ -209,9 +209,10 @@ class Tracer:
     def _meta(self, op, args, kwargs):
         self.in_meta += 1
         try:
-            # the placeholders hold garbage: overflow warnings from running on them mean nothing
-            # a kernel at the Meta key says the output types without reading data (the losses of
-            # kernels/nn, whose CPU kernels would read the placeholders' garbage as class indices)
+            # the op's meta function, its kernel at the Meta key, says the output types without
+            # reading data: the losses of kernels/nn (whose CPU kernels would read the placeholders'
+            # garbage as class indices), topk, a custom op's register_fake.  Only an op without one
+            # runs on the placeholders, whose garbage makes overflow warnings that mean nothing.
             meta = op._entry.kernels.get(_K.Meta)
             run = meta.fn if meta is not None else op
             if self.captured and not self.shaped:
@@ -227,8 +228,8 @@ class Tracer:
         except TraceAbort:
             raise
         except Exception as e:   # placeholders have size 1: a size-dependent op may fail on them
-            self.abort(f"{op.name()}: no meta function, and running it on placeholders failed "
-                       f"({type(e).__name__}: {e})")
+            self.abort(f"{op.name()}: no meta function (a kernel at the Meta key; a custom op gets one with "
+                       f"register_fake), and running it on placeholders failed ({type(e).__name__}: {e})")
         finally:
             self.in_meta -= 1
         self.last_meta = out     # a ShapedTracer reads the result's sizes

@@ -35,7 +35,8 @@ view op's shape rule (kernels/shape/op.py, the registry's ``shape_fn``; the
 same rule checks the eager kernel's arguments) gives its output shape.  The
 tracer asks with every size unknown (sizes are not part of a trace) and
 reads the rank; a view whose rank depends on the sizes (``squeeze``) aborts
-the trace.  Basic indexing is recorded as a ``getitem`` node.
+the trace.  Basic indexing is recorded as a ``getitem`` node, typed by its
+own rule (``getitem`` in kernels/shape/op.py), which lazy mode asks too.
 
 The global compiled mode (compiler/lazy) records views and basic indexing of
 pending values as the same nodes, so its flushes go through this pass too.
@@ -50,13 +51,14 @@ import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.errors import BroadcastError, ShapeError, SizeDependentError
+from dispatch_jit.kernels.shape.op import getitem
 from dispatch_jit.tensor import wrap_view
 
 from .elementwise import elementwise_info, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
-__all__ = ["GETITEM", "VIEW_OPS", "ViewOp", "is_view", "view_type", "index_type", "view_shape", "index_shape",
-           "sink_views", "hoist_input_views", "view_copies"]
+__all__ = ["GETITEM", "VIEW_OPS", "ViewOp", "is_view", "view_type", "normalize_index", "index_type", "view_shape",
+           "index_shape", "sink_views", "hoist_input_views", "view_copies"]
 
 
 class _GetItem:
@@ -184,15 +186,14 @@ def view_type(op, args: tuple, kwargs: dict, types: dict) -> TensorType | str | 
     return TensorType(t.dtype, len(shape), t.device)
 
 
-def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
-    """Basic indexing (ints, slices of ints, None, one ``...``) as (normalized index
-    tuple, output type), or (None, why it is not traced)."""
+def normalize_index(index, ndim: int) -> tuple[tuple | None, str]:
+    """Basic indexing (ints, slices of ints, None, one ``...``) as (the normalized index
+    tuple, ""), or (None, why it is not traced or recorded)."""
     items = index if isinstance(index, tuple) else (index,)
-    out, ints, nones, used, ell = [], 0, 0, 0, 0
+    out, used, ell = [], 0, 0
     for i in items:
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             out.append(int(i))
-            ints += 1
             used += 1
         elif isinstance(i, slice):
             parts = (i.start, i.stop, i.step)
@@ -202,15 +203,27 @@ def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
             used += 1
         elif i is None:
             out.append(None)
-            nones += 1
         elif i is Ellipsis:
             out.append(Ellipsis)
             ell += 1
         else:
             return None, f"indexing with {type(i).__name__} (advanced indexing) is not traced yet"
-    if ell > 1 or used > ty.ndim:
+    if ell > 1 or used > ndim:
         return None, "an invalid index (eager mode raises)"
-    return tuple(out), TensorType(ty.dtype, ty.ndim - ints + nones, ty.device)
+    return tuple(out), ""
+
+
+def index_type(index, ty: TensorType) -> tuple[tuple | None, TensorType | str]:
+    """Basic indexing as (normalized index tuple, output type, from basic indexing's rule asked
+    with every size unknown), or (None, why it is not traced)."""
+    norm, why = normalize_index(index, ty.ndim)
+    if norm is None:
+        return None, why
+    try:
+        shape = getitem((None,) * ty.ndim, norm)
+    except ShapeError:            # a slice step of 0: the eager call raises eager mode's error
+        return None, "an invalid index (eager mode raises)"
+    return norm, TensorType(ty.dtype, len(shape), ty.device)
 
 
 # -- compiled mode (compiler/lazy): output shapes of views of pending values, without data --------
@@ -226,27 +239,12 @@ def view_shape(op, shape: tuple, statics: tuple) -> tuple | None:
 
 def index_shape(index: tuple, shape: tuple) -> tuple | None:
     """The shape of ``t[index]`` for a tensor of ``shape`` and an index normalized by
-    ``index_type`` (ints, slices of ints, None, at most one ``...``), or None where eager
-    mode raises (an int out of range, a slice step of 0)."""
-    used = sum(1 for i in index if i is not None and i is not Ellipsis)
-    out, d = [], 0
-    for i in index:
-        if i is Ellipsis:
-            k = len(shape) - used
-            out += shape[d:d + k]
-            d += k
-        elif i is None:
-            out.append(1)
-        elif i.__class__ is slice:
-            if i.step == 0:
-                return None
-            out.append(len(range(*i.indices(shape[d]))))
-            d += 1
-        else:
-            if not -shape[d] <= i < shape[d]:
-                return None
-            d += 1
-    return tuple(out) + tuple(shape[d:])
+    ``index_type``, from basic indexing's rule (kernels/shape/op.py ``getitem``), or None
+    where eager mode raises (an int out of range, a slice step of 0)."""
+    try:
+        return getitem(shape, index)
+    except ShapeError:
+        return None
 
 
 # -- the pass ----------------------------------------------------------------------------------

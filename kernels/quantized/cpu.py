@@ -39,10 +39,9 @@ from numba import types as nbt
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from dispatch_jit.errors import ShapeError
 from dispatch_jit.jit import cache
 
-from .op import minmax_qparams
+from .op import check_accumulator, minmax_qparams
 
 __all__ = ["SCHEMAS", "CPU", "quantized_matmul_arrays", "minmax_qparams", "compiled_signatures"]
 
@@ -71,7 +70,6 @@ _MR, _NR = 6, 16       # register tile: 6 rows x 16 columns of int32 (12 ymm acc
 _KCP = 256             # k pairs per block: a 16 KB micro-panel of b stays in L1
 _MCR = 48              # rows per work item: its packed a (<= 96 KB) stays in L2
 _PARALLEL_MIN = 1 << 22  # multiply-adds (~1 ms on one core): below it, waking the pool costs more
-_MAX_K = 33024         # k * 255 * 255 < 2**31: the int32 accumulator cannot overflow
 
 _IR_I32 = ir.IntType(32)
 _IR_V8 = ir.VectorType(_IR_I32, 8)
@@ -347,9 +345,7 @@ def quantized_matmul_arrays(a: np.ndarray, za: int, sa: float, b: np.ndarray, zb
     """
     m, k = a.shape
     n = b.shape[1]
-    if k > _MAX_K:
-        raise ShapeError(f"quantized matmul: inner dimension {k} > {_MAX_K} could overflow the int32 "
-                         f"accumulator; split the product or dequantize()")
+    check_accumulator(k)
     a8 = _int8_view(np.ascontiguousarray(a))
     bt = not b.flags.c_contiguous and b.T.flags.c_contiguous
     b8 = _int8_view(b.T if bt else np.ascontiguousarray(b))

@@ -42,10 +42,8 @@ from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import contiguous_copy
 from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.cuda.runtime import is_simulator
-from dispatch_jit.errors import ShapeError
 
-from .cpu import _MAX_K
-from .op import minmax_qparams
+from .op import check_accumulator, minmax_qparams
 
 __all__ = ["quantize_cuda", "dequantize_cuda", "CUDA"]
 
@@ -174,9 +172,7 @@ def _matmul_cuda(a: CudaArray, za: int, sa: float, b: CudaArray, zb: int, sb: fl
     """``a @ b`` on 2-D device integer storage; returns (out storage, scale, zero_point)."""
     m, k = a.shape
     n = b.shape[1]
-    if k > _MAX_K:
-        raise ShapeError(f"quantized matmul: inner dimension {k} > {_MAX_K} could overflow the int32 "
-                         f"accumulator; split the product or dequantize()")
+    check_accumulator(k)
     dev = a.device_index
     acc = empty((m, n), np.int32, dev)
     out = empty((m, n), qdtype.np, dev)

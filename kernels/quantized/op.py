@@ -17,7 +17,8 @@ from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
 from dispatch_jit.quantized import QuantizedTensor, check_qparams, make_quantized
 from dispatch_jit.registry import CompiledSignature
 
-__all__ = ["QMatmul", "QLinear", "QAdd", "QRelu", "check_matmul_shapes", "minmax_qparams"]
+__all__ = ["QMatmul", "QLinear", "QAdd", "QRelu", "MAX_K", "check_accumulator", "check_matmul_shapes",
+           "minmax_qparams"]
 
 
 # -- quantization parameters --------------------------------------------------------------------
@@ -60,6 +61,16 @@ class _QuantizedOp:
         dts = tuple(m.dtype.name for m in call.metas[:len(self.names)])
         call.op.note_compiled(self.__name__, CompiledSignature(dts))
         return self.run
+
+
+MAX_K = 33024         # k * 255 * 255 < 2**31: the int32 accumulator cannot overflow
+
+
+def check_accumulator(k: int) -> None:
+    """The int32 accumulator's bound on the inner dimension, for both backends' products."""
+    if k > MAX_K:
+        raise ShapeError(f"quantized matmul: inner dimension {k} > {MAX_K} could overflow the int32 "
+                         f"accumulator; split the product or dequantize()")
 
 
 def check_matmul_shapes(a, b, name: str) -> int:

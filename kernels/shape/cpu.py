@@ -161,10 +161,15 @@ def stack_axis(arrays: list, axis: int) -> int:
     return normalize_axis(axis, arrays[0].ndim + 1, "stack")
 
 
-def _same_dtype_arrays(tensors, op):
+def common_dtype(tensors, op):
+    """cat's and stack's dtype, for the CPU and CUDA kernels: the promoted one of a non-empty list."""
     if not tensors:
         raise SchemaError(f"{op}: expected a non-empty list of tensors")
-    dt = result_type(*tensors)
+    return result_type(*tensors)
+
+
+def _same_dtype_arrays(tensors, op):
+    dt = common_dtype(tensors, op)
     return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
 
 
@@ -182,13 +187,25 @@ def stack(tensors, axis=0):
     return wrap(np.stack(arrays, axis=ax))
 
 
-def to_dtype(self, dtype, copy=False):
-    d = as_dtype(dtype)
-    if d is self.dtype and not copy:
-        return self
-    out = np.empty(self._data.shape, d.np)
-    np.copyto(out, self._data, casting="unsafe")
-    return wrap(out)
+def casting(convert):
+    """``to.dtype``'s kernel over ``convert(data, numpy dtype) -> a new array``: its argument
+    handling, for the CPU and CUDA kernels (no copy where the dtype is the tensor's own and
+    ``copy`` is False, as PyTorch's)."""
+    def to_dtype(self, dtype, copy=False):
+        d = as_dtype(dtype)
+        if d is self.dtype and not copy:
+            return self
+        return wrap(convert(self._data, d.np))
+    return to_dtype
+
+
+def _cast(a: np.ndarray, npdt) -> np.ndarray:
+    out = np.empty(a.shape, npdt)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+to_dtype = casting(_cast)
 
 
 def clone(self):

@@ -16,8 +16,6 @@ import numpy as np
 
 from dispatch_jit.cuda import array as cuda_array
 from dispatch_jit.cuda.copy import contiguous_copy, copy_into
-from dispatch_jit.dtypes import as_dtype, result_type
-from dispatch_jit.errors import SchemaError
 from dispatch_jit.tensor import Tensor, wrap, wrap_view
 
 from . import cpu
@@ -66,14 +64,8 @@ def _copying_kernel(cpu_kernel, rule):
     return kernel
 
 
-def _same_dtype(tensors, op):
-    if not tensors:
-        raise SchemaError(f"{op}: expected a non-empty list of tensors")
-    return result_type(*tensors)
-
-
 def cat(tensors, axis=0):
-    dt = _same_dtype(tensors, "cat")
+    dt = cpu.common_dtype(tensors, "cat")
     arrays, ax, shape = cpu.cat_plan([t._data for t in tensors], axis)
     out = cuda_array.empty(shape, dt.np, arrays[0].device_index)
     start = 0
@@ -87,16 +79,12 @@ def cat(tensors, axis=0):
 
 
 def stack(tensors, axis=0):
-    _same_dtype(tensors, "stack")
+    cpu.common_dtype(tensors, "stack")
     ax = cpu.stack_axis([t._data for t in tensors], axis)
     return cat([_view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
 
 
-def to_dtype(self, dtype, copy=False):
-    d = as_dtype(dtype)
-    if d is self.dtype and not copy:
-        return self
-    return wrap(contiguous_copy(self._data, d.np))
+to_dtype = cpu.casting(contiguous_copy)
 
 
 def clone(self):

@@ -32,7 +32,7 @@ import math
 
 from dispatch_jit.errors import ShapeError, SizeDependentError
 
-__all__ = ["RULES", "normalize_axis", "normalize_axes"]
+__all__ = ["RULES", "getitem", "normalize_axis", "normalize_axes"]
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
@@ -174,6 +174,34 @@ def narrow(s: tuple, axis: int, start: int, length: int) -> tuple:
         if not (0 <= st <= n and length >= 0 and st + length <= n):
             raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {a} of size {n}")
     return s[:a] + (length,) + s[a + 1:]
+
+
+def getitem(s: tuple, index: tuple) -> tuple:
+    """Basic indexing's rule: the shape of ``t[index]`` for an index already normalized to ints,
+    slices of ints, None and at most one ``...`` (compiler/views.py's ``index_type``).  Indexing
+    is no registered op (eager mode indexes the NumPy array in autograd/indexing.py, which raises
+    its own errors), so this rule is not in RULES; the tracer and lazy mode share it."""
+    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if used > len(s):
+        raise ShapeError(f"too many indices for tensor of dimension {len(s)}")
+    out, d = [], 0
+    for i in index:
+        if i is Ellipsis:
+            k = len(s) - used
+            out += s[d:d + k]
+            d += k
+        elif i is None:
+            out.append(1)
+        elif i.__class__ is slice:
+            if i.step == 0:
+                raise ShapeError("slice step cannot be zero")
+            out.append(None if s[d] is None else len(range(*i.indices(s[d]))))
+            d += 1
+        else:
+            if s[d] is not None and not -s[d] <= i < s[d]:
+                raise ShapeError(f"index {i} is out of bounds for dimension {d} with size {s[d]}")
+            d += 1
+    return tuple(out) + tuple(s[d:])
 
 
 # op name -> its rule: (input shape, *static arguments) -> output shape

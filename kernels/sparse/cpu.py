@@ -33,7 +33,7 @@ from numba import prange
 
 from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.dtypes import result_type
-from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.errors import SchemaError
 from dispatch_jit.jit import cache
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import lookup
@@ -41,6 +41,7 @@ from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
 from dispatch_jit.tensor import Tensor, wrap
 
 from . import merge
+from .op import check_matmul_operand
 
 __all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
 
@@ -151,9 +152,7 @@ def _as(a: np.ndarray, npdt) -> np.ndarray:
 def csr_matmul_arrays(crow, col, val, b: np.ndarray, ncols: int) -> np.ndarray:
     """CSR(crow, col, val) of shape (len(crow) - 1, ncols) @ b (1-D or 2-D), same dtype."""
     rows = crow.shape[0] - 1
-    if b.ndim not in (1, 2) or b.shape[0] != ncols:
-        raise ShapeError(f"matmul: a sparse CSR matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
-                         f"shape {b.shape}; expected ({ncols},) or ({ncols}, n)")
+    check_matmul_operand(rows, ncols, b.shape)
     par = col.shape[0] * (b.shape[1] if b.ndim == 2 else 1) >= PARALLEL_WORK
     if b.ndim == 1:
         out = np.empty(rows, dtype=val.dtype)

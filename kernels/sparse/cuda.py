@@ -40,11 +40,12 @@ from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import contiguous_copy, fill
 from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.dtypes import result_type
-from dispatch_jit.errors import DTypeError, ShapeError
+from dispatch_jit.errors import DTypeError
 from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, wrap
 
 from . import merge
+from .op import check_matmul_operand
 
 __all__ = ["dense_to_csr", "csr_matmul_cuda", "sparse_mm_grads_cuda", "sparse_mm_cuda", "to_dense_cuda", "CUDA"]
 
@@ -141,9 +142,7 @@ def csr_matmul_cuda(crow, col, val, b, ncols: int):
     """CSR(crow, col, val) of shape (len(crow) - 1, ncols) @ b (1-D or 2-D CudaArray), val's dtype
     (b is converted to it)."""
     rows = crow.shape[0] - 1
-    if b.ndim not in (1, 2) or b.shape[0] != ncols:
-        raise ShapeError(f"matmul: a sparse CSR matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
-                         f"shape {b.shape}; expected ({ncols},) or ({ncols}, n)")
+    check_matmul_operand(rows, ncols, b.shape)
     dt = val.dtype
     dev = val.device_index
     if b.dtype != dt:

@@ -2,8 +2,9 @@
 
 Adding two CSR matrices walks each row's two sorted column lists together,
 as a merge does: once to count the output's entries per row, then (after a
-prefix sum gives the row starts) to write them.  The loop bodies below are
-the whole algorithm; each target wraps them in its own loop over rows: a
+prefix sum gives the row starts) to write them.  The walk is written once
+(``_walk``); the two passes differ only in what each step does.  The bodies
+below are the whole algorithm; each target wraps them in its own loop over rows: a
 serial ``for`` compiled with ``numba.njit`` (cpu.py) and a grid-stride loop
 compiled with ``numba.cuda.jit`` (cuda.py, through dispatch_jit/cuda/codegen.py),
 one row per thread.  ``_dt`` is the output values' scalar type.
@@ -18,48 +19,31 @@ from __future__ import annotations
 
 __all__ = ["COUNT_SIGNATURE", "COUNT", "FILL_SIGNATURE", "FILL", "serial"]
 
-COUNT_SIGNATURE = "csr_add_count(ca, ia, cb, ib, counts, rows)"
-COUNT = """\
-p = ca[i]
-pe = ca[i + 1]
-q = cb[i]
-qe = cb[i + 1]
-n = 0
-while p < pe or q < qe:
-    if q >= qe or (p < pe and ia[p] < ib[q]):
-        p += 1
-    elif p >= pe or ib[q] < ia[p]:
-        q += 1
-    else:
-        p += 1
-        q += 1
-    n += 1
-counts[i] = n
-"""
+def _walk(first: str, a_only: str, b_only: str, both: str, last: str, k: str) -> str:
+    """Row ``i``'s merge: ``p`` walks a's entries, ``q`` b's, in column order; each step takes a's
+    entry alone, b's alone, or both (same column), runs that case's lines and advances ``k``.
+    ``first`` and ``last`` run before and after the walk."""
+    def block(lines: str) -> str:
+        return "".join(f"        {line}\n" for line in lines.split("\n") if line)
+    return (f"p = ca[i]\npe = ca[i + 1]\nq = cb[i]\nqe = cb[i + 1]\n{first}\n"
+            f"while p < pe or q < qe:\n"
+            f"    if q >= qe or (p < pe and ia[p] < ib[q]):\n{block(a_only)}        p += 1\n"
+            f"    elif p >= pe or ib[q] < ia[p]:\n{block(b_only)}        q += 1\n"
+            f"    else:\n{block(both)}        p += 1\n        q += 1\n"
+            f"    {k} += 1\n{last}")
 
+
+# the first pass counts each row's merged entries
+COUNT_SIGNATURE = "csr_add_count(ca, ia, cb, ib, counts, rows)"
+COUNT = _walk("n = 0", "", "", "", "counts[i] = n\n", "n")
+
+# the second writes them from the row starts ``crow`` (the counts' prefix sum)
 FILL_SIGNATURE = "csr_add_fill(ca, ia, va, cb, ib, vb, alpha, crow, col, val, rows)"
-FILL = """\
-p = ca[i]
-pe = ca[i + 1]
-q = cb[i]
-qe = cb[i + 1]
-o = crow[i]
-while p < pe or q < qe:
-    if q >= qe or (p < pe and ia[p] < ib[q]):
-        col[o] = ia[p]
-        val[o] = va[p]
-        p += 1
-    elif p >= pe or ib[q] < ia[p]:
-        col[o] = ib[q]
-        val[o] = _dt(alpha * vb[q])
-        q += 1
-    else:
-        col[o] = ia[p]
-        val[o] = _dt(va[p] + alpha * vb[q])
-        p += 1
-        q += 1
-    o += 1
-"""
+FILL = _walk("o = crow[i]",
+             "col[o] = ia[p]\nval[o] = va[p]",
+             "col[o] = ib[q]\nval[o] = _dt(alpha * vb[q])",
+             "col[o] = ia[p]\nval[o] = _dt(va[p] + alpha * vb[q])",
+             "", "o")
 
 
 def serial(signature: str, n: str, body: str, index: str = "i") -> str:

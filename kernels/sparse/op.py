@@ -19,7 +19,8 @@ from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.sparse import _make
 
-__all__ = ["SparseMatmul", "SparseAdd", "SparseMul", "SparseSum", "record", "check_float_or_int"]
+__all__ = ["SparseMatmul", "SparseAdd", "SparseMul", "SparseSum", "record", "check_float_or_int",
+           "check_matmul_operand"]
 
 
 def record(call, name: str, dt) -> None:
@@ -30,6 +31,13 @@ def record(call, name: str, dt) -> None:
 def check_float_or_int(dt, opname):
     if dt.category < 1 or dt.category > 2:
         raise DTypeError(f"{opname}: sparse CSR kernels support integer and floating dtypes, got {dt.name}")
+
+
+def check_matmul_operand(rows: int, ncols: int, shape: tuple) -> None:
+    """CSR (rows, ncols) @ b: both backends' rule for the dense operand's ``shape``."""
+    if len(shape) not in (1, 2) or shape[0] != ncols:
+        raise ShapeError(f"matmul: a sparse CSR matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
+                         f"shape {shape}; expected ({ncols},) or ({ncols}, n)")
 
 
 def _what(m, csr_bits: int) -> str:

@@ -2,10 +2,7 @@
 two worker processes, one per module), including a worker that dies in the middle of a computation.
 Every compute has a timeout, so a hang fails instead of stalling CI."""
 
-import contextlib
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,22 +13,6 @@ distributed = pytest.importorskip("distributed")
 import dispatch_jit as dj
 
 TIMEOUT = 120
-HERE = Path(__file__).resolve().parent
-
-
-@contextlib.contextmanager
-def _worker_path():
-    """New worker processes start with this process's sys.path, where pytest put the test folders;
-    tests/kernels/sparse/ there would pass for the `sparse` package that dask.array probes on import
-    (an AttributeError, not an ImportError).  Workers keep only this test's folder (its functions
-    travel by reference)."""
-    tests = str(HERE.parent)
-    saved = sys.path[:]
-    sys.path[:] = [p for p in saved if not p.startswith(tests) or p == str(HERE)]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
 
 
 def _expr(a, b, c):
@@ -52,9 +33,8 @@ def _expected(arrs):
 
 @pytest.fixture(scope="module")
 def client():
-    with _worker_path():
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, worker_dashboard_address=None)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, worker_dashboard_address=None)
     c = distributed.Client(cluster, timeout=TIMEOUT)
     yield c
     c.close(timeout=TIMEOUT)
@@ -66,10 +46,9 @@ def test_local_schedulers(scheduler):
     arrs, (a, b, c) = _inputs()
     e, s, m = _expected(arrs)
     got = _expr(a, b, c)
-    with _worker_path():
-        np.testing.assert_array_equal(got.compute(scheduler=scheduler).numpy(), e)
-        np.testing.assert_allclose(got.sum(axis=1).compute(scheduler=scheduler).numpy(), s, rtol=1e-5)
-        np.testing.assert_allclose((a @ b.T).compute(scheduler=scheduler).numpy(), m, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got.compute(scheduler=scheduler).numpy(), e)
+    np.testing.assert_allclose(got.sum(axis=1).compute(scheduler=scheduler).numpy(), s, rtol=1e-5)
+    np.testing.assert_allclose((a @ b.T).compute(scheduler=scheduler).numpy(), m, rtol=1e-5, atol=1e-5)
 
 
 def test_distributed_local_cluster(client):
@@ -117,8 +96,7 @@ def test_compiled_chains_on_worker_processes_compile_once_per_worker(client):
     f = dj.compile(_expr)
     for _ in range(2):              # the second run finds the program compiled on every worker
         np.testing.assert_array_equal(client.compute(f(a, b, c).dask).result(timeout=TIMEOUT), e)
-    with _worker_path():
-        np.testing.assert_array_equal(f(a, b, c).compute(scheduler="processes").numpy(), e)
+    np.testing.assert_array_equal(f(a, b, c).compute(scheduler="processes").numpy(), e)
     from dispatch_jit.dask.compiled import program_info
     per_worker = client.run(program_info)
     calls = 0

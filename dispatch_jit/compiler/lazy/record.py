@@ -16,7 +16,7 @@ from dispatch_jit.tensor import Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..ir import Node, TensorType, Var
-from ..views import GETITEM, VIEW_OPS, index_shape, index_type, view_shape
+from ..views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
 from . import execute
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
                      _canon, _device_of, _encode_index, _generic_spec, _kind, _out_sig, _plain_dense, _view_spec,
@@ -287,12 +287,13 @@ class LazyRecorder(PendingGraph):
         for i in items:
             if i.__class__ not in _BASIC_INDEX:
                 return None
-        norm, ty = index_type(index, z[TYPE])
+        norm, _ = normalize_index(index, z[TYPE].ndim)
         if norm is None:
             return None
         shape = index_shape(norm, z[SHAPE])
         if shape is None:
             return None
+        ty = TensorType(z[TYPE].dtype, len(shape), z[TYPE].device)
         self.types[z[VID]] = z[TYPE]
         return self._append_view(_view_spec(GETITEM, 1), (z[VID], _encode_index(norm)), ty, shape, False, like)
 

@@ -8,6 +8,7 @@ import pytest
 
 import dispatch_jit as dj
 import dispatch_jit.kernels.quantized.cpu as K  # noqa: F401  (registers the QuantizedCPU kernels)
+from dispatch_jit.kernels.quantized.op import MAX_K
 from dispatch_jit import quantized as Q
 from dispatch_jit.errors import DTypeError, NoKernelError, ShapeError
 
@@ -199,14 +200,14 @@ def test_int8_matmul_parallel_blocks_are_exact(monkeypatch):
 
 def test_int8_matmul_extreme_values_do_not_overflow():
     """|q - zp| = 255 everywhere at the largest k: k * 255 * 255 = 2147385600 < 2**31."""
-    k = K._MAX_K
+    k = MAX_K
     a = np.full((2, k), 255, np.uint8)
     b = np.full((k, 3), -128, np.int8)
     out, _, _ = K.quantized_matmul_arrays(a, 0, 1.0, b, 127, 1.0, Q.qint8, 1e8, 0)
     assert out.tolist() == [[-21] * 3] * 2
     with pytest.raises(ShapeError, match="overflow"):
-        K.quantized_matmul_arrays(np.zeros((1, K._MAX_K + 1), np.int8), 0, 1.0,
-                                  np.zeros((K._MAX_K + 1, 1), np.int8), 0, 1.0, Q.qint8, 1.0, 0)
+        K.quantized_matmul_arrays(np.zeros((1, MAX_K + 1), np.int8), 0, 1.0,
+                                  np.zeros((MAX_K + 1, 1), np.int8), 0, 1.0, Q.qint8, 1.0, 0)
 
 
 def test_int8_matmul_inner_loop_is_vpmaddwd():
