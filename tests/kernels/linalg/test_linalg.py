@@ -28,6 +28,8 @@ try:
 except Exception:  # the package is mid-construction: load the module by path
     linalg = _load_by_path("dispatch_jit_kernels_linalg")
 
+from dispatch_jit.kernels.linalg import product  # noqa: E402 - the skinny-product choice cpu.py imports
+
 ShapeError, DTypeError = linalg.ShapeError, linalg.DTypeError
 CastingError = linalg.CastingError
 
@@ -276,6 +278,7 @@ def test_lazy_compile():
 
 def test_doctests():
     assert doctest.testmod(linalg, raise_on_error=True).failed == 0
+    assert doctest.testmod(product, raise_on_error=True).attempted >= 1
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
