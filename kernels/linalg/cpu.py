@@ -9,13 +9,15 @@ call into a compiled kernel, whatever the batch size.
 
 Which kernel runs, by dtype (``_KIND``):
 
-- float32/64, complex64/128: ``np.dot(a, b, out)`` inside ``@numba.njit``,
-  which Numba binds to the gemm/gemv/dot of scipy's OpenBLAS (0.3.30; NumPy
-  ships its own 0.3.31; both run 2 threads here).  Measured on the 2-core
-  machine, 1024x1024, median of 5, each pool given 0.3 s to go idle first:
-  float32 np.matmul 9.4 ms, njit np.dot into a preallocated out 9.7 ms,
-  scipy.linalg.blas.sgemm from Python 9.9 ms; this module's matmul over
-  three quiet runs 0.98-1.07x np.matmul (float64: 20.0 vs 21.0 ms, 0.96x).
+- float32/64, complex64/128: gemm inside ``@numba.njit`` (gemm.py): the
+  cblas sgemm/dgemm of NumPy's own OpenBLAS (0.3.31), bound by symbol name;
+  complex, or a NumPy without that library, Numba's ``np.dot``, which binds
+  scipy's OpenBLAS (0.3.30).  Measured on the 2-core machine, 1024x1024,
+  median of 5, each pool given 0.3 s to go idle first: float32 np.matmul
+  9.4 ms, njit np.dot into a preallocated out 9.7 ms, scipy.linalg.blas.sgemm
+  from Python 9.9 ms; this module's matmul (then through np.dot) over three
+  quiet runs 0.98-1.07x np.matmul (float64: 20.0 vs 21.0 ms, 0.96x).  For
+  64x64 float32 NumPy's library is faster (4.73 vs 5.84 us from njit, min of 7).
   So the project's "kernels are Numba code" rule costs nothing and is kept.
   Interleaving the two libraries call by call is unfair to whichever runs
   second (the other pool's threads are still spinning), and any timing
@@ -55,6 +57,7 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.jit import cache
+from dispatch_jit.kernels.linalg.gemm import gemm
 from dispatch_jit.kernels.linalg.product import ikj_rows as _ikj_rows, product_into, skinny
 
 try:
@@ -137,18 +140,10 @@ def _parallel_rows(rows):
 
 @numba.njit(boundscheck=False)
 def _blas(a3, b3, ia, ib, o3, ta, tb):
-    """Batched np.dot -> gemm.  ta/tb: a3/b3 hold the transposed matrices
-    (C-contiguous), so `.T` hands BLAS an F-ordered operand without a copy.
-    One call site per layout pair, since the layout is part of Numba's type."""
+    """Batched gemm (gemm.py: NumPy's OpenBLAS).  ta/tb: a3/b3 hold the transposed matrices
+    (C-contiguous), which gemm is told instead of copying them."""
     for t in range(o3.shape[0]):
-        if ta and tb:
-            np.dot(a3[ia[t]].T, b3[ib[t]].T, o3[t])
-        elif ta:
-            np.dot(a3[ia[t]].T, b3[ib[t]], o3[t])
-        elif tb:
-            np.dot(a3[ia[t]], b3[ib[t]].T, o3[t])
-        else:
-            np.dot(a3[ia[t]], b3[ib[t]], o3[t])
+        gemm(a3[ia[t]], ta, b3[ib[t]], tb, o3[t])
 
 
 # name -> (njit function, the types of its arguments after (a3, b3, ia, ib, o3): blas's two

@@ -4,7 +4,7 @@ A product with a few rows (``m <= SKINNY_M``), a moderate depth (``k <= SKINNY_M
 wide result (``n >= SKINNY_MIN_N``) runs in the loop nest: linear's weight gradient of a
 classification head (3 x 512 @ 512 x 64) took BLAS 9-15 us and the i-k-j nest 5 us (min of 15;
 1-8 rows x k 64..4096 x n 8..256 measured: the nest won or tied for m <= 4, k <= 1024, n >= 32,
-and lost up to 7x for k = 4096 with n < 32).  Everything else goes to BLAS.
+and lost up to 7x for k = 4096 with n < 32).  Everything else goes to BLAS (gemm.py).
 
 The two round differently, so the choice is made here once, by ``skinny``, for every caller:
 eager matmul, linear and linear_backward (cpu.py's plans and ``matrix_product``) and compiled
@@ -18,7 +18,8 @@ so a copy to C order or a parallel split does not change its bits.
 from __future__ import annotations
 
 import numba
-import numpy as np
+
+from dispatch_jit.kernels.linalg.gemm import dot_into
 
 __all__ = ["SKINNY_M", "SKINNY_MAX_K", "SKINNY_MIN_N", "skinny", "ikj_rows", "product_into"]
 
@@ -78,4 +79,4 @@ def product_into(a, b, out):
     if _skinny_jit(m, k, b.shape[1]):
         ikj_rows(a, b, out, 0, m)
     else:
-        np.dot(a, b, out)
+        dot_into(a, b, out)
