@@ -341,9 +341,15 @@ DERIVATIVES: dict[str, Derivative] = {
     "atan": _D("AtanBackward", lambda g, s, c: A.div(g, A.add(A.square(s["self"]), 1.0)), ("self",)),
     "sinh": _D("SinhBackward", lambda g, s, c: A.mul(g, A.cosh(s["self"])), ("self",)),
     "cosh": _D("CoshBackward", lambda g, s, c: A.mul(g, A.sinh(s["self"])), ("self",)),
-    "tanh": _D("TanhBackward", lambda g, s, c: A.mul(g, A.sub(1.0, A.square(s["result"]))), ("result",)),
-    "sigmoid": _D("SigmoidBackward", lambda g, s, c: A.mul(g, A.mul(s["result"], A.sub(1.0, s["result"]))),
-                  ("result",)),
+    "tanh": _D("TanhBackward", lambda g, s, c: A.tanh_backward(g, s["result"]), ("result",)),
+    "sigmoid": _D("SigmoidBackward", lambda g, s, c: A.sigmoid_backward(g, s["result"]), ("result",)),
+    # their backward ops' own rows (second derivatives): g * (1 - y*y) and g * y * (1 - y), in g and in y
+    "tanh_backward.Tensor": _D("TanhBackwardBackward", (
+        Grad(lambda gg, s, c: A.tanh_backward(gg, s["other"]), ("other",)),
+        Grad(lambda gg, s, c: A.mul(A.mul(gg, s["self"]), A.mul(s["other"], -2.0)), ("self", "other")))),
+    "sigmoid_backward.Tensor": _D("SigmoidBackwardBackward", (
+        Grad(lambda gg, s, c: A.sigmoid_backward(gg, s["other"]), ("other",)),
+        Grad(lambda gg, s, c: A.mul(A.mul(gg, s["self"]), A.sub(1.0, A.mul(s["other"], 2.0))), ("self", "other")))),
     # torch's threshold_backward: a select, not g * mask (an infinite g must give 0, not nan, where x <= 0)
     "relu": _D("ReluBackward", lambda g, s, c: A.where(A.le(s["result"], 0), 0.0, g), ("result",)),
     "erf": _D("ErfBackward", lambda g, s, c: A.mul(g, A.mul(A.exp(A.neg(A.square(s["self"]))), _2_SQRTPI)),

@@ -33,6 +33,7 @@ __all__ = ["warmup", "WarmupInfo", "TRAINING_OPS", "PARALLEL_SIZE"]
 
 # The ops of a training step (an MLP's forward and backward, the loss, SGD's and Adam's updates)
 TRAINING_OPS = ("add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "square", "tanh", "relu", "sigmoid",
+                "tanh_backward", "sigmoid_backward",
                 "gelu", "silu", "maximum", "where", "matmul", "linear", "sum", "mean", "amax", "logsumexp",
                 "softmax", "log_softmax", "mse_loss", "nll_loss", "cross_entropy_loss")
 

@@ -6,8 +6,9 @@ source, and the arrays one interpreted run of the plan gave them, which fix thei
 dtypes and layouts for the sizes the plan function is made for) and returns the source
 lines, or a string: why the op stays out (the plan then runs interpreted).  Each rule calls
 what the op's eager CPU kernel calls, in the same order, so that the bits are eager mode's:
-``linear`` and ``linear_backward`` Numba's ``np.dot`` into the output (the gemm of
-kernels/linalg/cpu.py's ``_blas``, the same operand layouts), and the bias's add and gradient
+``linear`` and ``linear_backward`` kernels/linalg/product.py's ``product_into`` (eager matmul's
+one kernel choice: the gemm of kernels/linalg/cpu.py's ``_blas``, the same operand layouts, or
+the loop nest for a skinny product), and the bias's add and gradient
 (``add_bias``, ``column_sum``) and the losses kernels/nn/cpu.py's njit kernels themselves.  A kernel that refuses its
 input (a target out of range) makes the plan function return the node's position: the
 plan runs interpreted for that call, and eager mode's own error is raised there.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from dispatch_jit.kernels.linalg.product import product_into
 from dispatch_jit.kernels.nn import cpu as _nn
 
 __all__ = ["RULES", "HELPERS", "Site"]
@@ -51,7 +53,7 @@ def count_kept(t, ignore_index):
     return float(n)
 
 
-HELPERS = {"_add_rows": _nn.add_bias, "_sum_rows": _nn.column_sum, "_count_kept": count_kept,
+HELPERS = {"_product": product_into, "_add_rows": _nn.add_bias, "_sum_rows": _nn.column_sum, "_count_kept": count_kept,
            "_cross_entropy": _nn.cross_entropy, "_cross_entropy_backward": _nn.cross_entropy_backward}
 
 
@@ -74,7 +76,7 @@ def _linear(node, site):
     if b is not None and (site.array(b).shape != site.array(w).shape[:1] or site.array(b).dtype != site.array(x).dtype):
         return "linear: a bias that is not one value per output feature"
     out = site.names[node.outs[0]]
-    lines = [f"np.dot({site.name(x)}, {site.name(w)}.T, {out})"]
+    lines = [f"_product({site.name(x)}, {site.name(w)}.T, {out})"]
     if b is not None:
         lines.append(f"_add_rows({out}, {site.name(b)})")
     return lines
@@ -88,9 +90,9 @@ def _linear_backward(node, site):
     gi, gw, gb = (site.names[v] for v in node.outs)
     lines = []
     if mask[0]:
-        lines.append(f"np.dot({site.name(g)}, {site.name(w)}, {gi})")
+        lines.append(f"_product({site.name(g)}, {site.name(w)}, {gi})")
     if mask[1]:
-        lines.append(f"np.dot({site.name(g)}.T, {site.name(x)}, {gw})")
+        lines.append(f"_product({site.name(g)}.T, {site.name(x)}, {gw})")
     if mask[2]:
         lines.append(f"_sum_rows({site.name(g)}, {gb})")
     return lines

@@ -189,6 +189,10 @@ _OPS = [
     ScalarOp("hypot", 2, "math.hypot(x, y)", rule="float", cats=FLT),
     ScalarOp("logaddexp", 2, "_logaddexp(x, y)", rule="float", cats=FLT),
     ScalarOp("nextafter", 2, "np.nextafter(x, y)", rule="no_half", cats=FLT),
+    # derivatives as one op each (kernels/derivatives.py): x the output's gradient, y the forward's
+    # result; PyTorch's tanh_backward/sigmoid_backward, one pass where three elementwise ops made three
+    ScalarOp("tanh_backward", 2, "x * (_one - y * y)", rule="float", cats=FLT_C, inplace=False, method=False),
+    ScalarOp("sigmoid_backward", 2, "x * (y * (_one - y))", rule="float", cats=FLT, inplace=False, method=False),
     ScalarOp("eq", 2, "x == y", rule="compare", cats=ALL, operator=("__eq__",)),
     ScalarOp("ne", 2, "x != y", rule="compare", cats=ALL, operator=("__ne__",)),
     ScalarOp("lt", 2, "x < y", rule="compare", cats=REAL_B, operator=("__lt__",)),

@@ -9,13 +9,15 @@ call into a compiled kernel, whatever the batch size.
 
 Which kernel runs, by dtype (``_KIND``):
 
-- float32/64, complex64/128: ``np.dot(a, b, out)`` inside ``@numba.njit``,
-  which Numba binds to the gemm/gemv/dot of scipy's OpenBLAS (0.3.30; NumPy
-  ships its own 0.3.31; both run 2 threads here).  Measured on the 2-core
-  machine, 1024x1024, median of 5, each pool given 0.3 s to go idle first:
-  float32 np.matmul 9.4 ms, njit np.dot into a preallocated out 9.7 ms,
-  scipy.linalg.blas.sgemm from Python 9.9 ms; this module's matmul over
-  three quiet runs 0.98-1.07x np.matmul (float64: 20.0 vs 21.0 ms, 0.96x).
+- float32/64, complex64/128: gemm inside ``@numba.njit`` (gemm.py): the
+  cblas sgemm/dgemm of NumPy's own OpenBLAS (0.3.31), bound by symbol name;
+  complex, or a NumPy without that library, Numba's ``np.dot``, which binds
+  scipy's OpenBLAS (0.3.30).  Measured on the 2-core machine, 1024x1024,
+  median of 5, each pool given 0.3 s to go idle first: float32 np.matmul
+  9.4 ms, njit np.dot into a preallocated out 9.7 ms, scipy.linalg.blas.sgemm
+  from Python 9.9 ms; this module's matmul (then through np.dot) over three
+  quiet runs 0.98-1.07x np.matmul (float64: 20.0 vs 21.0 ms, 0.96x).  For
+  64x64 float32 NumPy's library is faster (4.73 vs 5.84 us from njit, min of 7).
   So the project's "kernels are Numba code" rule costs nothing and is kept.
   Interleaving the two libraries call by call is unfair to whichever runs
   second (the other pool's threads are still spinning), and any timing
@@ -24,7 +26,8 @@ Which kernel runs, by dtype (``_KIND``):
   Batches of tiny matrices (``m*n*k <= _SMALL_MNK``) use the loop nest
   below: a BLAS call costs more than 8x8x8 multiply-adds (1000 x (8x8)
   float32: 180 us through BLAS, 85 us in the loop nest, 84 us np.matmul);
-  so do skinny products (a few rows, ``_SKINNY_M``: 3 x 512 @ 512 x 64 5 us, BLAS 9-15 us).
+  so do skinny products (a few rows, ``product.skinny``: 3 x 512 @ 512 x 64 5 us, BLAS 9-15 us;
+  compiled plans make the same choice through product.py, for eager mode's bits).
   BLAS is only ever called serially: called from ``prange`` threads it
   fights OpenBLAS's own threads (measured 25x slower on 16 x (128x128)).
 - int8/16/32/64, uint8: a cache-blocked i-k-j loop nest (``_ikj_rows``)
@@ -54,6 +57,8 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.jit import cache
+from dispatch_jit.kernels.linalg.gemm import gemm
+from dispatch_jit.kernels.linalg.product import ikj_rows as _ikj_rows, product_into, skinny
 
 try:
     from dispatch_jit.errors import CastingError, DTypeError, ShapeError
@@ -79,17 +84,9 @@ _KIND = {np.dtype(t): kind for kind, ts in {
 }.items() for t in ts}
 SUPPORTED_DTYPES = tuple(_KIND)
 
-# Block sizes of the i-k-j loop nest: a KB x JB tile of b (512 KB of int32)
-# stays in L2 while every row of a streams past it; measured on 1024^2 and
-# 2048^2 int32 as 20-30% faster than the unblocked nest, flat around this choice.
-_KB, _JB = 128, 1024
 _ROWDOT_MAX_N = 4          # n below this: the row-dot form (vectorizes over k)
 _SMALL_MNK = 8 * 8 * 8     # float batches of matrices this small use the loop nest
-# A product with at most _SKINNY_M rows, k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N also uses the loop nest:
-# linear's weight gradient of a classification head (3 x 512 @ 512 x 64) took BLAS 9-15 us and
-# the i-k-j nest 5 us (min of 15; 1-8 rows x k 64..4096 x n 8..256 measured: the nest won or tied
-# for m <= 4, k <= 1024, n >= 32, and lost up to 7x for k = 4096 with n < 32)
-_SKINNY_M, _SKINNY_MAX_K, _SKINNY_MIN_N = 4, 1024, 32
+# (skinny products' choice, and the i-k-j nest itself, live in product.py: compiled plans share them)
 _PARALLEL_MIN = 1 << 18    # multiply-adds per loop-nest call before prange (see _parallel)
 
 
@@ -98,32 +95,6 @@ _PARALLEL_MIN = 1 << 18    # multiply-adds per loop-nest call before prange (see
 # and writes o3 (B, m, n); all arrays C-contiguous.  Ranges whose start is not
 # a literal 0 are written over slices: Numba cannot prove `j >= 0` for
 # range(j0, j1), and its negative-index wraparound select stops vectorization.
-
-@numba.njit(boundscheck=False)
-def _ikj_rows(a, b, out, i0, i1):
-    """out[i0:i1] = a[i0:i1] @ b, blocked over k and j, k unrolled by 4."""
-    k = a.shape[1]
-    n = b.shape[1]
-    out[i0:i1, :] = 0
-    for j0 in range(0, n, _JB):
-        j1 = min(j0 + _JB, n)
-        w = j1 - j0
-        for k0 in range(0, k, _KB):
-            k1 = min(k0 + _KB, k)
-            k4 = k0 + (k1 - k0) // 4 * 4
-            for i in range(i0, i1):
-                o = out[i, j0:j1]
-                for kk in range(k0, k4, 4):
-                    x0, x1, x2, x3 = a[i, kk], a[i, kk + 1], a[i, kk + 2], a[i, kk + 3]
-                    b0, b1 = b[kk, j0:j1], b[kk + 1, j0:j1]
-                    b2, b3 = b[kk + 2, j0:j1], b[kk + 3, j0:j1]
-                    for j in range(w):
-                        o[j] += x0 * b0[j] + x1 * b1[j] + x2 * b2[j] + x3 * b3[j]
-                for kk in range(k4, k1):
-                    x0, b0 = a[i, kk], b[kk, j0:j1]
-                    for j in range(w):
-                        o[j] += x0 * b0[j]
-
 
 @numba.njit(boundscheck=False)
 def _rowdot_rows(a, bt, out, i0, i1):
@@ -169,25 +140,10 @@ def _parallel_rows(rows):
 
 @numba.njit(boundscheck=False)
 def _blas(a3, b3, ia, ib, o3, ta, tb):
-    """Batched np.dot -> gemm.  ta/tb: a3/b3 hold the transposed matrices
-    (C-contiguous), so `.T` hands BLAS an F-ordered operand without a copy.
-    One call site per layout pair, since the layout is part of Numba's type."""
+    """Batched gemm (gemm.py: NumPy's OpenBLAS).  ta/tb: a3/b3 hold the transposed matrices
+    (C-contiguous), which gemm is told instead of copying them."""
     for t in range(o3.shape[0]):
-        if ta and tb:
-            np.dot(a3[ia[t]].T, b3[ib[t]].T, o3[t])
-        elif ta:
-            np.dot(a3[ia[t]].T, b3[ib[t]], o3[t])
-        elif tb:
-            np.dot(a3[ia[t]], b3[ib[t]].T, o3[t])
-        else:
-            np.dot(a3[ia[t]], b3[ib[t]], o3[t])
-
-
-@numba.njit(boundscheck=False)
-def _blas_2d(a, b, out):
-    """One np.dot -> gemm of 2-D C-contiguous matrices: ``_blas``'s call for a batch of one
-    (``a3[0]`` is this very matrix), with two arrays and two flags fewer to unbox."""
-    np.dot(a, b, out)
+        gemm(a3[ia[t]], ta, b3[ib[t]], tb, o3[t])
 
 
 # name -> (njit function, the types of its arguments after (a3, b3, ia, ib, o3): blas's two
@@ -233,21 +189,16 @@ def matrix_product(dtype):
     dt, kind = _kind_of(dtype, "matmul")
     if kind != "blas":
         return None
-    key = ("blas_2d", dt)
+    key = ("product_2d", dt)
     ep = _ENTRY.get(key)
     if ep is None:
         arr = nbt.Array(numba.from_dtype(dt), 2, "C")
-        ep = cache.njit_function(_CACHE_KIND, key, "blas_2d", _blas_2d, (arr, arr, arr))
+        ep = cache.njit_function(_CACHE_KIND, key, "product_2d", product_into, (arr, arr, arr))
     empty = np.empty
 
     def product(a, b):
-        m, k = a.shape
-        n = b.shape[1]
-        out = empty((m, n), dt)
-        if m <= _SKINNY_M and k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N:    # _make_plan's choice
-            _entry("ikj", dt)(a.reshape(1, m, k), b.reshape(1, k, n), _ZERO, _ZERO, out.reshape(1, m, n))
-        else:
-            ep(a, b, out)
+        out = empty((a.shape[0], b.shape[1]), dt)
+        ep(a, b, out)
         return out
     return product
 
@@ -338,8 +289,8 @@ def _make_plan(kind: str, sa: tuple, sb: tuple):
 
     Kernel choice, in order:
       1. floats/complex: BLAS, unless a batch of matrices with m*n*k <=
-         _SMALL_MNK, or a skinny product (m <= _SKINNY_M, k <= _SKINNY_MAX_K,
-         n >= _SKINNY_MIN_N), where per-call BLAS overhead dominates (loop nest);
+         _SMALL_MNK, or a product ``product.skinny`` sends to the loop nest
+         (few rows), where per-call BLAS overhead dominates;
       2. integers: the row-dot form when n < _ROWDOT_MAX_N, else i-k-j;
       3. a loop nest with at least _PARALLEL_MIN multiply-adds goes parallel
          (over the batch when it is large, else over rows; see _parallel).
@@ -349,8 +300,7 @@ def _make_plan(kind: str, sa: tuple, sb: tuple):
     ba = tuple(sa[:-2])
     bb = tuple(sb[:-2])
     mnk = m * n * k
-    skinny = m <= _SKINNY_M and k <= _SKINNY_MAX_K and n >= _SKINNY_MIN_N
-    if kind == "blas" and (nbatch == 1 or mnk > _SMALL_MNK) and not skinny:
+    if kind == "blas" and (nbatch == 1 or mnk > _SMALL_MNK) and not skinny(m, k, n):
         kernel = "blas"
     else:
         kernel = "rowdot" if kind == "loop" and n < _ROWDOT_MAX_N else "ikj"

@@ -136,6 +136,11 @@ CASES: dict[str, list[Case]] = {
     "cosh": unary(lambda M, x: M.cosh(x)),
     "tanh": unary(lambda M, x: M.tanh(x)),
     "sigmoid": unary(lambda M, x: M.sigmoid(x), lo=-3.0, hi=3.0),
+    # the derivatives' own ops (x the gradient, y the forward's result): second derivatives of tanh/sigmoid
+    "tanh_backward.Tensor": binary(lambda M, g, y: M.tanh_backward(g, y),
+                                   torch_fn=lambda g, y: torch.ops.aten.tanh_backward(g, y)),
+    "sigmoid_backward.Tensor": binary(lambda M, g, y: M.sigmoid_backward(g, y),
+                                      torch_fn=lambda g, y: torch.ops.aten.sigmoid_backward(g, y)),
     "relu": unary(lambda M, x: M.relu(x)) + [Case(lambda M, x: M.relu(x), (In((4,), values=(-1.0, 0.5, -0.25, 2.0)),))],
     "erf": unary(lambda M, x: M.erf(x)),
     # piecewise constant: gradient 0 away from the jumps
@@ -356,3 +361,20 @@ def test_an_operand_that_was_not_saved_may_be_modified_in_place_as_in_torch():
     theirs = _modify_an_operand_that_was_not_saved(
         torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
     np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("act", ["tanh", "sigmoid"])
+def test_second_derivatives_through_the_fused_backward_ops_match_torch(act):
+    """tanh's and sigmoid's backward is one op (tanh_backward, sigmoid_backward) with its own row:
+    the gradient of a gradient (create_graph=True) is PyTorch's, in float64."""
+    a = np.random.default_rng(7).uniform(-2.0, 2.0, (2, 3))
+    x, tx = dj.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
+    ys = [getattr(M, act)(t) for M, t in ((dj, x), (torch, tx))]
+    assert ys[0].grad_fn.name().startswith(act.capitalize())
+    (g,), (tg,) = dj.autograd.grad(ys[0].sum(), [x], create_graph=True), torch.autograd.grad(ys[1].sum(), [tx],
+                                                                                              create_graph=True)
+    np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-12)
+    (g * g).sum().backward()
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)

@@ -20,7 +20,7 @@ This module imports only numpy (and, lazily, math/torch).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -407,6 +407,19 @@ def binary(name, fn, rule="promote", cats="bif", tol=EXACT, op=None, grad=False,
                lambda t, p, tn=tn: getattr(__import__("torch"), tn)(*t), tol, None, grad, pos, keeps_pos, 2)
 
 
+def _aten_torch(row):
+    """``row`` compared with ``torch.ops.aten.<name>`` (an op PyTorch has only there, as tanh_backward):
+    scalar operands become 0-d tensors of the other operand's dtype; float operands only (PyTorch's
+    aten op refuses integers, which dispatch_jit computes in float32 as the table's "float" rule says)."""
+    def call(t, p, name=row.name):
+        torch = __import__("torch")
+        like = next(a for a in t if isinstance(a, torch.Tensor))
+        return getattr(torch.ops.aten, name)(*[a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=like.dtype)
+                                               for a in t])
+    return replace(row, torch=call, torch_skip=lambda a, p: not all(
+        isinstance(x, np.ndarray) and x.dtype.kind == "f" for x in a) or len({x.dtype for x in a}) > 1)
+
+
 U4, U8 = ulps(4), ulps(8)
 _NUM, _REAL, _REALB, _F, _INTEGRAL = "if", "if", "bif", "f", "bi"
 
@@ -470,6 +483,10 @@ ROWS: list[Row] = [
     binary("hypot", _f64(np.hypot), "float", _F, U4),
     binary("logaddexp", _f64(np.logaddexp), "float", _F, U4),
     binary("nextafter", np.nextafter, cats=_F, check=_no_float16),
+    # tanh's and sigmoid's derivatives as one op (x the gradient, y the forward's result): the same
+    # operations in the compute dtype as the loop's, so exact
+    _aten_torch(binary("tanh_backward", lambda x, y: x * (1 - y * y), "float", _F, grad=True, method=False)),
+    _aten_torch(binary("sigmoid_backward", lambda x, y: x * (y * (1 - y)), "float", _F, grad=True, method=False)),
     binary("eq", np.equal, "compare", op="=="),
     binary("ne", np.not_equal, "compare", op="!="),
     binary("lt", np.less, "compare", _REALB, op="<"),
