@@ -53,10 +53,10 @@ from .backends import backend_entry
 from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import same_graph
+from .step import is_step, step_entry
 from .steps import Stats
-from .trace import install_tracer_fallback, trace
+from .trace import flat_tensors as _tensors, install_tracer_fallback, trace
 from .tracer import TraceAbort, _state
-from .trace import flat_tensors as _tensors
 from .views import view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
@@ -225,8 +225,8 @@ class CompiledFunction:
             return backend
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
-        except TraceAbort as e:
-            return EagerEntry(f"trace aborted: {e.reason}")
+        except TraceAbort as e:    # a training step (backward, an optimizer): traced as one, step.py
+            return step_entry(self, args, caps) if is_step(self.fn, e.reason) else EagerEntry(f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001
             # the function raises for this signature (a dtype error found while tracing, say): run
             # it eagerly, so that the error is eager mode's first one (an earlier op may fail first
