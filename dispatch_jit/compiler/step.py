@@ -22,6 +22,23 @@ first run is one compiled function (planfn.py).  Per call:
 A variant whose trace fails (the optimizer's first step creates its state, a hook, a
 second backward, a data read, ...) runs eagerly, its reason kept for ``explain()``; a
 later call with another key traces again.
+
+>>> import dispatch_jit as dj
+>>> model = dj.nn.Linear(2, 1)
+>>> opt = dj.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+>>> @dj.compile
+... def step(x, y):
+...     opt.zero_grad()
+...     loss = ((model(x) - y) ** 2).mean()
+...     loss.backward()
+...     opt.step()
+...     return loss
+>>> x, y = dj.ones(4, 2), dj.zeros(4, 1)
+>>> losses = [step(x, y) for _ in range(3)]     # the first makes the momentum buffers eagerly
+>>> print(step.explain().split("whole training step: ")[1].splitlines()[0])
+2 step trace(s), 2 variant(s), 1 eager call(s)
+>>> step._last.variants[step._last._key((x, y), {})].runs
+2
 """
 
 from __future__ import annotations
@@ -59,12 +76,15 @@ def _optimizers(x, out: list, depth: int = 0) -> list:
     return out
 
 
-def _fetch(src):
+def _fetch(src, tensors):
+    """The tensor ``src`` names for this call (``tensors``: the call's argument tensors, flat)."""
     kind = src[0]
+    if kind == "arg":
+        return tensors[src[1]]
     if kind == "obj":
         return src[1]
     if kind == "grad":
-        return src[1].__dict__.get("_grad")
+        return _fetch(src[1], tensors).__dict__.get("_grad")
     return src[1].state[src[2]][src[3]]
 
 
@@ -79,19 +99,20 @@ class _Variant:
 
     def __call__(self, args, kwargs):
         tr = self.trace
-        tensors = flat_tensors((args, kwargs), [])
-        tensors += [_fetch(s) for s in tr.sources]
+        flat = flat_tensors((args, kwargs), [])
+        tensors = [_fetch(s, flat) for s in tr.sources]
         scalars = []
         for opt, gi, params, _ in tr.scalar_sources:
             _, step_size, bc2_sqrt = opt.advance(opt.param_groups[gi], params)
             scalars += step_size
             scalars += bc2_sqrt
         res, new, grads = self.plan.run(tensors, scalars)
-        targets = [_fetch(s) for s in tr.writes]
+        targets = [_fetch(s, flat) for s in tr.writes]
         written(targets)
         for t, v in zip(targets, new):
             np.copyto(t._data, v._data)
-        for p, g in zip(tr.grad_params, grads):
+        for src, g in zip(tr.grad_params, grads):
+            p = _fetch(src, flat)
             if g is None:
                 p.__dict__.pop("_grad", None)
             else:
@@ -135,7 +156,7 @@ class StepEntry(CompiledEntry):
         self.stale = make_check(SimpleNamespace(nodes=[], lifted=[t for t, _, _ in owners.values()]), owners)
 
     def _key(self, args, kwargs):
-        key = [t._data.shape for t in flat_tensors((args, kwargs), [])]
+        key = [(t._data.shape, t.__dict__.get("_grad") is None) for t in flat_tensors((args, kwargs), [])]
         for p in self.params:
             key.append((p._sig, p._data.shape, p.__dict__.get("_grad") is None))
         for opt in self.opts:
@@ -145,13 +166,17 @@ class StepEntry(CompiledEntry):
             key.append(tuple([(id(p), tuple([v is None for v in s.values()])) for p, s in opt.state.items()]))
         return tuple(key)
 
-    def _sources(self, args, caps) -> dict:
-        src = {}
+    def _sources(self, args, kwargs) -> dict:
+        """id(tensor) -> (tensor, how a call fetches it): the arguments (by position), the watched
+        parameters, their gradients and the optimizers' state tensors."""
+        flat = flat_tensors((args, kwargs), [])
+        src = {id(t): (t, ("arg", i)) for i, t in enumerate(flat)}
         for p in self.params:
-            src[id(p)] = (p, ("obj", p))
-            g = p.__dict__.get("_grad")
+            src.setdefault(id(p), (p, ("obj", p)))
+        for t in self.params + flat:
+            g = t.__dict__.get("_grad")
             if g is not None:
-                src[id(g)] = (g, ("grad", p))
+                src[id(g)] = (g, ("grad", src[id(t)][1]))
         for opt in self.opts:
             for p, s in opt.state.items():
                 for k, v in s.items():
@@ -179,7 +204,7 @@ class StepEntry(CompiledEntry):
         if len(self.variants) >= MAX_STEP_VARIANTS:
             return f"{MAX_STEP_VARIANTS} step variants were traced already; other keys run eagerly"
         self.traces += 1
-        tr = trace_step(fn, args, kwargs, self._sources(args, caps))
+        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs))
         v = tr if isinstance(tr, str) else _Variant(tr, self.stats, self.parallel)
         if not isinstance(v, str):
             self.plan, self.graph, self.optimized, self.notes = v.plan, tr.graph, v.optimized, v.notes

@@ -60,12 +60,11 @@ class StepTrace:
     """What a step's trace found: the graph (outputs ``(the function's result, the rebound
     values, the final gradients)``) and where each input and output lives."""
 
-    def __init__(self, tracer, n_args):
+    def __init__(self, tracer):
         self.graph = tracer.graph
-        self.n_args = n_args
         self.sources = [tracer.source_of(x) for x in tracer.order]    # per bound input: how to fetch it
-        self.writes = [tracer.source_of(x) for x in tracer.written.values()]  # per rebound value: its target
-        self.grad_params = list(tracer.grad_params.values())               # per final gradient output
+        self.writes = [tracer.source_of(x) for x in tracer.written.values()]   # per rebound value
+        self.grad_params = [tracer.source_of(p) for p in tracer.grad_params.values()]               # per final gradient output
         self.scalar_sources = list(tracer.scalar_sources)
         self.optimizers = list(tracer.optimizers)
 
@@ -225,8 +224,6 @@ class StepTracer(ShapedTracer):
             self.written[id(real)] = real
             return
         vid = _vid(dest)
-        if vid in self.graph.inputs:
-            self.abort("an in-place write to an argument of the step (not compiled)")
         if vid in self.viewed_ids or _made_by_view(self.graph, vid):
             self.abort("an in-place write to a view or to a tensor that has views (not compiled)")
         if vid in self.grad and is_grad_enabled():
@@ -421,21 +418,25 @@ def trace_step(fn, args, kwargs, sources: dict):
     """Trace ``fn(*args, **kwargs)`` as a whole step; ``sources``: id(real tensor) -> how a call
     fetches it (the parameters, gradients and optimizer states the call's guards watch).
     Returns a StepTrace, or the reason the step cannot be compiled."""
-    tracer = StepTracer(sources)
     tensors = flat_tensors((args, kwargs), [])
     if any(t.is_cuda for t in tensors):
         return "a CUDA argument: a whole step is compiled for CPU tensors only"
+    if any(t.__class__ is not Tensor for t in tensors):
+        return "an argument is not a plain dense tensor"
+    sources = dict(sources)
+    for i, t in enumerate(tensors):      # an argument is the call's: fetched by position
+        sources[id(t)] = (t, ("arg", i))
+    tracer = StepTracer(sources)
     swapped = []
     try:
         with IncludeDispatchKeyGuard(_K.Tracer), active(tracer):
-            syms = {id(t): tracer.shaped_input(t) for t in tensors}
-            sargs = _swap(args, syms)
-            skw = _swap(kwargs, syms)
             for t, _ in sources.values():
                 if t.__class__ is Tensor:
                     t.__class__ = StepTensor
                     swapped.append(t)
-            out = fn(*sargs, **skw)
+            for t in tensors:            # the arguments are the first inputs, in order
+                tracer.sym(t)
+            out = fn(*args, **kwargs)
             tracer.close(out)
     except TraceAbort as e:
         return f"the step's trace aborted: {e.reason}"
@@ -446,7 +447,7 @@ def trace_step(fn, args, kwargs, sources: dict):
             t.__class__ = Tensor
         tracer.restore()
         tracer.finish()
-    return StepTrace(tracer, len(tensors))
+    return StepTrace(tracer)
 
 
 class _PlainTrace:
@@ -476,13 +477,3 @@ class _Hook:
 _HOOK = _Hook()
 _STEP_CALL = next(r for r in STEP_REASONS if "optimizer" in r)
 _optim.STEP_TRACE[0] = _HOOK
-
-
-def _swap(x, syms):
-    if isinstance(x, Tensor):
-        return syms[id(x)]
-    if isinstance(x, (list, tuple)):
-        return type(x)(_swap(y, syms) for y in x) if type(x) in (list, tuple) else x
-    if isinstance(x, dict):
-        return {k: _swap(v, syms) for k, v in x.items()}
-    return x

@@ -269,3 +269,37 @@ def test_a_plain_compiled_loss_is_unchanged():
     f = dj.compile(lambda x, y: F.cross_entropy(cm(x), y))
     f(X, Y).backward()
     assert not isinstance(f._last, (StepEntry, EagerEntry))
+
+
+def _functional_step(x, y, w1, b1, w2, b2):
+    """The parameters as arguments (benchmarks/bench_compiled_training.py's step)."""
+    h = dj.matmul(dj.tanh(dj.matmul(x, w1) + b1), w2) + b2
+    loss = -((h - dj.logsumexp(h, 1, True)) * y).sum() / 32.0
+    loss.backward()
+    with dj.no_grad():
+        for p in (w1, b1, w2, b2):
+            p.sub_(p.grad * 0.1)
+            p.grad = None
+    return loss
+
+
+def test_parameters_passed_as_arguments():
+    rng = np.random.default_rng(3)
+    onehot = dj.from_numpy(np.eye(3, dtype=np.float32)[rng.integers(0, 3, 32)])
+    shapes = [(6, 8), (8,), (8, 3), (3,)]
+    init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in shapes]
+    cps, eps = ([dj.from_numpy(a.copy()).requires_grad_(True) for a in init] for _ in range(2))
+    compiled = dj.compile(_functional_step)
+    for k in range(4):
+        _close(compiled(X, onehot, *cps).numpy(), _functional_step(X, onehot, *eps).numpy(), f"step {k}: loss")
+        for i, (p, q) in enumerate(zip(cps, eps)):
+            _close(p.numpy(), q.numpy(), f"step {k}: parameter {i}")
+            assert p.grad is None and q.grad is None
+            assert version_of(p) == version_of(q)
+    # other tensors of the same sizes: the same variant, reading and writing the new ones
+    others = [dj.from_numpy(a.copy()).requires_grad_(True) for a in init]
+    twins = [dj.from_numpy(a.copy()).requires_grad_(True) for a in init]
+    _close(compiled(X, onehot, *others).numpy(), _functional_step(X, onehot, *twins).numpy(), "new tensors")
+    for p, q in zip(others, twins):
+        _close(p.numpy(), q.numpy(), "new tensors: parameter")
+    assert compiled._last.traces == 1 and _compiled_variant(compiled)[-1].runs == 5, compiled.explain()
