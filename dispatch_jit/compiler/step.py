@@ -93,7 +93,7 @@ class _Variant:
 
     def __init__(self, tr, stats, parallel):
         self.trace = tr
-        self.optimized, self.notes = optimize(tr.graph, distinct_outputs=True)
+        self.optimized, self.notes = optimize(tr.graph, distinct_outputs=True, split_chains=True)
         self.plan = Plan(self.optimized, stats, parallel, one_function=True)
         self.runs = 0
 
