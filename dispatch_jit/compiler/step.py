@@ -76,15 +76,18 @@ def _optimizers(x, out: list, depth: int = 0) -> list:
     return out
 
 
-def _fetch(src, tensors):
-    """The tensor ``src`` names for this call (``tensors``: the call's argument tensors, flat)."""
+def _fetch(src, tensors, caps=()):
+    """The tensor ``src`` names for this call (``tensors``: the call's argument tensors, flat;
+    ``caps``: the tensors its captured globals and closure variables hold, flat)."""
     kind = src[0]
     if kind == "arg":
         return tensors[src[1]]
+    if kind == "cap":
+        return caps[src[1]]
     if kind == "obj":
         return src[1]
     if kind == "grad":
-        return _fetch(src[1], tensors).__dict__.get("_grad")
+        return _fetch(src[1], tensors, caps).__dict__.get("_grad")
     return src[1].state[src[2]][src[3]]
 
 
@@ -97,22 +100,22 @@ class _Variant:
         self.plan = Plan(self.optimized, stats, parallel, one_function=True)
         self.runs = 0
 
-    def __call__(self, args, kwargs):
+    def __call__(self, args, kwargs, caps):
         tr = self.trace
-        flat = flat_tensors((args, kwargs), [])
-        tensors = [_fetch(s, flat) for s in tr.sources]
+        flat, cflat = flat_tensors((args, kwargs), []), flat_tensors(caps, [])
+        tensors = [_fetch(s, flat, cflat) for s in tr.sources]
         scalars = []
         for opt, gi, params, _ in tr.scalar_sources:
             _, step_size, bc2_sqrt = opt.advance(opt.param_groups[gi], params)
             scalars += step_size
             scalars += bc2_sqrt
         res, new, grads = self.plan.run(tensors, scalars)
-        targets = [_fetch(s, flat) for s in tr.writes]
+        targets = [_fetch(s, flat, cflat) for s in tr.writes]
         written(targets)
         for t, v in zip(targets, new):
             np.copyto(t._data, v._data)
         for src, g in zip(tr.grad_params, grads):
-            p = _fetch(src, flat)
+            p = _fetch(src, flat, cflat)
             if g is None:
                 p.__dict__.pop("_grad", None)
             else:
@@ -166,11 +169,14 @@ class StepEntry(CompiledEntry):
             key.append(tuple([(id(p), tuple([v is None for v in s.values()])) for p, s in opt.state.items()]))
         return tuple(key)
 
-    def _sources(self, args, kwargs) -> dict:
-        """id(tensor) -> (tensor, how a call fetches it): the arguments (by position), the watched
+    def _sources(self, args, kwargs, caps) -> dict:
+        """id(tensor) -> (tensor, how a call fetches it): the arguments (by position), the tensors
+        the captures hold (a global rebound to another tensor is read anew), the watched
         parameters, their gradients and the optimizers' state tensors."""
         flat = flat_tensors((args, kwargs), [])
         src = {id(t): (t, ("arg", i)) for i, t in enumerate(flat)}
+        for i, t in enumerate(flat_tensors(caps, [])):
+            src.setdefault(id(t), (t, ("cap", i)))
         for p in self.params:
             src.setdefault(id(p), (p, ("obj", p)))
         for t in self.params + flat:
@@ -198,13 +204,13 @@ class StepEntry(CompiledEntry):
             self.last_reason = v
             return fn(*args, **kwargs)
         self.last_reason = ""
-        return v(args, kwargs)
+        return v(args, kwargs, caps)
 
     def _build(self, key, fn, args, kwargs, caps):
         if len(self.variants) >= MAX_STEP_VARIANTS:
             return f"{MAX_STEP_VARIANTS} step variants were traced already; other keys run eagerly"
         self.traces += 1
-        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs))
+        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs, caps))
         v = tr if isinstance(tr, str) else _Variant(tr, self.stats, self.parallel)
         if not isinstance(v, str):
             self.plan, self.graph, self.optimized, self.notes = v.plan, tr.graph, v.optimized, v.notes

@@ -303,3 +303,30 @@ def test_parameters_passed_as_arguments():
     for p, q in zip(others, twins):
         _close(p.numpy(), q.numpy(), "new tensors: parameter")
     assert compiled._last.traces == 1 and _compiled_variant(compiled)[-1].runs == 5, compiled.explain()
+
+
+SCALE = dj.tensor(1.0)
+
+
+def test_a_captured_tensor_is_read_anew():
+    """A global tensor the step reads is fetched at every call: rebinding it changes the step."""
+    global SCALE
+    (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd"])
+
+    def step_of(m, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y) * SCALE
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    compiled, eager = dj.compile(step_of(cm, co)), step_of(em, eo)
+    try:
+        for k, s in enumerate((1.0, 1.0, 3.0, 0.5)):
+            SCALE = dj.tensor(s)
+            _close(compiled(X, Y).numpy(), eager(X, Y).numpy(), f"step {k}: loss")
+            _same_state(cm, em, co, eo, f"step {k}")
+    finally:
+        SCALE = dj.tensor(1.0)
+    assert _compiled_variant(compiled)[-1].runs >= 3, compiled.explain()
