@@ -31,6 +31,7 @@ import numpy as np
 
 from dispatch_jit.autograd import is_grad_enabled, set_grad_enabled
 from dispatch_jit.autograd.graph import edge_of
+from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.ops import entries
@@ -436,7 +437,19 @@ def trace_step(fn, args, kwargs, sources: dict):
                     swapped.append(t)
             for t in tensors:            # the arguments are the first inputs, in order
                 tracer.sym(t)
-            out = fn(*args, **kwargs)
+            rng = default_generator.rng
+            state = rng.bit_generator.state
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                if default_generator.rng is not rng or rng.bit_generator.state != state:
+                    # as trace.py: random tensors would be constants of the trace; rewind the generator
+                    default_generator.rng, rng.bit_generator.state = rng, state
+                    tracer.aborted = tracer.aborted or (
+                        "the step draws random numbers from the default generator (dropout, dj.rand): a "
+                        "trace would draw them once and replay them at every call")
+            if tracer.aborted:           # the function caught the abort: still abort
+                raise TraceAbort(tracer.aborted)
             tracer.close(out)
     except TraceAbort as e:
         return f"the step's trace aborted: {e.reason}"
