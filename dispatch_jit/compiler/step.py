@@ -111,9 +111,15 @@ class _Variant:
             scalars += bc2_sqrt
         res, new, grads = self.plan.run(tensors, scalars)
         targets = [_fetch(s, flat, cflat) for s in tr.writes]
+        # a new value that is an input (``buf.copy_(p)`` before p's update: the plan returns p itself)
+        # or, interpreted, a view of one, is read before any target is written
+        ins = {id(t) for t in tensors}
+        interpreted = self.plan.function is None
+        new = [v._data.copy() if id(v) in ins or interpreted and any(np.may_share_memory(v._data, t._data)
+                                                                    for t in targets) else v._data for v in new]
         written(targets)
         for t, v in zip(targets, new):
-            np.copyto(t._data, v._data)
+            np.copyto(t._data, v)
         for src, g in zip(tr.grad_params, grads):
             p = _fetch(src, flat, cflat)
             if g is None:

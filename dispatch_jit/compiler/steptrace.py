@@ -215,6 +215,9 @@ class StepTracer(ShapedTracer):
         if value.dtype != dest.dtype:
             self.abort(f"an in-place write of {value.dtype} into a {dest.dtype} tensor (not compiled)")
         nv = _vid(value)
+        if real is not None and real is not dest and self.bound.get(id(real), [0, 0, None])[2] in self.viewed_ids:
+            # eager mode's views of it would show the new value; the graph's view keeps the old one
+            self.abort("an in-place write to a tensor that has views (not compiled)")
         if real is not None:
             if real.requires_grad and is_grad_enabled():
                 self.abort("an in-place write to a tensor that requires grad outside no_grad (eager mode raises)")
@@ -411,8 +414,19 @@ def _step_copy(self, src):
     return Tensor.copy_(self, src)
 
 
+def _step_getitem(self, index):
+    tr = _state.tracer
+    if isinstance(tr, StepTracer) and not tr.in_meta:     # a view: recorded, so writes see it
+        return tr.record_getitem(self, index)
+    return Tensor.__getitem__(self, index)
+
+
 _install_guards(StepTensor, _step_guard, _step_prop)
 StepTensor.copy_ = _step_copy
+StepTensor.__getitem__ = _step_getitem
+# ``.data`` is a second tensor over the same memory, outside autograd: a write through it would change
+# the real tensor while tracing
+StepTensor.data = _step_prop("data", ".data of a parameter or optimizer state (a second tensor over its memory)")
 
 
 def trace_step(fn, args, kwargs, sources: dict):

@@ -182,7 +182,15 @@ FALLBACKS = {
     "zero_grad(set_to_none=False)": (lambda m, opt, x, y: _zeros(m, opt, x, y), None, "set_to_none=False"),
     "a closure": (lambda m, opt, x, y: _closure(m, opt, x, y), None, "closure"),
     "dropout": (lambda m, opt, x, y: _dropout(m, opt, x, y), None, "random numbers"),
+    "an update through .data": (lambda m, opt, x, y: _through_data(m, x, y), None, ".data"),
 }
+
+
+def _through_data(m, x, y):
+    F.cross_entropy(m(x), y).backward()
+    for p in m.parameters():
+        p.data -= 0.1 * p.grad
+        p.grad = None
 
 
 def _dropout(m, opt, x, y):
@@ -341,3 +349,27 @@ def test_a_captured_tensor_is_read_anew():
     finally:
         SCALE = dj.tensor(1.0)
     assert _compiled_variant(compiled)[-1].runs >= 3, compiled.explain()
+
+
+def test_a_write_to_a_tensor_with_views_runs_eagerly():
+    """``v = p[:]`` then ``p -= ...``: eager's view shows the new value, a functional graph's view the
+    old one, so the step runs eagerly (the copies into the buffers would differ)."""
+    def step_of(m, bufs):
+        def step(x, y):
+            F.cross_entropy(m(x), y).backward()
+            with dj.no_grad():
+                for p, b in zip(m.parameters(), bufs):
+                    v = p[:]
+                    p -= 0.1 * p.grad
+                    b.copy_(v)
+                    p.grad = None
+        return step
+    (cm, _), (em, _) = _twins(None)
+    cb, eb = ([dj.zeros_like(p) for p in m.parameters()] for m in (cm, em))
+    compiled, eager = dj.compile(step_of(cm, cb)), step_of(em, eb)
+    for k in range(3):
+        compiled(X, Y), eager(X, Y)
+        _same_state(cm, em, None, None, f"step {k}")
+        for i, (a, b) in enumerate(zip(cb, eb)):
+            _close(a.numpy(), b.numpy(), f"step {k}: buffer {i}")
+    assert "has views" in compiled.explain(), compiled.explain()
