@@ -54,7 +54,7 @@ from .ir import Graph
 from .owners import make_check, module_tensors
 from .passes import optimize
 from .plan import Plan
-from .steptrace import trace_step
+from .stepdrive import trace_step
 from .trace import flat_tensors
 from .tracer import STEP_REASONS
 

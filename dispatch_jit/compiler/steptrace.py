@@ -15,7 +15,8 @@ AOTAutograd and functionalization in miniature.  A ``StepTracer`` is a ``ShapedT
   ``buf.copy_(...)`` record the out-of-place value and rebind the tensor's current value
   to it; the graph returns every rebound value, and the entry (step.py) copies it back
   into the real tensor after the plan ran, with one version bump;
-* sees each optimizer step and ``zero_grad`` (dj.optim's hook, ``optimizer.STEP_TRACE``):
+* sees each optimizer step and ``zero_grad`` (dj.optim's hook, ``optimizer.STEP_TRACE``,
+  which stepdrive.py fills; it also runs the trace, ``trace_step``):
   the optimizers' per-tensor update ops are what it records, and Adam's bias corrections,
   which change every step, become runtime scalars (``scalar_sources``: the entry calls the
   optimizer's ``advance`` per call for their values and the step counts).
@@ -31,11 +32,8 @@ import numpy as np
 
 from dispatch_jit.autograd import is_grad_enabled, set_grad_enabled
 from dispatch_jit.autograd.graph import edge_of
-from dispatch_jit.creation import default_generator
-from dispatch_jit.dispatcher import IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.ops import entries
-from dispatch_jit.optim import optimizer as _optim
 from dispatch_jit.optim.adam import Adam, AdamW
 from dispatch_jit.optim.sgd import SGD
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
@@ -43,11 +41,11 @@ from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 from .ir import Var, runtime_scalar
 from .joint import grad_rule, walk_back
 from .shaped import ShapedTracer
-from .trace import TRACED_SCALARS, active, flat_tensors
-from .tracer import _SIZE_READS, STEP_REASONS, TraceAbort, Tracer, _install_guards, _state
+from .trace import TRACED_SCALARS, flat_tensors
+from .tracer import _SIZE_READS, _install_guards, _state
 from .views import GETITEM, is_view
 
-__all__ = ["StepTracer", "StepTrace", "trace_step", "OPTIMIZERS"]
+__all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS"]
 
 _K = DispatchKey
 A = entries("aten")
@@ -68,10 +66,6 @@ class StepTrace:
         self.grad_params = [tracer.source_of(p) for p in tracer.grad_params.values()]               # per final gradient output
         self.scalar_sources = list(tracer.scalar_sources)
         self.optimizers = list(tracer.optimizers)
-
-
-class _Stop(Exception):
-    pass
 
 
 class StepTracer(ShapedTracer):
@@ -427,80 +421,3 @@ StepTensor.__getitem__ = _step_getitem
 # ``.data`` is a second tensor over the same memory, outside autograd: a write through it would change
 # the real tensor while tracing
 StepTensor.data = _step_prop("data", ".data of a parameter or optimizer state (a second tensor over its memory)")
-
-
-def trace_step(fn, args, kwargs, sources: dict):
-    """Trace ``fn(*args, **kwargs)`` as a whole step; ``sources``: id(real tensor) -> how a call
-    fetches it (the parameters, gradients and optimizer states the call's guards watch).
-    Returns a StepTrace, or the reason the step cannot be compiled."""
-    tensors = flat_tensors((args, kwargs), [])
-    if any(t.is_cuda for t in tensors):
-        return "a CUDA argument: a whole step is compiled for CPU tensors only"
-    if any(t.__class__ is not Tensor for t in tensors):
-        return "an argument is not a plain dense tensor"
-    sources = dict(sources)
-    for i, t in enumerate(tensors):      # an argument is the call's: fetched by position
-        sources[id(t)] = (t, ("arg", i))
-    tracer = StepTracer(sources)
-    swapped = []
-    try:
-        with IncludeDispatchKeyGuard(_K.Tracer), active(tracer):
-            for t, _ in sources.values():
-                if t.__class__ is Tensor:
-                    t.__class__ = StepTensor
-                    swapped.append(t)
-            for t in tensors:            # the arguments are the first inputs, in order
-                tracer.sym(t)
-            rng = default_generator.rng
-            state = rng.bit_generator.state
-            try:
-                out = fn(*args, **kwargs)
-            finally:
-                if default_generator.rng is not rng or rng.bit_generator.state != state:
-                    # as trace.py: random tensors would be constants of the trace; rewind the generator
-                    default_generator.rng, rng.bit_generator.state = rng, state
-                    tracer.aborted = tracer.aborted or (
-                        "the step draws random numbers from the default generator (dropout, dj.rand): a "
-                        "trace would draw them once and replay them at every call")
-            if tracer.aborted:           # the function caught the abort: still abort
-                raise TraceAbort(tracer.aborted)
-            tracer.close(out)
-    except TraceAbort as e:
-        return f"the step's trace aborted: {e.reason}"
-    except Exception as e:     # noqa: BLE001  (the step raises for these inputs: eager raises it)
-        return f"tracing the step raised {type(e).__name__}: {e}"
-    finally:
-        for t in swapped:
-            t.__class__ = Tensor
-        tracer.restore()
-        tracer.finish()
-    return StepTrace(tracer)
-
-
-class _PlainTrace:
-    """An optimizer stepping inside a plain ``dj.compile`` trace: abort it (before the update
-    writes anything), so that the call is traced again as a whole step."""
-
-    @staticmethod
-    def _abort(*_):
-        _state.tracer.abort(_STEP_CALL)
-
-    step = zero_grad = step_scalars = _abort
-
-
-class _Hook:
-    """dj.optim's view of the running trace (``optimizer.STEP_TRACE``): a StepTracer, a plain
-    trace's aborter, or None (lazy mode's recorder: the per-tensor ops are recorded as any)."""
-
-    plain = _PlainTrace()
-
-    def active(self):
-        tr = _state.tracer
-        if isinstance(tr, StepTracer):
-            return tr
-        return self.plain if tr.__class__ is Tracer else None
-
-
-_HOOK = _Hook()
-_STEP_CALL = next(r for r in STEP_REASONS if "optimizer" in r)
-_optim.STEP_TRACE[0] = _HOOK
