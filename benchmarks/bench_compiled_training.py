@@ -6,8 +6,9 @@ The step: a 2-layer MLP (N=512, D=20, H=64, 3 classes, tanh), the loss
 plain SGD written with existing ops under ``dj.no_grad()``; float32.
 
 * ``time_*``: one step per mode: dj eager, ``@dj.compile`` of the loss (the
-  fused forward and the fused backward, compiler/joint.py), the global
-  compiled mode; and torch eager with 2 threads.
+  fused forward and the fused backward, compiler/joint.py), ``@dj.compile`` of
+  the whole step (loss, backward and the update: one plan, compiler/step.py),
+  the global compiled mode; and torch eager with 2 threads.
 * ``track_*_ratio_vs_torch``: per-step median of the mode over torch eager's,
   the two interleaved in one run (the machine is shared: medians of
   interleaved repeats, not a single timing, are what compare).
@@ -45,6 +46,16 @@ def loss_fn(x, y, w1, b1, w2, b2):
 compiled_loss = dj.compile(loss_fn)
 
 
+def whole_step(x, y, w1, b1, w2, b2):
+    loss = loss_fn(x, y, w1, b1, w2, b2)
+    loss.backward()
+    _sgd((w1, b1, w2, b2))
+    return loss
+
+
+compiled_step = dj.compile(whole_step)
+
+
 def _sgd(params):
     with dj.no_grad():
         for p in params:
@@ -73,7 +84,7 @@ class _Training:
         x, y, params = _data()
         self.x, self.y = dj.from_numpy(x), dj.from_numpy(y)
         self.params = {m: [dj.from_numpy(p.copy()).requires_grad_(True) for p in params]
-                       for m in ("eager", "compiled", "lazy")}
+                       for m in ("eager", "compiled", "step", "lazy")}
         self.torch = None
         try:
             torch = _torch()
@@ -83,7 +94,7 @@ class _Training:
         self.tx, self.ty = torch.from_numpy(x), torch.from_numpy(y)
         self.tparams = [torch.from_numpy(p.copy()).requires_grad_(True) for p in params]
         for _ in range(3):            # compiles (eager kernels, fused loops) happen here, not in the timings
-            self.step_eager(), self.step_compiled(), self.step_lazy(), self.step_torch()
+            self.step_eager(), self.step_compiled(), self.step_whole(), self.step_lazy(), self.step_torch()
 
     def step_eager(self):
         ps = self.params["eager"]
@@ -94,6 +105,9 @@ class _Training:
         ps = self.params["compiled"]
         compiled_loss(self.x, self.y, *ps).backward()
         _sgd(ps)
+
+    def step_whole(self):
+        compiled_step(self.x, self.y, *self.params["step"])
 
     def step_lazy(self):
         ps = self.params["lazy"]
@@ -120,6 +134,9 @@ class TrainingStep(_Training):
 
     def time_dj_compiled_loss(self):
         self.step_compiled()
+
+    def time_dj_compiled_step(self):
+        self.step_whole()
 
     def time_dj_global_compiled_mode(self):
         self.step_lazy()
@@ -155,5 +172,9 @@ class TrainingStepVsTorch(_Training):
     def track_global_compiled_mode_ratio_vs_torch(self):
         return self._ratio(self.step_lazy)
 
+    def track_compiled_step_ratio_vs_torch(self):
+        return self._ratio(self.step_whole)
+
     track_eager_ratio_vs_torch.unit = track_compiled_loss_ratio_vs_torch.unit = "x torch eager"
+    track_compiled_step_ratio_vs_torch.unit = "x torch eager"
     track_global_compiled_mode_ratio_vs_torch.unit = "x torch eager"

@@ -25,9 +25,10 @@ forward plan that also returns what the backward needs and a backward plan
 (partition.py), both fused and, after their first run, each one compiled
 function where every step allows it (planfn.py, planops.py: one Python-level
 call per plan instead of one per step); the outputs get one node
-(``CompiledBackward``) that runs the backward plan.  A function that calls
-``backward()`` itself (a whole training step), what cannot be traced and a
-``create_graph=True`` backward replay eagerly; ``explain()`` says why.
+(``CompiledBackward``) that runs the backward plan.  A whole training step
+(``backward()`` and an update: SGD/Adam/AdamW or by hand) is one plan too
+(step.py, steptrace.py); what none can stand for, and a ``create_graph=True``
+backward, run eagerly, and ``explain()`` says why.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ from .backends import backend_entry
 from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import same_graph
+from .step import is_step, step_entry
 from .steps import Stats
-from .trace import install_tracer_fallback, trace
+from .trace import flat_tensors as _tensors, install_tracer_fallback, trace
 from .tracer import TraceAbort, _state
-from .trace import flat_tensors as _tensors
 from .views import view_copies
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
@@ -71,9 +72,7 @@ _AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)   # AutogradOther, AutogradC
 
 class _Report(str):
     """A string that shows as text at the REPL."""
-
-    def __repr__(self):
-        return str(self)
+    __repr__ = str.__str__
 
 
 def _describe_sig(s) -> dict:
@@ -225,8 +224,9 @@ class CompiledFunction:
             return backend
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
-        except TraceAbort as e:
-            return EagerEntry(f"trace aborted: {e.reason}")
+        except TraceAbort as e:    # a training step (backward, an optimizer): traced as one, step.py
+            return step_entry(self, args, caps) if is_step(self.fn, e.reason) else EagerEntry(
+                f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001
             # the function raises for this signature (a dtype error found while tracing, say): run
             # it eagerly, so that the error is eager mode's first one (an earlier op may fail first

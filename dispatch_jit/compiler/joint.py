@@ -44,7 +44,7 @@ from .trace import TRACED_SCALARS, active, flat_tensors, misplaced_scalars
 from .tracer import TraceAbort
 from .views import GETITEM
 
-__all__ = ["Joint", "build_joint", "grad_rule"]
+__all__ = ["Joint", "build_joint", "grad_rule", "walk_back"]
 
 _K = DispatchKey
 A = entries("aten")
@@ -184,6 +184,17 @@ def _trace_joint(tracer, graph, inputs, needs, scalars):
             grad_of.append(i)
             grads[vid] = _accumulate(grads.get(vid), gi)
     # 3. the backward: each recorded node's formula, newest first
+    walk_back(tracer, steps, grads, grad)
+    in_grads = tuple(grads.get(_vid(env[v])) if need else None for v, need in zip(graph.inputs, needs))
+    tracer.graph.outputs = (tracer.to_arg(subst(graph.outputs, env)), tracer.to_arg(in_grads))
+    return Joint(tracer.graph, n_inputs, grad_of, tracer.shapes, len(flat_out))
+
+
+def walk_back(tracer, steps, grads: dict, grad: set) -> None:
+    """The backward walk on ``tracer``'s symbolic tensors: for each recorded forward step
+    ``(node, rule, args, kwargs, out)``, newest first, whose output has a gradient in ``grads``
+    (value id -> symbolic gradient), its formula's gradients added into ``grads`` under the ids
+    of its inputs that require grad (``grad``).  The whole-step trace (steptrace.py) runs it too."""
     for n, rule, args, kwargs, out in reversed(steps):
         g = grads.pop(_vid(out), None)
         if g is None:
@@ -191,9 +202,6 @@ def _trace_joint(tracer, graph, inputs, needs, scalars):
         for t, gi in _node_grads(tracer, n, rule, args, kwargs, out, g, grad):
             vid = _vid(t)
             grads[vid] = _accumulate(grads.get(vid), gi)
-    in_grads = tuple(grads.get(_vid(env[v])) if need else None for v, need in zip(graph.inputs, needs))
-    tracer.graph.outputs = (tracer.to_arg(subst(graph.outputs, env)), tracer.to_arg(in_grads))
-    return Joint(tracer.graph, n_inputs, grad_of, tracer.shapes, len(flat_out))
 
 
 def _node_grads(tracer, n, rule, args, kwargs, out, g, grad):

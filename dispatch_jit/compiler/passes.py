@@ -184,8 +184,33 @@ def lone_region(n: Node, g: Graph) -> Region | None:
     return None if info is None else _region([n], [info], set(n.outs), g)
 
 
-def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
-    """Returns the graph with "fused" nodes and, per node left unfused, (op, why)."""
+def _components(rn) -> list[list[int]]:
+    """The positions in ``rn`` (a run of nodes) grouped by the chains they form: two nodes are in
+    one group where one reads what the other defines, directly or through others of the run."""
+    parent = list(range(len(rn)))
+
+    def find(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+    owner = {}
+    for k, n in enumerate(rn):
+        for v in n.inputs():
+            if v in owner:
+                parent[find(k)] = find(owner[v])
+        for v in n.outs:
+            owner[v] = k
+    groups: dict = {}
+    for k in range(len(rn)):
+        groups.setdefault(find(k), []).append(k)
+    return list(groups.values())
+
+
+def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, str]]]:
+    """Returns the graph with "fused" nodes and, per node left unfused, (op, why).  ``split_chains``:
+    a run of independent chains (a whole step's updates of parameters of different sizes, which
+    would not broadcast in one loop) becomes one region per chain."""
     g = g.copy()
     # constants have no inputs: hoist them so they never split a run
     nodes = [n for n in g.nodes if n.op == "const"] + [n for n in g.nodes if n.op != "const"]
@@ -201,18 +226,24 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
 
     def flush(end: int, red: Reduction | None = None):
         """Close the run before node ``end``; ``red`` (node ``end``) ends it as its epilogue."""
-        nonlocal regions
         if not run:
-            return
-        if len(run) == 1 and red is None:
-            i = run[0]
-            out_nodes.append(nodes[i])
-            notes.append((nodes[i].name, "a lone elementwise op: its eager kernel is already one loop"))
-            run.clear()
             return
         # the epilogue's own read of its input does not make that input an output
         used = reads_after[end] if red is not None else reads_after[end - 1]
-        rn, ri = [nodes[i] for i in run], [infos[i][0] for i in run]
+        groups = [run]
+        if split_chains and red is None:
+            groups = [[run[k] for k in c] for c in _components([nodes[i] for i in run])]
+        for grp in groups:
+            emit(grp, used, red)
+        run.clear()
+
+    def emit(grp, used, red):
+        nonlocal regions
+        rn, ri = [nodes[i] for i in grp], [infos[i][0] for i in grp]
+        if len(rn) == 1 and red is None:
+            out_nodes.append(rn[0])
+            notes.append((rn[0].name, "a lone elementwise op: its eager kernel is already one loop"))
+            return
         whole = _region(rn, ri, used, g, red)
         parts = [whole]
         if any(g.types[v].ndim < whole.ndim for v in whole.outputs) or \
@@ -228,7 +259,6 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
             r.index = regions
             regions += 1
             out_nodes.append(Node("fused", tuple(Var(v) for v in r.inputs), {}, tuple(r.all_outputs), value=r))
-        run.clear()
 
     for i, (n, (info, why)) in enumerate(zip(nodes, infos)):
         if info is not None:
@@ -260,6 +290,6 @@ def fuse(g: Graph) -> tuple[Graph, list[tuple[str, str]]]:
     return g.check(), notes
 
 
-def optimize(g: Graph, distinct_outputs: bool = False) -> tuple[Graph, list[tuple[str, str]]]:
-    """``distinct_outputs``: see ``cse``."""
-    return fuse(dce(cse(sink_views(cse(g, distinct_outputs)), distinct_outputs)))
+def optimize(g: Graph, distinct_outputs: bool = False, split_chains: bool = False) -> tuple[Graph, list]:
+    """``distinct_outputs``: see ``cse``; ``split_chains``: see ``fuse``."""
+    return fuse(dce(cse(sink_views(cse(g, distinct_outputs)), distinct_outputs)), split_chains)

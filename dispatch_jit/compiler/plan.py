@@ -222,7 +222,7 @@ class Plan:
         """``tensors``: the graph's inputs; ``scalars``: the values of its runtime scalars
         (``RuntimeFloat``/``RuntimeInt`` index i is ``scalars[i]``)."""
         fn = self.function
-        env = fn(tensors) if fn is not None else None
+        env = fn(tensors, scalars) if fn is not None else None
         if env is None:
             env = dict(zip(self.inputs, tensors))
             for i, x in enumerate(scalars):

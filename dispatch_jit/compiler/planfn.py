@@ -48,7 +48,7 @@ from dispatch_jit.tensor import Tensor
 
 from .codegen import Codegen, loop_globals
 from .elementwise import reduced_shape
-from .ir import Var, vars_in
+from .ir import Var, is_runtime_scalar, vars_in
 from .passes import lone_region
 from .planops import HELPERS, RULES, Site
 from .views import is_view
@@ -83,9 +83,11 @@ class PlanFunction:
         self.chunked = chunked
         self.calls = self.declined = 0
         self.declined_reason = ""
+        self.runtime_types = ()         # per runtime scalar: the Python type its parameter was typed for
 
-    def __call__(self, tensors):
-        """{value id: tensor} of the plan's outputs, or None where this call runs interpreted."""
+    def __call__(self, tensors, runtime=()):
+        """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
+        ``runtime``: the values of the plan's runtime scalars (Plan.run's ``scalars``)."""
         arrays = []
         for t, (shape, dt) in zip(tensors, self.in_meta):
             a = t._data
@@ -103,7 +105,7 @@ class PlanFunction:
         for k, (n, cap), d in self.chunked:
             c = full_chunks(n)
             bufs[k] = np.empty(c if cap is None else min(c, cap), d)
-        code = self.ep(*arrays, *bufs, *self.scalars)
+        code = self.ep(*arrays, *bufs, *self.scalars, *[t(x) for t, x in zip(self.runtime_types, runtime)])
         if code >= 0:
             return self._decline(f"{self.refused_by[code]} refused its input")
         self.calls += 1
@@ -161,6 +163,9 @@ def _fused_call(region, gen, site, name, scalars, parallel):
             threads = 0 not in red.axes      # as FusedStep.threads: no race-free prange over dimension 0
     p = []
     for s in gen.scalars:
+        if is_runtime_scalar(s):     # read per call: a parameter of the plan function, r<index>
+            p.append(f"r{s.index}")
+            continue
         if type(s) not in (bool, int, float):
             return "a fused loop with a non-Python scalar"
         p.append(f"p{len(scalars)}")
@@ -230,8 +235,9 @@ class _Site(Site):
 def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | str:
     """The plan function of ``plan`` for the values ``env`` holds after one interpreted run on
     ``tensors``, or why there is none."""
-    if scalars:
-        return "the plan reads runtime scalars (a Python number argument, read per call)"
+    runtime = [float if isinstance(x, float) else int if isinstance(x, int) else None for x in scalars]
+    if None in runtime:
+        return "a runtime scalar that is not a Python float or int"
     if any(t.is_cuda for t in tensors):
         return "a CUDA input (plan functions are CPU code)"
     names, arrays, allocs, consts = {}, {}, [], []
@@ -277,6 +283,8 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
                         break
                     got = (got[0] + one[0], got[1] + one[1])
         elif kind == "eager":
+            if any(is_runtime_scalar(a) for a in list(s.node.args) + list(s.node.kwargs.values())):
+                return f"{s.node.name} takes a runtime scalar (only fused loops read them per call)"
             got = _eager_call(s.node, plan.graph, site, f"loop_{pos}", loop_scalars, parallel)
             refused_by[pos] = s.node.name
         else:
@@ -287,11 +295,12 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         body += got[1]
     params = [names[v] for v in plan.inputs] + [f"c{k}" for k in range(len(consts))] + \
              [names[v] for v, _ in defined] + [f"w{k}" for k in range(len(work))] + \
-             [f"p{k}" for k in range(len(loop_scalars))]
+             [f"p{k}" for k in range(len(loop_scalars))] + [f"r{k}" for k in range(len(runtime))]
     src = "\n\n".join(defs + [f"def {_NAME}({', '.join(params)}):\n" +
                               "".join(f"    {ln}\n" for ln in body) + "    return -1\n"])
     argtypes = tuple(numba.typeof(a) for a in [arrays[v] for v in plan.inputs] + [c[0]._data for c in consts]
-                     + [t._data for _, t in defined] + [np.empty(s, d) for s, d, _ in work] + loop_scalars)
+                     + [t._data for _, t in defined] + [np.empty(s, d) for s, d, _ in work] + loop_scalars
+                     + [t(x) for t, x in zip(runtime, scalars)])
     glb = {**loop_globals(True), "numba": numba, "_as_strided": as_strided, **HELPERS}
     ep, how = cache.njit_source(_KIND, src, _NAME, argtypes, glb, options=_OPTIONS, disk=True)
     plan.stats.compiles += how == "compiled"
@@ -312,5 +321,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             return f"output %{v} is a view"
         else:
             return f"output %{v} is a captured tensor"
-    return PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
-                        tuple(loop_scalars), outs, refused_by, chunked)
+    fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
+                      tuple(loop_scalars), outs, refused_by, chunked)
+    fn.runtime_types = tuple(runtime)
+    return fn

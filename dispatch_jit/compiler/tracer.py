@@ -21,7 +21,7 @@ from .elementwise import result_of
 from .ir import Graph, Node, TensorType, Var, rebuild
 from .views import GETITEM, index_type, is_view, view_type
 
-__all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor"]
+__all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor", "STEP_REASONS"]
 
 _K = DispatchKey
 
@@ -291,11 +291,12 @@ _GUARDED = {
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
     "requires_grad_": "requires_grad_() inside a compiled function",
-    # a whole training step (forward, backward, update) is not one trace yet: the update writes in place
-    "backward": ("the function calls backward() (a whole training step is not compiled yet); compile the "
-                 "loss function instead: its backward is a fused plan, and backward() and the update run "
-                 "outside it"),
+    # a whole training step (forward, backward, update): traced again by steptrace.py (STEP_REASONS)
+    "backward": "the function calls backward() (a whole training step: traced as one, step.py)",
 }
+# the aborts after which dj.compile traces the call as a whole training step (steptrace.py)
+STEP_REASONS = frozenset({_GUARDED["backward"], "the function calls an optimizer's step() or zero_grad() "
+                                                "(a whole training step: traced as one, step.py)"})
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes",
                   "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
@@ -384,6 +385,18 @@ SymbolicTensor.to = _guarded_to
 SymbolicTensor.contiguous = _traced_contiguous
 SymbolicTensor.__getitem__ = _traced_getitem
 _install_guards(SymbolicTensor, _guard, _guard_prop)
+_backward_guard = SymbolicTensor.backward
+
+
+def _traced_backward(self, gradient=None, retain_graph=None, create_graph=False):
+    """``loss.backward()`` in a whole-step trace (steptrace.py) is its backward; elsewhere it aborts."""
+    sym = self.__dict__.get(TRACE_MARK)
+    if sym is not None and not sym[0].done and not sym[0].in_meta and hasattr(sym[0], "backward"):
+        return sym[0].backward(self, gradient, retain_graph, create_graph)
+    return _backward_guard(self, gradient, retain_graph, create_graph)
+
+
+SymbolicTensor.backward = _traced_backward
 
 
 # -- real tensors from outside the function: the same guards, while a trace runs ----------------

@@ -9,7 +9,7 @@ from ..creation import zeros_like
 from ..errors import SchemaError
 from ..ops import entries
 from . import foreach
-from .optimizer import Optimizer, fast_path, flat, written
+from .optimizer import Optimizer, _traced, fast_path, flat, written
 
 __all__ = ["Adam", "AdamW"]
 
@@ -49,6 +49,8 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
+        if (tr := _traced()) is not None:
+            tr.step(self, closure)
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
@@ -56,21 +58,32 @@ class Adam(Optimizer):
                 self._update(group, params)
         return loss
 
-    def _update(self, group, params):
+    def advance(self, group, params):
+        """The Python side of one step for ``params`` (those of ``group`` with a gradient): their state
+        (made on the first step), each step count advanced, and the bias corrections of the new
+        counts, ``(states, step sizes, sqrt(1 - beta2 ** t))``.  A compiled whole step (compiler/
+        steptrace.py) calls it at every call and passes the corrections to its plan."""
         beta1, beta2 = group["betas"]
-        amsgrad = group["amsgrad"]
         states = []
         for p in params:
             s = self.state.get(p)
             if s is None:
                 s = self.state[p] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
-                if amsgrad:
+                if group["amsgrad"]:
                     s["max_exp_avg_sq"] = zeros_like(p)
             s["step"] += 1
             states.append(s)
-        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-        step_size = [lr / (1 - beta1 ** s["step"]) for s in states]
+        step_size = [group["lr"] / (1 - beta1 ** s["step"]) for s in states]
         bc2_sqrt = [math.sqrt(1 - beta2 ** s["step"]) for s in states]
+        return states, step_size, bc2_sqrt
+
+    def _update(self, group, params):
+        states, step_size, bc2_sqrt = self.advance(group, params)
+        if (tr := _traced()) is not None:       # per-step values: runtime scalars of a compiled step
+            step_size, bc2_sqrt = tr.step_scalars(self, group, params, (step_size, bc2_sqrt))
+        beta1, beta2 = group["betas"]
+        amsgrad = group["amsgrad"]
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         decoupled = group["decoupled_weight_decay"]
         shared = (1 - lr * wd, 1 - beta1, beta2, 1 - beta2, eps, wd, decoupled, amsgrad, group["maximize"])
         if fast_path(params):

@@ -29,10 +29,23 @@ from ..errors import SchemaError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "written"]
+__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "STEP_TRACE"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# A whole training step compiled by ``dj.compile`` (compiler/steptrace.py) traces the optimizer: it
+# plugs in here an object whose ``step(opt)``, ``zero_grad(opt, set_to_none)`` and
+# ``step_scalars(opt, group, params, values)`` see each step while its trace runs (the compiler sits
+# above this layer, so it registers itself, as the dispatcher's write guard does)
+STEP_TRACE: list = [None]
+
+
+def _traced():
+    """The step trace of this thread, if one is running (else None)."""
+    hook = STEP_TRACE[0]
+    return hook.active() if hook is not None and tls.include & _TRACER else None
 
 
 class _Required:
@@ -121,6 +134,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (the default), or to zeros in place."""
+        if (tr := _traced()) is not None:
+            return tr.zero_grad(self, set_to_none)
         for g in self.param_groups:
             for p in g["params"]:
                 grad = p.__dict__.get("_grad")

@@ -6,7 +6,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import SchemaError
 from ..ops import entries
 from . import foreach
-from .optimizer import Optimizer, fast_path, flat, required, written
+from .optimizer import Optimizer, _traced, fast_path, flat, required, written
 
 __all__ = ["SGD"]
 
@@ -45,6 +45,8 @@ class SGD(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
+        if (tr := _traced()) is not None:
+            tr.step(self, closure)
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]

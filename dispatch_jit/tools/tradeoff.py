@@ -211,8 +211,8 @@ def training_section(size: str = "mlp", steps: int = 50, plot_path: str | None =
     n, d, h, c, opt = SIZES[size]
     print(f"\ntraining step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.{opt} "
           f"(median of {steps} steps; torch at 2 threads when installed)")
-    print("compile = the loss under @dj.compile (forward and fused backward); lazy = the whole step under "
-          "dj.mode('compiled')\n")
+    print("compile = the loss under @dj.compile (forward and fused backward); step = the whole step under "
+          "@dj.compile (one plan); lazy = the whole step under dj.mode('compiled')\n")
     print(TRAINING_HEADER, flush=True)
     rows = measure_training(size, steps, torch_compile=torch_compile, log=lambda r: print(format_training(r), flush=True))
     if plot_path:

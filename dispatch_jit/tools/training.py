@@ -10,6 +10,11 @@ from the same initial parameters:
 * ``eager``: every op dispatched as it is called;
 * ``compile``: the loss under ``@dj.compile`` (the forward and its fused
   backward are compiled plans; the optimizer step stays eager);
+* ``step``: the whole step (zero_grad, forward, backward, the optimizer's
+  update) under ``@dj.compile``: one plan, one compiled function per call
+  (compiler/step.py; Adam's first step, which makes its state, runs eagerly
+  and the second traces, so the second step's compile is in the median's
+  steps, not in "first step");
 * ``lazy``: the whole step under ``dj.mode("compiled")`` (recorded, flushed
   when the loss is read);
 * ``torch eager`` and, with ``torch_compile=True``, ``torch.compile`` of the
@@ -101,6 +106,15 @@ def _dj_step(mode: str, x, y, init, opt_name: str = "SGD"):
 
     loss_fn = dj.compile(loss_of) if mode == "compile" else loss_of
     step = _step(opt, loss_fn, tx, ty)
+    if mode == "step":
+        def whole(inp, target):
+            opt.zero_grad()
+            loss = loss_of(inp, target)
+            loss.backward()
+            opt.step()
+            return loss
+        compiled = dj.compile(whole)
+        return (lambda: compiled(tx, ty).item()), list(model.parameters())
 
     if mode == "lazy":
         def lazy_step():
@@ -144,7 +158,7 @@ def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, tor
     rows: list[StepRow] = []
     eager_params = None
     eager_step = float("nan")
-    runners = [(m, lambda m=m: _dj_step(m, x, y, init, opt)) for m in ("eager", "compile", "lazy")]
+    runners = [(m, lambda m=m: _dj_step(m, x, y, init, opt)) for m in ("eager", "compile", "step", "lazy")]
     if torch:
         try:
             import torch as _torch

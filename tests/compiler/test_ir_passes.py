@@ -112,3 +112,14 @@ def test_cse_merges_identical_views_and_dce_drops_dead_ones():
         return a[1:] * a[1:]
     g = dce(cse(_traced(fn, (3, 3))))
     assert [n.name for n in g.nodes] == ["getitem", "aten::mul.Tensor"]
+
+
+def test_fuse_split_chains_gives_each_independent_chain_its_region():
+    """A whole step's updates of parameters of different sizes are independent chains of one run:
+    with ``split_chains`` each is its own region (one loop of its own size), not one region whose
+    outputs would not broadcast together."""
+    g = trace(lambda a, b: (a * 2.0 + 1.0, b * 3.0 - 1.0), (dj.ones(3), dj.ones(4)), {})
+    assert sum(n.op == "fused" for n in fuse(g)[0].nodes) == 1
+    split = fuse(g, split_chains=True)[0]
+    regions = [n.value for n in split.nodes if n.op == "fused"]
+    assert len(regions) == 2 and {len(r.inputs) for r in regions} == {1}

@@ -48,7 +48,7 @@ def test_training_section_runs_every_mode_and_they_train_the_same_model(monkeypa
     from dispatch_jit.tools.training import format_training, measure_training
     monkeypatch.setitem(training.SIZES, "tiny", training.SIZES["tiny"][:4] + (opt,))
     rows = measure_training("tiny", steps=3, torch=False)
-    assert [r.mode for r in rows] == ["eager", "compile", "lazy"]
+    assert [r.mode for r in rows] == ["eager", "compile", "step", "lazy"]
     for r in rows:
         assert r.first > 0 and r.step > 0
         assert r.check <= 1e-5, (r.mode, r.check)     # the modes must train the same parameters

@@ -1,0 +1,103 @@
+"""Running a whole step's trace (steptrace.py's ``StepTracer``) and dj.optim's view of it.
+
+``trace_step`` makes the real tensors the step reads ``StepTensor``s for the length of the
+trace (data reads abort, ``copy_`` and indexing are recorded), binds the arguments as the
+first inputs, runs the function with the Tracer key included, rewinds the default generator
+if the step drew from it (a trace would replay one draw at every call: the call runs eagerly),
+and restores whatever the trace changed (``.grad``, the optimizers' Python state, the classes).
+``_Hook`` is what ``optimizer.STEP_TRACE`` holds: the running StepTracer, or, inside a plain
+``dj.compile`` trace, an aborter (so the call is traced again as a step), or None (lazy mode).
+"""
+
+from __future__ import annotations
+
+from dispatch_jit.creation import default_generator
+from dispatch_jit.dispatcher import IncludeDispatchKeyGuard
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit.optim import optimizer as _optim
+from dispatch_jit.tensor import Tensor
+
+from .steptrace import StepTensor, StepTrace, StepTracer
+from .trace import active, flat_tensors
+from .tracer import STEP_REASONS, TraceAbort, Tracer, _state
+
+__all__ = ["trace_step"]
+
+_K = DispatchKey
+
+
+def trace_step(fn, args, kwargs, sources: dict):
+    """Trace ``fn(*args, **kwargs)`` as a whole step; ``sources``: id(real tensor) -> how a call
+    fetches it (the parameters, gradients and optimizer states the call's guards watch).
+    Returns a StepTrace, or the reason the step cannot be compiled."""
+    tensors = flat_tensors((args, kwargs), [])
+    if any(t.is_cuda for t in tensors):
+        return "a CUDA argument: a whole step is compiled for CPU tensors only"
+    if any(t.__class__ is not Tensor for t in tensors):
+        return "an argument is not a plain dense tensor"
+    sources = dict(sources)
+    for i, t in enumerate(tensors):      # an argument is the call's: fetched by position
+        sources[id(t)] = (t, ("arg", i))
+    tracer = StepTracer(sources)
+    swapped = []
+    try:
+        with IncludeDispatchKeyGuard(_K.Tracer), active(tracer):
+            for t, _ in sources.values():
+                if t.__class__ is Tensor:
+                    t.__class__ = StepTensor
+                    swapped.append(t)
+            for t in tensors:            # the arguments are the first inputs, in order
+                tracer.sym(t)
+            rng = default_generator.rng
+            state = rng.bit_generator.state
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                if default_generator.rng is not rng or rng.bit_generator.state != state:
+                    # as trace.py: random tensors would be constants of the trace; rewind the generator
+                    default_generator.rng, rng.bit_generator.state = rng, state
+                    tracer.aborted = tracer.aborted or (
+                        "the step draws random numbers from the default generator (dropout, dj.rand): a "
+                        "trace would draw them once and replay them at every call")
+            if tracer.aborted:           # the function caught the abort: still abort
+                raise TraceAbort(tracer.aborted)
+            tracer.close(out)
+    except TraceAbort as e:
+        return f"the step's trace aborted: {e.reason}"
+    except Exception as e:     # noqa: BLE001  (the step raises for these inputs: eager raises it)
+        return f"tracing the step raised {type(e).__name__}: {e}"
+    finally:
+        for t in swapped:
+            t.__class__ = Tensor
+        tracer.restore()
+        tracer.finish()
+    return StepTrace(tracer)
+
+
+class _PlainTrace:
+    """An optimizer stepping inside a plain ``dj.compile`` trace: abort it (before the update
+    writes anything), so that the call is traced again as a whole step."""
+
+    @staticmethod
+    def _abort(*_):
+        _state.tracer.abort(_STEP_CALL)
+
+    step = zero_grad = step_scalars = _abort
+
+
+class _Hook:
+    """dj.optim's view of the running trace (``optimizer.STEP_TRACE``): a StepTracer, a plain
+    trace's aborter, or None (lazy mode's recorder: the per-tensor ops are recorded as any)."""
+
+    plain = _PlainTrace()
+
+    def active(self):
+        tr = _state.tracer
+        if isinstance(tr, StepTracer):
+            return tr
+        return self.plain if tr.__class__ is Tracer else None
+
+
+_HOOK = _Hook()
+_STEP_CALL = next(r for r in STEP_REASONS if "optimizer" in r)
+_optim.STEP_TRACE[0] = _HOOK

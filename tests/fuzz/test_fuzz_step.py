@@ -1,0 +1,101 @@
+"""Whole training steps under @dj.compile (compiler/step.py) against the same steps run eagerly:
+random MLPs (sizes, activation, loss), optimizers (SGD plain / momentum / nesterov / weight decay,
+Adam, AdamW, amsgrad) or a hand-written update, ``zero_grad`` before or after the update or not at
+all.  Per step the loss, every parameter, its ``.grad`` (None where eager's is), the optimizer's
+state and the version counters must agree; the plan's matmuls may round differently from eager's
+linear (NumPy's dot against its own loop nest), so floats agree to 1e-5 relative.  Every step after
+the state exists must have run the compiled plan (``explain()`` otherwise says why not)."""
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+import dispatch_jit as dj
+from dispatch_jit import nn
+from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.tensor import version_of
+from fuzz_settings import fuzz_settings
+
+F = nn.functional
+
+# the tables the fuzzer draws from: activations (smooth: a kink would turn a rounding difference
+# into a different gradient), losses, updates
+ACTIVATIONS = {"tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU, "gelu": nn.GELU}
+LOSSES = {
+    "cross_entropy": lambda out, y, t: F.cross_entropy(out, y),
+    "mse": lambda out, y, t: F.mse_loss(out, t),
+}
+UPDATES = {
+    "sgd": lambda ps: dj.optim.SGD(ps, lr=0.1),
+    "sgd-momentum": lambda ps: dj.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.1),
+    "sgd-nesterov-wd": lambda ps: dj.optim.SGD(ps, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01),
+    "sgd-maximize": lambda ps: dj.optim.SGD(ps, lr=0.01, maximize=True),
+    "adam": lambda ps: dj.optim.Adam(ps, lr=0.01),
+    "adam-amsgrad-wd": lambda ps: dj.optim.Adam(ps, lr=0.01, weight_decay=0.05, amsgrad=True),
+    "adamw": lambda ps: dj.optim.AdamW(ps, lr=0.01, betas=(0.8, 0.9)),
+    "by hand": None,
+}
+ZERO = ("before", "after", "never")
+
+
+def _step_of(model, opt, loss_of, zero):
+    def step(x, y, t):
+        if zero == "before" and opt is not None:
+            opt.zero_grad()
+        loss = loss_of(model(x), y, t)
+        loss.backward()
+        if opt is None:
+            with dj.no_grad():
+                for p in model.parameters():
+                    p -= 0.05 * p.grad
+                    if zero != "never":
+                        p.grad = None
+        else:
+            opt.step()
+            if zero == "after":
+                opt.zero_grad()
+        return loss
+    return step
+
+
+def _check(a, b, what):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=what)
+
+
+@fuzz_settings(6)
+@given(n=st.integers(1, 12), d=st.integers(1, 6), h=st.integers(1, 9), c=st.integers(2, 4),
+       act=st.sampled_from(sorted(ACTIVATIONS)), loss=st.sampled_from(sorted(LOSSES)),
+       update=st.sampled_from(sorted(UPDATES)), zero=st.sampled_from(ZERO), seed=st.integers(0, 2**16))
+def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, seed):
+    rng = np.random.default_rng(seed)
+    x = dj.from_numpy(rng.standard_normal((n, d)).astype(np.float32))
+    y = dj.from_numpy(rng.integers(0, c, n))
+    t = dj.from_numpy(rng.standard_normal((n, c)).astype(np.float32))
+    runs = []
+    for _ in range(2):
+        dj.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(d, h), ACTIVATIONS[act](), nn.Linear(h, c))
+        opt = UPDATES[update](model.parameters()) if UPDATES[update] else None
+        runs.append((model, opt, _step_of(model, opt, LOSSES[loss], zero)))
+    (cm, co, cstep), (em, eo, estep) = runs
+    compiled = dj.compile(cstep)
+    what = f"{act}, {loss}, {update}, zero_grad {zero}"
+    for k in range(3):
+        _check(compiled(x, y, t).numpy(), estep(x, y, t).numpy(), f"{what}: loss of step {k}")
+        for i, (p, q) in enumerate(zip(cm.parameters(), em.parameters())):
+            _check(p.numpy(), q.numpy(), f"{what}: step {k}, parameter {i}")
+            assert (p.grad is None) == (q.grad is None), f"{what}: step {k}, grad {i}"
+            if p.grad is not None:
+                _check(p.grad.numpy(), q.grad.numpy(), f"{what}: step {k}, grad {i}")
+            assert version_of(p) == version_of(q), f"{what}: step {k}, version of {i}"
+            if co is not None:
+                sc, se = co.state.get(p, {}), eo.state.get(q, {})
+                assert sorted(sc) == sorted(se), what
+                for key, v in sc.items():
+                    if isinstance(v, dj.Tensor):
+                        _check(v.numpy(), se[key].numpy(), f"{what}: step {k}, state {key} of {i}")
+                    else:
+                        assert v == se[key], what
+    entry = compiled._last
+    assert isinstance(entry, StepEntry), compiled.explain()
+    # the last call ran the compiled plan (the first may have made the optimizer's state eagerly)
+    assert not entry.last_reason, compiled.explain()
