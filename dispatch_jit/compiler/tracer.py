@@ -273,7 +273,6 @@ def _escaped(what: str):
         f"it from the function instead (a trace stores it only once, not at every call)")
 
 
-
 # -- what needs data aborts the trace ------------------------------------------------------
 _GUARDED = {
     "__bool__": "bool() of a traced tensor (data-dependent control flow)",
