@@ -11,14 +11,13 @@ and restores whatever the trace changed (``.grad``, the optimizers' Python state
 
 from __future__ import annotations
 
-from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.optim import optimizer as _optim
 from dispatch_jit.tensor import Tensor
 
 from .steptrace import StepTensor, StepTrace, StepTracer
-from .trace import active, flat_tensors
+from .trace import active, flat_tensors, rewinding
 from .tracer import STEP_REASONS, TraceAbort, Tracer, _state
 
 __all__ = ["trace_step"]
@@ -48,17 +47,8 @@ def trace_step(fn, args, kwargs, sources: dict):
                     swapped.append(t)
             for t in tensors:            # the arguments are the first inputs, in order
                 tracer.sym(t)
-            rng = default_generator.rng
-            state = rng.bit_generator.state
-            try:
+            with rewinding(tracer, "the step"):
                 out = fn(*args, **kwargs)
-            finally:
-                if default_generator.rng is not rng or rng.bit_generator.state != state:
-                    # as trace.py: random tensors would be constants of the trace; rewind the generator
-                    default_generator.rng, rng.bit_generator.state = rng, state
-                    tracer.aborted = tracer.aborted or (
-                        "the step draws random numbers from the default generator (dropout, dj.rand): a "
-                        "trace would draw them once and replay them at every call")
             if tracer.aborted:           # the function caught the abort: still abort
                 raise TraceAbort(tracer.aborted)
             tracer.close(out)

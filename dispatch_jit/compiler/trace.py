@@ -32,6 +32,8 @@ and holds the symbolic and external tensors with their guards.
 
 from __future__ import annotations
 
+import contextlib
+
 from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
@@ -49,6 +51,26 @@ __all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_
 
 _K = DispatchKey
 
+
+
+@contextlib.contextmanager
+def rewinding(tracer, who: str):
+    """Run a traced function; if it drew from the default generator, rewind it and abort the trace.
+
+    Random tensors made while tracing would be constants of the trace, the same at every call;
+    rewound, the eager run draws what eager mode would.
+    """
+    gen = default_generator
+    rng = gen.rng
+    state = rng.bit_generator.state
+    try:
+        yield
+    finally:
+        if gen.rng is not rng or rng.bit_generator.state != state:
+            gen.rng, rng.bit_generator.state = rng, state
+            tracer.aborted = tracer.aborted or (
+                f"{who} draws random numbers from the default generator (dj.rand, dj.randn, dj.randint, "
+                f"dropout): a trace would draw them once and replay them at every call")
 
 def tracer_fallback(op, keyset, args, kwargs):
     """The Tracer key's backend fallback: record the call into the active trace."""
@@ -148,20 +170,8 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -
             owners = module_tensors(args, values, captures)
             for t, _, label in owners.values():
                 tracer.external.setdefault(id(t), (t, label))
-            gen = default_generator
-            rng = gen.rng
-            state = rng.bit_generator.state
-            with _GuardExternal([t for t, _ in tracer.external.values()]):
-                try:
-                    out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
-                finally:
-                    if gen.rng is not rng or rng.bit_generator.state != state:
-                        # random tensors made while tracing would be constants of the trace, the
-                        # same at every call; rewind, so that the eager run draws what eager mode would
-                        gen.rng, rng.bit_generator.state = rng, state
-                        tracer.aborted = tracer.aborted or (
-                            "the function draws random numbers from the default generator (dj.rand, "
-                            "dj.randn, dj.randint): a trace would draw them once and replay them at every call")
+            with _GuardExternal([t for t, _ in tracer.external.values()]), rewinding(tracer, "the function"):
+                out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
             if tracer.aborted:     # the function caught our exception: still abort
                 raise TraceAbort(tracer.aborted)
             tracer.graph.outputs = tracer.to_arg(out)
