@@ -42,7 +42,7 @@ from .ir import Var, runtime_scalar
 from .joint import grad_rule, walk_back
 from .shaped import ShapedTracer
 from .trace import TRACED_SCALARS, flat_tensors
-from .tracer import _SIZE_READS, _install_guards, _state
+from .tracer import _SIZE_READS, _install_guards, _prop_guard, _state
 from .views import GETITEM, is_view
 
 __all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS"]
@@ -381,23 +381,10 @@ class StepTensor(Tensor):
 _LAYOUT_READS = _SIZE_READS | {"is_contiguous", "stride", "strides"}
 
 
-def _step_guard(name, reason):
-    def guarded(self, *args, **kwargs):
-        tr = _state.tracer
-        if isinstance(tr, StepTracer) and not tr.in_meta and name not in _LAYOUT_READS:
-            tr.abort(f"{reason.replace('a traced tensor', 'a parameter or optimizer state')}")
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
-
-
-def _step_prop(name, reason):
-    def get(self):
-        tr = _state.tracer
-        if isinstance(tr, StepTracer) and not tr.in_meta and name not in _LAYOUT_READS:
-            tr.abort(reason)
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
+def _step_check(self, name, reason, prop):
+    tr = _state.tracer
+    if isinstance(tr, StepTracer) and not tr.in_meta and name not in _LAYOUT_READS:
+        tr.abort(reason.replace("a traced tensor", "a parameter or optimizer state"))
 
 
 def _step_copy(self, src):
@@ -415,9 +402,10 @@ def _step_getitem(self, index):
     return Tensor.__getitem__(self, index)
 
 
-_install_guards(StepTensor, _step_guard, _step_prop)
+_install_guards(StepTensor, _step_check)
 StepTensor.copy_ = _step_copy
 StepTensor.__getitem__ = _step_getitem
 # ``.data`` is a second tensor over the same memory, outside autograd: a write through it would change
 # the real tensor while tracing
-StepTensor.data = _step_prop("data", ".data of a parameter or optimizer state (a second tensor over its memory)")
+StepTensor.data = _prop_guard("data", ".data of a parameter or optimizer state (a second tensor over its memory)",
+                              _step_check)

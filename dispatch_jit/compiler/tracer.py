@@ -301,43 +301,43 @@ _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of
                   "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
 
 
-def _install_guards(cls, method_guard, prop_guard) -> None:
-    """Every data or size read of ``cls`` (_GUARDED methods, _GUARDED_PROPS properties) guarded."""
+def _install_guards(cls, check) -> None:
+    """Every data or size read of ``cls`` (_GUARDED methods, _GUARDED_PROPS properties) guarded:
+    ``check(tensor, name, reason, prop)`` runs first (it aborts the trace where the read needs
+    data), then Tensor's own method or property."""
     for name, reason in _GUARDED.items():
-        setattr(cls, name, method_guard(name, reason))
+        setattr(cls, name, _method_guard(name, reason, check))
     for name, reason in _GUARDED_PROPS.items():
-        setattr(cls, name, prop_guard(name, reason))
+        setattr(cls, name, _prop_guard(name, reason, check))
+
+
+def _method_guard(name, reason, check):
+    def guarded(self, *args, **kwargs):
+        check(self, name, reason, False)
+        return getattr(Tensor, name)(self, *args, **kwargs)
+    guarded.__name__ = name
+    return guarded
+
+
+def _prop_guard(name, reason, check):
+    def get(self):
+        check(self, name, reason, True)
+        return Tensor.__dict__[name].fget(self)
+    return property(get)
 
 
 # size reads a ShapedTracer answers (its sizes are those of the call it was made for)
 _SIZE_READS = frozenset({"shape", "size", "numel", "__len__"})
 
 
-def _guard(name, reason):
-    sizes = name in _SIZE_READS
-
-    def guarded(self, *args, **kwargs):
-        sym = self.__dict__.get(TRACE_MARK)
-        if sym is not None and sym[0].done:
-            _escaped(f"{name}() of")
-        if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
-            sym[0].abort(reason)
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
-
-
-def _guard_prop(name, reason):
-    sizes = name in _SIZE_READS
-
-    def get(self):
-        sym = self.__dict__.get(TRACE_MARK)
-        if sym is not None and sym[0].done:
-            _escaped(f"{name} of")
-        if sym is not None and not sym[0].in_meta and not (sizes and sym[0].shaped):
-            sym[0].abort(reason)
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
+def _symbolic_check(self, name, reason, prop):
+    sym = self.__dict__.get(TRACE_MARK)
+    if sym is None:
+        return
+    if sym[0].done:
+        _escaped(f"{name} of" if prop else f"{name}() of")
+    if not sym[0].in_meta and not (name in _SIZE_READS and sym[0].shaped):
+        sym[0].abort(reason)
 
 
 class SymbolicTensor(Tensor):
@@ -383,7 +383,7 @@ def _traced_contiguous(self):
 SymbolicTensor.to = _guarded_to
 SymbolicTensor.contiguous = _traced_contiguous
 SymbolicTensor.__getitem__ = _traced_getitem
-_install_guards(SymbolicTensor, _guard, _guard_prop)
+_install_guards(SymbolicTensor, _symbolic_check)
 _backward_guard = SymbolicTensor.backward
 
 
@@ -412,23 +412,10 @@ def _external_reason(self, reason: str) -> str:
             f"so its data and sizes can change between calls and a trace must not use them")
 
 
-def _external_guard(name, reason):
-    def guarded(self, *args, **kwargs):
-        tr = _state.tracer
-        if tr.__class__ is Tracer and not tr.in_meta:
-            tr.abort(_external_reason(self, reason))
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
-
-
-def _external_prop(name, reason):
-    def get(self):
-        tr = _state.tracer
-        if tr.__class__ is Tracer and not tr.in_meta:
-            tr.abort(_external_reason(self, reason))
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
+def _external_check(self, name, reason, prop):
+    tr = _state.tracer
+    if tr.__class__ is Tracer and not tr.in_meta:
+        tr.abort(_external_reason(self, reason))
 
 
 def _external_to(self, *args, **kwargs):
@@ -458,7 +445,7 @@ class ExternalTensor(Tensor):
 
 ExternalTensor.to = _external_to
 ExternalTensor.__getitem__ = _external_getitem
-_install_guards(ExternalTensor, _external_guard, _external_prop)
+_install_guards(ExternalTensor, _external_check)
 
 _external_lock = threading.Lock()
 _external_count: dict[int, list] = {}    # id -> [tensor, traces guarding it]: traces may overlap
