@@ -301,10 +301,7 @@ class _PlanCUDA:
                     kargs += [_static_value(args[i], self.kcompute) for i in self.static_idx]
                     kargs += (out_arr.storage.buf, 0, n)
                     launch(self._kernel(len(shape), True), n, out_arr.storage.device_index, *kargs)
-                t = Tensor.__new__(Tensor)
-                t._data = out_arr
-                t._sig = make_sig(CUDA_BITS, self.result, len(shape), True, out_arr.storage.device_index)
-                return t
+                return self._wrap(out_arr)
         opname = self.opname
         if self.int_compute:
             check_statics(opname, self.static_idx, self.static_names, args)
@@ -373,7 +370,11 @@ class _PlanCUDA:
         if out_t is not None:
             bump_version(out_t)
             return out_t
+        return self._wrap(out_arr)
+
+    def _wrap(self, out_arr):
+        """A new C-contiguous CUDA result as a Tensor."""
         t = Tensor.__new__(Tensor)
         t._data = out_arr
-        t._sig = make_sig(CUDA_BITS, self.result, ndim, True, out_arr.device_index)
+        t._sig = make_sig(CUDA_BITS, self.result, out_arr.ndim, True, out_arr.device_index)
         return t
