@@ -212,3 +212,30 @@ def test_direct_launches_equal_the_dispatcher():
     np.testing.assert_array_equal(host(r2), x[::3] * 2)
     assert r3.item() == int((bc > 0).sum().item())
     np.testing.assert_array_equal(host(r4), np.arange(12).reshape(3, 4).sum(1))
+
+
+def test_a_numba_cuda_that_cannot_compile_gives_one_clear_error(monkeypatch):
+    # numba-cuda 0.30 with NumPy 2.5 fails deep inside Numba at every kernel compile (np.row_stack):
+    # require() names both versions and the fix instead
+    import importlib
+    from dispatch_jit.cuda import runtime
+    from dispatch_jit.errors import CudaUnavailableError
+    real = importlib.import_module
+
+    def broken(name, *a, **k):
+        if name == "numba.cuda.np.arrayobj":
+            raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    monkeypatch.setattr(runtime, "is_simulator", lambda: False)
+    probe = runtime.compiler_problem
+    probe.cache_clear()
+    try:
+        msg = probe()
+        assert "cannot compile CUDA kernels with NumPy" in msg and "row_stack" in msg and "numpy<2.5" in msg
+        monkeypatch.setattr(runtime, "compiler_problem", lambda: msg)
+        with pytest.raises(CudaUnavailableError, match="cannot compile CUDA kernels"):
+            runtime.require(0)
+    finally:
+        probe.cache_clear()      # the real answer again for the tests after this one
