@@ -2,7 +2,9 @@
 (fields ``SPEC``, ``OUT``; the slots follow), whose spec (``_Spec``, ``_ViewSpec``) says
 what each slot holds.  Records are also the plan cache key's nodes, so they hold only
 hashable, canonical values (``_canon``; ``_scalar_slots`` moves the runtime scalars out).
-Plain tuples, not named tuples: the generated recorders build one per recorded op."""
+Plain tuples, unlike the pending states (tensor.Pending): a record's length varies with its op,
+its slots are named by its spec, and building a tuple subclass costs about 65 ns more per
+recorded op (measured; the Pending each op also makes pays that once already)."""
 
 from __future__ import annotations
 

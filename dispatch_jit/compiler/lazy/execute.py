@@ -20,7 +20,7 @@ from ..plan import Plan
 from ..tracer import _state
 from .encode import FIRST_SLOT, OUT, SPEC
 from .state import MAX_PLANS, state
-from .tensor import FAILED, RECORDER, SHAPE, TYPE, VID, LazyTensor, get_slot, new, set_slot
+from .tensor import FAILED, LazyTensor, get_slot, make_pending, new, set_slot
 
 _K = DispatchKey
 
@@ -175,7 +175,7 @@ def _fail(lazies: list, e: BaseException) -> None:
     """Mark pending tensors failed: reading them raises, chained to ``e``."""
     for t in lazies:
         z = get_slot(t, Tensor)
-        set_slot(t, (FAILED, e, z[SHAPE], z[TYPE]))
+        set_slot(t, make_pending(FAILED, e, z.shape, z.type))
 
 
 def _live(lazies: list, limit: int) -> list:
@@ -190,8 +190,8 @@ def _live(lazies: list, limit: int) -> list:
         if rc(lazies[i]) > limit or wc(lazies[i]):
             t = lazies[i]
             z = t._lazy if t.__class__ is LazyTensor else None
-            if z is not None and z[RECORDER] is not FAILED:
-                live.append((z[VID], t))
+            if z is not None and z.recorder is not FAILED:
+                live.append((z.vid, t))
     return live
 
 
@@ -199,7 +199,7 @@ def _calibrate() -> int:
     """The ``limit`` of ``_live``: measured, since interpreters differ in the temporary
     references they hold."""
     t = new(LazyTensor)
-    t._lazy = (None, 0, (), None)
+    t._lazy = make_pending(None, 0, (), None)
     lst = [t]
     del t
     for limit in range(1, 16):

@@ -22,7 +22,7 @@ from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIM
                      _canon, _device_of, _encode_index, _generic_spec, _kind, _out_sig, _plain_dense, _view_spec,
                      _view_statics)
 from .state import GIL, MISS, state
-from .tensor import (CUDA_SIG, RECORDER, SHAPE, SLOT_DATA, TYPE, VID, LazyTensor, PendingGraph, get_slot, new,
+from .tensor import (CUDA_SIG, SLOT_DATA, LazyTensor, Pending, PendingGraph, get_slot, make_pending, new,
                      pending, reads_pending)
 from .watch import _exported, _is_exported, _snapshot, _storage_root, _unwatch, _watch
 
@@ -156,12 +156,12 @@ class LazyRecorder(PendingGraph):
             cls = x.__class__
             if cls is LazyTensor:
                 z = pending(x)
-                if z is None or z[RECORDER] is not self:
+                if z is None or z.recorder is not self:
                     break
-                self.types[z[VID]] = z[TYPE]
+                self.types[z.vid] = z.type
                 kinds.append("v")
-                vals.append(z[VID])
-                shapes.append(z[SHAPE])
+                vals.append(z.vid)
+                shapes.append(z.shape)
                 sigs.append(x._sig)
             elif cls is Tensor:
                 sig = x._sig
@@ -230,9 +230,9 @@ class LazyRecorder(PendingGraph):
         the loop that computes the value (which is then never stored).  None: run it eagerly."""
         x = args[0]
         z = pending(x)
-        if z is None or z[RECORDER] is not self or len(args) > 3 or any(v is not None for v in kwargs.values()):
+        if z is None or z.recorder is not self or len(args) > 3 or any(v is not None for v in kwargs.values()):
             return None
-        self.types[z[VID]] = z[TYPE]
+        self.types[z.vid] = z.type
         axis = args[1] if len(args) > 1 else None
         keepdims = args[2] if len(args) > 2 else False
         if isinstance(axis, list):
@@ -242,14 +242,14 @@ class LazyRecorder(PendingGraph):
             return None
         if keepdims.__class__ is not bool:
             return None
-        node = Node(op, (Var(z[VID]), axis, keepdims), {}, ())
+        node = Node(op, (Var(z.vid), axis, keepdims), {}, ())
         red, _ = reduction_info(node, self.types)
         if red is None:
             return None
-        ty = TensorType(red.result, red.out_ndim, z[TYPE].device)
+        ty = TensorType(red.result, red.out_ndim, z.type.device)
         spec = _generic_spec(op, ("v", axis.__class__, bool), ())
-        return self._append(spec, (z[VID], axis, keepdims), ty, _out_sig(x._sig, ty),
-                            reduced_shape(z[SHAPE], red.axes, keepdims))
+        return self._append(spec, (z.vid, axis, keepdims), ty, _out_sig(x._sig, ty),
+                            reduced_shape(z.shape, red.axes, keepdims))
 
     def _record_view(self, op, args: tuple, kwargs: dict):
         """A view of a pending value: recorded, so that sink_views can move it into the loop
@@ -257,18 +257,18 @@ class LazyRecorder(PendingGraph):
         the arguments are wrong: nothing eager mode would reject is recorded."""
         x = args[0]
         z = pending(x)
-        if z is None or z[RECORDER] is not self or kwargs:
+        if z is None or z.recorder is not self or kwargs:
             return None
         name = op.name()
         statics = _view_statics(op, args[1:])
         if statics is None or (name in _NEEDS_CONTIGUOUS and not x._sig & 1):
             return None
-        shape = view_shape(op, z[SHAPE], statics)
+        shape = view_shape(op, z.shape, statics)
         if shape is None:
             return None
-        ty = TensorType(z[TYPE].dtype, len(shape), z[TYPE].device)     # a view keeps dtype and device
+        ty = TensorType(z.type.dtype, len(shape), z.type.device)     # a view keeps dtype and device
         contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
-        return self._append_view(_view_spec(op, len(statics)), (z[VID],) + statics, ty, shape, contiguous, x._sig)
+        return self._append_view(_view_spec(op, len(statics)), (z.vid,) + statics, ty, shape, contiguous, x._sig)
 
     def record_getitem(self, t, index):
         """``t[index]`` of a ``t`` pending in this graph with a basic index (ints, slices, None,
@@ -277,7 +277,7 @@ class LazyRecorder(PendingGraph):
         indexed eagerly."""
         with self.lock:
             z = get_slot(t, Tensor)
-            if z.__class__ is not tuple or z[RECORDER] is not self:
+            if z.__class__ is not Pending or z.recorder is not self:
                 return None
             return self._record_getitem(z, index, t._sig)
 
@@ -287,15 +287,15 @@ class LazyRecorder(PendingGraph):
         for i in items:
             if i.__class__ not in _BASIC_INDEX:
                 return None
-        norm, _ = normalize_index(index, z[TYPE].ndim)
+        norm, _ = normalize_index(index, z.type.ndim)
         if norm is None:
             return None
-        shape = index_shape(norm, z[SHAPE])
+        shape = index_shape(norm, z.shape)
         if shape is None:
             return None
-        ty = TensorType(z[TYPE].dtype, len(shape), z[TYPE].device)
-        self.types[z[VID]] = z[TYPE]
-        return self._append_view(_view_spec(GETITEM, 1), (z[VID], _encode_index(norm)), ty, shape, False, like)
+        ty = TensorType(z.type.dtype, len(shape), z.type.device)
+        self.types[z.vid] = z.type
+        return self._append_view(_view_spec(GETITEM, 1), (z.vid, _encode_index(norm)), ty, shape, False, like)
 
     def _append_view(self, spec, vals, ty, shape, contiguous, like):
         self.views += 1
@@ -308,7 +308,7 @@ class LazyRecorder(PendingGraph):
         self.records.append((spec, vid, *vals))
         t = new(LazyTensor)
         t._sig = sig
-        t._lazy = (self, vid, shape, ty)
+        t._lazy = make_pending(self, vid, shape, ty)
         self.lazies.append(t)
         if len(self.records) >= state.max_pending:
             self.size_flush()

@@ -3,7 +3,8 @@
 Lazy mode plugs ``specialize`` into the Tracer fallback (``trace.set_tracer_specializer``)
 when compiled mode is first entered; the dispatcher memoizes its result per signature, so
 recording an elementwise op costs about what eager dispatch of it does.  This is the hot
-path: the records and pending states it builds are plain tuples (encode.py, tensor.py)."""
+path: the records it builds are plain tuples (encode.py), its pending states ``Pending``
+named tuples built by the tuple constructor (tensor.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from .record import LazyRecorder, _decomposition
 from .state import state
-from .tensor import RECORDER, SHAPE, VID, LazyTensor, new
+from .tensor import LazyTensor, Pending, new
 
 # the generated record functions (their globals hold _LIMIT); weakly, as they live in dispatch
 # memos, which every registration clears
@@ -96,17 +97,17 @@ def specialize(call, boxed):
     # is raised around it, and once another thread has flushed this recorder (``contended``) it
     # runs under the lock instead, in the second function generated from the same body.  A call
     # it does not record leaves the one-pass loop with t = None and runs, unlocked, through
-    # ``_boxed``.  A LazyTensor's slot is read once and tested for a tuple: another recorder's
+    # ``_boxed``.  A LazyTensor's slot is read once and tested for a Pending: another recorder's
     # may be computed meanwhile (the slot then holds its array)
     body = ["for _ in _ONCE:"]
     for k, (p, _) in enumerate(tensors):
         body += [f"    c = {p}.__class__",
                  "    if c is _LT:",
                  f"        z = {p}._lazy",
-                 f"        if z.__class__ is not tuple or z[{RECORDER}] is not r:",
+                 "        if z.__class__ is not _P or z.recorder is not r:",
                  "            break",
-                 f"        v{k} = z[{VID}]",
-                 f"        s{k} = z[{SHAPE}]",
+                 f"        v{k} = z.vid",
+                 f"        s{k} = z.shape",
                  "    elif c is _T:",
                  f"        v{k} = r.input_ids.get({p})",
                  f"        if v{k} is None:",
@@ -126,7 +127,7 @@ def specialize(call, boxed):
              f"    r.records.append((_S, vid, {', '.join(slots)}))",
              "    t = _new(_LT)",
              "    t._sig = _SIG",
-             "    t._lazy = (r, vid, shape, _OUT)",
+             "    t._lazy = _mk(_P, (r, vid, shape, _OUT))",
              "    r.lazies.append(t)"]
     # the size flush runs after ``busy`` is lowered: a flush may wait for other threads
     tail = ["    if t is None:",
@@ -154,7 +155,7 @@ def specialize(call, boxed):
     lines += ["        " + b for b in body]
     lines += tail
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
-         "_ONCE": (None,), "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": state.max_pending,
+         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": state.max_pending,
          "_OUT": None, "_SIG": None}
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty

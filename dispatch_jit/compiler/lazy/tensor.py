@@ -1,24 +1,38 @@
 """LazyTensor: a ``dj.Tensor`` whose data a pending graph has yet to compute, and forcing.
 
-While pending, its ``_data`` slot holds the *pending state*, a plain tuple
-``(recorder, vid, shape, type)`` (fields ``RECORDER``, ``VID``, ``SHAPE``, ``TYPE``): a
-tuple, not a named tuple, because the generated recorders make one per recorded op and
-test ``z.__class__ is tuple`` to tell it from the computed array."""
+While pending, its ``_data`` slot holds the *pending state*, a ``Pending`` named tuple
+``(recorder, vid, shape, type)``; ``z.__class__ is Pending`` tells it from the computed
+array.  The generated recorders make one per recorded op with ``make_pending`` (the tuple
+constructor called directly: a named tuple's own ``__new__`` is a Python function, which
+would double the cost of building it)."""
 
 from __future__ import annotations
 
 import copy
+from typing import NamedTuple
 
 import numpy as np
 
 from dispatch_jit.signature import keyset_sig_bits, sig_device_index
 from dispatch_jit.tensor import CUDA_BITS, CPU_DEVICE, Tensor, device as _device
 
-from ..ir import GraphError
+from ..ir import GraphError, TensorType
 from ..tracer import _state
 
-# the fields of a pending state
-RECORDER, VID, SHAPE, TYPE = 0, 1, 2, 3
+
+class Pending(NamedTuple):
+    """A LazyTensor's state until its graph runs (held in its ``_data`` slot)."""
+    recorder: object      # the LazyRecorder whose graph computes it (FAILED: that graph failed)
+    vid: int              # its value id in that graph (FAILED: the error instead)
+    shape: tuple
+    type: TensorType
+
+
+_tuple_new = tuple.__new__
+
+
+def make_pending(recorder, vid, shape, ty) -> Pending:
+    return _tuple_new(Pending, (recorder, vid, shape, ty))
 
 SLOT_DATA = Tensor.__dict__["_data"]     # the slot descriptor
 get_slot, set_slot = SLOT_DATA.__get__, SLOT_DATA.__set__
@@ -43,7 +57,7 @@ class LazyTensor(Tensor):
     """A ``dj.Tensor`` whose data a pending graph has yet to compute.  Reading
     ``_data`` forces the graph; the tensor then becomes a plain ``Tensor``.
 
-    While pending, its ``_data`` slot holds ``(recorder, value id, shape, TensorType)``
+    While pending, its ``_data`` slot holds a ``Pending`` (recorder, value id, shape, type)
     instead of an array (no instance dict: a LazyTensor costs what a Tensor does).
     ``_lazy`` is that same slot under another name, read and written at C speed
     where ``_data`` is the forcing property."""
@@ -66,8 +80,7 @@ class LazyTensor(Tensor):
     # each read tests what the slot holds: the pending state, or already the array
     @property
     def shape(self) -> tuple:
-        z = get_slot(self, Tensor)
-        return z[SHAPE] if z.__class__ is tuple else z.shape
+        return get_slot(self, Tensor).shape      # Pending.shape, or the array's
 
     @property
     def ndim(self) -> int:
@@ -79,7 +92,7 @@ class LazyTensor(Tensor):
     @property
     def dtype(self):
         z = get_slot(self, Tensor)
-        return z[TYPE].dtype if z.__class__ is tuple else Tensor.dtype.fget(self)
+        return z.type.dtype if z.__class__ is Pending else Tensor.dtype.fget(self)
 
     @property
     def device(self):
@@ -126,14 +139,14 @@ def force(t) -> None:
     """Compute ``t`` if it is pending: run its graph, under its recorder's lock, whichever
     thread recorded it."""
     z = get_slot(t, Tensor)
-    if z.__class__ is tuple:
-        z[RECORDER].flush()
+    if z.__class__ is Pending:
+        z.recorder.flush()
         z = get_slot(t, Tensor)
-        if z.__class__ is tuple:
-            if z[RECORDER] is FAILED:
-                raise RuntimeError("a pending compiled-mode graph failed to run") from z[1]
+        if z.__class__ is Pending:
+            if z.recorder is FAILED:
+                raise RuntimeError("a pending compiled-mode graph failed to run") from z.vid
             # never hand out the pending state as if it were the data
-            raise GraphError(f"compiled mode: value %{z[VID]} (shape {z[SHAPE]}, {z[TYPE]}) is still pending "
+            raise GraphError(f"compiled mode: value %{z.vid} (shape {z.shape}, {z.type}) is still pending "
                              f"after its graph ran; this is a bug in dispatch_jit, please report it.  Run the "
                              f"code in eager mode (dj.set_mode('eager')) meanwhile")
 
@@ -141,7 +154,7 @@ def force(t) -> None:
 def pending(t):
     """``(recorder, vid, shape, type)`` of a LazyTensor still pending, else None."""
     z = get_slot(t, Tensor)
-    return z if z.__class__ is tuple else None
+    return z if z.__class__ is Pending else None
 
 
 def reads_pending(args: tuple, kwargs: dict) -> bool:
@@ -154,7 +167,7 @@ def reads_pending(args: tuple, kwargs: dict) -> bool:
 
 
 class _Failed:
-    """The recorder of a tensor whose graph failed to run: ``(FAILED, error, shape, type)``."""
+    """The recorder of a tensor whose graph failed to run: ``Pending(FAILED, error, shape, type)``."""
 
     @staticmethod
     def flush():
