@@ -11,7 +11,7 @@ from .creation import tensor
 from .devices import device as _device, device_module, is_backend_type
 from .entry import make_entry
 from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
-from .errors import BroadcastError
+from .errors import ArgumentTypeError, BroadcastError
 from .dlpack import dlpack, dlpack_device
 from .registry import lookup
 from .tensor import Tensor
@@ -55,7 +55,7 @@ def _to_device(t, d, options: dict):
     if backend is not None:
         return device_module(backend).to_device(t, d, **options)
     if options:
-        raise TypeError(f"to(): unexpected device options {sorted(options)} for device {d}")
+        raise ArgumentTypeError(f"to(): unexpected device options {sorted(options)} for device {d}")
     from .cuda.transfer import to_device
     return to_device(t, d)
 

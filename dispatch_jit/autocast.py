@@ -26,7 +26,7 @@ import threading
 
 from .dispatcher import ExcludeDispatchKeyGuard, tls
 from .dtypes import DType, as_dtype, float16, float32, promote_types
-from .errors import DTypeError
+from .errors import DTypeError, InvalidArgumentError
 from .keys import AUTOCAST_BITS, AUTOCAST_KEY_FOR_DEVICE, DispatchKey, key_bits
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "AutocastKernel", "POLICIES"]
@@ -65,7 +65,7 @@ class autocast:
 
     def __init__(self, device_type: str, dtype=None, enabled: bool = True):
         if device_type not in AUTOCAST_KEY_FOR_DEVICE:
-            raise ValueError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+            raise InvalidArgumentError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
         d = as_dtype(dtype) if dtype is not None else _DEFAULT_DTYPE[device_type]
         if d.name not in _LOWER_OK:
             raise DTypeError(f"autocast: dtype must be a floating dtype (float16, float32, float64), got {d.name}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import BroadcastError
+
 __all__ = ["broadcast_shapes", "NUMPY_MAXDIMS"]
 
 NUMPY_MAXDIMS = 32
@@ -27,6 +29,6 @@ def broadcast_shapes(*shapes) -> tuple:
     for s in shapes:
         for i, n in enumerate(s, len(out) - len(s)):
             if n != out[i] and out[i] != 1 and n != 1:
-                raise ValueError(f"shape mismatch: {tuple(s)} does not broadcast to {tuple(out)}")
+                raise BroadcastError(f"shape mismatch: {tuple(s)} does not broadcast to {tuple(out)}")
             out[i] = n if out[i] == 1 else out[i]
     return tuple(out)

@@ -49,6 +49,8 @@ from collections import namedtuple
 
 import numpy as np
 
+from .errors import InterpreterError, InvalidArgumentError
+
 __all__ = ["BufferPool", "PoolInfo", "pool", "pool_empty", "pool_info", "empty_pool", "set_limits"]
 
 PoolInfo = namedtuple("PoolInfo", "hits misses untracked blocks bytes free_blocks free_bytes max_bytes min_bytes")
@@ -87,7 +89,7 @@ def _calibrate() -> int:
                 break
             del held
             return limit
-    raise RuntimeError("bufferpool: cannot calibrate reference counts on this interpreter")
+    raise InterpreterError("bufferpool: cannot calibrate reference counts on this interpreter")
 
 
 _FREE_RC = _calibrate()
@@ -104,7 +106,7 @@ def _env_bytes(name: str, default: int) -> int:
     try:
         return int(v) if v else default
     except ValueError:
-        raise ValueError(f"{name}={v!r}: expected a number of bytes") from None
+        raise InvalidArgumentError(f"{name}={v!r}: expected a number of bytes") from None
 
 
 class BufferPool:
@@ -139,11 +141,11 @@ class BufferPool:
         """Change the cap on tracked bytes and the smallest request the pool serves."""
         if max_bytes is not None:
             if max_bytes < 0:
-                raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+                raise InvalidArgumentError(f"max_bytes must be >= 0, got {max_bytes}")
             self.max_bytes = int(max_bytes)
         if min_bytes is not None:
             if min_bytes < 1:
-                raise ValueError(f"min_bytes must be >= 1, got {min_bytes}")
+                raise InvalidArgumentError(f"min_bytes must be >= 1, got {min_bytes}")
             self.min_bytes = int(min_bytes)
         # callers may skip the pool for outputs of fewer elements than this (16: the largest itemsize)
         self.small = self.min_bytes // 16

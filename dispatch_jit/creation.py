@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from .dtypes import DType, as_dtype, float32, get_default_dtype, int64
-from .errors import DTypeError, SchemaError, ShapeError
+from .errors import ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError
 from .signature import MAX_NDIM
 from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
@@ -53,15 +53,15 @@ def _filled(shape: tuple, dt: DType, value, device, requires_grad: bool) -> Tens
 def _size(n, fname: str, what: str = "size", pos: int = 0) -> int:
     """One int of a size, as PyTorch: a float (3.5, or even 2.0) or a bool is a TypeError, never
     truncated; ints, NumPy ints and one-element integer tensors pass (``operator.index``)."""
-    try:
-        if isinstance(n, (bool, np.bool_)):
-            raise TypeError
-        return operator.index(n)
-    except TypeError:
-        where = (f"must be a tuple of ints, but found element of type {type(n).__name__} at pos {pos}"
-                 if what == "size" else f"must be an int, not {type(n).__name__}")
-        raise SchemaError(f"{fname}(): argument '{what}' {where} ({n!r}); pass whole numbers (int({n!r}) if "
-                          f"you mean it)") from None
+    if not isinstance(n, (bool, np.bool_)):
+        try:
+            return operator.index(n)
+        except TypeError:
+            pass
+    where = (f"must be a tuple of ints, but found element of type {type(n).__name__} at pos {pos}"
+             if what == "size" else f"must be an int, not {type(n).__name__}")
+    raise SchemaError(f"{fname}(): argument '{what}' {where} ({n!r}); pass whole numbers (int({n!r}) if "
+                      f"you mean it)")
 
 
 def _shape(size, fname: str = "tensor") -> tuple:
@@ -123,7 +123,7 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None) -> Tensor
         dt = as_dtype(dtype) if dtype is not None else None
         if dt is not None and a.dtype != dt.np:
             if copy is False:
-                raise ValueError("asarray(copy=False) would need a copy to change the dtype")
+                raise InvalidArgumentError("asarray(copy=False) would need a copy to change the dtype")
             a = a.astype(dt.np)
         elif copy:
             a = a.copy()
@@ -141,7 +141,7 @@ def _from_cuda_array(obj, dtype, device, copy) -> Tensor:
     t = wrap(from_cuda_array_interface(obj, _device(device).index or 0 if device is not None else 0))
     if dtype is not None and as_dtype(dtype) is not t.dtype:
         if copy is False:
-            raise ValueError("asarray(copy=False) would need a copy to change the dtype")
+            raise InvalidArgumentError("asarray(copy=False) would need a copy to change the dtype")
         return t.to(as_dtype(dtype))
     return t.clone() if copy else t
 
@@ -181,7 +181,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 def _like(t: Tensor, dtype, device):
     if not isinstance(t, Tensor):
-        raise TypeError(f"expected a Tensor, got {type(t).__name__}")
+        raise ArgumentTypeError(f"expected a Tensor, got {type(t).__name__}")
     dev = device if device is not None else (t.device if t.is_cuda else None)
     return t.shape, (as_dtype(dtype) if dtype is not None else t.dtype), dev
 
@@ -215,7 +215,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if end is None:
         start, end = 0, start
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise InvalidArgumentError("arange: step must be nonzero")
     is_float = any(isinstance(v, float) for v in (start, end, step))
     dt = as_dtype(dtype) if dtype is not None else (get_default_dtype() if is_float else int64)
     return _finish(np.arange(start, end, step).astype(dt.np, copy=False), device, requires_grad)
@@ -224,7 +224,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     steps = _size(steps, "linspace", "steps")
     if steps < 0:
-        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+        raise InvalidArgumentError(f"linspace: number of steps must be non-negative, got {steps}")
     return _finish(np.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype).np), device, requires_grad)
 
 

@@ -18,6 +18,7 @@ import importlib
 
 import numpy as np
 
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .keys import privateuse1_backend_name
 
 __all__ = ["device", "CPU_DEVICE", "place", "register_device_module", "register_lazy_device_module",
@@ -31,7 +32,7 @@ _LAZY: dict = {}           # device type -> import path of the package that prov
 def register_device_module(name: str, module) -> None:
     """Make ``module`` the device module of device type ``name`` (the PrivateUse1 backend's name)."""
     if name in _BUILTIN:
-        raise ValueError(f"register_device_module: {name!r} is a built-in device type")
+        raise InvalidArgumentError(f"register_device_module: {name!r} is a built-in device type")
     _MODULES[name] = module
 
 
@@ -69,14 +70,14 @@ class device:
         if isinstance(spec, device):
             spec, index = spec.type, spec.index
         if not isinstance(spec, str):
-            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+            raise ArgumentTypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
         typ, _, idx = spec.partition(":")
         if typ not in _BUILTIN and not is_backend_type(typ):
             extra = "".join(f", {n!r}" for n in sorted(set(_MODULES) | set(_LAZY)))
-            raise ValueError(f"unknown device type {typ!r}: expected 'cpu', 'cuda', 'cuda:N', 'meta'{extra}")
+            raise InvalidArgumentError(f"unknown device type {typ!r}: expected 'cpu', 'cuda', 'cuda:N', 'meta'{extra}")
         if idx:
             if not idx.isdigit():
-                raise ValueError(f"bad device index in {spec!r}: expected a non-negative integer after ':'")
+                raise InvalidArgumentError(f"bad device index in {spec!r}: expected a non-negative integer after ':'")
             index = int(idx)
         self.type, self.index = typ, index
 
@@ -108,7 +109,7 @@ def _check_cpu(dev) -> None:
         from .cuda.runtime import require
         require(d.index or 0)
     elif d.type != "cpu" and device_module(d.type) is None:
-        raise ValueError(f"device {d} is not supported for tensors with data; use 'cpu' or 'cuda'")
+        raise InvalidArgumentError(f"device {d} is not supported for tensors with data; use 'cpu' or 'cuda'")
 
 
 def place(a: np.ndarray, dev, **options):
@@ -121,7 +122,7 @@ def place(a: np.ndarray, dev, **options):
     if d.type not in _BUILTIN:
         return _backend_module(d.type).from_host(a, **options)
     if options:
-        raise TypeError(f"unexpected device options {sorted(options)} for device {d}: only a backend's "
+        raise ArgumentTypeError(f"unexpected device options {sorted(options)} for device {d}: only a backend's "
                         f"device takes them")
     if d.type == "cpu":
         return a
@@ -133,6 +134,6 @@ def place(a: np.ndarray, dev, **options):
 def _backend_module(typ: str):
     mod = device_module(typ)
     if mod is None:
-        raise ValueError(f"device type {typ!r} has no device module: the PrivateUse1 backend registers one "
+        raise InvalidArgumentError(f"device type {typ!r} has no device module: the PrivateUse1 backend registers one "
                          f"with dispatch_jit.devices.register_device_module({typ!r}, module)")
     return mod

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import ArgumentTypeError
 from .tensor import Tensor, wrap
 
 __all__ = ["from_dlpack", "dlpack", "dlpack_device", "CPU", "CUDA"]
@@ -67,7 +68,7 @@ def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
     if isinstance(x, Tensor):
         return wrap(x._data.copy()) if copy else x
     if not hasattr(x, "__dlpack__"):
-        raise TypeError(f"from_dlpack: a {type(x).__name__} does not support DLPack (no __dlpack__); "
+        raise ArgumentTypeError(f"from_dlpack: a {type(x).__name__} does not support DLPack (no __dlpack__); "
                         f"use dj.asarray for NumPy arrays, buffers and sequences")
     kw = {} if copy is None else {"copy": copy}
     a = np.from_dlpack(x, device="cpu", **kw) if device is not None else np.from_dlpack(x, **kw)

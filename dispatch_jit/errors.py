@@ -33,6 +33,11 @@ __all__ = [
     "GraphError",
     "TargetError",
     "StateDictError",
+    "InvalidArgumentError",
+    "ArgumentTypeError",
+    "TensorStateError",
+    "InterpreterError",
+    "ValueOverflowError",
 ]
 
 
@@ -141,3 +146,27 @@ class TargetError(DispatchJitError, IndexError):
 
 class StateDictError(DispatchJitError, RuntimeError):
     """``Module.load_state_dict`` got missing or unexpected keys (strict), or tensors of the wrong shape."""
+
+
+class InvalidArgumentError(DispatchJitError, ValueError):
+    """An argument's value is outside what the call accepts (a negative size, an unknown option,
+    a malformed index array); the message names the argument, the value seen and what is accepted."""
+
+
+class ArgumentTypeError(DispatchJitError, TypeError):
+    """An argument of a type the call does not take (or a Python protocol a tensor cannot serve,
+    such as ``len()`` of a 0-d tensor)."""
+
+
+class TensorStateError(DispatchJitError, RuntimeError):
+    """The tensor's state does not allow the request: the truth value of a tensor of several
+    elements, or a value whose pending compiled-mode graph failed to run."""
+
+
+class InterpreterError(DispatchJitError, RuntimeError):
+    """This Python interpreter does not behave as a measurement the library makes at import
+    assumes (reference counts): the library cannot run here."""
+
+
+class ValueOverflowError(DispatchJitError, OverflowError):
+    """A Python number that does not fit the dtype asked for (``asarray(2**40, dtype=int32)``)."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from typing import Iterable
 
+from .errors import InvalidArgumentError, RegistrationError
+
 __all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS", "key_bits", "bits_below", "AUTOGRAD_BITS",
            "AUTOCAST_BITS", "CUDA_KEY_BITS", "PRIVATEUSE1_KEY_BITS", "rename_privateuse1_backend",
            "privateuse1_backend_name"]
@@ -66,7 +68,7 @@ class DispatchKey(enum.IntEnum):
         if isinstance(key, str) and key in cls.__members__:
             return cls[key]
         names = ", ".join(cls.__members__)
-        raise ValueError(f"unknown dispatch key {key!r}; expected one of: {names}")
+        raise InvalidArgumentError(f"unknown dispatch key {key!r}; expected one of: {names}")
 
 
 RUNTIME_KEYS: tuple[DispatchKey, ...] = tuple(k for k in DispatchKey if not k.is_alias and k is not DispatchKey.Undefined)
@@ -191,7 +193,7 @@ def _to_bits(keys) -> int:
 
 def _key_bit(key: DispatchKey) -> int:
     if key.is_alias:
-        raise ValueError(f"{key.name} is an alias key: it names a group of runtime keys for registration "
+        raise InvalidArgumentError(f"{key.name} is an alias key: it names a group of runtime keys for registration "
                          f"and cannot be put in a DispatchKeySet; use one of {[k.name for k in ALIAS_EXPANSION[key]]}")
     return 0 if key is DispatchKey.Undefined else 1 << key.value
 
@@ -218,14 +220,14 @@ def rename_privateuse1_backend(name: str) -> None:
     True
     """
     if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
-        raise ValueError(f"rename_privateuse1_backend: the name must be a lower-case identifier, got {name!r}")
+        raise InvalidArgumentError(f"rename_privateuse1_backend: the name must be a lower-case identifier, got {name!r}")
     if name in ("cpu", "cuda", "meta"):
-        raise ValueError(f"rename_privateuse1_backend: {name!r} is a built-in device type; choose another name")
+        raise InvalidArgumentError(f"rename_privateuse1_backend: {name!r} is a built-in device type; choose another name")
     current = _PRIVATEUSE1_NAME[0]
     if current == name:
         return
     if current != "privateuseone":
-        raise RuntimeError(f"rename_privateuse1_backend: the PrivateUse1 backend is already named {current!r}; "
+        raise RegistrationError(f"rename_privateuse1_backend: the PrivateUse1 backend is already named {current!r}; "
                            f"it can be renamed only once (asked for {name!r})")
     _PRIVATEUSE1_NAME[0] = name
 

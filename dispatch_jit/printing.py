@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from .dtypes import default_complex_dtype, get_default_dtype, int64, bool_
+from .errors import InvalidArgumentError
 
 __all__ = ["set_printoptions", "get_printoptions", "format_data", "tensor_repr"]
 
@@ -37,7 +38,7 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     """
     if profile is not None:
         if profile not in _PROFILES:
-            raise ValueError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+            raise InvalidArgumentError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
         _OPTIONS.update(_PROFILES[profile])
     for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
                         ("linewidth", linewidth)):

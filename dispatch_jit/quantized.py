@@ -30,7 +30,7 @@ import numpy as np
 
 from .conversions import conversion
 from .dtypes import DType, from_numpy_dtype
-from .errors import DTypeError
+from .errors import ArgumentTypeError, DTypeError, InvalidArgumentError
 from .keys import DispatchKey, key_bits
 from .signature import MAX_NDIM, make_sig
 from .tensor import Tensor, wrap, _new
@@ -111,7 +111,7 @@ class QuantizedTensor(Tensor):
         from .tensor import device as _device
         d = _device("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
         if d.type != "cuda":
-            raise ValueError(f"cuda(): expected a CUDA device, got {d}")
+            raise InvalidArgumentError(f"cuda(): expected a CUDA device, got {d}")
         return self._to_device(d)
 
     def cpu(self) -> "QuantizedTensor":
@@ -144,7 +144,7 @@ class QuantizedTensor(Tensor):
         elif d.type == "cpu":
             data = self._host().copy() if not _on_cuda(self._data) else self._data.to_host()
         else:
-            raise ValueError(f"quantized tensors live on 'cpu' or 'cuda', not {d}")
+            raise InvalidArgumentError(f"quantized tensors live on 'cpu' or 'cuda', not {d}")
         return make_quantized(data, self.scale, self.zero_point, self.qdtype)
 
     @property
@@ -221,15 +221,15 @@ def check_qparams(scale, zero_point, qdtype) -> tuple[float, int]:
     if not isinstance(qdtype, QDType):
         raise DTypeError(f"quantized dtype must be dj.qint8 or dj.quint8, got {qdtype!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
-        raise TypeError(f"scale must be a positive float, got {type(scale).__name__} {scale!r}")
+        raise ArgumentTypeError(f"scale must be a positive float, got {type(scale).__name__} {scale!r}")
     scale = float(scale)
     if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale must be a positive finite float, got {scale}")
+        raise InvalidArgumentError(f"scale must be a positive finite float, got {scale}")
     if isinstance(zero_point, bool) or not isinstance(zero_point, (int, np.integer)):
-        raise TypeError(f"zero_point must be an int, got {type(zero_point).__name__} {zero_point!r}")
+        raise ArgumentTypeError(f"zero_point must be an int, got {type(zero_point).__name__} {zero_point!r}")
     zero_point = int(zero_point)
     if not qdtype.qmin <= zero_point <= qdtype.qmax:
-        raise ValueError(f"zero_point {zero_point} is out of range for {qdtype.name}: expected "
+        raise InvalidArgumentError(f"zero_point {zero_point} is out of range for {qdtype.name}: expected "
                          f"{qdtype.qmin} <= zero_point <= {qdtype.qmax}")
     return scale, zero_point
 
@@ -259,14 +259,14 @@ def quantize_per_tensor(t, scale, zero_point, dtype) -> QuantizedTensor:
     if isinstance(t, QuantizedTensor):
         raise DTypeError("quantize_per_tensor: the input is already quantized; dequantize() it first")
     if not isinstance(t, Tensor):
-        raise TypeError(f"quantize_per_tensor expects a float Tensor, got {type(t).__name__}; "
+        raise ArgumentTypeError(f"quantize_per_tensor expects a float Tensor, got {type(t).__name__}; "
                         f"make one with dj.tensor(...)")
     if t._data.dtype.kind != "f":
         raise DTypeError(f"quantize_per_tensor expects a floating point tensor, got {t.dtype}; "
                          f"convert it with .to(dj.float32)")
     scale, zero_point = check_qparams(scale, zero_point, dtype)
     if t.ndim > MAX_NDIM:
-        raise ValueError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
+        raise InvalidArgumentError(f"tensors have at most {MAX_NDIM} dimensions, got {t.ndim}")
     if _on_cuda(t._data):
         q = conversion("quantize", "cuda")(t._data, scale, zero_point, dtype)
         return make_quantized(q, scale, zero_point, dtype)

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
-from .errors import RegistrationError
+from .errors import RegistrationError, UnknownOperatorError
 from .keys import ALIAS_EXPANSION, RUNTIME_KEYS, DispatchKey, key_bits
 from .schema import FunctionSchema, parse_schema
 
@@ -287,7 +287,7 @@ def lookup(name: str, namespace: str | None = None) -> OperatorEntry:
         import difflib
         close = difflib.get_close_matches(name, list(_OPERATORS), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise LookupError(f"no operator named {name!r}{hint}")
+        raise UnknownOperatorError(f"no operator named {name!r}{hint}")
     return op
 
 

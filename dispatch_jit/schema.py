@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .errors import SchemaError, SchemaParseError
+from .errors import ArgumentTypeError, SchemaError, SchemaParseError
 
 __all__ = ["NO_DEFAULT", "AliasInfo", "SchemaType", "Argument", "Return", "FunctionSchema",
            "parse_schema", "bind", "format_call"]
@@ -342,7 +342,7 @@ def parse_schema(s: str) -> FunctionSchema:
         'myadd(Tensor self, Tensor other) -> Tensor'
     """
     if not isinstance(s, str):
-        raise TypeError(f"parse_schema expects a str, not {type(s).__name__}")
+        raise ArgumentTypeError(f"parse_schema expects a str, not {type(s).__name__}")
     p = _Parser(s)
     ns, name = None, p.name("an operator name")[1]
     if p.accept("::"):

@@ -39,7 +39,7 @@ import numpy as np
 
 from .conversions import conversion
 from .dtypes import as_dtype, from_numpy_dtype
-from .errors import DTypeError, ShapeError, SparseLayoutError
+from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .tensor import Tensor, wrap
@@ -127,7 +127,7 @@ class SparseCsrTensor(Tensor):
         from .tensor import device as _device
         d = _device("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
         if d.type != "cuda":
-            raise ValueError(f"cuda(): expected a CUDA device, got {d}")
+            raise InvalidArgumentError(f"cuda(): expected a CUDA device, got {d}")
         return self._to_device(d)
 
     def cpu(self) -> "SparseCsrTensor":
@@ -153,7 +153,7 @@ class SparseCsrTensor(Tensor):
         if d == self.device:
             return self
         if d.type not in ("cpu", "cuda"):
-            raise ValueError(f"sparse CSR tensors live on 'cpu' or 'cuda', not {d}")
+            raise InvalidArgumentError(f"sparse CSR tensors live on 'cpu' or 'cuda', not {d}")
         crow, col = _move_index(self._crow, d), _move_index(self._col, d)
         return _make(crow, col, self._values_t.to(d), self._shape)
 
@@ -297,21 +297,21 @@ def check_csr_invariants(crow: np.ndarray, col: np.ndarray, nvalues: int, shape:
         raise ShapeError(f"sparse_csr_tensor: col_indices and values must have the same length (nnz), got "
                          f"{col.shape[0]} and {nvalues}")
     if crow[0] != 0:
-        raise ValueError(f"sparse_csr_tensor: crow_indices[0] must be 0, got {int(crow[0])}")
+        raise InvalidArgumentError(f"sparse_csr_tensor: crow_indices[0] must be 0, got {int(crow[0])}")
     d = np.diff(crow)
     if np.any(d < 0):
         i = int(np.argmax(d < 0))
-        raise ValueError(f"sparse_csr_tensor: crow_indices must be non-decreasing, but row {i} has "
+        raise InvalidArgumentError(f"sparse_csr_tensor: crow_indices must be non-decreasing, but row {i} has "
                          f"crow_indices[{i}] = {int(crow[i])} > crow_indices[{i + 1}] = {int(crow[i + 1])}")
     if crow[-1] != nvalues:
-        raise ValueError(f"sparse_csr_tensor: crow_indices[-1] must equal nnz = {nvalues}, got {int(crow[-1])}")
+        raise InvalidArgumentError(f"sparse_csr_tensor: crow_indices[-1] must equal nnz = {nvalues}, got {int(crow[-1])}")
     if nvalues == 0:
         return
     bad = (col < 0) | (col >= cols)
     if np.any(bad):
         k = int(np.argmax(bad))
         row = int(np.searchsorted(crow, k, side="right")) - 1
-        raise ValueError(f"sparse_csr_tensor: col_indices[{k}] = {int(col[k])} (row {row}) is out of range "
+        raise InvalidArgumentError(f"sparse_csr_tensor: col_indices[{k}] = {int(col[k])} (row {row}) is out of range "
                          f"for {cols} columns; expected 0 <= col < {cols}")
     # within a row, columns must strictly increase; a step down is allowed only at a row start
     step_ok = np.diff(col) > 0
@@ -323,7 +323,7 @@ def check_csr_invariants(crow: np.ndarray, col: np.ndarray, nvalues: int, shape:
         k = int(np.argmax(bad)) + 1
         row = int(np.searchsorted(crow, k, side="right")) - 1
         what = "duplicate" if col[k] == col[k - 1] else "unsorted"
-        raise ValueError(f"sparse_csr_tensor: {what} column indices in row {row}: col_indices[{k - 1}] = "
+        raise InvalidArgumentError(f"sparse_csr_tensor: {what} column indices in row {row}: col_indices[{k - 1}] = "
                          f"{int(col[k - 1])} then col_indices[{k}] = {int(col[k])}; columns must be sorted "
                          f"and unique within each row")
 
@@ -361,7 +361,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     >>> sparse_csr_tensor([0, 2], [1, 0], [1.0, 2.0], (1, 2))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: sparse_csr_tensor: unsorted column indices in row 0: col_indices[0] = 1 then col_indices[1] = 0...
+    dispatch_jit.errors.InvalidArgumentError: sparse_csr_tensor: unsorted column indices in row 0: col_indices[0] = 1 then col_indices[1] = 0...
     """
     from .tensor import device as _device
     if device is None:
@@ -371,7 +371,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
                 break
     dev = None if device is None else _device(device)
     if dev is not None and dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"sparse_csr_tensor: device must be 'cpu' or 'cuda', got {dev}")
+        raise InvalidArgumentError(f"sparse_csr_tensor: device must be 'cpu' or 'cuda', got {dev}")
     crow = _index_array(crow_indices, "crow_indices")
     col = _index_array(col_indices, "col_indices")
     if isinstance(values, Tensor) and not isinstance(values, SparseCsrTensor) and \

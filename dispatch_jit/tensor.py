@@ -19,7 +19,7 @@ import numpy as np
 from . import dispatcher
 from .devices import CPU_DEVICE, _check_cpu, device, place  # noqa: F401  (CPU_DEVICE, _check_cpu: re-exported)
 from .dtypes import DType, bool_, default_complex_dtype, from_numpy_dtype, get_default_dtype, int64
-from .errors import DTypeError, ShapeError
+from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError, ShapeError, TensorStateError
 from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
 from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
 
@@ -59,7 +59,7 @@ class Tensor:
     __array_priority__ = 1000    # NumPy defers `ndarray * Tensor` to us
 
     def __init__(self, data=None, *, dtype=None):
-        raise TypeError("construct tensors with dj.tensor(data), dj.asarray(data), dj.zeros(...) and friends")
+        raise ArgumentTypeError("construct tensors with dj.tensor(data), dj.asarray(data), dj.zeros(...) and friends")
 
     # -- metadata ------------------------------------------------------------
     @property
@@ -149,7 +149,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise ArgumentTypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     # -- conversion ------------------------------------------------------------
@@ -174,7 +174,7 @@ class Tensor:
 
     def item(self):
         if self._data.size != 1:
-            raise ValueError(f"item(): a tensor with {self._data.size} elements cannot be converted to a "
+            raise InvalidArgumentError(f"item(): a tensor with {self._data.size} elements cannot be converted to a "
                              f"Python scalar; index it first")
         return self._host().reshape(()).item()
 
@@ -183,7 +183,7 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
+            raise TensorStateError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
                                f"use .any() or .all()")
         return bool(self._host().reshape(()))
 
@@ -198,14 +198,14 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.category > 1 or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise ArgumentTypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     __hash__ = object.__hash__
 
     def __iter__(self):
         if self._data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
+            raise ArgumentTypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self._data.shape[0]))
 
     def __repr__(self) -> str:
@@ -259,7 +259,7 @@ class Tensor:
         if requires_grad and self.dtype.category < 2:
             raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables; use .detach()")
+            raise AutogradError("you can only change requires_grad flags of leaf variables; use .detach()")
         self.__dict__["requires_grad"] = rg = bool(requires_grad)
         self._sig = _sig_for(self._data, rg)
         return self
@@ -395,7 +395,7 @@ def dispatch_keys(t: Tensor) -> DispatchKeySet:
     DispatchKeySet(CPU)
     """
     if not isinstance(t, Tensor):
-        raise TypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
+        raise ArgumentTypeError(f"dispatch_keys() expects a Tensor, got {type(t).__name__}")
     return DispatchKeySet.from_bits(sig_keyset(t._sig))
 
 

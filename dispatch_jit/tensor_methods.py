@@ -17,7 +17,7 @@ import numpy as np
 
 from .dtypes import FLOAT
 from .autograd.grad_mode import is_grad_enabled
-from .errors import AutogradError, DTypeError
+from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
 from .tensor import Tensor, _AUTOGRAD_SIG_BITS, _sig_for
 
@@ -39,7 +39,7 @@ def _set_data(self, value) -> None:
     """``x.data = y``: x takes y's storage (shape and dtype too) and keeps its own autograd
     identity (requires_grad, .grad, grad_fn), as PyTorch."""
     if not isinstance(value, Tensor):
-        raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        raise ArgumentTypeError(f"data must be set to a Tensor, got {type(value).__name__}")
     if value.device != self.device:
         raise DTypeError(f"data: cannot set the data of a {self.device} tensor to a {value.device} tensor; "
                          f"move it first: value.to({str(self.device)!r})")
@@ -117,7 +117,7 @@ def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Ten
     True
     """
     if std < 0:
-        raise ValueError(f"normal_: expects std >= 0.0, but found std {std}")
+        raise InvalidArgumentError(f"normal_: expects std >= 0.0, but found std {std}")
     return _random("normal_", self, lambda rng, shape: rng.normal(mean, std, shape), generator)
 
 
@@ -129,7 +129,7 @@ def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
     True
     """
     if a > b:
-        raise ValueError(f"uniform_: expects a <= b, but found a={a} and b={b}")
+        raise InvalidArgumentError(f"uniform_: expects a <= b, but found a={a} and b={b}")
     return _random("uniform_", self, lambda rng, shape: rng.uniform(a, b, shape), generator)
 
 

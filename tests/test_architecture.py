@@ -19,6 +19,16 @@ Three rules:
   imported by no library module below the tools.
 * **No cycles** among modules, counting imports inside functions.
 * **Size.**  No library module above ``MAX_LINES`` lines.
+* **Errors come from errors.py.**  No library module raises a builtin exception
+  class itself (``ValueError``, ``TypeError``, ``RuntimeError``, ...): it raises
+  one of ``dispatch_jit.errors``' classes, which subclass the builtin a user
+  would catch, so ``except ValueError`` and ``except dj.errors.DispatchJitError``
+  both work.  The builtins left to raise are those of Python's protocols and
+  invariants: ``NotImplementedError`` (an abstract method: ``Module.forward``),
+  ``AttributeError`` (``__getattr__``), ``BufferError`` (the DLPack and buffer
+  protocols ask for it), ``ImportError`` (an optional dependency is missing),
+  ``StopIteration`` and ``AssertionError`` (an internal invariant: a bug here,
+  never a user's mistake).
 
 Third-party imports are not constrained here, except that optional ones
 (``torch``, ``matplotlib``, ``cupy``, ...) may appear only inside functions:
@@ -30,6 +40,7 @@ There is no exception list: a violation is fixed, not recorded.
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.machinery
 import os
 from pathlib import Path
@@ -235,6 +246,37 @@ def test_optional_dependencies_are_imported_only_inside_functions():
             if imported.split(".")[0] in OPTIONAL and not nested:
                 bad.append(f"{MODULES[m].relative_to(ROOT)}:{line} imports {imported} at module level")
     assert not bad, bad
+
+
+_PROTOCOL_ERRORS = frozenset(["NotImplementedError", "AttributeError", "BufferError", "ImportError",
+                              "ModuleNotFoundError", "StopIteration", "AssertionError"])
+_BUILTIN_ERRORS = frozenset(n for n in dir(builtins)
+                            if n.endswith(("Error", "Exception")) and n not in _PROTOCOL_ERRORS)
+
+
+def builtin_raises(tree: ast.AST, where: str) -> list[str]:
+    """``where:line raises X`` for each ``raise X(...)`` / ``raise X`` of a builtin exception class."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id in _BUILTIN_ERRORS:
+                found.append(f"{where}:{node.lineno} raises {exc.id}")
+    return found
+
+
+def test_errors_come_from_errors_py():
+    bad = []
+    for m, path in MODULES.items():
+        if m != "dispatch_jit.errors":
+            bad += builtin_raises(ast.parse(path.read_text()), str(path.relative_to(ROOT)))
+    assert not bad, ("raise a class of dispatch_jit/errors.py (add one there, subclassing the builtin a user "
+                     f"would catch): {bad}")
+
+
+def test_builtin_raise_finder_finds_a_planted_raise():
+    tree = ast.parse("def f(x):\n    if x:\n        raise ValueError('no')\n    raise NotImplementedError\n")
+    assert builtin_raises(tree, "m.py") == ["m.py:3 raises ValueError"]
 
 
 def test_imports_inside_functions_and_relative_imports_are_seen():

@@ -22,7 +22,7 @@ from ..autograd.grad_mode import AUTOGRAD_BITS
 from ..autograd.graph import SavedTensor, edge_of, node_class
 from ..autograd.kernel import grad_to_shape
 from ..dispatcher import ExcludeDispatchKeyGuard, _unboxed, tls
-from ..errors import AutogradError, RegistrationError, SchemaInferenceError
+from ..errors import ArgumentTypeError, AutogradError, InvalidArgumentError, RegistrationError, SchemaInferenceError
 from ..keys import DispatchKey, DispatchKeySet
 from ..ops import OpOverload, overload_of
 from ..registry import RegistrationHandle
@@ -220,7 +220,7 @@ def _device_keys(device_types) -> list[DispatchKey]:
     keys = []
     for d in names:
         if d not in _DEVICE_KEYS:
-            raise ValueError(f"unknown device type {d!r}; expected one of {sorted(_DEVICE_KEYS)} or None (all devices)")
+            raise InvalidArgumentError(f"unknown device type {d!r}; expected one of {sorted(_DEVICE_KEYS)} or None (all devices)")
         keys.append(_DEVICE_KEYS[d])
     return keys
 
@@ -283,7 +283,7 @@ class CustomOpDef:
         if fn is None:
             return lambda f: self.register_kernel(device_types, f)
         if not callable(fn):
-            raise TypeError(f"register_kernel expects a callable, got {type(fn).__name__}")
+            raise ArgumentTypeError(f"register_kernel expects a callable, got {type(fn).__name__}")
         for key in _device_keys(device_types):
             self._register(key, key, _BackendKernel(fn), f"kernel {getattr(fn, '__name__', fn)}")
         return fn
@@ -295,7 +295,7 @@ class CustomOpDef:
         positional arguments), then ``backward(ctx, *grads)`` returns one
         gradient per positional input (None where there is none)."""
         if not callable(backward):
-            raise TypeError(f"register_autograd expects a backward function, got {type(backward).__name__}")
+            raise ArgumentTypeError(f"register_autograd expects a backward function, got {type(backward).__name__}")
         if NON_DIFFERENTIABLE in self._entry.tags:
             raise RegistrationError(f"{self._qualname} is tagged {NON_DIFFERENTIABLE!r}; it cannot have an "
                                     f"autograd formula")
@@ -315,7 +315,7 @@ class CustomOpDef:
         from ..dtypes import as_dtype
         from ..keys import AUTOCAST_KEY_FOR_DEVICE
         if device_type not in AUTOCAST_KEY_FOR_DEVICE:
-            raise ValueError(f"register_autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+            raise InvalidArgumentError(f"register_autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
         key = AUTOCAST_KEY_FOR_DEVICE[device_type]
         self._register(key, key, AutocastKernel.to_dtype(as_dtype(cast_inputs)), f"autocast to {cast_inputs}")
 
@@ -328,7 +328,7 @@ class CustomOpDef:
         finds it.  A second call replaces it.  Usable as a decorator; returns
         ``fn``."""
         if not callable(fn):
-            raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
+            raise ArgumentTypeError(f"register_fake expects a callable, got {type(fn).__name__}")
         self._register("fake", DispatchKey.Meta, fn, f"fake {getattr(fn, '__name__', fn)}")
         return fn
 
@@ -382,12 +382,12 @@ def custom_op(qualname: str, fn: Callable | None = None, /, *, mutates_args: Ite
         return lambda f: custom_op(qualname, f, mutates_args=mutates_args, device_types=device_types,
                                    schema=schema, tags=tags)
     if not isinstance(qualname, str) or qualname.count("::") != 1:
-        raise ValueError(f"custom_op expects a qualified name 'namespace::name', got {qualname!r}")
+        raise InvalidArgumentError(f"custom_op expects a qualified name 'namespace::name', got {qualname!r}")
     ns, name = qualname.split("::")
     if not (ns.isidentifier() and name.isidentifier()):
-        raise ValueError(f"custom_op: {qualname!r}: namespace and name must be identifiers (no overload name)")
+        raise InvalidArgumentError(f"custom_op: {qualname!r}: namespace and name must be identifiers (no overload name)")
     if ns in _RESERVED_NAMESPACES:
-        raise ValueError(f"custom_op: the namespace '{ns}' is reserved for dispatch_jit's own operators; "
+        raise InvalidArgumentError(f"custom_op: the namespace '{ns}' is reserved for dispatch_jit's own operators; "
                          f"choose your own, e.g. 'myops::{name}'")
     if isinstance(mutates_args, str) and mutates_args != "unknown":
         raise SchemaInferenceError(f"custom_op {qualname}: mutates_args must be a collection of parameter names or "
@@ -419,7 +419,7 @@ def register_fake(op, fn: Callable | None = None):
     if entry.name in _CUSTOM_OPS:
         return _CUSTOM_OPS[entry.name].register_fake(fn)
     if not callable(fn):
-        raise TypeError(f"register_fake expects a callable, got {type(fn).__name__}")
+        raise ArgumentTypeError(f"register_fake expects a callable, got {type(fn).__name__}")
     old = _FAKES.pop(entry.name, None)
     if old is not None:
         old.remove()

@@ -17,7 +17,7 @@ import numpy as np
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import version_of
 from .custom_op import NON_DIFFERENTIABLE, _entry_of
-from ..errors import OpCheckError, SchemaError
+from ..errors import InvalidArgumentError, OpCheckError, SchemaError
 from ..keys import DispatchKey
 from ..schema import bind
 from ..tensor import Tensor
@@ -256,7 +256,7 @@ def opcheck(op, args: tuple, kwargs: dict | None = None, *, test_utils: str | It
     names = (test_utils,) if isinstance(test_utils, str) else tuple(test_utils)
     bad = [n for n in names if n not in _ALL_TEST_UTILS]
     if bad:
-        raise ValueError(f"opcheck: unknown test_utils {bad}; valid: {list(_ALL_TEST_UTILS)}")
+        raise InvalidArgumentError(f"opcheck: unknown test_utils {bad}; valid: {list(_ALL_TEST_UTILS)}")
     result: dict[str, object] = {}
     for name in names:
         if name == "test_aot_dispatch_dynamic":

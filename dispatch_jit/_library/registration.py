@@ -10,7 +10,7 @@ from typing import Callable
 
 from .. import registry
 from ..entry import make_entry
-from ..errors import RegistrationError
+from ..errors import ArgumentTypeError, InvalidArgumentError, RegistrationError
 from ..keys import DispatchKey
 from ..registry import RegistrationHandle, fallthrough_kernel
 from ..schema import parse_schema
@@ -35,9 +35,9 @@ class Library:
 
     def __init__(self, ns: str, kind: str, dispatch_key: str = ""):
         if kind not in _KINDS:
-            raise ValueError(f"Library kind must be one of {_KINDS}, got {kind!r}")
+            raise InvalidArgumentError(f"Library kind must be one of {_KINDS}, got {kind!r}")
         if not ns or not (ns == "_" or ns.isidentifier()):
-            raise ValueError(f"Library namespace must be an identifier or '_', got {ns!r}")
+            raise InvalidArgumentError(f"Library namespace must be an identifier or '_', got {ns!r}")
         if kind == "DEF":
             if ns in _DEF_NAMESPACES:
                 raise RegistrationError(
@@ -80,7 +80,7 @@ class Library:
                 return f
             return deco
         if not (callable(fn) or hasattr(fn, "specialize")):
-            raise TypeError(f"impl() expects a callable kernel (or an object with .specialize(call)), "
+            raise ArgumentTypeError(f"impl() expects a callable kernel (or an object with .specialize(call)), "
                             f"got {type(fn).__name__}")
         key = DispatchKey.parse(dispatch_key or self.dispatch_key or "CompositeImplicitAutograd")
         op = registry.lookup(op_name, None if "::" in op_name else self.ns)

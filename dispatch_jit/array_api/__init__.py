@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.tensor import Tensor
 
 from . import fft, linalg
@@ -67,7 +68,7 @@ __all__ = sorted(
 def _array_namespace(self, /, *, api_version=None):
     """The array API namespace for this tensor: ``dispatch_jit.array_api``."""
     if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
-        raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; this namespace "
+        raise InvalidArgumentError(f"__array_namespace__: unsupported api_version {api_version!r}; this namespace "
                          f"implements 2025.12 (and the earlier versions it contains)")
     import sys
     return sys.modules[__name__]
@@ -76,7 +77,7 @@ def _array_namespace(self, /, *, api_version=None):
 def _to_device(self, device, /, *, stream=None):
     """This tensor on ``device`` (no copy if it is there already)."""
     if stream is not None and not self.is_cuda:
-        raise ValueError("to_device: stream must be None for a CPU tensor")
+        raise InvalidArgumentError("to_device: stream must be None for a CPU tensor")
     return self if self.device == device else self.to(device=device)
 
 

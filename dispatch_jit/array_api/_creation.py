@@ -12,7 +12,7 @@ import numpy as np
 
 from dispatch_jit import creation
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, as_dtype, bool_, complex64, float32, int64
-from dispatch_jit.errors import DTypeError
+from dispatch_jit.errors import DTypeError, InvalidArgumentError, ValueOverflowError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import Tensor
 
@@ -53,22 +53,22 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, Tensor):
         if device is not None and obj.device != device:
             if copy is False:
-                raise ValueError("asarray(copy=False): the array is on another device; a copy is needed")
+                raise InvalidArgumentError("asarray(copy=False): the array is on another device; a copy is needed")
             obj = obj.to(device=device)
         if dt is not None and dt is not obj.dtype:
             if copy is False:
-                raise ValueError(f"asarray(copy=False): casting {obj.dtype.name} to {dt.name} needs a copy")
+                raise InvalidArgumentError(f"asarray(copy=False): casting {obj.dtype.name} to {dt.name} needs a copy")
             return A.to(obj, dt, True)
         return A.clone(obj) if copy else obj
     if copy is False and not hasattr(obj, "__array_interface__") and not isinstance(obj, np.ndarray) \
             and not hasattr(obj, "__dlpack__") and not hasattr(obj, "__buffer__"):
-        raise ValueError(f"asarray(copy=False): a {type(obj).__name__} has no memory to share; pass copy=None")
+        raise InvalidArgumentError(f"asarray(copy=False): a {type(obj).__name__} has no memory to share; pass copy=None")
     if dt is None and not isinstance(obj, (np.ndarray, np.generic)) and not hasattr(obj, "__array_interface__"):
         dt = _infer(obj)
     if isinstance(obj, (builtins.bool, int)) and dt is not None and dt.category != BOOL and dt.category < FLOAT:
         info = np.iinfo(dt.np)
         if not info.min <= obj <= info.max:
-            raise OverflowError(f"asarray: {obj} does not fit in {dt.name} [{info.min}, {info.max}]")
+            raise ValueOverflowError(f"asarray: {obj} does not fit in {dt.name} [{info.min}, {info.max}]")
     if not isinstance(obj, (np.ndarray, np.generic)) and hasattr(obj, "__buffer__") and \
             not hasattr(obj, "__array_interface__"):
         obj = np.frombuffer(obj, dtype=np.uint8 if dt is None else dt.np)
@@ -149,7 +149,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if stop is None:
         start, stop = 0, start
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise InvalidArgumentError("arange: step must be nonzero")
     is_float = any(isinstance(v, float) for v in (start, stop, step))
     dt = as_dtype(dtype) if dtype is not None else (float32 if is_float else int64)
     n = builtins.max(0, math.ceil((stop - start) / step))
@@ -160,7 +160,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     if not isinstance(num, int) or num < 0:
-        raise ValueError(f"linspace: num must be a non-negative int, got {num!r}")
+        raise InvalidArgumentError(f"linspace: num must be a non-negative int, got {num!r}")
     cplx = any(isinstance(v, complex) for v in (start, stop))
     dt = as_dtype(dtype) if dtype is not None else (complex64 if cplx else float32)
     if dt.category not in (FLOAT, COMPLEX):
@@ -176,7 +176,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 def meshgrid(*arrays, indexing="xy"):
     if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+        raise InvalidArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     if not arrays:
         return ()
     dt = result_type(*arrays)

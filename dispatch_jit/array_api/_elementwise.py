@@ -9,6 +9,7 @@ are written out below the table.
 from __future__ import annotations
 
 from dispatch_jit.dtypes import FLOAT
+from dispatch_jit.errors import ArgumentTypeError
 from dispatch_jit.ops import entries
 from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor
@@ -53,7 +54,7 @@ def _binary(name: str, opname: str):
 
     def fn(x1, x2, /):
         if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
-            raise TypeError(f"{name}: at least one argument must be an array, got {type(x1).__name__} and "
+            raise ArgumentTypeError(f"{name}: at least one argument must be an array, got {type(x1).__name__} and "
                             f"{type(x2).__name__}")
         x1, x2 = common(x1, x2)
         return op(x1, x2)

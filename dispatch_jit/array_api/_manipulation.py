@@ -4,7 +4,7 @@ with the standard's parameter names and errors (an axis out of range is an Index
 
 from __future__ import annotations
 
-from dispatch_jit.errors import AxisError, ShapeError
+from dispatch_jit.errors import AxisError, InvalidArgumentError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.broadcast import broadcast_shapes as _broadcast_shapes
 
@@ -64,7 +64,7 @@ def expand_dims(x, /, axis=0):
     n = x.ndim + len(axes)
     norm = sorted(normalize(a, n) for a in axes)
     if len(set(norm)) != len(norm):
-        raise ValueError(f"expand_dims: repeated axis in {axes}")
+        raise InvalidArgumentError(f"expand_dims: repeated axis in {axes}")
     for a in norm:
         x = A.unsqueeze(x, a)
     return x
@@ -102,7 +102,7 @@ def moveaxis(x, source, destination, /):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise ValueError(f"moveaxis: source {src} and destination {dst} must have the same number of axes")
+        raise InvalidArgumentError(f"moveaxis: source {src} and destination {dst} must have the same number of axes")
     src = [normalize(a, x.ndim) for a in src]
     dst = [normalize(a, x.ndim) for a in dst]
     order = [a for a in range(x.ndim) if a not in src]
@@ -141,7 +141,7 @@ def repeat(x, repeats, /, *, axis=None):
             pos = A.searchsorted(ends, arange(total, device=x.device), right=True)
             return A.index_select(x, ax, pos)
     if repeats < 0:
-        raise ValueError(f"repeat: repeats must be non-negative, got {repeats}")
+        raise InvalidArgumentError(f"repeat: repeats must be non-negative, got {repeats}")
     pos = A.floor_divide(arange(n * repeats, device=x.device), repeats) if repeats else arange(0, device=x.device)
     return A.index_select(x, ax, pos)
 

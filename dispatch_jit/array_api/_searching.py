@@ -9,7 +9,7 @@ from collections import namedtuple
 
 from dispatch_jit.creation import tensor
 from dispatch_jit.dtypes import COMPLEX, int64
-from dispatch_jit.errors import AxisError, ShapeError
+from dispatch_jit.errors import ArgumentTypeError, AxisError, InvalidArgumentError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import Tensor
 
@@ -44,7 +44,7 @@ def nonzero(x, /):
 
 def where(condition, x1, x2, /):
     if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
-        raise TypeError("where: at least one of x1 and x2 must be an array")
+        raise ArgumentTypeError("where: at least one of x1 and x2 must be an array")
     x1, x2 = common(x1, x2)
     return A.where(condition, x1, x2)
 
@@ -59,7 +59,7 @@ def argsort(x, /, *, axis=-1, descending=False, stable=True):
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
     if side not in ("left", "right"):
-        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        raise InvalidArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if x1.ndim != 1:
         raise ShapeError(f"searchsorted: x1 must be 1-dimensional, got shape {tuple(x1.shape)}")
     if sorter is not None:

@@ -10,7 +10,7 @@ PyTorch gives int64), ``var``/``std`` take ``correction`` (default 0, PyTorch's 
 from __future__ import annotations
 
 from dispatch_jit.dtypes import BOOL, INT, as_dtype, bool_, int64, uint64
-from dispatch_jit.errors import AxisError
+from dispatch_jit.errors import AxisError, InvalidArgumentError
 from dispatch_jit.ops import entries
 
 from ._manipulation import concat, normalize
@@ -153,7 +153,7 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     if x.ndim == 0:
         raise AxisError("diff: a zero-dimensional array has no axis")
     if n < 0:
-        raise ValueError(f"diff: n must be non-negative, got {n}")
+        raise InvalidArgumentError(f"diff: n must be non-negative, got {n}")
     ax = normalize(axis, x.ndim, "axis")
     if prepend is not None or append is not None:
         x = concat([a for a in (prepend, x, append) if a is not None], axis=ax)

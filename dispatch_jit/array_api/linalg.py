@@ -13,7 +13,7 @@ import math
 from collections import namedtuple
 
 from dispatch_jit.dtypes import COMPLEX, FLOAT
-from dispatch_jit.errors import DTypeError, ShapeError
+from dispatch_jit.errors import DTypeError, InvalidArgumentError, ShapeError
 from dispatch_jit.ops import entries
 
 from ._dtypes import common
@@ -62,7 +62,7 @@ def eigvalsh(x, /):
 
 def qr(x, /, *, mode="reduced"):
     if mode not in ("reduced", "complete"):
-        raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
+        raise InvalidArgumentError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     return QRResult(*A.linalg_qr(x, mode))
 
 
@@ -176,7 +176,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
         s = svdvals(x)
         r = (A.max if ord > 0 else A.min)(s, (-1,), False)
     else:
-        raise ValueError(f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf; got {ord!r}")
+        raise InvalidArgumentError(f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf; got {ord!r}")
     if keepdims and ord != "fro":
         r = A.unsqueeze(A.unsqueeze(r, -1), -1)
     return r

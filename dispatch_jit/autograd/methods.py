@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import can_cast, from_numpy_dtype, result_type
-from ..errors import CastingError
+from ..errors import AutogradError, CastingError
 from ..tensor import Tensor, bump_version
 from .engine import run_backward
 from .graph import edge_of
@@ -61,7 +61,7 @@ def register_hook(self, fn):
     """Call ``fn(grad)`` when this tensor's gradient is computed; a non-None
     return value replaces the gradient."""
     if not self.requires_grad:
-        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
     node, idx = edge_of(self)
     node.register_prehook(idx, fn)
     return fn

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..errors import InvalidArgumentError
 from ..keys import DispatchKey, key_bits
 from ..signature import keyset_sig_bits
 
@@ -25,7 +26,7 @@ _SIG_BITS = {DispatchKey.PrivateUse1: keyset_sig_bits(key_bits(DispatchKey.Priva
 def register_backend_compiler(key: DispatchKey, builder: Callable) -> None:
     """``builder(compiled_function) -> entry`` for calls with a tensor on ``key`` (PrivateUse1)."""
     if key not in _SIG_BITS:
-        raise ValueError(f"register_backend_compiler: only {list(_SIG_BITS)} take a compiler, not {key!r}")
+        raise InvalidArgumentError(f"register_backend_compiler: only {list(_SIG_BITS)} take a compiler, not {key!r}")
     _BUILDERS[key] = builder
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from ..errors import GraphError
+
 from .elementwise import elementwise_info
 from .ir import Graph, Node, Var, vars_in
 from .views import is_view
@@ -80,7 +82,7 @@ def min_cut(edges: dict, source, sink) -> set:
             v = parent[v]
         flow = min(residual[e] for e in path)
         if flow == _INF:
-            raise ValueError("the cut is infinite: a value the backward needs can be neither saved nor recomputed")
+            raise GraphError("the cut is infinite: a value the backward needs can be neither saved nor recomputed")
         for u, v in path:
             residual[(u, v)] -= flow
             residual[(v, u)] += flow
@@ -162,7 +164,7 @@ def _split(joint, producer, tangent, saved, out_vars) -> Split:
     bnodes = [n for n in g.nodes if any(v in need and v not in stop for v in n.outs)]
     for v in need - stop:
         if v not in producer:
-            raise ValueError(f"the backward needs %{v}, which it neither gets nor computes")
+            raise GraphError(f"the backward needs %{v}, which it neither gets nor computes")
     recomputed = sum(1 for n in bnodes if not any(v in tangent for v in n.outs) and n.op != "const")
     backward = _graph(g, saved + list(grad_inputs), bnodes, in_grads)
     return Split(forward.check(), backward.check(), where, recomputed)

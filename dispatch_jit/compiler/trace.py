@@ -38,6 +38,7 @@ from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit import registry
+from dispatch_jit.errors import RegistrationError
 from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from .elementwise import scalar_op_of
@@ -333,7 +334,7 @@ def install_tracer_fallback():
         return _handle[0]
     current = registry.backend_fallbacks().get(_K.Tracer)
     if current is not None:
-        raise RuntimeError(f"a Tracer backend fallback is already registered ({current!r}); "
+        raise RegistrationError(f"a Tracer backend fallback is already registered ({current!r}); "
                            f"compiled mode needs its own")
     _handle.append(registry.register_fallback(_K.Tracer, tracer_fallback))
     return _handle[0]

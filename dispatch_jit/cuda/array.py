@@ -22,6 +22,8 @@ import weakref
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
+
 from .allocator import allocator
 from .runtime import cuda_module, is_simulator, require
 
@@ -208,7 +210,7 @@ def from_cuda_array_interface(obj, device_index: int = 0) -> CudaArray:
     shape = tuple(iface["shape"])
     dtype = np.dtype(iface["typestr"])
     if iface.get("mask") is not None:
-        raise ValueError("arrays with a mask in __cuda_array_interface__ are not supported")
+        raise InvalidArgumentError("arrays with a mask in __cuda_array_interface__ are not supported")
     isz = dtype.itemsize
     strides = tuple(iface["strides"]) if iface.get("strides") else None
     if strides is None:
@@ -218,7 +220,7 @@ def from_cuda_array_interface(obj, device_index: int = 0) -> CudaArray:
             acc *= n
         strides = tuple(reversed(strides))
     if any(s % isz for s in strides):
-        raise ValueError(f"strides {strides} are not multiples of the item size {isz}")
+        raise InvalidArgumentError(f"strides {strides} are not multiples of the item size {isz}")
     ptr = iface["data"][0]
     n = int(np.prod(shape, dtype=np.int64))
     lo = hi = 0

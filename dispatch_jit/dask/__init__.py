@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import register_lazy_device_module
+from ..errors import ArgumentTypeError, RegistrationError
 from ..keys import privateuse1_backend_name, rename_privateuse1_backend
 from ..tensor import Tensor
 from .tensor import DaskTensor, is_dask_array, wrap_dask
@@ -39,7 +40,7 @@ def enable() -> None:
         raise ImportError("the Dask backend needs dask: pip install 'dispatch_jit[dask]' "
                           "(dask[array] and distributed)") from e
     if privateuse1_backend_name() not in ("privateuseone", NAME):
-        raise RuntimeError(f"the Dask backend needs DispatchKey.PrivateUse1, but it is already the "
+        raise RegistrationError(f"the Dask backend needs DispatchKey.PrivateUse1, but it is already the "
                            f"{privateuse1_backend_name()!r} backend")
     from ..devices import register_device_module
     from ..library import Library
@@ -73,7 +74,7 @@ def from_dask(arr) -> DaskTensor:
     """
     enable()
     if not is_dask_array(arr):
-        raise TypeError(f"from_dask expects a dask.array.Array, got {type(arr).__name__}; for host data use "
+        raise ArgumentTypeError(f"from_dask expects a dask.array.Array, got {type(arr).__name__}; for host data use "
                         f"dj.tensor(...).to('dask', chunks=...)")
     return wrap_dask(arr)
 
@@ -92,8 +93,8 @@ def to_device(t: Tensor, device, chunks="auto", **compute_kwargs) -> Tensor:
             return t if chunks == "auto" else wrap_dask(t._data.rechunk(chunks))
         return from_host(t.numpy(), chunks=chunks)
     if not isinstance(t, DaskTensor):
-        raise TypeError(f"to({device}): {type(t).__name__} is not a Dask tensor")
+        raise ArgumentTypeError(f"to({device}): {type(t).__name__} is not a Dask tensor")
     if chunks != "auto":
-        raise TypeError(f"to({device}): chunks= applies only to the 'dask' device")
+        raise ArgumentTypeError(f"to({device}): chunks= applies only to the 'dask' device")
     out = t.compute(**compute_kwargs)
     return out if device.type == "cpu" else out.to(device)

@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from ..compiler.lazy import get_mode
-from ..errors import NoKernelError, ShapeError
+from ..errors import ArgumentTypeError, NoKernelError, ShapeError
 from ..tensor import Tensor
 from .blocks import ARRAY, apply_op, matmul_blocks, reduce_blocks
 from .tensor import DaskTensor, wrap_dask
@@ -75,7 +75,7 @@ def _split(args: tuple) -> tuple[tuple, list]:
 
 def _no_out(name: str, kwargs: dict) -> dict:
     if kwargs.get("out") is not None:
-        raise TypeError(f"{name}: out= is not supported on Dask tensors (a Dask graph is immutable); "
+        raise ArgumentTypeError(f"{name}: out= is not supported on Dask tensors (a Dask graph is immutable); "
                         f"use the returned tensor")
     return {k: v for k, v in kwargs.items() if k != "out"}
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..devices import device
 from ..dtypes import from_numpy_dtype
-from ..errors import AutogradError, DTypeError
+from ..errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from ..keys import DispatchKey, key_bits, privateuse1_backend_name
 from ..signature import MAX_NDIM, make_sig
 from ..tensor import Tensor, wrap
@@ -106,7 +106,7 @@ class DaskTensor(Tensor):
         return wrap_dask(self._data[index])
 
     def __setitem__(self, index, value):
-        raise TypeError("Dask tensors are immutable (a Dask graph is): build a new one, e.g. with dj.where")
+        raise ArgumentTypeError("Dask tensors are immutable (a Dask graph is): build a new one, e.g. with dj.where")
 
     def __repr__(self) -> str:
         a = self._data
@@ -136,7 +136,7 @@ def wrap_dask(arr) -> DaskTensor:
     if arr.ndim > MAX_NDIM:
         raise DTypeError(f"tensors have at most {MAX_NDIM} dimensions, got {arr.ndim}")
     if any(np.isnan(s) for s in arr.shape):
-        raise ValueError(f"from_dask: the Dask array's shape {arr.shape} has unknown sizes; call "
+        raise InvalidArgumentError(f"from_dask: the Dask array's shape {arr.shape} has unknown sizes; call "
                          f"compute_chunk_sizes() on it first")
     t = _new(DaskTensor)
     t._data = arr

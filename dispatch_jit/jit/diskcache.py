@@ -208,10 +208,11 @@ def _load(path: Path, key: str, ctx, argtypes: tuple):
         return None
     try:
         cres = _rebuild(ctx, payload)
-        if cres.objectmode or tuple(cres.signature.args) != tuple(argtypes):
-            raise ValueError(f"rebuilt signature {cres.signature} is not {argtypes}")
     except Exception as e:          # verified bytes Numba cannot use (a changed Numba internal): a miss
         _log.debug("disk cache entry %s could not be loaded (%s: %s); recompiling", path, type(e).__name__, e)
+        return None
+    if cres.objectmode or tuple(cres.signature.args) != tuple(argtypes):
+        _log.debug("disk cache entry %s rebuilt as %s, not %s; recompiling", path, cres.signature, argtypes)
         return None
     return cres
 

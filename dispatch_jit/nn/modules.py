@@ -20,7 +20,7 @@ import math
 from collections import OrderedDict
 
 from ..creation import empty, ones, zeros
-from ..errors import SchemaError
+from ..errors import OutOfBoundsError, SchemaError
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -89,7 +89,7 @@ class Sequential(Module):
             return Sequential(OrderedDict(list(self._modules.items())[idx]))
         mods = list(self._modules.values())
         if not -len(mods) <= idx < len(mods):
-            raise IndexError(f"index {idx} is out of range for a Sequential of {len(mods)} modules")
+            raise OutOfBoundsError(f"index {idx} is out of range for a Sequential of {len(mods)} modules")
         return mods[idx]
 
     def append(self, module) -> "Sequential":

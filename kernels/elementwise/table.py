@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float16, float32, float64, get_default_dtype
+from dispatch_jit.errors import ArgumentTypeError
 
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
 
@@ -350,7 +351,7 @@ def check_output(opname: str, inplace: bool, result: DType, out_t, shape: tuple)
     from dispatch_jit.errors import CastingError, ShapeError
     from dispatch_jit.tensor import Tensor
     if not isinstance(out_t, Tensor):
-        raise TypeError(f"{opname}: out= must be a Tensor, got {type(out_t).__name__}")
+        raise ArgumentTypeError(f"{opname}: out= must be a Tensor, got {type(out_t).__name__}")
     if not can_cast(result, out_t.dtype):
         raise CastingError(f"{opname}: result type {result.name} can't be cast to the "
                            f"desired output type {out_t.dtype.name}; use an output of dtype "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.dtypes import COMPLEX, FLOAT
-from dispatch_jit.errors import DTypeError, ShapeError
+from dispatch_jit.errors import DTypeError, InvalidArgumentError, ShapeError
 from dispatch_jit.tensor import wrap
 
 __all__ = ["SCHEMAS", "CPU_KERNELS"]
@@ -120,7 +120,7 @@ def _kernel(name: str, fn):
         try:
             r = fn(x._data, *arrays, **kwargs)
         except np.linalg.LinAlgError as e:
-            raise ValueError(f"{name}: {e}") from None
+            raise InvalidArgumentError(f"{name}: {e}") from None
         out_dt = x._data.dtype
         if isinstance(r, tuple):
             return tuple(wrap(np.asarray(_keep(v, out_dt), order="C")) for v in r)

@@ -60,6 +60,7 @@ from dispatch_jit.tensor import wrap
 from dispatch_jit.cuda.codegen import compile_cuda, unravel
 from dispatch_jit.cuda.copy import contiguous_copy
 from dispatch_jit.cuda.launch import run
+from dispatch_jit.errors import InvalidArgumentError
 
 __all__ = ["CUDA", "TileConfig", "config", "HARDWARE_CONFIG", "HARDWARE_CONFIG_WIDE", "SIMULATOR_CONFIG",
            "matmul_arrays"]
@@ -89,7 +90,7 @@ def config(dt=np.float32) -> TileConfig:
 def _check_config(c: TileConfig) -> int:
     nt = (c.BM // c.TM) * (c.BN // c.TN)
     if c.BM % c.TM or c.BN % c.TN or (c.BM * c.BK) % nt or (c.BK * c.BN) % nt:
-        raise ValueError(f"tile configuration {c} does not divide evenly among {nt} threads")
+        raise InvalidArgumentError(f"tile configuration {c} does not divide evenly among {nt} threads")
     return nt
 
 

@@ -137,11 +137,12 @@ class SparseMul(_SparseOp):
             if not dense_other:
                 return _make(x._crow, x._col, by_scalar(x, y, npdt), x._shape)
             try:
-                if broadcast_shapes(tuple(y.shape), x._shape) != x._shape:
-                    raise ValueError
+                fits = broadcast_shapes(tuple(y.shape), x._shape) == x._shape
             except ValueError:
+                fits = False
+            if not fits:
                 raise ShapeError(f"mul: a dense operand of shape {y.shape} does not broadcast to the sparse CSR "
-                                 f"shape {x._shape}") from None
+                                 f"shape {x._shape}")
             return _make(x._crow, x._col, by_dense(x, y, npdt), x._shape)
         return run
 

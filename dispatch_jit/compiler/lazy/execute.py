@@ -11,6 +11,7 @@ import weakref
 import numpy as np
 
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
+from dispatch_jit.errors import InterpreterError
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.tensor import Tensor, share_view, wrap
 
@@ -210,7 +211,7 @@ def _calibrate() -> int:
             if ok:
                 return limit
             break
-    raise RuntimeError("compiled mode: cannot calibrate reference counts on this interpreter")
+    raise InterpreterError("compiled mode: cannot calibrate reference counts on this interpreter")
 
 
 _DEAD_RC = _calibrate()

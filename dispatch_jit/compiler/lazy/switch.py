@@ -14,6 +14,7 @@ import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import set_write_guard, tls
+from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.tensor import Tensor
 
@@ -36,7 +37,7 @@ def max_pending() -> int:
 
 def set_max_pending(n: int) -> None:
     if n < 1:
-        raise ValueError(f"max_pending must be >= 1, got {n}")
+        raise InvalidArgumentError(f"max_pending must be >= 1, got {n}")
     set_limit(n)
 
 
@@ -86,7 +87,7 @@ def set_mode(name: str) -> None:
     tensor([ 4., -5.])
     """
     if name not in MODES:
-        raise ValueError(f"unknown mode {name!r}; expected one of {', '.join(map(repr, MODES))}")
+        raise InvalidArgumentError(f"unknown mode {name!r}; expected one of {', '.join(map(repr, MODES))}")
     st = _mstate
     if name == st.mode:
         return

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dispatch_jit.errors import TensorStateError
 from dispatch_jit.signature import keyset_sig_bits, sig_device_index
 from dispatch_jit.tensor import CUDA_BITS, CPU_DEVICE, Tensor, device as _device
 
@@ -144,7 +145,7 @@ def force(t) -> None:
         z = get_slot(t, Tensor)
         if z.__class__ is Pending:
             if z.recorder is FAILED:
-                raise RuntimeError("a pending compiled-mode graph failed to run") from z.vid
+                raise TensorStateError("a pending compiled-mode graph failed to run") from z.vid
             # never hand out the pending state as if it were the data
             raise GraphError(f"compiled mode: value %{z.vid} (shape {z.shape}, {z.type}) is still pending "
                              f"after its graph ran; this is a bug in dispatch_jit, please report it.  Run the "
