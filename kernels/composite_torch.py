@@ -127,7 +127,10 @@ def masked_fill(x, mask, value):
 
 def repeat(x, repeats):
     """``repeats[d]`` copies along each dimension: every dimension split into (copies, size),
-    broadcast along the copies and merged back, so the gradient is expand's (a sum)."""
+    broadcast along the copies, copied (``clone``) and merged back, so the gradient is expand's
+    (a sum).  The copy is what makes the result new memory, as PyTorch's: merged back without it,
+    a reshape that can view the broadcast would alias ``x`` (a later write into ``x`` showing
+    through, and the result read-only)."""
     repeats = tuple(repeats)
     if len(repeats) < x.ndim:
         raise ShapeError(f"repeat: the number of repeats ({len(repeats)}) can not be smaller than the number of "
@@ -137,7 +140,7 @@ def repeat(x, repeats):
     shape = (1,) * (len(repeats) - x.ndim) + tuple(x.shape)
     split = tuple(s for n in shape for s in (1, n))
     grown = tuple(s for r, n in zip(repeats, shape) for s in (r, n))
-    out = A.expand(A.reshape(x, split), grown)
+    out = A.clone(A.expand(A.reshape(x, split), grown))
     return A.reshape(out, tuple(r * n for r, n in zip(repeats, shape)))
 
 

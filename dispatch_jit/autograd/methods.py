@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import can_cast, from_numpy_dtype, result_type
-from ..errors import AutogradError, CastingError
+from ..errors import AutogradError, CastingError, ShapeError
 from ..tensor import Tensor, bump_version
 from .engine import run_backward
 from .graph import edge_of
@@ -27,6 +27,12 @@ def _getitem(self, index):
 
 
 def _setitem(self, index, value):
+    # NumPy refuses a write into a read-only array deep inside its own code: say why here, before
+    # anything is recorded, as the in-place ops do (elementwise/table.py check_output)
+    if not self.is_cuda and not self._data.flags.writeable:
+        raise ShapeError(f"cannot write into a tensor of shape {tuple(self.shape)} and strides {self.strides}: it is "
+                         f"read-only (an expand()ed view, whose elements share memory, or a read-only NumPy "
+                         f"buffer); write into a .clone() of it instead")
     # Assignment is a copy into a view: check the cast as an in-place op would.
     src = value._data if isinstance(value, Tensor) else value
     vt = result_type(value) if isinstance(value, (Tensor, bool, int, float, complex)) else \

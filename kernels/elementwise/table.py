@@ -169,7 +169,7 @@ _OPS = [
     # and imag are views and attributes: here they are functions only, computing a new tensor
     ScalarOp("conj", 1, "x", cats=ALL, by_cat={COMPLEX: "x.conjugate()"}, inplace=False),
     ScalarOp("real", 1, "x", rule="abs", cats=NUM, by_cat={COMPLEX: "x.real"}, inplace=False, method=False),
-    ScalarOp("imag", 1, "x - x", rule="abs", cats=NUM, by_cat={COMPLEX: "x.imag"}, inplace=False, method=False),
+    ScalarOp("imag", 1, "_zero", rule="abs", cats=NUM, by_cat={COMPLEX: "x.imag"}, inplace=False, method=False),
     # -- binary -------------------------------------------------------------------------------
     ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)", "int64": _WRAP64["add"]},
              statics=("Scalar alpha=1",), operator=("__add__", "__radd__", "__iadd__")),

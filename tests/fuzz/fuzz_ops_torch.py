@@ -44,15 +44,17 @@ def _gather_np(args, p):
 
 def _scatter_add_np(args, p):
     a = args[0]
-    if a.dtype == np.bool_:
-        raise OracleError("scatter_add of bool: not in the table")
     ax = p["axis"] % a.ndim
     i = np.array(p["index"], np.int64).reshape(a.shape)
     i = np.where(i < 0, i + a.shape[ax], i)
-    acc = np.float32 if a.dtype == np.float16 else a.dtype     # dispatch_jit accumulates float16 in float32
-    out = a.astype(acc)
     coords = list(np.indices(a.shape))
     coords[ax] = i
+    if a.dtype == np.bool_:       # PyTorch's bool scatter_add is an or
+        out = a.copy()
+        np.logical_or.at(out, tuple(coords), a)
+        return out
+    acc = np.float32 if a.dtype == np.float16 else a.dtype     # dispatch_jit accumulates float16 in float32
+    out = a.astype(acc)
     with np.errstate(all="ignore"):
         np.add.at(out, tuple(coords), a.astype(acc))
     return out.astype(a.dtype)
@@ -150,7 +152,7 @@ ROWS = [
         _gather_params(False), True),
     Row("scatter_add", "reduce", (lambda a, p: f"dj.scatter_add({a[0]}, {p['axis']}, "
                                                f"dj.tensor({p['index']}, dtype=dj.int64), {a[0]})",),
-        "if", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i % t.shape[d], t)),
+        "bif", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i % t.shape[d], t)),
         lambda args, p, want: None if want.dtype.kind != "f" else (4 * float(np.finfo(want.dtype).eps), 0.0),
         _gather_params(True), True),
     Row("masked_fill", "reduce", (lambda a, p: f"{a[0]}.masked_fill(dj.tensor({p['mask']}, dtype=dj.bool), "

@@ -196,3 +196,16 @@ def test_clamp_min_max_methods_and_grad():
     assert y.tolist() == [0.0, 0.5, 1.0]
     y.sum().backward()
     assert x.grad.tolist() == [0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("reps", [(3,), (1, 1), (2, 1), (1, 3), (2, 2)])
+def test_repeat_is_new_memory(reps):
+    """repeat copies, as PyTorch's: a reshape of the broadcast that could view it would alias the
+    input (a later write into the input showing through, and the result read-only)."""
+    a = dj.tensor([[1.0, 2.0]]) if len(reps) == 2 else dj.tensor(2.0)
+    r = a.repeat(*reps)
+    before = r.numpy().copy()
+    a.add_(10.0)
+    np.testing.assert_array_equal(r.numpy(), before)
+    r.mul_(2.0)                       # writable
+    np.testing.assert_array_equal(r.numpy(), before * 2)

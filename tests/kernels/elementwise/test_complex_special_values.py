@@ -73,3 +73,11 @@ def test_expm1_of_a_signed_zero_is_plus_zero(dt):
     got = dj.expm1(dj.tensor([complex(-0.0, 0.0), complex(0.0, 0.0), complex(-0.0, -0.0)], dtype=dt)).numpy()
     assert not np.signbit(got.real).any()
     assert list(np.signbit(got.imag)) == [False, False, True]
+
+
+def test_imag_of_a_real_tensor_is_zero_even_for_nan_and_inf():
+    # zeros, as NumPy's np.imag: not x - x, which is NaN at NaN and inf
+    for dt in (dj.float16, dj.float32, dj.float64):
+        got = dj.imag(dj.tensor([1.0, math.nan, math.inf, -math.inf], dtype=dt))
+        assert got.dtype is dt
+        np.testing.assert_array_equal(got.numpy(), np.zeros(4))

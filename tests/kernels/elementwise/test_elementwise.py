@@ -519,6 +519,11 @@ def test_inplace_into_expanded_view_raises():
         e.add_(dj.ones(2, 3))
     with pytest.raises(ShapeError, match="read-only"):
         dj.mul(dj.ones(2, 3), 2.0, out=e)
+    # the writes outside the op tables say so too (NumPy's own ValueError, before)
+    for write in (lambda: e.copy_(dj.zeros(2, 3)), lambda: e.fill_(2.0), lambda: e.zero_(),
+                  lambda: e.__setitem__((0, 1), 5.0)):
+        with pytest.raises(ShapeError, match="read-only"):
+            write()
     check_close(x, np.ones(3), dj.float32)
 
 
