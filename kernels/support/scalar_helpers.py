@@ -292,8 +292,11 @@ def _lshift(a, b):
 
 
 def _rshift(a, b):
-    # counts of the width or more (and negative ones, as NumPy's) leave only the sign
-    return a >> (np.int64(b) if 0 <= b < 63 else np.int64(63))
+    # counts of the width or more (and negative ones, as NumPy's) leave only the sign: -1 for a
+    # negative value, else 0 (a uint64 above 2**63 too, which a shift by 63 would leave 1)
+    if 0 <= b <= 63:
+        return a >> np.int64(b)
+    return a >> np.int64(63) if a < 0 else a - a
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,

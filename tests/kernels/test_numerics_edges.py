@@ -158,3 +158,18 @@ def test_fused_int64_overflow_wraps_before_a_comparison():
     for got in (dj.compile(f)(dj.from_numpy(a), u, z), lazy):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.numpy(), w)
+
+
+@pytest.mark.parametrize("dt", INTS, ids=lambda d: d.__name__)
+def test_shifts_by_the_width_or_more_match_numpy(dt):
+    # counts past the width move every bit out (a right shift leaves the sign: 0 for any unsigned
+    # value, a uint64 above 2**63 too); negative counts as NumPy's
+    info = np.iinfo(dt)
+    vals = np.array([info.min, info.max, 0, 1, 2, info.max // 3], dt)
+    counts = [c for c in (0, 1, 7, 8, 31, 32, 62, 63, 64, 65, 200) if c <= info.max] + [info.max] + \
+        ([-1, -64, info.min] if info.min < 0 else [])
+    a, b = np.meshgrid(vals, np.array(counts, dt))
+    for dj_fn, np_fn in ((dj.bitwise_right_shift, np.right_shift), (dj.bitwise_left_shift, np.left_shift)):
+        got = dj_fn(dj.from_numpy(a), dj.from_numpy(b)).numpy()
+        np.testing.assert_array_equal(got, _np(np_fn, a, b))
+        assert got.dtype == dt
