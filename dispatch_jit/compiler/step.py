@@ -9,19 +9,25 @@ first run is one compiled function (planfn.py).  Per call:
 
 1. the variant key (``_key``): the arguments' sizes; per watched parameter (the
    optimizers' and the captured modules'), its signature, sizes and whether its
-   ``.grad`` is None; per optimizer, each group's options and parameters' identities
-   and which state exists.  One dict lookup finds the variant (a miss traces);
+   ``.grad`` is None; per optimizer, each group's options (a float or int option by its
+   type and whether it is zero, ``option_key``: its value is a runtime scalar; flags
+   such as ``nesterov`` and anything else by value), parameters' identities and which
+   state exists.  One dict lookup finds the variant (a miss traces);
 2. the inputs: the arguments, then each bound tensor fetched anew (a parameter itself,
    ``p.grad``, ``opt.state[p][name]``: eager mode replaces gradients between steps);
-   the optimizers' per-step values (Adam's step counts advance and its bias corrections
-   become the plan's runtime scalars, ``advance``);
+   the runtime scalars: the options' current values, then the optimizers' per-step
+   numbers (``step_values``: the learning rate, ..., Adam's bias corrections, computed as
+   eager's update computes them; Adam's step counts advance), so a learning-rate schedule
+   runs one plan;
 3. the plan runs; each written tensor gets its new value copied in (one version bump,
    the write guard first, as ``optim.written``), each parameter its new ``.grad``
    (or None), and the function's result is returned (a plain tensor: no graph).
 
 A variant whose trace fails (the optimizer's first step creates its state, a hook, a
 second backward, a data read, ...) runs eagerly, its reason kept for ``explain()``; a
-later call with another key traces again.
+later call with another key traces again.  A step that uses an option's value in Python
+(``lr * 0.5`` computed by the function) makes the entry key options by value (``by_value``)
+and trace again: each value is then a variant, as before issue 14.
 
 >>> import dispatch_jit as dj
 >>> model = dj.nn.Linear(2, 1)
@@ -55,12 +61,25 @@ from .owners import make_check, module_tensors
 from .passes import optimize
 from .plan import Plan
 from .stepdrive import trace_step
+from .steptrace import OptionRead
 from .trace import flat_tensors
 from .tracer import STEP_REASONS
 
-__all__ = ["StepEntry", "step_entry", "is_step", "MAX_STEP_VARIANTS"]
+__all__ = ["StepEntry", "step_entry", "is_step", "option_key", "MAX_STEP_VARIANTS"]
 
 MAX_STEP_VARIANTS = 8
+
+
+def option_key(v):
+    """What a step's trace depends on in optimizer option ``v``: a float or int (a runtime scalar of
+    the plan) by its type and whether it is zero (which decides the update's form: momentum
+    buffers, weight decay); a tuple of them (betas) item by item; anything else by value."""
+    c = v.__class__
+    if c is float or c is int:
+        return c if v else (c, 0)
+    if c is tuple:
+        return tuple([option_key(x) for x in v])
+    return v
 
 
 def _optimizers(x, out: list, depth: int = 0) -> list:
@@ -104,11 +123,11 @@ class _Variant:
         tr = self.trace
         flat, cflat = flat_tensors((args, kwargs), []), flat_tensors(caps, [])
         tensors = [_fetch(s, flat, cflat) for s in tr.sources]
-        scalars = []
+        scalars = [opt.param_groups[gi][k] if j < 0 else opt.param_groups[gi][k][j]
+                   for opt, gi, k, j in tr.option_reads]
         for opt, gi, params, _ in tr.scalar_sources:
-            _, step_size, bc2_sqrt = opt.advance(opt.param_groups[gi], params)
-            scalars += step_size
-            scalars += bc2_sqrt
+            for row in opt.step_values(opt.param_groups[gi], params):
+                scalars += row
         res, new, grads = self.plan.run(tensors, scalars)
         targets = [_fetch(s, flat, cflat) for s in tr.writes]
         # a new value that is an input (``buf.copy_(p)`` before p's update: the plan returns p itself)
@@ -131,7 +150,9 @@ class _Variant:
 
     def describe(self) -> str:
         tr = self.trace
+        n = sum(k for *_, k in tr.scalar_sources)
         return (f"whole step compiled ({self.runs} runs): {len(tr.sources)} parameter/gradient/state input(s), "
+                f"{len(tr.option_reads)} optimizer option(s) and {n} per-step number(s) read per call, "
                 f"{len(tr.writes)} tensor(s) updated in place, {len(tr.grad_params)} .grad(s) set, "
                 f"{len(self.plan.fused)} fused loop(s); {self.plan.describe_function()}")
 
@@ -148,6 +169,7 @@ class StepEntry(CompiledEntry):
         self.traces = 0
         self.eager_calls = 0
         self.last_reason = ""
+        self.by_value = ""       # why options are keyed by value (the step used one in Python)
         owners = module_tensors(args, caps, cf._captures)
         self.opts = _optimizers(list(args) + list(caps), [])
         seen, params = set(), []
@@ -170,7 +192,7 @@ class StepEntry(CompiledEntry):
             key.append((p._sig, p._data.shape, p.__dict__.get("_grad") is None))
         for opt in self.opts:
             for g in opt.param_groups:
-                key.append(tuple([v for k, v in g.items() if k != "params"]))
+                key.append(tuple([v if self.by_value else option_key(v) for k, v in g.items() if k != "params"]))
                 key.append(tuple([id(p) for p in g["params"]]))
             key.append(tuple([(id(p), tuple([v is None for v in s.values()])) for p, s in opt.state.items()]))
         return tuple(key)
@@ -216,7 +238,16 @@ class StepEntry(CompiledEntry):
         if len(self.variants) >= MAX_STEP_VARIANTS:
             return f"{MAX_STEP_VARIANTS} step variants were traced already; other keys run eagerly"
         self.traces += 1
-        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs, caps))
+        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs, caps), self.opts, not self.by_value)
+        if isinstance(tr, OptionRead):
+            # the options are constants of this step's trace: keyed by value from now on
+            self.by_value = tr
+            self.variants.clear()
+            try:
+                key = self._key(args, kwargs)
+            except TypeError as e:
+                return f"an optimizer option is not hashable ({e})"
+            return self._build(key, fn, args, kwargs, caps)
         v = tr if isinstance(tr, str) else _Variant(tr, self.stats, self.parallel)
         if not isinstance(v, str):
             self.plan, self.graph, self.optimized, self.notes = v.plan, tr.graph, v.optimized, v.notes
@@ -228,6 +259,8 @@ class StepEntry(CompiledEntry):
                  f"{self.eager_calls} eager call(s)"]
         if self.last_reason:
             lines.append(f"last call ran eagerly: {self.last_reason}")
+        if self.by_value:
+            lines.append(f"optimizer options are keyed by value (a new value traces again): {self.by_value}")
         for v in self.variants.values():
             lines.append(f"  variant: {v}" if v.__class__ is str else f"  variant: {v.describe()}")
         return lines

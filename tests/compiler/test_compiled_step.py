@@ -149,6 +149,8 @@ def test_adam_bias_correction_uses_each_step():
 
 
 def test_recompiles_only_when_a_guard_changes():
+    """A new learning rate is a new runtime scalar (tests/compiler/test_step_hyperparams.py); what
+    changes the update's form is guarded: weight decay turned off, nesterov turned on."""
     (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd-momentum-wd"])
     compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
     for _ in range(4):
@@ -157,14 +159,22 @@ def test_recompiles_only_when_a_guard_changes():
     assert entry.traces == 2, compiled.explain()       # the first step (state made eagerly), then one
     assert "first step creates its state" in compiled.explain()
     for opt in (co, eo):
-        opt.param_groups[0]["lr"] = 0.05               # a hyper-parameter is guarded by value
+        opt.param_groups[0]["lr"] = 0.05               # a number: read per call, no new trace
     for _ in range(2):
         compiled(X, Y), eager(X, Y)
-    assert entry.traces == 3
+    assert entry.traces == 2, compiled.explain()
     for opt in (co, eo):
-        opt.param_groups[0]["lr"] = 0.1                # back: that variant is cached
+        opt.param_groups[0]["weight_decay"] = 0.0      # zero: the update loses a term
     compiled(X, Y), eager(X, Y)
     assert entry.traces == 3
+    for opt in (co, eo):
+        opt.param_groups[0]["nesterov"] = True         # a flag: guarded by value
+    compiled(X, Y), eager(X, Y)
+    assert entry.traces == 4
+    for opt in (co, eo):
+        opt.param_groups[0].update(nesterov=False, weight_decay=0.02)    # back: that variant is cached
+    compiled(X, Y), eager(X, Y)
+    assert entry.traces == 4
     _same_state(cm, em, co, eo, "after the changes")
     assert compiled.cache_info().traces == 1           # the plain trace that found the step
 
