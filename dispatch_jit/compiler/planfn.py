@@ -26,7 +26,11 @@ loops' scalars (``p``) fixed by the trace.  It is compiled through the one compi
 
 Per call, ``PlanFunction.__call__`` checks that each input has the recorded shape and dtype
 and is C-contiguous (else None: the plan runs interpreted for that call), allocates, calls,
-and wraps the outputs.  Each rule calls what the eager kernel calls, so results are the
+and wraps the outputs.  Only the outputs are new arrays at every call (a caller may keep
+them); the intermediates and work arrays, which never leave the function, are allocated once
+and reused (``scratch``: a set is taken from a free list for the length of a call, so two
+threads calling one plan function never share one; sets of large arrays come from the
+output pool at each call instead, so that memory is not held between calls).  Each rule calls what the eager kernel calls, so results are the
 interpreted plan's bit for bit (tests/compiler/test_planfn.py); a kernel that refuses its
 input (a target out of range) returns the node's position and the call runs interpreted,
 which raises eager mode's own error.
@@ -69,11 +73,17 @@ def compiled_functions() -> int:
 class PlanFunction:
     """One plan's compiled function for one set of input sizes (see the module docstring)."""
 
-    def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=()):
+    def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=(), nout=None):
         self.ep, self.source = ep, src
         self.in_meta = in_meta          # per input: (shape, dtype)
         self.consts = consts            # (captured tensor, shape, dtype): read per call, as ConstStep does
-        self.allocs = allocs            # per defined value, then per work array: (shape, dtype, size)
+        # per defined value (the outputs' first), then per work array: (shape, dtype, size)
+        self.allocs = allocs
+        self.nout = len(allocs) if nout is None else nout    # the first nout are new arrays at every call
+        # the rest, scratch: small ones kept in the sets of the free list, large ones from the pool per call
+        self.small = _pool.small
+        self.big = [(k, s, d, n) for k, (s, d, n) in enumerate(allocs[self.nout:]) if n >= self.small]
+        self.free: list = []
         self.scalars = scalars
         self.outs = outs                # (value id, index into the allocations or -1 - input position, sig)
         self.refused_by = refused_by    # node position -> its op's name, for the refusals' reason
@@ -101,11 +111,24 @@ class PlanFunction:
                 return self._decline("a captured tensor changed its shape, dtype or layout")
             arrays.append(a)
         small = _pool.small
-        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n) for s, d, n in self.allocs]
+        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n) for s, d, n in self.allocs[:self.nout]]
+        try:
+            scratch = self.free.pop()       # atomic: no other call holds this set now
+        except IndexError:
+            scratch = [None if n >= self.small else np.empty(s, d) for s, d, n in self.allocs[self.nout:]]
+        for k, s, d, n in self.big:
+            scratch[k] = _pool.empty(s, d, n)
+        nout = self.nout
         for k, (n, cap), d in self.chunked:
+            # as many partial sums as the eager kernel takes now (its thread state), read per call
             c = full_chunks(n)
-            bufs[k] = np.empty(c if cap is None else min(c, cap), d)
-        code = self.ep(*arrays, *bufs, *self.scalars, *[t(x) for t, x in zip(self.runtime_types, runtime)])
+            c = c if cap is None else min(c, cap)
+            if scratch[k - nout].shape[0] != c:
+                scratch[k - nout] = np.empty(c, d)
+        code = self.ep(*arrays, *bufs, *scratch, *self.scalars, *[t(x) for t, x in zip(self.runtime_types, runtime)])
+        for k, *_ in self.big:
+            scratch[k] = None               # the pool's again once this call is over
+        self.free.append(scratch)
         if code >= 0:
             return self._decline(f"{self.refused_by[code]} refused its input")
         self.calls += 1
@@ -265,6 +288,9 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         work.append((tuple(shape), np.dtype(dtype), chunks_of))
         return f"w{len(work) - 1}"
 
+    # the values the plan returns first: new arrays per call; the others are scratch (PlanFunction)
+    returned = {v.id for v in vars_in(plan.outputs)}
+    defined.sort(key=lambda vt: vt[0] not in returned)
     body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
     for pos, s in enumerate(plan.steps):
         site = _Site(names, arrays, scratch, f"return {pos}")
@@ -322,6 +348,6 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         else:
             return f"output %{v} is a captured tensor"
     fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
-                      tuple(loop_scalars), outs, refused_by, chunked)
+                      tuple(loop_scalars), outs, refused_by, chunked, sum(v in returned for v, _ in defined))
     fn.runtime_types = tuple(runtime)
     return fn

@@ -43,7 +43,7 @@ and trace again: each value is then a variant, as before issue 14.
 >>> losses = [step(x, y) for _ in range(3)]     # the first makes the momentum buffers eagerly
 >>> print(step.explain().split("whole training step: ")[1].splitlines()[0])
 2 step trace(s), 2 variant(s), 1 eager call(s)
->>> step._last.variants[step._last._key((x, y), {})].runs
+>>> step._last.variants[step._last._key([x, y])].runs
 2
 """
 
@@ -56,7 +56,7 @@ import numpy as np
 from dispatch_jit.optim.optimizer import Optimizer, written
 
 from .entries import CompiledEntry
-from .ir import Graph
+from .ir import Graph, Var
 from .owners import make_check, module_tensors
 from .passes import optimize
 from .plan import Plan
@@ -95,19 +95,31 @@ def _optimizers(x, out: list, depth: int = 0) -> list:
     return out
 
 
-def _fetch(src, tensors, caps=()):
-    """The tensor ``src`` names for this call (``tensors``: the call's argument tensors, flat;
-    ``caps``: the tensors its captured globals and closure variables hold, flat)."""
+def _fetch_expr(src, glb: dict) -> str:
+    """The expression that fetches the tensor ``src`` names for a call, in a function of ``flat``
+    (the call's argument tensors, flat) and ``caps`` (the tensors its captured globals and closure
+    variables hold, flat); the objects it names go into ``glb``."""
     kind = src[0]
     if kind == "arg":
-        return tensors[src[1]]
+        return f"flat[{src[1]}]"
     if kind == "cap":
-        return caps[src[1]]
-    if kind == "obj":
-        return src[1]
+        return f"caps[{src[1]}]"
     if kind == "grad":
-        return _fetch(src[1], tensors, caps).__dict__.get("_grad")
-    return src[1].state[src[2]][src[3]]
+        return f"{_fetch_expr(src[1], glb)}.__dict__.get('_grad')"
+    names = []
+    for obj in (src[1],) if kind == "obj" else src[1:3]:
+        names.append(f"o{len(glb)}")
+        glb[names[-1]] = obj
+    return names[0] if kind == "obj" else f"{names[0]}.state[{names[1]}][{src[3]!r}]"
+
+
+def fetcher(sources):
+    """``fetch(flat, caps)``: the list of the tensors ``sources`` name for a call, as one generated
+    function (one call per step, not one per tensor: this is the hot path of a compiled step)."""
+    glb: dict = {}
+    items = ", ".join([_fetch_expr(s, glb) for s in sources])
+    exec(f"def fetch(flat, caps):\n    return [{items}]\n", glb)    # noqa: S102  (our own expressions)
+    return glb["fetch"]
 
 
 class _Variant:
@@ -118,35 +130,60 @@ class _Variant:
         self.optimized, self.notes = optimize(tr.graph, distinct_outputs=True, split_chains=True)
         self.plan = Plan(self.optimized, stats, parallel, one_function=True)
         self.runs = 0
+        self.needs_caps = any(_root(s)[0] == "cap" for s in tr.sources + tr.writes + tr.grad_params)
+        self.inputs, self.targets, self.grad_owners = (fetcher(x) for x in (tr.sources, tr.writes, tr.grad_params))
+        # where the plan function's env holds the outputs (the result, each rebound value, each .grad)
+        res, writes, grads = self.optimized.outputs
+        self.res = res.id if isinstance(res, Var) else res
+        self.direct = isinstance(res, Var) and all(isinstance(x, Var) for x in writes) and \
+            all(x is None or isinstance(x, Var) for x in grads)
+        if self.direct:
+            self.write_ids = [x.id for x in writes]
+            self.grad_ids = [None if x is None else x.id for x in grads]
+            # a rebound value that is an input (``buf.copy_(p)`` before p's update: the plan returns p
+            # itself) is copied before any target is written
+            ins = set(self.optimized.inputs)
+            self.copy_first = [j for j, v in enumerate(self.write_ids) if v in ins]
 
-    def __call__(self, args, kwargs, caps):
+    def __call__(self, flat, caps):
         tr = self.trace
-        flat, cflat = flat_tensors((args, kwargs), []), flat_tensors(caps, [])
-        tensors = [_fetch(s, flat, cflat) for s in tr.sources]
+        cflat = flat_tensors(caps, []) if self.needs_caps else ()
+        tensors = self.inputs(flat, cflat)
         scalars = [opt.param_groups[gi][k] if j < 0 else opt.param_groups[gi][k][j]
                    for opt, gi, k, j in tr.option_reads]
         for opt, gi, params, _ in tr.scalar_sources:
             for row in opt.step_values(opt.param_groups[gi], params):
                 scalars += row
-        res, new, grads = self.plan.run(tensors, scalars)
-        targets = [_fetch(s, flat, cflat) for s in tr.writes]
-        # a new value that is an input (``buf.copy_(p)`` before p's update: the plan returns p itself)
-        # or, interpreted, a view of one, is read before any target is written
-        ins = {id(t) for t in tensors}
-        interpreted = self.plan.function is None
-        new = [v._data.copy() if id(v) in ins or interpreted and any(np.may_share_memory(v._data, t._data)
-                                                                    for t in targets) else v._data for v in new]
+        fn = self.plan.function
+        env = fn(tensors, scalars) if fn is not None and self.direct else None
+        targets = self.targets(flat, cflat)
+        if env is None:
+            res, new, grads = self._interpreted(tensors, scalars, targets, fn is not None and self.direct)
+        else:
+            res = env[self.res]
+            new = [env[v]._data for v in self.write_ids]
+            for j in self.copy_first:
+                new[j] = new[j].copy()
+            grads = [None if v is None else env[v] for v in self.grad_ids]
         written(targets)
         for t, v in zip(targets, new):
             np.copyto(t._data, v)
-        for src, g in zip(tr.grad_params, grads):
-            p = _fetch(src, flat, cflat)
+        for p, g in zip(self.grad_owners(flat, cflat), grads):
             if g is None:
                 p.__dict__.pop("_grad", None)
             else:
                 p.__dict__["_grad"] = g
         self.runs += 1
         return res
+
+    def _interpreted(self, tensors, scalars, targets, declined):
+        """The plan run step by step (its first run, or a call its function declined): the outputs,
+        the rebound values' arrays copied where they are inputs or views of one."""
+        res, new, grads = self.plan.run(tensors, scalars, declined)
+        ins = {id(t) for t in tensors}
+        new = [v._data.copy() if id(v) in ins or any(np.may_share_memory(v._data, t._data) for t in targets)
+               else v._data for v in new]
+        return res, new, grads
 
     def describe(self) -> str:
         tr = self.trace
@@ -186,8 +223,8 @@ class StepEntry(CompiledEntry):
         self.params = params
         self.stale = make_check(SimpleNamespace(nodes=[], lifted=[t for t, _, _ in owners.values()]), owners)
 
-    def _key(self, args, kwargs):
-        key = [(t._data.shape, t.__dict__.get("_grad") is None) for t in flat_tensors((args, kwargs), [])]
+    def _key(self, flat):
+        key = [(t._data.shape, t.__dict__.get("_grad") is None) for t in flat]
         for p in self.params:
             key.append((p._sig, p._data.shape, p.__dict__.get("_grad") is None))
         for opt in self.opts:
@@ -219,8 +256,9 @@ class StepEntry(CompiledEntry):
         return src
 
     def __call__(self, fn, args, kwargs, caps):
+        flat = flat_tensors((args, kwargs), [])
         try:
-            key = self._key(args, kwargs)
+            key = self._key(flat)
             v = self.variants.get(key)
         except TypeError as e:       # an option that is not hashable: no key can hold it
             v = f"an optimizer option is not hashable ({e})"
@@ -232,7 +270,7 @@ class StepEntry(CompiledEntry):
             self.last_reason = v
             return fn(*args, **kwargs)
         self.last_reason = ""
-        return v(args, kwargs, caps)
+        return v(flat, caps)
 
     def _build(self, key, fn, args, kwargs, caps):
         if len(self.variants) >= MAX_STEP_VARIANTS:
@@ -244,7 +282,7 @@ class StepEntry(CompiledEntry):
             self.by_value = tr
             self.variants.clear()
             try:
-                key = self._key(args, kwargs)
+                key = self._key(flat_tensors((args, kwargs), []))
             except TypeError as e:
                 return f"an optimizer option is not hashable ({e})"
             return self._build(key, fn, args, kwargs, caps)
@@ -264,6 +302,10 @@ class StepEntry(CompiledEntry):
         for v in self.variants.values():
             lines.append(f"  variant: {v}" if v.__class__ is str else f"  variant: {v.describe()}")
         return lines
+
+
+def _root(src):
+    return _root(src[1]) if src[0] == "grad" else src
 
 
 def _names(code, depth=0) -> set:
