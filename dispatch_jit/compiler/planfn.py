@@ -94,6 +94,7 @@ class PlanFunction:
         self.calls = self.declined = 0
         self.declined_reason = ""
         self.runtime_types = ()         # per runtime scalar: the Python type its parameter was typed for
+        self.inplace = []               # (allocation index, input position): written into the input (_inplace)
 
     def __call__(self, tensors, runtime=()):
         """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
@@ -111,7 +112,14 @@ class PlanFunction:
                 return self._decline("a captured tensor changed its shape, dtype or layout")
             arrays.append(a)
         small = _pool.small
-        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n) for s, d, n in self.allocs[:self.nout]]
+        # an output written straight into its input's array, where no other input can see that memory:
+        # arrays that own their memory (base None) and are distinct cannot overlap
+        into = self.inplace if self.inplace and len({id(a) for a in arrays}) == len(arrays) and \
+            all([a.base is None for a in arrays]) else ()
+        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n)
+                for s, d, n in (self.fresh if into else self.allocs[:self.nout])]
+        for k, pos in into:
+            bufs.insert(k, arrays[pos])
         try:
             scratch = self.free.pop()       # atomic: no other call holds this set now
         except IndexError:
@@ -167,6 +175,7 @@ def _fused_call(region, gen, site, name, scalars, parallel):
     # over the inputs broadcast to the loop's shape
     flat = all(a.shape == shape and a.flags.c_contiguous and v not in site.views for v, a in zip(region.inputs, ins))
     red, n = region.reduce, int(np.prod(shape))
+    site.elementwise = flat and red is None     # each element written after its inputs' elements are read
     if not flat and len(shape) > MAX_LOOP_NDIM and (red is None or gen.reduce_mode != "full"):
         return f"a fused loop over {len(shape)} dimensions of strided or broadcast operands"
     extra, threads = [], True
@@ -250,6 +259,7 @@ def _eager_call(node, graph, site, name, scalars, parallel):
 
 class _Site(Site):
     views: dict = None     # value id -> the id of the contiguous value it is a view of (made inside)
+    elementwise = False    # the step is a flat loop without reduction (``_inplace``)
 
     def array_of(self, vid: int) -> np.ndarray:
         return self.arrays[vid]
@@ -292,6 +302,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     returned = {v.id for v in vars_in(plan.outputs)}
     defined.sort(key=lambda vt: vt[0] not in returned)
     body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
+    reads, made_by, refusing = {}, {}, set()     # for _inplace: what each step reads, where flat loops write
     for pos, s in enumerate(plan.steps):
         site = _Site(names, arrays, scratch, f"return {pos}")
         site.views = views
@@ -319,6 +330,15 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             return got
         defs += got[0]
         body += got[1]
+        ins = s.region.inputs if kind == "fused" else [v for e in ([s] if kind == "eager" else s.eager)
+                                                         for v in e.node.inputs()]
+        reads[pos] = {views.get(v, v) for v in ins}
+        if kind == "fused" and site.elementwise:
+            made_by.update((v, pos) for v in s.region.outputs)
+        if any(f"return {pos}" in ln for ln in got[1]):
+            refusing.add(pos)
+    slots = {v: k for k, (v, _) in enumerate(defined)}
+    inplace = _inplace(plan, slots, reads, made_by, refusing)
     params = [names[v] for v in plan.inputs] + [f"c{k}" for k in range(len(consts))] + \
              [names[v] for v, _ in defined] + [f"w{k}" for k in range(len(work))] + \
              [f"p{k}" for k in range(len(loop_scalars))] + [f"r{k}" for k in range(len(runtime))]
@@ -350,4 +370,25 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
                       tuple(loop_scalars), outs, refused_by, chunked, sum(v in returned for v, _ in defined))
     fn.runtime_types = tuple(runtime)
+    fn.inplace = sorted(inplace)       # ascending: inserted in order, each at its own index
+    fn.fresh = [a for k, a in enumerate(allocs[:fn.nout]) if k not in dict(inplace)]
     return fn
+
+
+def _inplace(plan, slots, reads, made_by, refusing) -> list:
+    """(allocation index, input position) of each output that the function may write into that
+    input's array (``plan.inplace``: output value id -> input position, the values a caller copies
+    into those inputs right after the call, a compiled step's rebound parameters): where a flat
+    elementwise loop makes it (each element written after that element's inputs are read), no
+    later step reads the input, no later step can refuse its input (the call would rerun
+    interpreted on overwritten inputs), the input is no output, and the value is returned once."""
+    out = []
+    returned = [v.id for v in vars_in(plan.outputs)]
+    for v, pos in (getattr(plan, "inplace", None) or {}).items():
+        iv, at = plan.inputs[pos], made_by.get(v)
+        if at is None or iv in returned or returned.count(v) != 1 or v not in slots:
+            continue
+        if any(q > at and (iv in r or q in refusing) for q, r in reads.items()):
+            continue
+        out.append((slots[v], pos))
+    return out

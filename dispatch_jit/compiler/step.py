@@ -19,8 +19,9 @@ first run is one compiled function (planfn.py).  Per call:
    numbers (``step_values``: the learning rate, ..., Adam's bias corrections, computed as
    eager's update computes them; Adam's step counts advance), so a learning-rate schedule
    runs one plan;
-3. the plan runs; each written tensor gets its new value copied in (one version bump,
-   the write guard first, as ``optim.written``), each parameter its new ``.grad``
+3. the plan runs (the write guard first, as ``optim.written``); each written tensor gets its
+   new value, copied in, or written in place by the plan function where no alias can see the
+   difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
    (or None), and the function's result is returned (a plain tensor: no graph).
 
 A variant whose trace fails (the optimizer's first step creates its state, a hook, a
@@ -53,7 +54,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dispatch_jit.optim.optimizer import Optimizer, written
+from dispatch_jit.dispatcher import _WRITE_GUARD
+from dispatch_jit.optim.optimizer import Optimizer
+from dispatch_jit.tensor import bump_version
 
 from .entries import CompiledEntry
 from .ir import Graph, Var
@@ -144,6 +147,8 @@ class _Variant:
             # itself) is copied before any target is written
             ins = set(self.optimized.inputs)
             self.copy_first = [j for j, v in enumerate(self.write_ids) if v in ins]
+            # the plan function may write a rebound value straight into its tensor (planfn._inplace)
+            self.plan.inplace = {v: i for v, i in zip(self.write_ids, tr.write_inputs) if i >= 0 and v not in ins}
 
     def __call__(self, flat, caps):
         tr = self.trace
@@ -155,8 +160,12 @@ class _Variant:
             for row in opt.step_values(opt.param_groups[gi], params):
                 scalars += row
         fn = self.plan.function
-        env = fn(tensors, scalars) if fn is not None and self.direct else None
         targets = self.targets(flat, cflat)
+        guard = _WRITE_GUARD[0]
+        if guard is not None and guard[1]:      # pending compiled-mode readers run before anything is written
+            for t in targets:
+                guard[0](t)
+        env = fn(tensors, scalars) if fn is not None and self.direct else None
         if env is None:
             res, new, grads = self._interpreted(tensors, scalars, targets, fn is not None and self.direct)
         else:
@@ -165,9 +174,11 @@ class _Variant:
             for j in self.copy_first:
                 new[j] = new[j].copy()
             grads = [None if v is None else env[v] for v in self.grad_ids]
-        written(targets)
         for t, v in zip(targets, new):
-            np.copyto(t._data, v)
+            a = t._data
+            if v is not a:           # else the plan wrote it in place
+                np.copyto(a, v)
+            bump_version(t)
         for p, g in zip(self.grad_owners(flat, cflat), grads):
             if g is None:
                 p.__dict__.pop("_grad", None)

@@ -75,6 +75,9 @@ class StepTrace:
         self.graph = tracer.graph
         self.sources = [tracer.source_of(x) for x in tracer.order]    # per bound input: how to fetch it
         self.writes = [tracer.source_of(x) for x in tracer.written.values()]   # per rebound value
+        # per rebound value: the input position of the tensor it is copied into (-1: not an input)
+        self.write_inputs = [next((i for i, y in enumerate(tracer.order) if y is x), -1)
+                             for x in tracer.written.values()]
         self.grad_params = [tracer.source_of(p) for p in tracer.grad_params.values()]               # per final gradient output
         self.option_reads = list(tracer.option_reads)      # runtime scalars 0..k-1: (opt, group, key, pos)
         self.scalar_sources = list(tracer.scalar_sources)  # then per optimizer update: its step_values

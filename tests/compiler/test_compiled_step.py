@@ -383,3 +383,36 @@ def test_a_write_to_a_tensor_with_views_runs_eagerly():
         for i, (a, b) in enumerate(zip(cb, eb)):
             _close(a.numpy(), b.numpy(), f"step {k}: buffer {i}")
     assert "has views" in compiled.explain(), compiled.explain()
+
+
+def test_updates_are_written_in_place_only_where_no_alias_can_see_it():
+    """The plan function writes each parameter's new value straight into its array (planfn._inplace)
+    when every input owns its memory; with an input that is a view of other memory, it writes new
+    arrays, which the entry copies in (the same values)."""
+    (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd-momentum-wd"])
+    compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
+    arrays = [p._data for p in cm.parameters()]
+    for k in range(3):
+        compiled(X, Y), eager(X, Y)
+    _same_state(cm, em, co, eo, "in place")
+    assert all(p._data is a for p, a in zip(cm.parameters(), arrays))
+    (v,) = _compiled_variant(compiled)[-1:]
+    fn = v.plan.function
+    assert fn is not None and len(fn.inplace) == len(v.trace.writes), compiled.explain()
+    tr = v.trace
+    scalars = [co.param_groups[gi][key] if j < 0 else co.param_groups[gi][key][j] for _, gi, key, j in tr.option_reads]
+    scalars += [x for _, gi, ps, _ in tr.scalar_sources for row in co.step_values(co.param_groups[gi], ps) for x in row]
+    owned = v.inputs([X, Y], ())
+    env = fn(owned, scalars)
+    assert all(env[v.write_ids[j]]._data is owned[pos]._data for _, pos in fn.inplace
+               for j in [tr.write_inputs.index(pos)])
+    box = np.zeros((2,) + tuple(X.shape), np.float32)
+    box[0] = X.numpy()
+    viewed = [dj.from_numpy(box[0])] + v.inputs([X, Y], ())[1:]       # X's data: a view of ``box``
+    before = [t.numpy().copy() for t in viewed]
+    env = fn(viewed, scalars)
+    for _, pos in fn.inplace:
+        assert env[v.write_ids[tr.write_inputs.index(pos)]]._data is not viewed[pos]._data
+    for t, b in zip(viewed, before):
+        np.testing.assert_array_equal(t.numpy(), b)
+
