@@ -22,7 +22,10 @@ first run is one compiled function (planfn.py).  Per call:
 3. the plan runs (the write guard first, as ``optim.written``); each written tensor gets its
    new value, copied in, or written in place by the plan function where no alias can see the
    difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
-   (or None), and the function's result is returned (a plain tensor: no graph).
+   (or None), and the function's result is returned.  A result tensor that required grad in
+   the trace (the loss) requires grad, its ``grad_fn`` a ``CompiledStepBackward`` whose graph
+   is freed, as eager mode's loss after ``backward()``: a second ``loss.backward()`` raises
+   eager's error ("Trying to backward through the graph a second time ...").
 
 A variant whose trace fails (the optimizer's first step creates its state, a hook, a
 second backward, a data read, ...) runs eagerly, its reason kept for ``explain()``; a
@@ -54,6 +57,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from dispatch_jit.autograd.graph import Node, mark_output
 from dispatch_jit.dispatcher import _WRITE_GUARD
 from dispatch_jit.optim.optimizer import Optimizer
 from dispatch_jit.tensor import bump_version
@@ -98,6 +102,15 @@ def _optimizers(x, out: list, depth: int = 0) -> list:
     return out
 
 
+class CompiledStepBackward(Node):
+    """The ``grad_fn`` of a compiled whole step's loss: the step's backward already ran inside the
+    compiled plan, which keeps no graph, so running it raises eager mode's error for a graph that
+    a backward freed (there, ``retain_graph=True`` runs the step eagerly and keeps the graph)."""
+
+    def name(self) -> str:
+        return "CompiledStepBackward (the backward of a dj.compile'd training step, run inside the step)"
+
+
 def _fetch_expr(src, glb: dict) -> str:
     """The expression that fetches the tensor ``src`` names for a call, in a function of ``flat``
     (the call's argument tensors, flat) and ``caps`` (the tensors its captured globals and closure
@@ -133,6 +146,8 @@ class _Variant:
         self.optimized, self.notes = optimize(tr.graph, distinct_outputs=True, split_chains=True)
         self.plan = Plan(self.optimized, stats, parallel, one_function=True)
         self.runs = 0
+        # released (saved None) from the start: one node for every call's loss
+        self.node = CompiledStepBackward(None, (), None, {}, "compiled step") if any(tr.result_grad) else None
         self.needs_caps = any(_root(s)[0] == "cap" for s in tr.sources + tr.writes + tr.grad_params)
         self.inputs, self.targets, self.grad_owners = (fetcher(x) for x in (tr.sources, tr.writes, tr.grad_params))
         # where the plan function's env holds the outputs (the result, each rebound value, each .grad)
@@ -185,6 +200,10 @@ class _Variant:
             else:
                 p.__dict__["_grad"] = g
         self.runs += 1
+        if self.node is not None:
+            for t, g in zip(flat_tensors(res, []), self.trace.result_grad):
+                if g and not t.requires_grad:       # a new tensor, never an input's (a parameter's)
+                    mark_output(t, self.node)
         return res
 
     def _interpreted(self, tensors, scalars, targets, declined):

@@ -44,7 +44,7 @@ from dispatch_jit.optim.adam import Adam, AdamW
 from dispatch_jit.optim.sgd import SGD
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
-from .ir import Var, runtime_scalar
+from .ir import Var, runtime_scalar, vars_in
 from .joint import grad_rule, walk_back
 from .shaped import ShapedTracer
 from .trace import TRACED_SCALARS, flat_tensors, misplaced_scalars
@@ -79,6 +79,7 @@ class StepTrace:
         self.write_inputs = [next((i for i, y in enumerate(tracer.order) if y is x), -1)
                              for x in tracer.written.values()]
         self.grad_params = [tracer.source_of(p) for p in tracer.grad_params.values()]               # per final gradient output
+        self.result_grad = tracer.result_grad    # per tensor of the result: did it require grad (a loss)
         self.option_reads = list(tracer.option_reads)      # runtime scalars 0..k-1: (opt, group, key, pos)
         self.scalar_sources = list(tracer.scalar_sources)  # then per optimizer update: its step_values
         self.optimizers = list(tracer.optimizers)
@@ -393,6 +394,7 @@ class StepTracer(ShapedTracer):
         if not self.backward_done:
             self.abort("the function did not call backward() in this trace")
         res = self.to_arg(self.sym(result))
+        self.result_grad = [v.id in self.grad for v in vars_in(res)]
         writes = tuple(Var(self.bound[id(t)][2]) for t in self.written.values())
         grads = tuple(None if (g := p.__dict__.get("_grad")) is None else self.to_arg(self.sym(g))
                       for p in self.grad_params.values())

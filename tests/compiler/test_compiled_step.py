@@ -416,3 +416,41 @@ def test_updates_are_written_in_place_only_where_no_alias_can_see_it():
     for t, b in zip(viewed, before):
         np.testing.assert_array_equal(t.numpy(), b)
 
+
+def test_a_second_backward_of_the_loss_raises_eagers_error():
+    """The returned loss requires grad and has a grad_fn whose graph is freed, as eager mode's after
+    backward(): a second ``loss.backward()`` raises the same error class and message."""
+    (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd"])
+    compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
+    for _ in range(3):
+        lc, le = compiled(X, Y), eager(X, Y)
+    assert isinstance(compiled._last, StepEntry) and not compiled._last.last_reason, compiled.explain()
+    assert lc.requires_grad and le.requires_grad and lc.grad_fn is not None and not lc.is_leaf
+    grads = [p.grad for p in cm.parameters()]
+    errors = []
+    for loss in (lc, le):
+        with pytest.raises(dj.errors.AutogradError, match="backward through the graph a second time") as e:
+            loss.backward()
+        errors.append(str(e.value))
+    assert "CompiledStepBackward" in errors[0] and "retain_graph=True" in errors[0]
+    assert all(p.grad is g for p, g in zip(cm.parameters(), grads))      # nothing ran
+
+
+def test_only_the_loss_gets_the_steps_grad_fn():
+    """Only result tensors that required grad in the trace get the step's grad_fn: a parameter
+    returned after its update (under no_grad: eager's value requires no new graph) does not, and
+    the parameter stays a leaf."""
+    (cm, co), _ = _twins(OPTIMIZERS["sgd"])
+
+    def step(x, y):
+        co.zero_grad()
+        loss = F.cross_entropy(cm(x), y)
+        loss.backward()
+        co.step()
+        return loss, cm[0].bias
+    compiled = dj.compile(step)
+    for _ in range(3):
+        loss, bias = compiled(X, Y)
+    assert bias.grad_fn is None and cm[0].bias.is_leaf and cm[0].bias.grad_fn is None
+    np.testing.assert_array_equal(bias.numpy(), cm[0].bias.numpy())
+    assert loss.grad_fn is not None and not compiled._last.last_reason, compiled.explain()
