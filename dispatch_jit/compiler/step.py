@@ -220,7 +220,9 @@ class _Variant:
         n = sum(k for *_, k in tr.scalar_sources)
         return (f"whole step compiled ({self.runs} runs): {len(tr.sources)} parameter/gradient/state input(s), "
                 f"{len(tr.option_reads)} optimizer option(s) and {n} per-step number(s) read per call, "
-                f"{len(tr.writes)} tensor(s) updated in place, {len(tr.grad_params)} .grad(s) set, "
+                f"{len(tr.writes)} tensor(s) updated in place ({len(getattr(self.plan.function, 'inplace', ()))} "
+                f"written by the plan function itself where no alias can see it, the others copied in), "
+                f"{len(tr.grad_params)} .grad(s) set, "
                 f"{len(self.plan.fused)} fused loop(s); {self.plan.describe_function()}")
 
 
