@@ -218,11 +218,12 @@ class Plan:
         self._outn = tuple(v.id for v in out) if (type(out) is tuple and out
                                                    and all(isinstance(v, Var) for v in out)) else None
 
-    def run(self, tensors, scalars=()):
+    def run(self, tensors, scalars=(), declined=False):
         """``tensors``: the graph's inputs; ``scalars``: the values of its runtime scalars
-        (``RuntimeFloat``/``RuntimeInt`` index i is ``scalars[i]``)."""
+        (``RuntimeFloat``/``RuntimeInt`` index i is ``scalars[i]``); ``declined``: the caller
+        called the plan function already, which declined this call."""
         fn = self.function
-        env = fn(tensors, scalars) if fn is not None else None
+        env = fn(tensors, scalars) if fn is not None and not declined else None
         if env is None:
             env = dict(zip(self.inputs, tensors))
             for i, x in enumerate(scalars):

@@ -26,7 +26,11 @@ loops' scalars (``p``) fixed by the trace.  It is compiled through the one compi
 
 Per call, ``PlanFunction.__call__`` checks that each input has the recorded shape and dtype
 and is C-contiguous (else None: the plan runs interpreted for that call), allocates, calls,
-and wraps the outputs.  Each rule calls what the eager kernel calls, so results are the
+and wraps the outputs.  Only the outputs are new arrays at every call (a caller may keep
+them); the intermediates and work arrays, which never leave the function, are allocated once
+and reused (``scratch``: a set is taken from a free list for the length of a call, so two
+threads calling one plan function never share one; sets of large arrays come from the
+output pool at each call instead, so that memory is not held between calls).  Each rule calls what the eager kernel calls, so results are the
 interpreted plan's bit for bit (tests/compiler/test_planfn.py); a kernel that refuses its
 input (a target out of range) returns the node's position and the call runs interpreted,
 which raises eager mode's own error.
@@ -69,11 +73,17 @@ def compiled_functions() -> int:
 class PlanFunction:
     """One plan's compiled function for one set of input sizes (see the module docstring)."""
 
-    def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=()):
+    def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=(), nout=None):
         self.ep, self.source = ep, src
         self.in_meta = in_meta          # per input: (shape, dtype)
         self.consts = consts            # (captured tensor, shape, dtype): read per call, as ConstStep does
-        self.allocs = allocs            # per defined value, then per work array: (shape, dtype, size)
+        # per defined value (the outputs' first), then per work array: (shape, dtype, size)
+        self.allocs = allocs
+        self.nout = len(allocs) if nout is None else nout    # the first nout are new arrays at every call
+        # the rest, scratch: small ones kept in the sets of the free list, large ones from the pool per call
+        self.small = _pool.small
+        self.big = [(k, s, d, n) for k, (s, d, n) in enumerate(allocs[self.nout:]) if n >= self.small]
+        self.free: list = []
         self.scalars = scalars
         self.outs = outs                # (value id, index into the allocations or -1 - input position, sig)
         self.refused_by = refused_by    # node position -> its op's name, for the refusals' reason
@@ -84,6 +94,7 @@ class PlanFunction:
         self.calls = self.declined = 0
         self.declined_reason = ""
         self.runtime_types = ()         # per runtime scalar: the Python type its parameter was typed for
+        self.inplace = []               # (allocation index, input position): written into the input (_inplace)
 
     def __call__(self, tensors, runtime=()):
         """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
@@ -101,11 +112,31 @@ class PlanFunction:
                 return self._decline("a captured tensor changed its shape, dtype or layout")
             arrays.append(a)
         small = _pool.small
-        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n) for s, d, n in self.allocs]
+        # an output written straight into its input's array, where no other input can see that memory:
+        # arrays that own their memory (base None) and are distinct cannot overlap
+        into = self.inplace if self.inplace and len({id(a) for a in arrays}) == len(arrays) and \
+            all([a.base is None for a in arrays]) else ()
+        bufs = [np.empty(s, d) if n < small else _pool.empty(s, d, n)
+                for s, d, n in (self.fresh if into else self.allocs[:self.nout])]
+        for k, pos in into:
+            bufs.insert(k, arrays[pos])
+        try:
+            scratch = self.free.pop()       # atomic: no other call holds this set now
+        except IndexError:
+            scratch = [None if n >= self.small else np.empty(s, d) for s, d, n in self.allocs[self.nout:]]
+        for k, s, d, n in self.big:
+            scratch[k] = _pool.empty(s, d, n)
+        nout = self.nout
         for k, (n, cap), d in self.chunked:
+            # as many partial sums as the eager kernel takes now (its thread state), read per call
             c = full_chunks(n)
-            bufs[k] = np.empty(c if cap is None else min(c, cap), d)
-        code = self.ep(*arrays, *bufs, *self.scalars, *[t(x) for t, x in zip(self.runtime_types, runtime)])
+            c = c if cap is None else min(c, cap)
+            if scratch[k - nout].shape[0] != c:
+                scratch[k - nout] = np.empty(c, d)
+        code = self.ep(*arrays, *bufs, *scratch, *self.scalars, *[t(x) for t, x in zip(self.runtime_types, runtime)])
+        for k, *_ in self.big:
+            scratch[k] = None               # the pool's again once this call is over
+        self.free.append(scratch)
         if code >= 0:
             return self._decline(f"{self.refused_by[code]} refused its input")
         self.calls += 1
@@ -144,6 +175,7 @@ def _fused_call(region, gen, site, name, scalars, parallel):
     # over the inputs broadcast to the loop's shape
     flat = all(a.shape == shape and a.flags.c_contiguous and v not in site.views for v, a in zip(region.inputs, ins))
     red, n = region.reduce, int(np.prod(shape))
+    site.elementwise = flat and red is None     # each element written after its inputs' elements are read
     if not flat and len(shape) > MAX_LOOP_NDIM and (red is None or gen.reduce_mode != "full"):
         return f"a fused loop over {len(shape)} dimensions of strided or broadcast operands"
     extra, threads = [], True
@@ -227,6 +259,7 @@ def _eager_call(node, graph, site, name, scalars, parallel):
 
 class _Site(Site):
     views: dict = None     # value id -> the id of the contiguous value it is a view of (made inside)
+    elementwise = False    # the step is a flat loop without reduction (``_inplace``)
 
     def array_of(self, vid: int) -> np.ndarray:
         return self.arrays[vid]
@@ -265,7 +298,11 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         work.append((tuple(shape), np.dtype(dtype), chunks_of))
         return f"w{len(work) - 1}"
 
+    # the values the plan returns first: new arrays per call; the others are scratch (PlanFunction)
+    returned = {v.id for v in vars_in(plan.outputs)}
+    defined.sort(key=lambda vt: vt[0] not in returned)
     body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
+    reads, made_by, refusing = {}, {}, set()     # for _inplace: what each step reads, where flat loops write
     for pos, s in enumerate(plan.steps):
         site = _Site(names, arrays, scratch, f"return {pos}")
         site.views = views
@@ -293,6 +330,15 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             return got
         defs += got[0]
         body += got[1]
+        ins = s.region.inputs if kind == "fused" else [v for e in ([s] if kind == "eager" else s.eager)
+                                                         for v in e.node.inputs()]
+        reads[pos] = {views.get(v, v) for v in ins}
+        if kind == "fused" and site.elementwise:
+            made_by.update((v, pos) for v in s.region.outputs)
+        if any(f"return {pos}" in ln for ln in got[1]):
+            refusing.add(pos)
+    slots = {v: k for k, (v, _) in enumerate(defined)}
+    inplace = _inplace(plan, slots, reads, made_by, refusing)
     params = [names[v] for v in plan.inputs] + [f"c{k}" for k in range(len(consts))] + \
              [names[v] for v, _ in defined] + [f"w{k}" for k in range(len(work))] + \
              [f"p{k}" for k in range(len(loop_scalars))] + [f"r{k}" for k in range(len(runtime))]
@@ -322,6 +368,27 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         else:
             return f"output %{v} is a captured tensor"
     fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
-                      tuple(loop_scalars), outs, refused_by, chunked)
+                      tuple(loop_scalars), outs, refused_by, chunked, sum(v in returned for v, _ in defined))
     fn.runtime_types = tuple(runtime)
+    fn.inplace = sorted(inplace)       # ascending: inserted in order, each at its own index
+    fn.fresh = [a for k, a in enumerate(allocs[:fn.nout]) if k not in dict(inplace)]
     return fn
+
+
+def _inplace(plan, slots, reads, made_by, refusing) -> list:
+    """(allocation index, input position) of each output that the function may write into that
+    input's array (``plan.inplace``: output value id -> input position, the values a caller copies
+    into those inputs right after the call, a compiled step's rebound parameters): where a flat
+    elementwise loop makes it (each element written after that element's inputs are read), no
+    later step reads the input, no later step can refuse its input (the call would rerun
+    interpreted on overwritten inputs), the input is no output, and the value is returned once."""
+    out = []
+    returned = [v.id for v in vars_in(plan.outputs)]
+    for v, pos in (getattr(plan, "inplace", None) or {}).items():
+        iv, at = plan.inputs[pos], made_by.get(v)
+        if at is None or iv in returned or returned.count(v) != 1 or v not in slots:
+            continue
+        if any(q > at and (iv in r or q in refusing) for q, r in reads.items()):
+            continue
+        out.append((slots[v], pos))
+    return out

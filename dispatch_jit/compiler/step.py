@@ -9,19 +9,29 @@ first run is one compiled function (planfn.py).  Per call:
 
 1. the variant key (``_key``): the arguments' sizes; per watched parameter (the
    optimizers' and the captured modules'), its signature, sizes and whether its
-   ``.grad`` is None; per optimizer, each group's options and parameters' identities
-   and which state exists.  One dict lookup finds the variant (a miss traces);
+   ``.grad`` is None; per optimizer, each group's options (a float or int option by its
+   type and whether it is zero, ``option_key``: its value is a runtime scalar; flags
+   such as ``nesterov`` and anything else by value), parameters' identities and which
+   state exists.  One dict lookup finds the variant (a miss traces);
 2. the inputs: the arguments, then each bound tensor fetched anew (a parameter itself,
    ``p.grad``, ``opt.state[p][name]``: eager mode replaces gradients between steps);
-   the optimizers' per-step values (Adam's step counts advance and its bias corrections
-   become the plan's runtime scalars, ``advance``);
-3. the plan runs; each written tensor gets its new value copied in (one version bump,
-   the write guard first, as ``optim.written``), each parameter its new ``.grad``
-   (or None), and the function's result is returned (a plain tensor: no graph).
+   the runtime scalars: the options' current values, then the optimizers' per-step
+   numbers (``step_values``: the learning rate, ..., Adam's bias corrections, computed as
+   eager's update computes them; Adam's step counts advance), so a learning-rate schedule
+   runs one plan;
+3. the plan runs (the write guard first, as ``optim.written``); each written tensor gets its
+   new value, copied in, or written in place by the plan function where no alias can see the
+   difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
+   (or None), and the function's result is returned.  A result tensor that required grad in
+   the trace (the loss) requires grad, its ``grad_fn`` a ``CompiledStepBackward`` whose graph
+   is freed, as eager mode's loss after ``backward()``: a second ``loss.backward()`` raises
+   eager's error ("Trying to backward through the graph a second time ...").
 
 A variant whose trace fails (the optimizer's first step creates its state, a hook, a
 second backward, a data read, ...) runs eagerly, its reason kept for ``explain()``; a
-later call with another key traces again.
+later call with another key traces again.  A step that uses an option's value in Python
+(``lr * 0.5`` computed by the function) makes the entry key options by value (``by_value``)
+and trace again: each value is then a variant, as before issue 14.
 
 >>> import dispatch_jit as dj
 >>> model = dj.nn.Linear(2, 1)
@@ -37,7 +47,7 @@ later call with another key traces again.
 >>> losses = [step(x, y) for _ in range(3)]     # the first makes the momentum buffers eagerly
 >>> print(step.explain().split("whole training step: ")[1].splitlines()[0])
 2 step trace(s), 2 variant(s), 1 eager call(s)
->>> step._last.variants[step._last._key((x, y), {})].runs
+>>> step._last.variants[step._last._key([x, y])].runs
 2
 """
 
@@ -47,20 +57,36 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dispatch_jit.optim.optimizer import Optimizer, written
+from dispatch_jit.autograd.graph import Node, mark_output
+from dispatch_jit.dispatcher import _WRITE_GUARD
+from dispatch_jit.optim.optimizer import Optimizer
+from dispatch_jit.tensor import bump_version
 
 from .entries import CompiledEntry
-from .ir import Graph
+from .ir import Graph, Var
 from .owners import make_check, module_tensors
 from .passes import optimize
 from .plan import Plan
 from .stepdrive import trace_step
+from .steptrace import OptionRead
 from .trace import flat_tensors
 from .tracer import STEP_REASONS
 
-__all__ = ["StepEntry", "step_entry", "is_step", "MAX_STEP_VARIANTS"]
+__all__ = ["StepEntry", "step_entry", "is_step", "option_key", "MAX_STEP_VARIANTS"]
 
 MAX_STEP_VARIANTS = 8
+
+
+def option_key(v):
+    """What a step's trace depends on in optimizer option ``v``: a float or int (a runtime scalar of
+    the plan) by its type and whether it is zero (which decides the update's form: momentum
+    buffers, weight decay); a tuple of them (betas) item by item; anything else by value."""
+    c = v.__class__
+    if c is float or c is int:
+        return c if v else (c, 0)
+    if c is tuple:
+        return tuple([option_key(x) for x in v])
+    return v
 
 
 def _optimizers(x, out: list, depth: int = 0) -> list:
@@ -76,19 +102,40 @@ def _optimizers(x, out: list, depth: int = 0) -> list:
     return out
 
 
-def _fetch(src, tensors, caps=()):
-    """The tensor ``src`` names for this call (``tensors``: the call's argument tensors, flat;
-    ``caps``: the tensors its captured globals and closure variables hold, flat)."""
+class CompiledStepBackward(Node):
+    """The ``grad_fn`` of a compiled whole step's loss: the step's backward already ran inside the
+    compiled plan, which keeps no graph, so running it raises eager mode's error for a graph that
+    a backward freed (there, ``retain_graph=True`` runs the step eagerly and keeps the graph)."""
+
+    def name(self) -> str:
+        return "CompiledStepBackward (the backward of a dj.compile'd training step, run inside the step)"
+
+
+def _fetch_expr(src, glb: dict) -> str:
+    """The expression that fetches the tensor ``src`` names for a call, in a function of ``flat``
+    (the call's argument tensors, flat) and ``caps`` (the tensors its captured globals and closure
+    variables hold, flat); the objects it names go into ``glb``."""
     kind = src[0]
     if kind == "arg":
-        return tensors[src[1]]
+        return f"flat[{src[1]}]"
     if kind == "cap":
-        return caps[src[1]]
-    if kind == "obj":
-        return src[1]
+        return f"caps[{src[1]}]"
     if kind == "grad":
-        return _fetch(src[1], tensors, caps).__dict__.get("_grad")
-    return src[1].state[src[2]][src[3]]
+        return f"{_fetch_expr(src[1], glb)}.__dict__.get('_grad')"
+    names = []
+    for obj in (src[1],) if kind == "obj" else src[1:3]:
+        names.append(f"o{len(glb)}")
+        glb[names[-1]] = obj
+    return names[0] if kind == "obj" else f"{names[0]}.state[{names[1]}][{src[3]!r}]"
+
+
+def fetcher(sources):
+    """``fetch(flat, caps)``: the list of the tensors ``sources`` name for a call, as one generated
+    function (one call per step, not one per tensor: this is the hot path of a compiled step)."""
+    glb: dict = {}
+    items = ", ".join([_fetch_expr(s, glb) for s in sources])
+    exec(f"def fetch(flat, caps):\n    return [{items}]\n", glb)    # noqa: S102  (our own expressions)
+    return glb["fetch"]
 
 
 class _Variant:
@@ -99,40 +146,83 @@ class _Variant:
         self.optimized, self.notes = optimize(tr.graph, distinct_outputs=True, split_chains=True)
         self.plan = Plan(self.optimized, stats, parallel, one_function=True)
         self.runs = 0
+        # released (saved None) from the start: one node for every call's loss
+        self.node = CompiledStepBackward(None, (), None, {}, "compiled step") if any(tr.result_grad) else None
+        self.needs_caps = any(_root(s)[0] == "cap" for s in tr.sources + tr.writes + tr.grad_params)
+        self.inputs, self.targets, self.grad_owners = (fetcher(x) for x in (tr.sources, tr.writes, tr.grad_params))
+        # where the plan function's env holds the outputs (the result, each rebound value, each .grad)
+        res, writes, grads = self.optimized.outputs
+        self.res = res.id if isinstance(res, Var) else res
+        self.direct = isinstance(res, Var) and all(isinstance(x, Var) for x in writes) and \
+            all(x is None or isinstance(x, Var) for x in grads)
+        if self.direct:
+            self.write_ids = [x.id for x in writes]
+            self.grad_ids = [None if x is None else x.id for x in grads]
+            # a rebound value that is an input (``buf.copy_(p)`` before p's update: the plan returns p
+            # itself) is copied before any target is written
+            ins = set(self.optimized.inputs)
+            self.copy_first = [j for j, v in enumerate(self.write_ids) if v in ins]
+            # the plan function may write a rebound value straight into its tensor (planfn._inplace)
+            self.plan.inplace = {v: i for v, i in zip(self.write_ids, tr.write_inputs) if i >= 0 and v not in ins}
 
-    def __call__(self, args, kwargs, caps):
+    def __call__(self, flat, caps):
         tr = self.trace
-        flat, cflat = flat_tensors((args, kwargs), []), flat_tensors(caps, [])
-        tensors = [_fetch(s, flat, cflat) for s in tr.sources]
-        scalars = []
+        cflat = flat_tensors(caps, []) if self.needs_caps else ()
+        tensors = self.inputs(flat, cflat)
+        scalars = [opt.param_groups[gi][k] if j < 0 else opt.param_groups[gi][k][j]
+                   for opt, gi, k, j in tr.option_reads]
         for opt, gi, params, _ in tr.scalar_sources:
-            _, step_size, bc2_sqrt = opt.advance(opt.param_groups[gi], params)
-            scalars += step_size
-            scalars += bc2_sqrt
-        res, new, grads = self.plan.run(tensors, scalars)
-        targets = [_fetch(s, flat, cflat) for s in tr.writes]
-        # a new value that is an input (``buf.copy_(p)`` before p's update: the plan returns p itself)
-        # or, interpreted, a view of one, is read before any target is written
-        ins = {id(t) for t in tensors}
-        interpreted = self.plan.function is None
-        new = [v._data.copy() if id(v) in ins or interpreted and any(np.may_share_memory(v._data, t._data)
-                                                                    for t in targets) else v._data for v in new]
-        written(targets)
+            for row in opt.step_values(opt.param_groups[gi], params):
+                scalars += row
+        fn = self.plan.function
+        targets = self.targets(flat, cflat)
+        guard = _WRITE_GUARD[0]
+        if guard is not None and guard[1]:      # pending compiled-mode readers run before anything is written
+            for t in targets:
+                guard[0](t)
+        env = fn(tensors, scalars) if fn is not None and self.direct else None
+        if env is None:
+            res, new, grads = self._interpreted(tensors, scalars, targets, fn is not None and self.direct)
+        else:
+            res = env[self.res]
+            new = [env[v]._data for v in self.write_ids]
+            for j in self.copy_first:
+                new[j] = new[j].copy()
+            grads = [None if v is None else env[v] for v in self.grad_ids]
         for t, v in zip(targets, new):
-            np.copyto(t._data, v)
-        for src, g in zip(tr.grad_params, grads):
-            p = _fetch(src, flat, cflat)
+            a = t._data
+            if v is not a:           # else the plan wrote it in place
+                np.copyto(a, v)
+            bump_version(t)
+        for p, g in zip(self.grad_owners(flat, cflat), grads):
             if g is None:
                 p.__dict__.pop("_grad", None)
             else:
                 p.__dict__["_grad"] = g
         self.runs += 1
+        if self.node is not None:
+            for t, g in zip(flat_tensors(res, []), self.trace.result_grad):
+                if g and not t.requires_grad:       # a new tensor, never an input's (a parameter's)
+                    mark_output(t, self.node)
         return res
+
+    def _interpreted(self, tensors, scalars, targets, declined):
+        """The plan run step by step (its first run, or a call its function declined): the outputs,
+        the rebound values' arrays copied where they are inputs or views of one."""
+        res, new, grads = self.plan.run(tensors, scalars, declined)
+        ins = {id(t) for t in tensors}
+        new = [v._data.copy() if id(v) in ins or any(np.may_share_memory(v._data, t._data) for t in targets)
+               else v._data for v in new]
+        return res, new, grads
 
     def describe(self) -> str:
         tr = self.trace
+        n = sum(k for *_, k in tr.scalar_sources)
         return (f"whole step compiled ({self.runs} runs): {len(tr.sources)} parameter/gradient/state input(s), "
-                f"{len(tr.writes)} tensor(s) updated in place, {len(tr.grad_params)} .grad(s) set, "
+                f"{len(tr.option_reads)} optimizer option(s) and {n} per-step number(s) read per call, "
+                f"{len(tr.writes)} tensor(s) updated in place ({len(getattr(self.plan.function, 'inplace', ()))} "
+                f"written by the plan function itself where no alias can see it, the others copied in), "
+                f"{len(tr.grad_params)} .grad(s) set, "
                 f"{len(self.plan.fused)} fused loop(s); {self.plan.describe_function()}")
 
 
@@ -148,6 +238,7 @@ class StepEntry(CompiledEntry):
         self.traces = 0
         self.eager_calls = 0
         self.last_reason = ""
+        self.by_value = ""       # why options are keyed by value (the step used one in Python)
         owners = module_tensors(args, caps, cf._captures)
         self.opts = _optimizers(list(args) + list(caps), [])
         seen, params = set(), []
@@ -164,13 +255,13 @@ class StepEntry(CompiledEntry):
         self.params = params
         self.stale = make_check(SimpleNamespace(nodes=[], lifted=[t for t, _, _ in owners.values()]), owners)
 
-    def _key(self, args, kwargs):
-        key = [(t._data.shape, t.__dict__.get("_grad") is None) for t in flat_tensors((args, kwargs), [])]
+    def _key(self, flat):
+        key = [(t._data.shape, t.__dict__.get("_grad") is None) for t in flat]
         for p in self.params:
             key.append((p._sig, p._data.shape, p.__dict__.get("_grad") is None))
         for opt in self.opts:
             for g in opt.param_groups:
-                key.append(tuple([v for k, v in g.items() if k != "params"]))
+                key.append(tuple([v if self.by_value else option_key(v) for k, v in g.items() if k != "params"]))
                 key.append(tuple([id(p) for p in g["params"]]))
             key.append(tuple([(id(p), tuple([v is None for v in s.values()])) for p, s in opt.state.items()]))
         return tuple(key)
@@ -197,8 +288,9 @@ class StepEntry(CompiledEntry):
         return src
 
     def __call__(self, fn, args, kwargs, caps):
+        flat = flat_tensors((args, kwargs), [])
         try:
-            key = self._key(args, kwargs)
+            key = self._key(flat)
             v = self.variants.get(key)
         except TypeError as e:       # an option that is not hashable: no key can hold it
             v = f"an optimizer option is not hashable ({e})"
@@ -210,13 +302,22 @@ class StepEntry(CompiledEntry):
             self.last_reason = v
             return fn(*args, **kwargs)
         self.last_reason = ""
-        return v(args, kwargs, caps)
+        return v(flat, caps)
 
     def _build(self, key, fn, args, kwargs, caps):
         if len(self.variants) >= MAX_STEP_VARIANTS:
             return f"{MAX_STEP_VARIANTS} step variants were traced already; other keys run eagerly"
         self.traces += 1
-        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs, caps))
+        tr = trace_step(fn, args, kwargs, self._sources(args, kwargs, caps), self.opts, not self.by_value)
+        if isinstance(tr, OptionRead):
+            # the options are constants of this step's trace: keyed by value from now on
+            self.by_value = tr
+            self.variants.clear()
+            try:
+                key = self._key(flat_tensors((args, kwargs), []))
+            except TypeError as e:
+                return f"an optimizer option is not hashable ({e})"
+            return self._build(key, fn, args, kwargs, caps)
         v = tr if isinstance(tr, str) else _Variant(tr, self.stats, self.parallel)
         if not isinstance(v, str):
             self.plan, self.graph, self.optimized, self.notes = v.plan, tr.graph, v.optimized, v.notes
@@ -228,9 +329,15 @@ class StepEntry(CompiledEntry):
                  f"{self.eager_calls} eager call(s)"]
         if self.last_reason:
             lines.append(f"last call ran eagerly: {self.last_reason}")
+        if self.by_value:
+            lines.append(f"optimizer options are keyed by value (a new value traces again): {self.by_value}")
         for v in self.variants.values():
             lines.append(f"  variant: {v}" if v.__class__ is str else f"  variant: {v.describe()}")
         return lines
+
+
+def _root(src):
+    return _root(src[1]) if src[0] == "grad" else src
 
 
 def _names(code, depth=0) -> set:

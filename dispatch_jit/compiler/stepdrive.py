@@ -16,7 +16,7 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.optim import optimizer as _optim
 from dispatch_jit.tensor import Tensor
 
-from .steptrace import StepTensor, StepTrace, StepTracer
+from .steptrace import OptionRead, StepTensor, StepTrace, StepTracer
 from .trace import active, flat_tensors, rewinding
 from .tracer import STEP_REASONS, TraceAbort, Tracer, _state
 
@@ -25,10 +25,13 @@ __all__ = ["trace_step"]
 _K = DispatchKey
 
 
-def trace_step(fn, args, kwargs, sources: dict):
+def trace_step(fn, args, kwargs, sources: dict, opts=(), options=True):
     """Trace ``fn(*args, **kwargs)`` as a whole step; ``sources``: id(real tensor) -> how a call
-    fetches it (the parameters, gradients and optimizer states the call's guards watch).
-    Returns a StepTrace, or the reason the step cannot be compiled."""
+    fetches it (the parameters, gradients and optimizer states the call's guards watch);
+    ``opts``: the optimizers the call's key watches; ``options``: their numeric options are
+    runtime scalars (else constants of the trace: the key holds their values).
+    Returns a StepTrace, or the reason the step cannot be compiled (an ``OptionRead`` where the
+    step used an option's value in Python)."""
     tensors = flat_tensors((args, kwargs), [])
     if any(t.is_cuda for t in tensors):
         return "a CUDA argument: a whole step is compiled for CPU tensors only"
@@ -37,9 +40,11 @@ def trace_step(fn, args, kwargs, sources: dict):
     sources = dict(sources)
     for i, t in enumerate(tensors):      # an argument is the call's: fetched by position
         sources[id(t)] = (t, ("arg", i))
-    tracer = StepTracer(sources)
+    tracer = StepTracer(sources, opts)
     swapped = []
     try:
+        if options:
+            tracer.stand_in_options()
         with IncludeDispatchKeyGuard(_K.Tracer), active(tracer):
             for t, _ in sources.values():
                 if t.__class__ is Tensor:
@@ -53,7 +58,8 @@ def trace_step(fn, args, kwargs, sources: dict):
                 raise TraceAbort(tracer.aborted)
             tracer.close(out)
     except TraceAbort as e:
-        return f"the step's trace aborted: {e.reason}"
+        why = f"the step's trace aborted: {e.reason}"
+        return OptionRead(why) if tracer.options_used else why
     except Exception as e:     # noqa: BLE001  (the step raises for these inputs: eager raises it)
         return f"tracing the step raised {type(e).__name__}: {e}"
     finally:

@@ -17,9 +17,15 @@ AOTAutograd and functionalization in miniature.  A ``StepTracer`` is a ``ShapedT
   into the real tensor after the plan ran, with one version bump;
 * sees each optimizer step and ``zero_grad`` (dj.optim's hook, ``optimizer.STEP_TRACE``,
   which stepdrive.py fills; it also runs the trace, ``trace_step``):
-  the optimizers' per-tensor update ops are what it records, and Adam's bias corrections,
-  which change every step, become runtime scalars (``scalar_sources``: the entry calls the
-  optimizer's ``advance`` per call for their values and the step counts).
+  the optimizers' per-tensor update ops are what it records, and every number they read
+  (the learning rate, momentum, betas, ..., and Adam's bias corrections, which change every
+  step) is a runtime scalar of the plan (``scalar_sources``: the entry calls the optimizer's
+  ``step_values`` per call for their values, which also advances Adam's step counts);
+* stands in for the watched optimizers' numeric options (``stand_in_options``): while the
+  trace runs, each group's float and int options are runtime scalars too (``option_reads``:
+  the entry reads them per call), which the optimizer's own step reads freely (its flags,
+  ``step_values``) but whose use in Python anywhere else marks the trace (``options_used``):
+  the entry then keys the options by value (step.py).
 
 Whatever the trace cannot stand for aborts it with the reason (``TraceAbort``): the step
 runs eagerly and ``explain()`` says why.  The real tensors' ``.grad``, their classes and
@@ -38,14 +44,14 @@ from dispatch_jit.optim.adam import Adam, AdamW
 from dispatch_jit.optim.sgd import SGD
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
-from .ir import Var, runtime_scalar
+from .ir import Var, runtime_scalar, vars_in
 from .joint import grad_rule, walk_back
 from .shaped import ShapedTracer
-from .trace import TRACED_SCALARS, flat_tensors
+from .trace import TRACED_SCALARS, flat_tensors, misplaced_scalars
 from .tracer import _SIZE_READS, _install_guards, _prop_guard, _state
 from .views import GETITEM, is_view
 
-__all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS"]
+__all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS", "OptionRead"]
 
 _K = DispatchKey
 A = entries("aten")
@@ -53,6 +59,12 @@ A = entries("aten")
 # the optimizers a step compiles (their per-tensor update ops are traced): exact classes, since a
 # subclass may override step() with Python the trace would not see
 OPTIMIZERS = (SGD, Adam, AdamW)
+
+
+class OptionRead(str):
+    """Why a step's trace did not compile, when the step used an optimizer option's value in Python
+    (or passed it where a runtime scalar cannot go): its entry keys options by value from then on
+    and traces again, the options being plain numbers of the trace."""
 
 
 class StepTrace:
@@ -63,17 +75,23 @@ class StepTrace:
         self.graph = tracer.graph
         self.sources = [tracer.source_of(x) for x in tracer.order]    # per bound input: how to fetch it
         self.writes = [tracer.source_of(x) for x in tracer.written.values()]   # per rebound value
+        # per rebound value: the input position of the tensor it is copied into (-1: not an input)
+        self.write_inputs = [next((i for i, y in enumerate(tracer.order) if y is x), -1)
+                             for x in tracer.written.values()]
         self.grad_params = [tracer.source_of(p) for p in tracer.grad_params.values()]               # per final gradient output
-        self.scalar_sources = list(tracer.scalar_sources)
+        self.result_grad = tracer.result_grad    # per tensor of the result: did it require grad (a loss)
+        self.option_reads = list(tracer.option_reads)      # runtime scalars 0..k-1: (opt, group, key, pos)
+        self.scalar_sources = list(tracer.scalar_sources)  # then per optimizer update: its step_values
         self.optimizers = list(tracer.optimizers)
 
 
 class StepTracer(ShapedTracer):
     """A ShapedTracer for a whole step (see the module docstring)."""
 
-    def __init__(self, sources: dict):
+    def __init__(self, sources: dict, opts=()):
         super().__init__()
         self.sources = sources        # id(real tensor) -> how a call fetches it (step.py's watch)
+        self.opts = list(opts)        # the optimizers whose options the entry's key watches
         self.bound: dict = {}         # id(real) -> [real, input value id, current value id]
         self.order: list = []         # the bound real tensors, in input order
         self.stand: dict = {}         # id(real) -> (value id, its symbolic stand-in for that value)
@@ -89,6 +107,32 @@ class StepTracer(ShapedTracer):
         self.optimizers: list = []    # (optimizer, its Python state before the trace)
         self.scalar_sources: list = []   # (optimizer, group index, params, how many values)
         self.stand_ins: list = []
+        self.option_reads: list = []     # per option stand-in: (optimizer, group index, key, tuple position)
+        self.options: list = []          # (group, key, the real value) to put back
+        self.options_used = ""           # what Python did with an option's value
+
+    # -- the watched optimizers' numeric options: runtime scalars ---------------------------------
+    def stand_in_options(self):
+        """Replace each watched optimizer's float and int options (betas' items too) by runtime
+        scalars, runtime scalars 0..k-1, for the length of the trace (``restore`` puts them back)."""
+        for opt in self.opts:
+            for gi, group in enumerate(opt.param_groups):
+                for key, v in list(group.items()):
+                    if v.__class__ is tuple and all(x.__class__ in (float, int) for x in v):
+                        new = tuple(self._option(opt, gi, key, j, x) for j, x in enumerate(v))
+                    elif v.__class__ in (float, int):
+                        new = self._option(opt, gi, key, -1, v)
+                    else:
+                        continue
+                    self.options.append((group, key, v))
+                    group[key] = new
+
+    def _option(self, opt, gi, key, pos, value):
+        s = runtime_scalar(value, len(self.stand_ins), TRACED_SCALARS[value.__class__])
+        s._tracer = self
+        self.stand_ins.append(s)
+        self.option_reads.append((opt, gi, key, pos))
+        return s
 
     # -- real tensors: bound inputs -----------------------------------------------------------
     def source_of(self, x):
@@ -281,13 +325,31 @@ class StepTracer(ShapedTracer):
         self.backward_done = True
 
     # -- the optimizers' hook (dj.optim.optimizer.STEP_TRACE) ------------------------------------
-    def step(self, opt, closure):
+    def step(self, opt, closure, run):
+        """dj.optim's ``step()``: checked, then ``run(closure)``, whose per-tensor ops are recorded.
+        The optimizer reads its own options in Python (its flags, ``step_values``), as the entry
+        does per call: their use there is no use by the function, so they do not mark the trace."""
+        mine = [s for s, (o, *_) in zip(self.stand_ins, self.option_reads) if o is opt]
+        for s in mine:
+            s._tracer = None
+        try:
+            self._check_step(opt, closure)
+            self.optimizers.append((opt, {p: dict(s) for p, s in opt.state.items()}))
+            return run(closure)
+        finally:
+            for s in mine:
+                s._tracer = self
+
+    def _check_step(self, opt, closure):
         if closure is not None:
             self.abort(f"{type(opt).__name__}.step(closure) (the closure runs its own backward)")
         if type(opt) not in OPTIMIZERS:
             self.abort(f"{type(opt).__name__}.step() is not compiled (only SGD, Adam and AdamW are)")
         if not self.backward_done:
             self.abort(f"{type(opt).__name__}.step() before backward() in the step")
+        if all(o is not opt for o in self.opts):
+            self.abort(f"a {type(opt).__name__} that no guard watches (reached through an object's attribute, "
+                       f"not an argument or a global, or a list or dict of them): its options are not in the key")
         for group in opt.param_groups:
             for p in group["params"]:
                 if p.__dict__.get("_grad") is None:
@@ -297,7 +359,6 @@ class StepTracer(ShapedTracer):
                         (s is None or s.get("momentum_buffer") is None):
                     self.abort(f"{type(opt).__name__}'s first step creates its state (this call runs eagerly; "
                                f"the next ones compile)")
-        self.optimizers.append((opt, {p: dict(s) for p, s in opt.state.items()}))
 
     def zero_grad(self, opt, set_to_none):
         if not set_to_none:
@@ -315,7 +376,8 @@ class StepTracer(ShapedTracer):
         for vals in values:
             row = []
             for x in vals:
-                s = runtime_scalar(float(x), len(self.stand_ins), TRACED_SCALARS[float])
+                cls = int if x.__class__ is int else float     # the type eager's update reads
+                s = runtime_scalar(cls(x), len(self.stand_ins), TRACED_SCALARS[cls])
                 s._tracer = self
                 self.stand_ins.append(s)
                 row.append(s)
@@ -331,13 +393,22 @@ class StepTracer(ShapedTracer):
     def close(self, result):
         if not self.backward_done:
             self.abort("the function did not call backward() in this trace")
-        if self.tainted:
-            self.abort(f"a per-step value of the optimizer was used in Python ({next(iter(self.tainted.values()))})")
         res = self.to_arg(self.sym(result))
+        self.result_grad = [v.id in self.grad for v in vars_in(res)]
         writes = tuple(Var(self.bound[id(t)][2]) for t in self.written.values())
         grads = tuple(None if (g := p.__dict__.get("_grad")) is None else self.to_arg(self.sym(g))
                       for p in self.grad_params.values())
         self.graph.outputs = (res, writes, grads)
+        # only an elementwise op's operand reads a runtime scalar per call: elsewhere it is a constant
+        bad = {**misplaced_scalars(self.graph), **self.tainted}
+        if bad:
+            i, why = min(bad.items())
+            if i < len(self.option_reads):
+                opt, gi, key, pos = self.option_reads[i]
+                self.options_used = (f"{type(opt).__name__}'s option {key!r}{f'[{pos}]' if pos >= 0 else ''}: "
+                                     f"{why}")
+                self.abort(f"the step uses the value of {self.options_used}")
+            self.abort(f"a per-step value of the optimizer was used in Python ({why})")
         self.graph.check()
 
     def restore(self):
@@ -355,6 +426,9 @@ class StepTracer(ShapedTracer):
                 opt.state[p].update(s)
         for s in self.stand_ins:
             s._tracer = None
+        for group, key, v in reversed(self.options):
+            group[key] = v
+        self.options = []
 
 
 def _vid(t):

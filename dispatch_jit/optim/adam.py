@@ -50,7 +50,10 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
-            tr.step(self, closure)
+            return tr.step(self, closure, self._step)
+        return self._step(closure)
+
+    def _step(self, closure):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
@@ -61,8 +64,7 @@ class Adam(Optimizer):
     def advance(self, group, params):
         """The Python side of one step for ``params`` (those of ``group`` with a gradient): their state
         (made on the first step), each step count advanced, and the bias corrections of the new
-        counts, ``(states, step sizes, sqrt(1 - beta2 ** t))``.  A compiled whole step (compiler/
-        steptrace.py) calls it at every call and passes the corrections to its plan."""
+        counts, ``(states, step sizes, sqrt(1 - beta2 ** t))``."""
         beta1, beta2 = group["betas"]
         states = []
         for p in params:
@@ -77,15 +79,23 @@ class Adam(Optimizer):
         bc2_sqrt = [math.sqrt(1 - beta2 ** s["step"]) for s in states]
         return states, step_size, bc2_sqrt
 
-    def _update(self, group, params):
-        states, step_size, bc2_sqrt = self.advance(group, params)
-        if (tr := _traced()) is not None:       # per-step values: runtime scalars of a compiled step
-            step_size, bc2_sqrt = tr.step_scalars(self, group, params, (step_size, bc2_sqrt))
+    def step_values(self, group, params):
+        """The numbers one update of ``params`` reads, computed from ``group``'s options and the
+        step counts (which it advances: call it once per step), as the update computes them:
+        ``(step sizes, sqrt(1 - beta2 ** t) per parameter, [1 - lr * weight_decay, 1 - beta1,
+        beta2, 1 - beta2, eps, weight_decay])``.  A compiled whole step (compiler/steptrace.py)
+        takes them per call as its plan's runtime scalars."""
+        _, step_size, bc2_sqrt = self.advance(group, params)
         beta1, beta2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        return step_size, bc2_sqrt, [1 - lr * wd, 1 - beta1, beta2, 1 - beta2, group["eps"], wd]
+
+    def _update(self, group, params):
+        values = self.step_values(group, params)
+        states = [self.state[p] for p in params]
         amsgrad = group["amsgrad"]
-        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-        decoupled = group["decoupled_weight_decay"]
-        shared = (1 - lr * wd, 1 - beta1, beta2, 1 - beta2, eps, wd, decoupled, amsgrad, group["maximize"])
+        # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
+        flags = (values[2][5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
         if fast_path(params):
             avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
             maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
@@ -94,21 +104,27 @@ class Adam(Optimizer):
             foreach.step("adam", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],
                          [flat(t) for t in avgs], [flat(t) for t in sqs],
                          [flat(t) for t in maxs] if amsgrad else [empty] * len(params), params[0]._data.dtype,
-                         (step_size, bc2_sqrt) + shared)
+                         (values[0], values[1], *values[2], *flags[1:]))
             return
+        if (tr := _traced()) is not None:       # the numbers: runtime scalars of a compiled step
+            values = tr.step_scalars(self, group, params, values)
+        step_size, bc2_sqrt, shared = values
         with no_grad():
             for p, s, ss, bc in zip(params, states, step_size, bc2_sqrt):
-                _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared)
+                _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared, *flags)
 
 
-def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decoupled, amsgrad, maximize):
-    """One parameter's update with dispatch_jit ops, in foreach._adam's order of roundings."""
+def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decay, decoupled, amsgrad,
+              maximize):
+    """One parameter's update with dispatch_jit ops, in foreach._adam's order of roundings.  The flags
+    (``decay``: wd != 0) are read apart from the numbers, which a compiled step passes as runtime
+    scalars (never read in Python)."""
     if maximize:
         g = A.neg(g)
     if decoupled:
-        if wd != 0:
+        if decay:
             p.copy_(A.mul(p, shrink))
-    elif wd != 0:
+    elif decay:
         g = A.add(g, A.mul(p, wd))
     m, v = s["exp_avg"], s["exp_avg_sq"]
     m.copy_(A.add(m, A.mul(A.sub(g, m), beta1c)))

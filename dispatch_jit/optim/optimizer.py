@@ -36,9 +36,10 @@ _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # A whole training step compiled by ``dj.compile`` (compiler/steptrace.py) traces the optimizer: it
-# plugs in here an object whose ``step(opt)``, ``zero_grad(opt, set_to_none)`` and
-# ``step_scalars(opt, group, params, values)`` see each step while its trace runs (the compiler sits
-# above this layer, so it registers itself, as the dispatcher's write guard does)
+# plugs in here an object whose ``step(opt, closure, run)`` (which calls ``run(closure)``, the update),
+# ``zero_grad(opt, set_to_none)`` and ``step_scalars(opt, group, params, values)`` (``values``: what
+# ``step_values`` gave, returned as the trace's runtime scalars) see each step while its trace runs
+# (the compiler sits above this layer, so it registers itself, as the dispatcher's write guard does)
 STEP_TRACE: list = [None]
 
 
@@ -149,6 +150,14 @@ class Optimizer:
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def step_values(self, group, params) -> tuple:
+        """The numbers one update of ``params`` (those of ``group`` with a gradient) reads, as a tuple
+        of lists, computed from the group's options (and per-step state) exactly as the update
+        computes them.  The update reads every number of its options through these, and its form
+        (which branches run) only from flags, so that a compiled whole step can pass the numbers
+        per call as its plan's runtime scalars: a new learning rate does not retrace."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement step_values()")
 
     def _closure_loss(self, closure):
         if closure is None:

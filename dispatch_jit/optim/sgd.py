@@ -46,7 +46,16 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
-            tr.step(self, closure)
+            return tr.step(self, closure, self._step)
+        return self._step(closure)
+
+    def step_values(self, group, params):
+        """The numbers one update of ``params`` reads, computed from ``group``'s options as the
+        update computes them: ``([lr, momentum, 1 - dampening, weight_decay],)``.  A compiled
+        whole step (compiler/steptrace.py) takes them per call as its plan's runtime scalars."""
+        return [group["lr"], group["momentum"], 1.0 - group["dampening"], group["weight_decay"]],
+
+    def _step(self, closure):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
@@ -69,27 +78,32 @@ class SGD(Optimizer):
         if momentum != 0 and first:
             for p, s in zip(params, states):
                 s["momentum_buffer"] = p.detach().clone() if fast_path(params) else None
-        scalars = (group["lr"], momentum, 1.0 - group["dampening"], group["weight_decay"], group["nesterov"],
-                   group["maximize"], first)
+        values = self.step_values(group, params)
+        # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
+        flags = (values[0][3] != 0, momentum != 0, group["nesterov"], group["maximize"], first)
         if fast_path(params):
             bufs = [s["momentum_buffer"] for s in states] if momentum != 0 else []
             written(params + bufs)
             empty = flat(params[0])[:0]
             foreach.step("sgd", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],
-                         [flat(b) for b in bufs] if bufs else [empty] * len(params), params[0]._data.dtype, scalars)
+                         [flat(b) for b in bufs] if bufs else [empty] * len(params), params[0]._data.dtype,
+                         tuple(values[0]) + flags[2:])
             return
+        if (tr := _traced()) is not None:       # the numbers: runtime scalars of a compiled step
+            values = tr.step_scalars(self, group, params, values)
         with no_grad():
             for p, s in zip(params, states):
-                s["momentum_buffer"] = _sgd_ops(p, p.__dict__["_grad"], s.get("momentum_buffer"), *scalars)
+                s["momentum_buffer"] = _sgd_ops(p, p.__dict__["_grad"], s.get("momentum_buffer"), *values[0], *flags)
 
 
-def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, nesterov, maximize, first):
+def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, decay, has_momentum, nesterov, maximize, first):
     """One parameter's update with dispatch_jit ops, in foreach._sgd's order of roundings; returns the
-    momentum buffer."""
+    momentum buffer.  The flags (``decay``: wd != 0, ``has_momentum``: momentum != 0) are read apart
+    from the numbers, which a compiled step passes as runtime scalars (never read in Python)."""
     d = A.neg(g) if maximize else g
-    if wd != 0:
+    if decay:
         d = A.add(d, A.mul(p, wd))
-    if momentum != 0:
+    if has_momentum:
         if first or buf is None:
             buf = A.clone(d)
         else:

@@ -149,6 +149,8 @@ def test_adam_bias_correction_uses_each_step():
 
 
 def test_recompiles_only_when_a_guard_changes():
+    """A new learning rate is a new runtime scalar (tests/compiler/test_step_hyperparams.py); what
+    changes the update's form is guarded: weight decay turned off, nesterov turned on."""
     (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd-momentum-wd"])
     compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
     for _ in range(4):
@@ -157,14 +159,22 @@ def test_recompiles_only_when_a_guard_changes():
     assert entry.traces == 2, compiled.explain()       # the first step (state made eagerly), then one
     assert "first step creates its state" in compiled.explain()
     for opt in (co, eo):
-        opt.param_groups[0]["lr"] = 0.05               # a hyper-parameter is guarded by value
+        opt.param_groups[0]["lr"] = 0.05               # a number: read per call, no new trace
     for _ in range(2):
         compiled(X, Y), eager(X, Y)
-    assert entry.traces == 3
+    assert entry.traces == 2, compiled.explain()
     for opt in (co, eo):
-        opt.param_groups[0]["lr"] = 0.1                # back: that variant is cached
+        opt.param_groups[0]["weight_decay"] = 0.0      # zero: the update loses a term
     compiled(X, Y), eager(X, Y)
     assert entry.traces == 3
+    for opt in (co, eo):
+        opt.param_groups[0]["nesterov"] = True         # a flag: guarded by value
+    compiled(X, Y), eager(X, Y)
+    assert entry.traces == 4
+    for opt in (co, eo):
+        opt.param_groups[0].update(nesterov=False, weight_decay=0.02)    # back: that variant is cached
+    compiled(X, Y), eager(X, Y)
+    assert entry.traces == 4
     _same_state(cm, em, co, eo, "after the changes")
     assert compiled.cache_info().traces == 1           # the plain trace that found the step
 
@@ -373,3 +383,74 @@ def test_a_write_to_a_tensor_with_views_runs_eagerly():
         for i, (a, b) in enumerate(zip(cb, eb)):
             _close(a.numpy(), b.numpy(), f"step {k}: buffer {i}")
     assert "has views" in compiled.explain(), compiled.explain()
+
+
+def test_updates_are_written_in_place_only_where_no_alias_can_see_it():
+    """The plan function writes each parameter's new value straight into its array (planfn._inplace)
+    when every input owns its memory; with an input that is a view of other memory, it writes new
+    arrays, which the entry copies in (the same values)."""
+    (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd-momentum-wd"])
+    compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
+    arrays = [p._data for p in cm.parameters()]
+    for k in range(3):
+        compiled(X, Y), eager(X, Y)
+    _same_state(cm, em, co, eo, "in place")
+    assert all(p._data is a for p, a in zip(cm.parameters(), arrays))
+    (v,) = _compiled_variant(compiled)[-1:]
+    fn = v.plan.function
+    assert fn is not None and len(fn.inplace) == len(v.trace.writes), compiled.explain()
+    tr = v.trace
+    scalars = [co.param_groups[gi][key] if j < 0 else co.param_groups[gi][key][j] for _, gi, key, j in tr.option_reads]
+    scalars += [x for _, gi, ps, _ in tr.scalar_sources for row in co.step_values(co.param_groups[gi], ps) for x in row]
+    owned = v.inputs([X, Y], ())
+    env = fn(owned, scalars)
+    assert all(env[v.write_ids[j]]._data is owned[pos]._data for _, pos in fn.inplace
+               for j in [tr.write_inputs.index(pos)])
+    box = np.zeros((2,) + tuple(X.shape), np.float32)
+    box[0] = X.numpy()
+    viewed = [dj.from_numpy(box[0])] + v.inputs([X, Y], ())[1:]       # X's data: a view of ``box``
+    before = [t.numpy().copy() for t in viewed]
+    env = fn(viewed, scalars)
+    for _, pos in fn.inplace:
+        assert env[v.write_ids[tr.write_inputs.index(pos)]]._data is not viewed[pos]._data
+    for t, b in zip(viewed, before):
+        np.testing.assert_array_equal(t.numpy(), b)
+
+
+def test_a_second_backward_of_the_loss_raises_eagers_error():
+    """The returned loss requires grad and has a grad_fn whose graph is freed, as eager mode's after
+    backward(): a second ``loss.backward()`` raises the same error class and message."""
+    (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd"])
+    compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)
+    for _ in range(3):
+        lc, le = compiled(X, Y), eager(X, Y)
+    assert isinstance(compiled._last, StepEntry) and not compiled._last.last_reason, compiled.explain()
+    assert lc.requires_grad and le.requires_grad and lc.grad_fn is not None and not lc.is_leaf
+    grads = [p.grad for p in cm.parameters()]
+    errors = []
+    for loss in (lc, le):
+        with pytest.raises(dj.errors.AutogradError, match="backward through the graph a second time") as e:
+            loss.backward()
+        errors.append(str(e.value))
+    assert "CompiledStepBackward" in errors[0] and "retain_graph=True" in errors[0]
+    assert all(p.grad is g for p, g in zip(cm.parameters(), grads))      # nothing ran
+
+
+def test_only_the_loss_gets_the_steps_grad_fn():
+    """Only result tensors that required grad in the trace get the step's grad_fn: a parameter
+    returned after its update (under no_grad: eager's value requires no new graph) does not, and
+    the parameter stays a leaf."""
+    (cm, co), _ = _twins(OPTIMIZERS["sgd"])
+
+    def step(x, y):
+        co.zero_grad()
+        loss = F.cross_entropy(cm(x), y)
+        loss.backward()
+        co.step()
+        return loss, cm[0].bias
+    compiled = dj.compile(step)
+    for _ in range(3):
+        loss, bias = compiled(X, Y)
+    assert bias.grad_fn is None and cm[0].bias.is_leaf and cm[0].bias.grad_fn is None
+    np.testing.assert_array_equal(bias.numpy(), cm[0].bias.numpy())
+    assert loss.grad_fn is not None and not compiled._last.last_reason, compiled.explain()

@@ -4,7 +4,9 @@ Adam, AdamW, amsgrad) or a hand-written update, ``zero_grad`` before or after th
 all.  Per step the loss, every parameter, its ``.grad`` (None where eager's is), the optimizer's
 state and the version counters must agree; the plan's matmuls may round differently from eager's
 linear (NumPy's dot against its own loop nest), so floats agree to 1e-5 relative.  Every step after
-the state exists must have run the compiled plan (``explain()`` otherwise says why not)."""
+the state exists must have run the compiled plan (``explain()`` otherwise says why not).  With a
+schedule, every numeric option of the optimizer changes before every step (both twins alike): the
+numbers are runtime scalars of the plan, so a schedule traces no more than a constant setting."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -37,6 +39,17 @@ UPDATES = {
 ZERO = ("before", "after", "never")
 
 
+def _schedule(opt, k):
+    """Step ``k`` of a schedule that changes every number of every group (lr, momentum, dampening,
+    weight decay, betas, eps), keeping zeros zero (a zero changes the update's form: a new trace)."""
+    for g in opt.param_groups:
+        for key, v in g.items():
+            if v.__class__ is float and v:
+                g[key] = v * (0.9 if key in ("momentum", "dampening") else 0.8) ** k
+            elif key == "betas":
+                g[key] = tuple(b * 0.99 ** k for b in v)
+
+
 def _step_of(model, opt, loss_of, zero):
     def step(x, y, t):
         if zero == "before" and opt is not None:
@@ -64,8 +77,9 @@ def _check(a, b, what):
 @fuzz_settings(6)
 @given(n=st.integers(1, 12), d=st.integers(1, 6), h=st.integers(1, 9), c=st.integers(2, 4),
        act=st.sampled_from(sorted(ACTIVATIONS)), loss=st.sampled_from(sorted(LOSSES)),
-       update=st.sampled_from(sorted(UPDATES)), zero=st.sampled_from(ZERO), seed=st.integers(0, 2**16))
-def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, seed):
+       update=st.sampled_from(sorted(UPDATES)), zero=st.sampled_from(ZERO), schedule=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
     rng = np.random.default_rng(seed)
     x = dj.from_numpy(rng.standard_normal((n, d)).astype(np.float32))
     y = dj.from_numpy(rng.integers(0, c, n))
@@ -78,8 +92,10 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, seed):
         runs.append((model, opt, _step_of(model, opt, LOSSES[loss], zero)))
     (cm, co, cstep), (em, eo, estep) = runs
     compiled = dj.compile(cstep)
-    what = f"{act}, {loss}, {update}, zero_grad {zero}"
+    what = f"{act}, {loss}, {update}, zero_grad {zero}, schedule {schedule}"
     for k in range(3):
+        if schedule and co is not None:
+            _schedule(co, k), _schedule(eo, k)
         _check(compiled(x, y, t).numpy(), estep(x, y, t).numpy(), f"{what}: loss of step {k}")
         for i, (p, q) in enumerate(zip(cm.parameters(), em.parameters())):
             _check(p.numpy(), q.numpy(), f"{what}: step {k}, parameter {i}")
@@ -99,3 +115,5 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, seed):
     assert isinstance(entry, StepEntry), compiled.explain()
     # the last call ran the compiled plan (the first may have made the optimizer's state eagerly)
     assert not entry.last_reason, compiled.explain()
+    # at most two keys (.grad None or not before the call) over the three calls, whatever the values
+    assert entry.traces <= 2 and not entry.by_value, compiled.explain()
