@@ -57,7 +57,14 @@ class SavedTensor:
 
 
 def _output_data(t, box):
-    """An op's output as saved: its data and version counter, without its grad_fn (no cycle)."""
+    """An op's output as saved: its data and version counter, without its grad_fn (no cycle).
+    A tensor whose data is still to be computed (compiled mode's pending tensors) makes its own
+    saved twin (``_saved_twin``), which gets the same data once it is computed."""
+    if t.__class__ is not Tensor:
+        twin = getattr(t, "_saved_twin", None)
+        d = twin(box) if twin is not None else None
+        if d is not None:
+            return d
     d = _new(Tensor)
     d._data, d._sig = t._data, t._sig
     dd = d.__dict__

@@ -135,66 +135,78 @@ class AutogradKernel:
         self.__name__ = f"autograd_{derivative.name}"
         self.node_cls = node_class(derivative.name)
         self.formula = _make_formula(derivative)
+        # (which inputs require grad, the layout's names) -> what attach saves: (name, position) of each
+        # saved input, whether the result is saved (and the names, which keeps their id unique)
+        self._saving: dict = {}
+
+    def attach(self, lay: tuple, opname: str, args: tuple, out, dense: tuple = (_T,)):
+        """Record the node of one call whose result ``out`` is computed (or pending): what the
+        kernel does after running the op below autograd.  ``lay``: the op's ``layout``;
+        ``dense``: the classes of tensors that can require grad here (compiled mode adds its
+        pending tensors, whose shape is read without computing them).  Returns ``out``."""
+        tensor_pos, list_pos, _, names, statics = lay
+        # plain loops, not generator expressions: this runs on every recorded call
+        tensors = list(args[list_pos[0]]) if list_pos else [args[i] for i in tensor_pos]
+        edges = []
+        record = False
+        for t in tensors:
+            if t is out:
+                return out      # the op returned an input itself (x.to(x.dtype)): nothing to record
+            if t.__class__ in dense and t.requires_grad:
+                edges.append(edge_of(t))
+                record = True
+            else:
+                edges.append(None)
+        if not record or (out._sig >> DTYPE_SHIFT) & DTYPE_MASK not in _DIFFERENTIABLE:
+            return out
+        needs = tuple([e is not None for e in edges])
+        saving = self._saving.get((needs, id(names)))
+        if saving is None:
+            save = self.d.saves_for(needs)
+            saving = self._saving[(needs, id(names))] = ([(n, names.index(n)) for n in save if n != "result"],
+                                                         "result" in save, names)
+        saved = {}
+        for n, i in saving[0]:
+            v = args[i]
+            saved[n] = SavedTensor(v, name=n) if v.__class__ in dense else v
+        ctx = {}
+        for n, i in statics:
+            ctx[n] = args[i]
+        shapes, dtypes = [], []
+        for t in tensors:
+            if t.__class__ is _T:
+                shapes.append(t._data.shape)
+                dtypes.append((t._sig >> DTYPE_SHIFT) & DTYPE_MASK)
+            elif t.__class__ in dense:
+                shapes.append(tuple(t.shape))
+                dtypes.append((t._sig >> DTYPE_SHIFT) & DTYPE_MASK)
+            else:
+                shapes.append(None)
+                dtypes.append(None)
+        ctx["shapes"], ctx["dtypes"] = shapes, dtypes
+        mark_output(out, self.node_cls(self.formula, tuple(edges), saved, ctx, opname))
+        if saving[1]:
+            # saved after mark_output: the saved output must require grad (and carry the
+            # autograd key), or a double backward (create_graph=True) treats it as a constant
+            saved["result"] = SavedTensor(out, is_output=True, name="result")
+        return out
 
     def specialize(self, call):
         below = call.redispatch()
-        args_schema = call.op.schema.arguments
-        tensor_pos = [i for i, a in enumerate(args_schema) if a.type.is_tensor_like and a.name != "out"
-                      and not a.type.is_list]
-        list_pos = [i for i, a in enumerate(args_schema) if a.type.is_list and a.type.is_tensor_like]
-        out_pos = next((i for i, a in enumerate(args_schema) if a.name == "out"), None)
-        names = [a.name for a in args_schema]
-        statics = [(names[i], i) for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
+        lay = layout(call.op.schema)
+        tensor_pos, list_pos, out_pos, names, statics = lay
         d, node_cls, opname, formula = self.d, self.node_cls, call.op.name, self.formula
-        T = _T
-
-        def saving(needs) -> tuple:
-            """(input name, position) of each saved input, and whether the result is saved."""
-            save = d.saves_for(needs)
-            return [(n, names.index(n)) for n in save if n != "result"], "result" in save
+        attach = self.attach
 
         def run(*args):
             if out_pos is not None and args[out_pos] is not None:
                 raise AutogradError(f"{opname}: functions with out=... arguments don't support automatic "
                                     f"differentiation; call it without out= (or under dj.no_grad())")
-            out = below(*args)
-            # plain loops, not generator expressions: this runs on every recorded call
-            tensors = list(args[list_pos[0]]) if list_pos else [args[i] for i in tensor_pos]
-            edges = []
-            record = False
-            for t in tensors:
-                if t is out:
-                    return out      # the op returned an input itself (x.to(x.dtype)): nothing to record
-                if t.__class__ is T and t.requires_grad:
-                    edges.append(edge_of(t))
-                    record = True
-                else:
-                    edges.append(None)
-            if not record or (out._sig >> DTYPE_SHIFT) & DTYPE_MASK not in _DIFFERENTIABLE:
-                return out
-            save_pos, save_result = saving([e is not None for e in edges])
-            saved = {}
-            for n, i in save_pos:
-                v = args[i]
-                saved[n] = SavedTensor(v, name=n) if v.__class__ is T else v
-            ctx = {}
-            for n, i in statics:
-                ctx[n] = args[i]
-            shapes, dtypes = [], []
-            for t in tensors:
-                if t.__class__ is T:
-                    shapes.append(t._data.shape)
-                    dtypes.append((t._sig >> DTYPE_SHIFT) & DTYPE_MASK)
-                else:
-                    shapes.append(None)
-                    dtypes.append(None)
-            ctx["shapes"], ctx["dtypes"] = shapes, dtypes
-            mark_output(out, node_cls(formula, tuple(edges), saved, ctx, opname))
-            if save_result:
-                # saved after mark_output: the saved output must require grad (and carry the
-                # autograd key), or a double backward (create_graph=True) treats it as a constant
-                saved["result"] = SavedTensor(out, is_output=True, name="result")
-            return out
+            return attach(lay, opname, args, below(*args))
+
+        def saving(needs) -> tuple:
+            save = d.saves_for(needs)
+            return [(n, names.index(n)) for n in save if n != "result"], "result" in save
         if list_pos:
             return run
         # Which inputs require grad is part of each tensor's signature, so of this specialization:
@@ -210,8 +222,22 @@ class AutogradKernel:
         saved_names = [n for n, _ in save_pos] + (["result"] if save_result else [])
         sig_node.apply = codegen.node_apply(d.backward, d.unbroadcast, needs, dense_dtypes, saved_names, sum_to,
                                             ALL_DTYPES.__getitem__, opname)
-        return codegen.recorder(len(args_schema), tensor_pos, out_pos, statics, save_pos, save_result, below,
+        return codegen.recorder(len(names), tensor_pos, out_pos, statics, save_pos, save_result, below,
                                 run, sig_node, opname, needs, ag_bits, dense_dtypes, _DIFFERENTIABLE)
+
+
+def layout(schema) -> tuple:
+    """Where an op's arguments are, as its Autograd kernel reads them: (positions of its tensor
+    arguments, of its tensor-list argument, of ``out`` or None, the argument names, (name,
+    position) of each static argument)."""
+    args_schema = schema.arguments
+    tensor_pos = [i for i, a in enumerate(args_schema) if a.type.is_tensor_like and a.name != "out"
+                  and not a.type.is_list]
+    list_pos = [i for i, a in enumerate(args_schema) if a.type.is_list and a.type.is_tensor_like]
+    out_pos = next((i for i, a in enumerate(args_schema) if a.name == "out"), None)
+    names = [a.name for a in args_schema]
+    statics = [(names[i], i) for i, a in enumerate(args_schema) if not a.type.is_tensor_like]
+    return tensor_pos, list_pos, out_pos, names, statics
 
 
 _DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA)

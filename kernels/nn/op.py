@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.creation import empty
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.dtypes import FLOAT, as_dtype
@@ -68,13 +69,17 @@ def _float_input(x, dtype, op: str):
     """``x`` cast to ``dtype`` if given; integer, bool and complex inputs refused as PyTorch's."""
     if dtype is not None:
         x = x.to(as_dtype(dtype))
-    if x.dtype.category > FLOAT:
-        raise DTypeError(f"{op}: complex inputs are not supported (got {x.dtype.name}; complex numbers are not "
-                         f"ordered, so there is no max(x) to subtract), as in PyTorch")
-    if x.dtype.category != FLOAT:
-        raise DTypeError(f"{op}: expected a floating point tensor, got {x.dtype.name} (x - max(x) would wrap "
-                         f"around); pass dtype=dj.float32 or convert first: x.float()")
+    _check_float(x.dtype, op)
     return x
+
+
+def _check_float(dt, op: str) -> None:
+    if dt.category > FLOAT:
+        raise DTypeError(f"{op}: complex inputs are not supported (got {dt.name}; complex numbers are not "
+                         f"ordered, so there is no max(x) to subtract), as in PyTorch")
+    if dt.category != FLOAT:
+        raise DTypeError(f"{op}: expected a floating point tensor, got {dt.name} (x - max(x) would wrap "
+                         f"around); pass dtype=dj.float32 or convert first: x.float()")
 
 
 def to_rows(a: np.ndarray, axis: int) -> np.ndarray:
@@ -343,7 +348,57 @@ def _loss_meta(who: str, logits: bool, backward: bool):
     return meta
 
 
-META_KERNELS = {"nll_loss": _loss_meta("nll_loss", False, False),
+def _softmax_meta(name):
+    def meta(x, axis=-1, dtype=None):
+        dt = as_dtype(dtype) if dtype is not None else x.dtype
+        _check_float(dt, name)
+        normalize_axis(axis, x.ndim, name)
+        return empty(*tuple(x.shape), dtype=dt, device=x.device)
+    meta.__name__ = f"{name}_meta"
+    return meta
+
+
+def _softmax_backward_meta(name):
+    def meta(grad_output, output, axis):
+        ys = tuple(output.shape)
+        normalize_axis(axis, len(ys), name)
+        if broadcast_shapes(tuple(grad_output.shape), ys) != ys:
+            raise ShapeError(f"{name}_backward: a gradient of shape {tuple(grad_output.shape)} does not broadcast "
+                             f"to the output's shape {ys}")
+        return empty(*ys, dtype=output.dtype, device=output.device)
+    meta.__name__ = f"{name}_backward_meta"
+    return meta
+
+
+def _blas_cpu(*ts) -> bool:
+    """The CPU kernels' BLAS path: CPU tensors of one float32/float64 dtype (their results' too)."""
+    return (not ts[0].is_cuda and ts[0].dtype.np in _BLAS
+            and all(t is None or t.dtype == ts[0].dtype for t in ts))
+
+
+def linear_meta(x, weight, bias=None):
+    """linear's result type without its data: the BLAS path's, else the decomposition's on ``x``
+    (a trace's placeholders, compiled mode's stand-ins)."""
+    check_linear(x, weight, bias)
+    if _blas_cpu(x, weight, bias) and weight.ndim == 2 and (bias is None or bias.ndim <= 1):
+        return empty(*(tuple(x.shape[:-1]) + (weight.shape[0],)), dtype=x.dtype, device=x.device)
+    return _linear_decomp(x, weight, bias)
+
+
+def linear_backward_meta(grad_output, x, weight, output_mask):
+    """linear_backward's result types: the gradients of the input, weight and bias (empty where
+    ``output_mask`` asks for none), as linear_backward_cpu makes them."""
+    if _blas_cpu(x, grad_output, weight) and weight.ndim == 2:
+        shapes = (tuple(x.shape), tuple(weight.shape), tuple(grad_output.shape[-1:]))
+        return tuple(empty(*(s if m else (0,)), dtype=x.dtype, device=x.device) for s, m in zip(shapes, output_mask))
+    return _linear_backward_below(grad_output, x, weight, output_mask)
+
+
+META_KERNELS = {"softmax": _softmax_meta("softmax"), "log_softmax": _softmax_meta("log_softmax"),
+                "_softmax_backward_data": _softmax_backward_meta("softmax"),
+                "_log_softmax_backward_data": _softmax_backward_meta("log_softmax"),
+                "linear": linear_meta, "linear_backward": linear_backward_meta,
+                "nll_loss": _loss_meta("nll_loss", False, False),
                 "nll_loss_backward": _loss_meta("nll_loss", False, True),
                 "cross_entropy_loss": _loss_meta("cross_entropy", True, False),
                 "cross_entropy_loss_backward": _loss_meta("cross_entropy", True, True)}

@@ -7,6 +7,8 @@ dispatch_jit/cuda/copy.py where a view is impossible.
 
 from __future__ import annotations
 
+from dispatch_jit.creation import empty_like
+
 from . import cuda
 from .cpu import SHAPE_KERNELS
 from .op import RULES
@@ -18,4 +20,7 @@ SHAPE_RULES = RULES      # one rule per view: the kernels' checks, tracing's and
 KERNELS = {
     "CPU": {schema.split("(")[0]: kernel for schema, kernel in SHAPE_KERNELS.items()},
     "CUDA": cuda.CUDA_KERNELS,
+    # clone's result type without its data (a fresh C-contiguous copy): what a trace and compiled
+    # mode's records of it (autograd's .grad of a pending gradient) are typed by
+    "Meta": {"clone": lambda self: empty_like(self)},
 }
