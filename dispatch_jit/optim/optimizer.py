@@ -1,10 +1,9 @@
 """``dj.optim.Optimizer``: param_groups, per-parameter state, zero_grad, state_dict, as PyTorch's.
 
 Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
-the eager CPU path, and as per-tensor dispatch_jit ops, which is what runs where the
-loop cannot: while ``@dj.compile`` traces or in the compiled mode (the Tracer key is
-in the thread's include set; the ops are recorded and fused like any others), and for
-CUDA, float16 or non-contiguous parameters.  ``fast_path`` decides, per group.
+the eager CPU path (compiled mode's too: ``LAZY_MODE``), and as per-tensor dispatch_jit
+ops, which is what runs where the loop cannot: while ``@dj.compile`` traces (the ops are
+recorded and fused like any others), and for CUDA, float16 or non-contiguous parameters.  ``fast_path`` decides, per group.
 Updates are made in place, under no_grad, and bump each written tensor's version
 counter, so autograd still detects a saved tensor that an update overwrote.
 
@@ -29,7 +28,7 @@ from ..errors import SchemaError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "STEP_TRACE"]
+__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "STEP_TRACE", "LAZY_MODE"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -41,6 +40,14 @@ _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # ``step_values`` gave, returned as the trace's runtime scalars) see each step while its trace runs
 # (the compiler sits above this layer, so it registers itself, as the dispatcher's write guard does)
 STEP_TRACE: list = [None]
+
+
+# Compiled mode (compiler/lazy) would record the per-tensor update ops, but it does not record
+# in-place writes: each parameter's copy_ would run the pending graph on its own.  It plugs in
+# here a test of "this thread records in compiled mode" (not a dj.compile trace), under which
+# a group takes the multi-tensor loop, eager mode's own path and bits, after one flush (the
+# loop reads the pending gradients' data)
+LAZY_MODE: list = [None]
 
 
 def _traced():
@@ -59,9 +66,9 @@ required = _Required()
 
 def fast_path(params: list) -> bool:
     """Whether ``params`` (with their gradients) can go through one multi-tensor loop: not while a
-    trace or the compiled mode records, and only C-contiguous CPU float32/float64 parameters of one
+    trace records (compiled mode: yes, ``LAZY_MODE``), and only C-contiguous CPU float32/float64 parameters of one
     dtype whose gradients have it too."""
-    if tls.include & _TRACER or not params:
+    if tls.include & _TRACER and not (LAZY_MODE[0] is not None and LAZY_MODE[0]()) or not params:
         return False
     dt = params[0]._data.dtype
     if dt not in _LOOP_DTYPES:

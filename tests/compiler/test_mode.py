@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import dispatch_jit as dj
+from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS
 from dispatch_jit.compiler.lazy import (LazyTensor, flush, get_mode, lazy_info, max_pending, mode, set_max_pending,
                                         set_mode)
 
@@ -129,7 +130,7 @@ def test_records_lazily_and_forces_on_leaving():
 @pytest.mark.parametrize("access", [
     lambda t: t.numpy(), lambda t: np.asarray(t), lambda t: t.tolist(), repr, str,
     lambda t: t[[1, 3]], lambda t: t.detach(), lambda t: list(t), lambda t: t.contiguous(),
-    lambda t: t[dj.tensor([0, 2])], lambda t: t.clone(),
+    lambda t: t[dj.tensor([0, 2])],
 ])
 def test_every_access_path_forces(access):
     a, b, c = _abc()
@@ -139,6 +140,17 @@ def test_every_access_path_forces(access):
         got = access(y)
         assert type(y) is dj.Tensor      # materialized
     assert repr(got) == repr(want)
+
+
+def test_clone_of_a_pending_value_is_recorded():
+    # clone has a meta function (a fresh C-contiguous copy): a generic record (lazy/generic.py)
+    a, b, c = _abc()
+    want = f(a, b, c).T.clone()
+    with mode("compiled"):
+        y = f(a, b, c).T.clone()
+        assert type(y) is LazyTensor
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+    assert y.stride() == want.stride() and y.is_contiguous()
 
 
 def test_a_reduction_of_a_pending_value_becomes_the_fused_epilogue():
@@ -183,13 +195,16 @@ def test_backward_through_forced_value():
     np.testing.assert_array_equal(w.grad.numpy(), [7.0, 9.0])
 
 
-def test_requires_grad_inputs_run_eagerly():
+def test_requires_grad_inputs_are_recorded_with_their_nodes():
+    # lazy/grad.py: the forward is recorded, the node is eager mode's, and backward records too
     w = dj.tensor([1.0, 2.0], requires_grad=True)
     with mode("compiled"):
         y = w * 3.0
-        assert type(y) is dj.Tensor and y.requires_grad
+        assert type(y) is LazyTensor and y.requires_grad and y.grad_fn.name() == "MulBackward"
         (y * y).sum().backward()
+        assert type(w.grad) is LazyTensor and type(y) is LazyTensor     # nothing computed yet
     np.testing.assert_array_equal(w.grad.numpy(), [18.0, 36.0])
+    assert type(y) is dj.Tensor and y.requires_grad and y._sig & _AUTOGRAD_SIG_BITS
 
 
 def test_inplace_and_setitem_see_the_pending_reads():

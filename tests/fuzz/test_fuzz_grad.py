@@ -2,7 +2,8 @@
 eager mode, under @dj.compile and in dj.mode("compiled"); and compiled/lazy gradients against eager's (bit for
 bit, except where additions may be reordered: float reductions, and @dj.compile's fused backward
 (compiler/joint.py), which evaluates the same formulas but sums the gradients of a value used three times
-or more in its own order; lazy mode does not record tensors that require grad).  Under @dj.compile the backward must be the fused plan, or explain() must say
+or more in its own order; lazy mode records the forward with eager mode's nodes and the backward's ops
+(compiler/lazy/grad.py), so its gradients are eager's bit for bit).  Under @dj.compile the backward must be the fused plan, or explain() must say
 why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
 function reads (lifted inputs, compiler/owners.py: mode "captured"); and on a second call of the same
 sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again")."""

@@ -4,8 +4,7 @@
 In compiled mode the Tracer key is in the thread's include set and the
 thread's ``LazyRecorder`` is the active tracer, so every operator call lands
 in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
-``dj.compile``'s fusion: ``elementwise.result_of``) on CPU or CUDA tensors that do
-not require grad is *recorded*: it appends a node to the thread's pending
+``dj.compile``'s fusion: ``elementwise.result_of``) on plain dense CPU or CUDA tensors is *recorded*: it appends a node to the thread's pending
 graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
 not computed yet (its shape, dtype and ndim are known).  So are, of a value
 pending in the graph: a reduction (it becomes the epilogue of the loop that
@@ -16,7 +15,26 @@ shapes are computed from the input's (views.py: ``view_shape``,
 ``index_shape``) and whose static arguments are part of the record, so that
 ``sink_views`` fuses them into the loops around them as it does for
 ``dj.compile``.  A view whose arguments eager mode would reject is not
-recorded: it runs eagerly and raises there.  Every other op runs eagerly,
+recorded: it runs eagerly and raises there.  An op that does not fuse but has a meta function
+(its kernel at the Meta key: linear, softmax, log_softmax, the losses, their backward ops
+(``linear_backward``, ``_softmax_backward_data``, ...), clone, topk, a custom op's
+``register_fake``) is recorded on CPU tensors as one step of the plan, which runs its eager
+kernel at the flush (``generic``: typed by the meta on stand-ins, once per shapes and static
+arguments).  Never recorded: random ops (their draws keep eager mode's order), ops that write
+(in place, ``out=``), ops with data-dependent output shapes or without a meta, a call whose
+meta raises.
+
+Autograd (``grad``): with grad mode on, an op whose inputs require grad is recorded as above
+(a tensor that requires grad is a plain input to the graph) and gets the node eager mode's
+Autograd kernel gives it, made by that kernel (``AutogradKernel.attach``) around the pending
+result, saving pending tensors.  So ``loss.backward()`` computes nothing: the engine runs the
+nodes' formulas, whose ops (grad mode off) are recorded into the same graph, and the leaves'
+``.grad`` become pending values; the next read (an optimizer's step, ``loss.item()``) runs
+forward and backward as one plan.  Hooks, ``retain_graph``, ``create_graph`` and the
+saved tensors' version checks are the engine's own; views and indexing of tensors that require
+grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what they read).
+An error that eager mode raises inside a recorded op's kernel (a class index out of range)
+is raised, as the same class, by the read that runs the graph.  Every other op runs eagerly,
 first forcing the pending graph if it reads a pending value or writes into a
 tensor (in place, ``out=``); an op that does neither (a view of an input, a
 creation function) leaves the graph pending, so ``(a * 2) + b.T`` is still one
@@ -45,8 +63,8 @@ keyed by value.
 
 What forces: any access to a lazy tensor's data (``.numpy()``,
 ``__array__``, ``.item()``, ``.tolist()``, ``repr``, ``bool()``, advanced
-indexing (tensors, lists, bools), ``backward()``, ``detach()``; anything that
-reads ``_data``), any op that is not recorded and reads a pending value,
+indexing (tensors, lists, bools), ``detach()``; anything that reads ``_data``;
+not ``backward()``, see Autograd above), any op that is not recorded and reads a pending value,
 leaving compiled mode, and a pending graph of ``max_pending()`` nodes.  A write
 into a tensor (an in-place op, ``out=``, ``t[...] = v``, ``copy_``, through any
 view of its storage, and handing the storage out with ``.numpy()`` /
@@ -96,7 +114,8 @@ the tensor instead.
 Modules, each importing only those before it: ``state`` (the caches, counters and size
 limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's encoding),
 ``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
-the plan, the run, the views derived after it), ``record`` (LazyRecorder), ``specialize``
+the plan, the run, the views derived after it), ``generic`` (records typed by meta functions),
+``grad`` (the autograd nodes of recorded ops), ``record`` (LazyRecorder), ``specialize``
 (the generated per-signature recorders), ``switch`` (the mode and the hooks it installs).
 """
 

@@ -101,6 +101,7 @@ class _Spec:
 
     __slots__ = ("op", "args", "kwargs", "tpos", "rt", "keyer", "ty")
     view = False       # a _ViewSpec's records are views (flush makes some from the values they view)
+    nout = 1           # the values a record defines: out vid and the next nout - 1 (generic.py's)
 
     def __init__(self, op, args: tuple, kwargs: tuple, ty=None):
         self.op, self.args, self.kwargs, self.ty = op, args, kwargs, ty    # ty: the output's, if the spec fixes it

@@ -10,10 +10,11 @@ import weakref
 
 import numpy as np
 
+from dispatch_jit.autograd.grad_mode import no_grad
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.errors import InterpreterError
 from dispatch_jit.keys import DispatchKey
-from dispatch_jit.tensor import Tensor, share_view, wrap
+from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, share_view, wrap
 
 from ..ir import Graph, Var
 from ..passes import optimize
@@ -31,7 +32,7 @@ def run(recorder) -> None:
     records = recorder.records
     if not records:
         return
-    live = _live(recorder.lazies, _DEAD_RC)
+    live, twins = _twins(_live(recorder.lazies, _DEAD_RC))
     inputs, tensors, types, next_id = recorder.inputs, recorder.tensors, recorder.types, recorder.next
     derived, roots = _derived_views(records, live) if recorder.views else ([], [])
     recorder._reset()
@@ -48,7 +49,8 @@ def run(recorder) -> None:
     needed.update(roots)
     keep = []
     for r in reversed(records):
-        if r[OUT] in needed:
+        n = r[SPEC].nout
+        if r[OUT] in needed or (n > 1 and not needed.isdisjoint(range(r[OUT], r[OUT] + n))):
             keep.append(r)
             for i in r[SPEC].tpos:
                 needed.add(r[i])
@@ -82,12 +84,14 @@ def run(recorder) -> None:
         prev = _state.tracer
         _state.tracer = None
         try:
-            with ExcludeDispatchKeyGuard(_K.Tracer):
+            # no_grad: the plan computes values; the nodes of the values that require grad were
+            # recorded with them (grad.py), and its inputs that require grad are read as data
+            with ExcludeDispatchKeyGuard(_K.Tracer), no_grad():
                 outs = plan.run([t for _, t in ins], scalars)
         finally:
             _state.tracer = prev
     except BaseException as e:
-        _fail([t for _, t in live] + [t for _, t in derived if t is not None], e)
+        _fail([t for _, t in live] + [t for _, t in derived if t is not None] + [t for t, _ in twins], e)
         raise
     given = set()
     for (_, t), o in zip(live, outs):
@@ -96,7 +100,7 @@ def run(recorder) -> None:
             a = _copy(o)       # cse merged two values that eager mode keeps in separate memory
         given.add(id(a))
         set_slot(t, a)
-        t._sig = o._sig
+        t._sig = o._sig | (t._sig & _AG)      # the autograd key stays: the tensor may require grad
         t.__class__ = Tensor
     if derived:
         made = dict(live)
@@ -106,6 +110,25 @@ def run(recorder) -> None:
             given.add(id(o._data))
             made[v] = o
         _derive(derived, made)
+    for t, of in twins:
+        set_slot(t, get_slot(of, Tensor))
+        t._sig = (of._sig & ~_AG) | (t._sig & _AG)
+        t.__class__ = Tensor
+
+
+def _twins(live: list) -> tuple[list, list]:
+    """``live`` without the tensors pending as a value that another one is pending as too
+    (autograd's saved twin of an op's output, ``LazyTensor._saved_twin``), and those as
+    (tensor, the tensor whose array it gets)."""
+    first, twins = {}, []
+    for v, t in live:
+        if v in first:
+            twins.append((t, first[v]))
+        else:
+            first[v] = t
+    if twins:
+        live = list(first.items())
+    return live, twins
 
 
 def _copy(t):
@@ -155,7 +178,7 @@ def _derive(derived: list, made: dict) -> None:
     prev = _state.tracer
     _state.tracer = None
     try:
-        with ExcludeDispatchKeyGuard(_K.Tracer):
+        with ExcludeDispatchKeyGuard(_K.Tracer), no_grad():
             for r, t in derived:
                 o = r[SPEC].op(made[r[FIRST_SLOT]], *r[SPEC].statics(r))
                 if t is not None:

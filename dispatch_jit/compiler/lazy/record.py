@@ -9,15 +9,16 @@ import time
 import weakref
 from typing import NamedTuple
 
+from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import decode
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..ir import Node, TensorType, Var
 from ..views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
-from . import execute
+from . import execute, generic, grad
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
                      _canon, _device_of, _encode_index, _generic_spec, _kind, _out_sig, _plain_dense, _view_spec,
                      _view_statics)
@@ -134,6 +135,9 @@ class LazyRecorder(PendingGraph):
         cia = _decomposition(op, _on_cuda(args))
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
+        if is_grad_enabled() and grad.requires_grad(args, kwargs):
+            t = grad.record(self, op, args, kwargs)         # with its autograd node
+            return self._eager(op, args, kwargs) if t is None else t
         with self.lock:
             t = self._record(op, args, kwargs)
         # an op that is not recorded runs outside the lock: it may write into a tensor that another
@@ -141,7 +145,9 @@ class LazyRecorder(PendingGraph):
         return self._eager(op, args, kwargs) if t is None else t
 
     def _record(self, op, args: tuple, kwargs: dict):
-        """``record`` under the lock: the LazyTensor made, or None (not recorded)."""
+        """``record`` under the lock: the LazyTensor made, or None (not recorded).  A tensor that
+        requires grad is recorded as a plain one: with grad mode off eager mode reads it so, and
+        with grad mode on grad.py adds the node."""
         if args and args[0].__class__ is LazyTensor:
             how = state.of_pending.get(op, MISS)
             if how is MISS:
@@ -150,6 +156,8 @@ class LazyRecorder(PendingGraph):
                 t = how(self, op, args, kwargs)
                 if t is not None:
                     return t
+        if generic.meta_of(op) is not None:      # an op with a meta function does not fuse
+            return generic.record(self, op, args, kwargs)
         kinds, vals, shapes, sigs = [], [], [], []
         added = 0
         for x in args:
@@ -170,7 +178,7 @@ class LazyRecorder(PendingGraph):
                 if vid is None:
                     ty = state.sig_type.get(sig)
                     if ty is None:
-                        if not _plain_dense(sig):
+                        if not _plain_dense(sig & ~_AG):
                             break
                         m = decode(sig)
                         ty = state.sig_type[sig] = TensorType(m.dtype, m.ndim, _kind(m.device))
@@ -275,6 +283,8 @@ class LazyRecorder(PendingGraph):
         ``...``): a getitem node (views.py).  None: ``t`` is not pending here (any more), advanced
         indexing (eager mode copies), or an index eager mode rejects: ``t`` is forced and
         indexed eagerly."""
+        if t._sig & _AG and is_grad_enabled():
+            return None             # autograd's view tracking is eager mode's
         with self.lock:
             z = get_slot(t, Tensor)
             if z.__class__ is not Pending or z.recorder is not self:

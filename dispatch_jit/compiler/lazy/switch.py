@@ -16,6 +16,7 @@ from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import set_write_guard, tls
 from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.keys import DispatchKey, key_bits
+from dispatch_jit.optim import optimizer
 from dispatch_jit.tensor import Tensor
 
 from ..trace import install_tracer_fallback, set_tracer_specializer
@@ -45,7 +46,9 @@ def lazy_info() -> dict:
     """Counters of compiled mode (all threads): ops recorded, flushes, plan cache
     hits and builds, ops run eagerly, flushes caused by the size limit, fused
     loops compiled, recorded values never computed because they were dropped,
-    and the output pool's hits and misses (all compiled and eager large outputs)."""
+    records of ops that do not fuse (``generic_records``: typed by their meta
+    functions), autograd nodes made for recorded ops (``grad_nodes``), and the
+    output pool's hits and misses (all compiled and eager large outputs)."""
     r = _mstate.recorder
     info = dict(state.counters, loop_compiles=state.stats.compiles, plan_cache_size=len(state.plans),
                 pool_hits=_pool.hits, pool_misses=_pool.misses)
@@ -181,6 +184,8 @@ def _install():
     for name in ("numpy", "__array__"):
         setattr(Tensor, name, exports(Tensor.__dict__[name]))
     set_write_guard(_before_write, _watched)
+    # dj.optim's updates take their multi-tensor loop in compiled mode (in-place writes are not recorded)
+    optimizer.LAZY_MODE[0] = lambda: _state.tracer.__class__ is LazyRecorder
 
 
 install_tracer_fallback()

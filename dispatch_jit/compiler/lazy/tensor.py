@@ -122,6 +122,25 @@ class LazyTensor(Tensor):
                 return t
         return Tensor.__getitem__(self, index)
 
+    def _saved_twin(self, box):
+        """autograd's saved copy of this tensor as an op's output (graph._output_data): a tensor
+        pending as the same value, which the flush gives the same array (no copy, and nothing is
+        computed now), with ``box`` as its version counter.  None once computed."""
+        z = get_slot(self, Tensor)
+        if z.__class__ is not Pending or z.recorder is FAILED:
+            return None
+        with z.recorder.lock:
+            if get_slot(self, Tensor) is not z:
+                return None                  # computed meanwhile, by another thread
+            t = new(LazyTensor)
+            t._sig = self._sig
+            t._lazy = z
+            d = t.__dict__
+            d["_vc"] = box
+            d["requires_grad"] = self.requires_grad
+            z.recorder.lazies.append(t)
+            return t
+
     # copies and pickles are of the computed tensor (forcing turns self into a plain Tensor)
     def __copy__(self):
         force(self)

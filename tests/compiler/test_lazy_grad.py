@@ -1,0 +1,179 @@
+"""Compiled mode records training: generic records (lazy/generic.py: linear, the losses, their
+backward ops, clone) and autograd on pending values (lazy/grad.py).  Everything is compared with
+eager mode bit for bit: parameters after N training steps (SGD with momentum, Adam; small, and
+large enough for the parallel loops), gradients, hooks, retain_graph, create_graph, the
+version-counter error, and threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+import dispatch_jit.nn.functional as F
+from dispatch_jit import nn
+from dispatch_jit.compiler.lazy import LazyTensor, lazy_info, mode
+from dispatch_jit.errors import AutogradError
+
+
+def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=3):
+    """Parameters, their .grad and the losses after ``steps`` steps of an MLP in ``run_mode``."""
+    rng = np.random.default_rng(0)
+    x = dj.tensor(rng.standard_normal((n, d)).astype(np.float32))
+    y = dj.tensor(rng.integers(0, c, n))
+    model = nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, c))
+    with dj.no_grad():
+        for p in model.parameters():
+            p.copy_(dj.tensor((rng.standard_normal(tuple(p.shape)) * 0.3).astype(np.float32)))
+    opt = getattr(dj.optim, opt_name)(model.parameters(), **kw)
+    losses = []
+    for _ in range(steps):
+        with mode(run_mode):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    params = list(model.parameters())
+    return [p.detach().numpy().copy() for p in params], [p.grad.numpy().copy() for p in params], losses
+
+
+@pytest.mark.parametrize("opt_name, kw", [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {"lr": 1e-2})])
+@pytest.mark.parametrize("size", ["small", "parallel"])
+def test_training_steps_equal_eager_bit_for_bit(opt_name, kw, size):
+    dims = {} if size == "small" else {"n": 4096, "d": 8, "h": 64}    # 4096 * 64 = 2**18: parallel loops
+    want, got = _train("eager", opt_name, kw, **dims), _train("compiled", opt_name, kw, **dims)
+    for a, b in zip(want[0] + want[1], got[0] + got[1]):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    assert want[2] == got[2]
+
+
+def test_backward_records_and_one_flush_runs_forward_and_backward():
+    rng = np.random.default_rng(1)
+    x = dj.tensor(rng.standard_normal((6, 4)).astype(np.float32))
+    w = dj.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    b = dj.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    t = dj.tensor([0, 1, 2, 0, 1, 2])
+    want_loss = F.cross_entropy(dj.tanh(F.linear(x, w, b)), t)
+    want_loss.backward()
+    want = [w.grad.numpy().copy(), b.grad.numpy().copy()]
+    w.grad = b.grad = None
+    with mode("compiled"):
+        loss = F.cross_entropy(dj.tanh(F.linear(x, w, b)), t)
+        assert type(loss) is LazyTensor and loss.grad_fn.name() == "CrossEntropyLossBackward"
+        before = lazy_info()
+        loss.backward()
+        assert type(w.grad) is LazyTensor and type(b.grad) is LazyTensor and type(loss) is LazyTensor
+        assert lazy_info()["flushes"] == before["flushes"]          # backward computed nothing
+        got = [w.grad.numpy(), b.grad.numpy()]
+        assert lazy_info()["flushes"] == before["flushes"] + 1      # one plan: forward and backward
+        assert lazy_info()["eager_ops"] == before["eager_ops"]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert loss.item() == want_loss.item()
+    assert w.grad.stride() == (4, 1) and b.grad.is_contiguous()
+
+
+def _chain(x, w):
+    y = dj.tanh(x * w) * 2.0 + w
+    return y, (y * y).sum()
+
+
+def _leaf(a):
+    return dj.tensor(a, requires_grad=True)
+
+
+def test_hooks_see_and_replace_pending_gradients():
+    a = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    seen = {}
+
+    def run(m):
+        x, w = _leaf(a), _leaf(a[::-1].copy())
+        with mode(m):
+            y, loss = _chain(x, w)
+            y.register_hook(lambda g: g * 3.0)
+            w.register_hook(lambda g: seen.__setitem__(m, g.numpy().copy()))     # reads it: forces
+            loss.backward()
+        return x.grad.numpy(), w.grad.numpy()
+
+    want, got = run("eager"), run("compiled")
+    for p, q in zip(want, got):
+        np.testing.assert_array_equal(p, q)
+    np.testing.assert_array_equal(seen["eager"], seen["compiled"])
+
+
+def test_retain_graph_and_a_second_backward_behave_as_in_eager_mode():
+    a = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    out = {}
+    for m in ("eager", "compiled"):
+        x, w = _leaf(a), _leaf(a + 0.5)
+        with mode(m):
+            _, loss = _chain(x, w)
+            loss.backward(retain_graph=True)
+            loss.backward()
+            with pytest.raises(AutogradError, match="backward through the graph a second time"):
+                loss.backward()
+        out[m] = (x.grad.numpy(), w.grad.numpy())
+    for p, q in zip(out["eager"], out["compiled"]):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_create_graph_double_backward_equals_eager():
+    a = np.linspace(0.1, 1.0, 5)
+    out = {}
+    for m in ("eager", "compiled"):
+        x = _leaf(a)
+        with mode(m):
+            y = (dj.tanh(x) * x).sum()
+            (g,) = dj.autograd.grad(y, x, create_graph=True)
+            (g * g).sum().backward()
+        out[m] = (g.detach().numpy(), x.grad.numpy())
+    for p, q in zip(out["eager"], out["compiled"]):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_modifying_a_saved_tensor_raises_eager_modes_error():
+    a = np.linspace(0.1, 1.0, 4)
+    msgs = {}
+    for m in ("eager", "compiled"):
+        x = _leaf(a)
+        with mode(m):
+            y = x * 2.0
+            z = dj.exp(y)          # saves its result
+            with dj.no_grad():
+                z.mul_(2.0)        # in place: not recorded, bumps the version the node checks
+            with pytest.raises(AutogradError, match="modified by an inplace operation") as e:
+                z.sum().backward()
+        msgs[m] = str(e.value)
+    assert msgs["eager"] == msgs["compiled"]
+
+
+def test_a_bad_target_raises_eager_modes_error_class():
+    x = dj.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    t = dj.tensor([0, 7])
+    with pytest.raises(Exception) as eager:
+        F.cross_entropy(x, t)
+    with pytest.raises(type(eager.value)):
+        with mode("compiled"):
+            F.cross_entropy(x, t).item()
+
+
+def test_threads_train_their_own_models_as_eager_mode_does():
+    want = _train("eager", "SGD", {"lr": 0.1, "momentum": 0.9})
+    results, errors = [None] * 3, []
+
+    def work(i):
+        try:
+            results[i] = _train("compiled", "SGD", {"lr": 0.1, "momentum": 0.9})
+        except BaseException as e:      # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for got in results:
+        for a, b in zip(want[0] + want[1], got[0] + got[1]):
+            np.testing.assert_array_equal(a, b)
