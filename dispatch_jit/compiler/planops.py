@@ -145,10 +145,17 @@ def _cross_entropy_backward(node, site):
             f"{nw}, {ignore}, {eps!r}, {out})"]
 
 
+def _clone(node, site):
+    # the eager kernel: a C-contiguous array of the same dtype, every element copied (the output is
+    # allocated so by the caller)
+    return [f"{site.names[node.outs[0]]}[...] = {site.name(node.args[0])}"]
+
+
 # op name -> rule (see the module docstring)
 RULES = {
     "aten::linear": _linear,
     "aten::linear_backward": _linear_backward,
     "aten::cross_entropy_loss": _cross_entropy,
     "aten::cross_entropy_loss_backward": _cross_entropy_backward,
+    "aten::clone": _clone,
 }

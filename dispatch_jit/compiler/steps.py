@@ -58,6 +58,16 @@ def _scalars_as_vars(x):
     return x
 
 
+def _has_var(x) -> bool:
+    if isinstance(x, Var):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_has_var(y) for y in x)
+    if isinstance(x, dict):
+        return any(_has_var(y) for y in x.values())
+    return False
+
+
 class EagerStep:
     plan_kind = "eager"
 
@@ -65,9 +75,19 @@ class EagerStep:
         self.node = node
         self.op, self.outs = node.op, node.outs
         self.args, self.kwargs = _scalars_as_vars(node.args), _scalars_as_vars(node.kwargs)
+        # where no Var is nested in a container (the common call), the positions of the Vars,
+        # substituted without walking every argument (subst's recursion): None otherwise
+        flat = not self.kwargs and not any(isinstance(x, (list, tuple, dict)) and _has_var(x) for x in self.args)
+        self.var_pos = tuple((i, x.id) for i, x in enumerate(self.args) if isinstance(x, Var)) if flat else None
 
     def __call__(self, env):
-        out = self.op(*subst(self.args, env), **subst(self.kwargs, env))
+        if self.var_pos is not None:
+            a = list(self.args)
+            for i, v in self.var_pos:
+                a[i] = env[v]
+            out = self.op(*a)
+        else:
+            out = self.op(*subst(self.args, env), **subst(self.kwargs, env))
         if len(self.outs) == 1:
             env[self.outs[0]] = out
         else:

@@ -13,10 +13,11 @@ import dispatch_jit as dj
 import dispatch_jit.nn.functional as F
 from dispatch_jit import nn
 from dispatch_jit.compiler.lazy import LazyTensor, lazy_info, mode
+from dispatch_jit.compiler.lazy.state import state
 from dispatch_jit.errors import AutogradError
 
 
-def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=3):
+def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=6):
     """Parameters, their .grad and the losses after ``steps`` steps of an MLP in ``run_mode``."""
     rng = np.random.default_rng(0)
     x = dj.tensor(rng.standard_normal((n, d)).astype(np.float32))
@@ -47,6 +48,8 @@ def test_training_steps_equal_eager_bit_for_bit(opt_name, kw, size):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(a, b)
     assert want[2] == got[2]
+    # from the fourth step on, the step's plan ran as one compiled function (execute.py, planfn.py)
+    assert any(p.describe_function().startswith("one compiled function") for p in state.plans.values())
 
 
 def test_backward_records_and_one_flush_runs_forward_and_backward():

@@ -19,12 +19,14 @@ from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, share_view, w
 from ..ir import Graph, Var
 from ..passes import optimize
 from ..plan import Plan
+from ..planops import RULES
 from ..tracer import _state
 from .encode import FIRST_SLOT, OUT, SPEC
 from .state import MAX_PLANS, state
 from .tensor import FAILED, LazyTensor, get_slot, make_pending, new, set_slot
 
 _K = DispatchKey
+_FUNCTION_AFTER = 2      # plan cache hits before a lazy plan is made one compiled function
 
 
 def run(recorder) -> None:
@@ -81,6 +83,15 @@ def run(recorder) -> None:
             state.counters["plans"] += 1
         else:
             state.counters["plan_hits"] += 1
+            if not plan.one_function:
+                # a graph of products and losses recorded again and again (a training loop): after
+                # its third run the plan becomes one compiled function for the sizes of that run
+                # where it can (planfn.py: the interpreted plan's bits; a call of other sizes runs
+                # interpreted).  Plans of fused loops alone stay interpreted: their steps are few,
+                # and a compile per such plan would cost more than it saves
+                plan.hits = getattr(plan, "hits", 0) + 1
+                plan.one_function = plan.hits >= _FUNCTION_AFTER and any(
+                    n.name in RULES for n in plan.graph.nodes if n.op != "fused" and n.op != "const")
         prev = _state.tracer
         _state.tracer = None
         try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import weakref
 
+from dispatch_jit.autograd.grad_mode import is_grad_enabled
+from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
 
@@ -17,6 +19,7 @@ from ..elementwise import result_of, scalar_op_of
 from ..ir import Node, TensorType, Var
 from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
+from . import generic, grad
 from .record import LazyRecorder, _decomposition
 from .state import state
 from .tensor import LazyTensor, Pending, new
@@ -50,8 +53,10 @@ def specialize(call, boxed):
     from dispatch_jit.ops import overload_of
     op = overload_of(call.op)
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
-    if _decomposition(op, cuda) is not None or scalar_op_of(op) is None:
+    if _decomposition(op, cuda) is not None:
         return boxed
+    if scalar_op_of(op) is None:
+        return _generic_recorder(call, op, boxed) if not cuda and generic.meta_of(op) is not None else boxed
     params, slots, tensors, args, kwargs = [], [], [], [], []
     devices = set()
     for a, m in zip(call.op.schema.arguments, call.metas):
@@ -191,3 +196,30 @@ def specialize(call, boxed):
     fast.__source__ = src
     return fast
 
+
+
+def _generic_recorder(call, op, boxed):
+    """The Tracer key's kernel for one signature of an op that generic.py records: straight to its
+    record (with its autograd node where the signature has a tensor that requires grad and grad
+    mode is on: both are in the memo key), skipping the boxed fallback's generic tests."""
+    kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
+    npos = len(call.op.schema.arguments) - len(kwnames)
+    with_grad = is_grad_enabled() and any(m is not None and m.kind == "tensor" and m.keyset & _AG_KS
+                                          for m in call.metas)
+    none = {}
+
+    def record(*a):
+        r = _state.tracer
+        if r.__class__ is not LazyRecorder:
+            return boxed(*a)
+        args, kwargs = (a[:npos], dict(zip(kwnames, a[npos:]))) if kwnames else (a, none)
+        if with_grad:
+            t = grad.record(r, op, args, kwargs)
+        else:
+            with r.lock:
+                t = generic.record(r, op, args, kwargs)
+        return boxed(*a) if t is None else t      # the boxed fallback runs it eagerly
+    return record
+
+
+_AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
