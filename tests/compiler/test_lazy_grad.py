@@ -180,3 +180,15 @@ def test_threads_train_their_own_models_as_eager_mode_does():
     for got in results:
         for a, b in zip(want[0] + want[1], got[0] + got[1]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_autocast_regions_run_generic_ops_as_eager_mode_does():
+    # linear's Autocast kernel casts to float16 first: compiled mode must not record it uncast
+    x = dj.tensor(np.ones((4, 3), np.float32))
+    w = dj.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    with dj.autocast("cpu", dtype=dj.float16):
+        want = F.linear(x, w)
+    with mode("compiled"), dj.autocast("cpu", dtype=dj.float16):
+        got = F.linear(x, w)
+    assert got.dtype == want.dtype == dj.float16
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())

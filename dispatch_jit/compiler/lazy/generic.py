@@ -8,8 +8,8 @@ graph or not; one that requires grad counts as plain here: grad.py records its n
 strings, None and lists of numbers, and whose results are tensors.  Never: an op that writes
 (in-place, ``out=``: its schema marks the argument mutable), an op without a meta function
 (random ops have none: their draws must happen in eager mode's order; nor do ops whose output
-shape depends on data), CUDA tensors, and a call whose meta raises: those run eagerly, which
-raises eager mode's own error.
+shape depends on data), CUDA tensors, calls under autocast (its kernels cast first), and a
+call whose meta raises: those run eagerly, which raises eager mode's own error.
 
 The meta runs once per (op, argument signatures, shapes, static values), on zero-filled
 stand-ins of the inputs' shapes and dtypes (never on the pending values themselves), and its
@@ -24,8 +24,8 @@ import numpy as np
 
 from dispatch_jit import return_types
 from dispatch_jit.autograd.grad_mode import no_grad
-from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
-from dispatch_jit.keys import DispatchKey
+from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
+from dispatch_jit.keys import AUTOCAST_BITS, DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
 from ..ir import Node, TensorType, Var
@@ -89,8 +89,8 @@ def record(r, op, args: tuple, kwargs: dict):
     """Record ``op(*args, **kwargs)`` into recorder ``r`` (holding its lock) as a generic step: the
     LazyTensor made (a tuple of them for several results), or None: run it eagerly."""
     meta = meta_of(op)
-    if meta is None:
-        return None
+    if meta is None or tls.include & AUTOCAST_BITS:
+        return None        # under autocast the op's Autocast kernel casts first: eager mode runs it
     # one pass over the arguments builds the record's slots and the key of what the meta said
     # (per tensor its signature and shape, per constant its class and value)
     vals, key = [], [op]
