@@ -4,9 +4,9 @@
 In compiled mode the Tracer key is in the thread's include set and the
 thread's ``LazyRecorder`` is the active tracer, so every operator call lands
 in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
-``dj.compile``'s fusion: ``elementwise.result_of``) on plain dense CPU or CUDA tensors is *recorded*: it appends a node to the thread's pending
-graph and returns a ``LazyTensor``, a real ``dj.Tensor`` whose ``_data`` is
-not computed yet (its shape, dtype and ndim are known).  So are, of a value
+``dj.compile``'s fusion: ``elementwise.result_of``) on plain dense CPU or CUDA tensors is
+*recorded*: it appends a node to the thread's pending graph and returns a ``LazyTensor``, a
+real ``dj.Tensor`` whose ``_data`` is not computed yet (its shape, dtype and ndim are known).  So are, of a value
 pending in the graph: a reduction (it becomes the epilogue of the loop that
 computes the value), a view (permute, transpose, expand, unsqueeze, view,
 reshape, flatten, narrow; views.py's VIEW_OPS) with int arguments, and basic
@@ -21,8 +21,8 @@ recorded: it runs eagerly and raises there.  An op that does not fuse but has a 
 ``register_fake``) is recorded on CPU tensors as one step of the plan, which runs its eager
 kernel at the flush (``generic``: typed by the meta on stand-ins, once per shapes and static
 arguments).  Never recorded: random ops (their draws keep eager mode's order), ops that write
-(in place, ``out=``), ops with data-dependent output shapes or without a meta, a call whose
-meta raises.
+(in place, ``out=``), ops with data-dependent output shapes or without a meta, calls under
+autocast, a call whose meta raises.
 
 Autograd (``grad``): with grad mode on, an op whose inputs require grad is recorded as above
 (a tensor that requires grad is a plain input to the graph) and gets the node eager mode's
@@ -30,7 +30,8 @@ Autograd kernel gives it, made by that kernel (``AutogradKernel.attach``) around
 result, saving pending tensors.  So ``loss.backward()`` computes nothing: the engine runs the
 nodes' formulas, whose ops (grad mode off) are recorded into the same graph, and the leaves'
 ``.grad`` become pending values; the next read (an optimizer's step, ``loss.item()``) runs
-forward and backward as one plan.  Hooks, ``retain_graph``, ``create_graph`` and the
+forward and backward as one plan (dj.optim's update then runs as eager mode's multi-tensor
+loop: in-place writes are not recorded).  Hooks, ``retain_graph``, ``create_graph`` and the
 saved tensors' version checks are the engine's own; views and indexing of tensors that require
 grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what they read).
 An error that eager mode raises inside a recorded op's kernel (a class index out of range)

@@ -28,7 +28,7 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import AUTOCAST_BITS, DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
-from ..ir import Node, TensorType, Var
+from ..ir import Node, TensorType
 from ..tracer import _state
 from .encode import _SCALARS, _Spec, _canon, _device_of, _kind, _out_sig, _plain_dense
 from .state import MISS, state
