@@ -192,3 +192,26 @@ def test_autocast_regions_run_generic_ops_as_eager_mode_does():
         got = F.linear(x, w)
     assert got.dtype == want.dtype == dj.float16
     np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+def test_generic_records_equal_eager_softmax_family_and_topk():
+    # softmax/log_softmax forward and backward (_softmax_backward_data), nll_loss, and topk's two
+    # results (a multi-result record with a named tuple), all pending until read
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 4))
+    t = dj.tensor([0, 3, 1, 2, 3])
+    out = {}
+    for m in ("eager", "compiled"):
+        x = dj.tensor(a, requires_grad=True)
+        with mode(m):
+            s = dj.softmax(x, 1)
+            ls = dj.log_softmax(x * 2.0, 0)
+            loss = F.nll_loss(ls, t) + (s * s).sum()
+            top = dj.topk(dj.tensor(a) * 3.0, 2)
+            if m == "compiled":
+                assert type(loss) is LazyTensor and type(top.values) is LazyTensor
+            loss.backward()
+            out[m] = [loss.detach().numpy(), top.values.numpy(), top.indices.numpy(), x.grad.numpy()]
+    for p, q in zip(out["eager"], out["compiled"]):
+        assert p.dtype == q.dtype
+        np.testing.assert_array_equal(p, q)
