@@ -3,7 +3,8 @@
 Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
 the eager CPU path (compiled mode's too: ``LAZY_MODE``), and as per-tensor dispatch_jit
 ops, which is what runs where the loop cannot: while ``@dj.compile`` traces (the ops are
-recorded and fused like any others), and for CUDA, float16 or non-contiguous parameters.  ``fast_path`` decides, per group.
+recorded and fused like any others), and for CUDA, float16 or non-contiguous parameters.
+``fast_path`` decides, per group.
 Updates are made in place, under no_grad, and bump each written tensor's version
 counter, so autograd still detects a saved tensor that an update overwrote.
 
@@ -66,8 +67,8 @@ required = _Required()
 
 def fast_path(params: list) -> bool:
     """Whether ``params`` (with their gradients) can go through one multi-tensor loop: not while a
-    trace records (compiled mode: yes, ``LAZY_MODE``), and only C-contiguous CPU float32/float64 parameters of one
-    dtype whose gradients have it too."""
+    trace records (compiled mode: yes, ``LAZY_MODE``), and only C-contiguous CPU float32/float64
+    parameters of one dtype whose gradients have it too."""
     if tls.include & _TRACER and not (LAZY_MODE[0] is not None and LAZY_MODE[0]()) or not params:
         return False
     dt = params[0]._data.dtype
