@@ -24,7 +24,8 @@ from .graph import _AG_CPU, _AG_CUDA  # the autograd keys' bits in a tensor sign
 from . import codegen
 from .graph import SavedTensor, edge_of, mark_output, node_class
 
-__all__ = ["Derivative", "Grad", "AutogradKernel", "mark_output", "sum_to", "grad_to_shape"]
+__all__ = ["Derivative", "Grad", "AutogradKernel", "mark_output", "sum_to", "grad_to_shape", "layout",
+           "meta_requires_grad"]
 
 # dtype indices whose tensors can carry gradients (floating and complex)
 _DIFFERENTIABLE = frozenset(d.index for d in ALL_DTYPES if d.category >= 2)
@@ -159,12 +160,7 @@ class AutogradKernel:
                 edges.append(None)
         if not record or (out._sig >> DTYPE_SHIFT) & DTYPE_MASK not in _DIFFERENTIABLE:
             return out
-        needs = tuple([e is not None for e in edges])
-        saving = self._saving.get((needs, id(names)))
-        if saving is None:
-            save = self.d.saves_for(needs)
-            saving = self._saving[(needs, id(names))] = ([(n, names.index(n)) for n in save if n != "result"],
-                                                         "result" in save, names)
+        saving = self.saving(tuple([e is not None for e in edges]), names)
         saved = {}
         for n, i in saving[0]:
             v = args[i]
@@ -191,6 +187,17 @@ class AutogradKernel:
             saved["result"] = SavedTensor(out, is_output=True, name="result")
         return out
 
+    def saving(self, needs: tuple, names: list) -> tuple:
+        """What a call whose inputs require grad as ``needs`` says saves: ((name, position) of each
+        saved input, whether the result is saved, ``names``: the layout's argument names, kept so
+        that their id stays unique), cached per needs and layout."""
+        key = (needs, id(names))
+        s = self._saving.get(key)
+        if s is None:
+            save = self.d.saves_for(needs)
+            s = self._saving[key] = ([(n, names.index(n)) for n in save if n != "result"], "result" in save, names)
+        return s
+
     def specialize(self, call):
         below = call.redispatch()
         lay = layout(call.op.schema)
@@ -203,16 +210,12 @@ class AutogradKernel:
                 raise AutogradError(f"{opname}: functions with out=... arguments don't support automatic "
                                     f"differentiation; call it without out= (or under dj.no_grad())")
             return attach(lay, opname, args, below(*args))
-
-        def saving(needs) -> tuple:
-            save = d.saves_for(needs)
-            return [(n, names.index(n)) for n in save if n != "result"], "result" in save
         if list_pos:
             return run
         # Which inputs require grad is part of each tensor's signature, so of this specialization:
         # the generated code records exactly those edges, with no per-call checks.
-        needs = [_requires_grad(call.metas[i]) for i in tensor_pos]
-        save_pos, save_result = saving(needs)
+        needs = [meta_requires_grad(call.metas[i]) for i in tensor_pos]
+        save_pos, save_result, _ = self.saving(tuple(needs), names)
         ag_bits = _AG_CUDA if any(call.metas[i].device != "cpu" for i in tensor_pos
                                   if call.metas[i].kind == "tensor") else _AG_CPU
         dense_dtypes = [call.metas[i].dtype.index if call.metas[i].kind == "tensor"
@@ -244,6 +247,6 @@ _DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA)
 _AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
 
 
-def _requires_grad(meta) -> bool:
+def meta_requires_grad(meta) -> bool:
     """A plain (dense) tensor argument whose signature carries an Autograd key: it requires grad."""
     return meta.kind == "tensor" and bool(meta.keyset & _AG_KS) and bool(meta.keyset & _DENSE_KS)

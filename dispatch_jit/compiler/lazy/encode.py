@@ -43,6 +43,15 @@ def _plain_dense(sig) -> bool:
     return ok
 
 
+def _sig_type(sig) -> TensorType:
+    """The TensorType of a tensor with signature ``sig`` (cached: ``state.sig_type``)."""
+    ty = state.sig_type.get(sig)
+    if ty is None:
+        m = decode(sig)
+        ty = state.sig_type[sig] = TensorType(m.dtype, m.ndim, _kind(m.device))
+    return ty
+
+
 def _device_of(sigs: list):
     """The signature of the first tensor among ``sigs`` when all tensors there are on one device
     (cuda:N included), else None: eager mode raises on a mix."""
@@ -101,7 +110,6 @@ class _Spec:
 
     __slots__ = ("op", "args", "kwargs", "tpos", "rt", "keyer", "ty")
     view = False       # a _ViewSpec's records are views (flush makes some from the values they view)
-    nout = 1           # the values a record defines: out vid and the next nout - 1 (generic.py's)
 
     def __init__(self, op, args: tuple, kwargs: tuple, ty=None):
         self.op, self.args, self.kwargs, self.ty = op, args, kwargs, ty    # ty: the output's, if the spec fixes it

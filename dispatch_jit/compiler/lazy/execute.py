@@ -36,6 +36,7 @@ def run(recorder) -> None:
         return
     live, twins = _twins(_live(recorder.lazies, _DEAD_RC))
     inputs, tensors, types, next_id = recorder.inputs, recorder.tensors, recorder.types, recorder.next
+    multi = recorder.multi
     derived, roots = _derived_views(records, live) if recorder.views else ([], [])
     recorder._reset()
     state.counters["flushes"] += 1
@@ -51,8 +52,8 @@ def run(recorder) -> None:
     needed.update(roots)
     keep = []
     for r in reversed(records):
-        n = r[SPEC].nout
-        if r[OUT] in needed or (n > 1 and not needed.isdisjoint(range(r[OUT], r[OUT] + n))):
+        o = r[OUT]
+        if o in needed or (multi and o in multi and not needed.isdisjoint(range(o, o + multi[o]))):
             keep.append(r)
             for i in r[SPEC].tpos:
                 needed.add(r[i])
@@ -77,28 +78,36 @@ def run(recorder) -> None:
             g.nodes = [r[SPEC].node(r, scalars) for r in keep]
             optimized, _ = optimize(g.check())
             plan = Plan(optimized, state.stats, True)
+            # a graph of products and losses recorded again and again (a training loop): on its
+            # _FUNCTION_AFTER-th cache hit the plan becomes one compiled function for the sizes of
+            # that run where it can (planfn.py: the interpreted plan's bits; a call of other sizes
+            # runs interpreted).  Plans of fused loops alone stay interpreted (None): their steps
+            # are few, and a compile per such plan would cost more than it saves
+            plan.hits_to_function = _FUNCTION_AFTER if any(
+                n.name in RULES for n in optimized.nodes if n.op != "fused" and n.op != "const") else None
             if len(state.plans) >= MAX_PLANS:
                 state.plans.clear()
             state.plans[key] = plan
             state.counters["plans"] += 1
         else:
             state.counters["plan_hits"] += 1
-            if not plan.one_function:
-                # a graph of products and losses recorded again and again (a training loop): after
-                # its third run the plan becomes one compiled function for the sizes of that run
-                # where it can (planfn.py: the interpreted plan's bits; a call of other sizes runs
-                # interpreted).  Plans of fused loops alone stay interpreted: their steps are few,
-                # and a compile per such plan would cost more than it saves
-                plan.hits = getattr(plan, "hits", 0) + 1
-                plan.one_function = plan.hits >= _FUNCTION_AFTER and any(
-                    n.name in RULES for n in plan.graph.nodes if n.op != "fused" and n.op != "const")
+            if plan.hits_to_function is not None:
+                plan.hits_to_function -= 1
+                if plan.hits_to_function <= 0:
+                    plan.hits_to_function = None
+                    plan.one_function = True
         prev = _state.tracer
         _state.tracer = None
         try:
-            # no_grad: the plan computes values; the nodes of the values that require grad were
-            # recorded with them (grad.py), and its inputs that require grad are read as data
-            with ExcludeDispatchKeyGuard(_K.Tracer), no_grad():
-                outs = plan.run([t for _, t in ins], scalars)
+            # no_grad where an input requires grad: the plan computes values; the nodes of the
+            # values that require grad were recorded with them (grad.py), and those inputs are read
+            # as data.  (Its other values never require grad: they are the plan's own.)
+            with ExcludeDispatchKeyGuard(_K.Tracer):
+                if any([t._sig & _AG for _, t in ins]):
+                    with no_grad():
+                        outs = plan.run([t for _, t in ins], scalars)
+                else:
+                    outs = plan.run([t for _, t in ins], scalars)
         finally:
             _state.tracer = prev
     except BaseException as e:
@@ -131,6 +140,8 @@ def _twins(live: list) -> tuple[list, list]:
     """``live`` without the tensors pending as a value that another one is pending as too
     (autograd's saved twin of an op's output, ``LazyTensor._saved_twin``), and those as
     (tensor, the tensor whose array it gets)."""
+    if len(live) < 2:
+        return live, ()
     first, twins = {}, []
     for v, t in live:
         if v in first:

@@ -30,9 +30,9 @@ from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
 from ..ir import Node, TensorType
 from ..tracer import _state
-from .encode import _SCALARS, _Spec, _canon, _device_of, _kind, _out_sig, _plain_dense
+from .encode import _SCALARS, _Spec, _canon, _device_of, _out_sig, _plain_dense, _sig_type
 from .state import MISS, state
-from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, make_pending, new, pending
+from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, pending
 
 _K = DispatchKey
 _LISTED = frozenset([bool, int, float])        # the numbers a list argument may hold (output_mask, dims)
@@ -113,10 +113,7 @@ def record(r, op, args: tuple, kwargs: dict):
                 return None
             vid = r.input_ids.get(x)
             if vid is None:
-                ty = state.sig_type.get(sig)
-                if ty is None:
-                    ty = state.sig_type[sig] = _type_of(x)
-                vid = r.add_input(x, ty)
+                vid = r.add_input(x, _sig_type(sig))
                 added += 1
             vals.append(vid)
             key.append(sig)
@@ -143,21 +140,7 @@ def record(r, op, args: tuple, kwargs: dict):
         return None
     spec, outs, form = known
     state.counters["generic_records"] += 1
-    first = r.next
-    r.next = first + len(outs)
-    r.records.append((spec, first, *vals))
-    made = []
-    types = r.types
-    lazies = r.lazies
-    for j, (ty, shape, sig) in enumerate(outs):
-        types[first + j] = ty
-        t = new(LazyTensor)
-        t._sig = sig
-        t._lazy = make_pending(r, first + j, shape, ty)
-        lazies.append(t)
-        made.append(t)
-    if len(r.records) >= state.max_pending:
-        r.size_flush()
+    made = r.append_values(spec, vals, outs)
     return made[0] if form is None else form(made)
 
 
@@ -177,10 +160,6 @@ def _known(op, meta, args: tuple, kwargs: dict, key: tuple):
         return spec, outs, None
     named = return_types.of(op.schema)
     return spec, outs, (tuple if named is None else lambda made: named(*made))
-
-
-def _type_of(x) -> TensorType:
-    return TensorType(x.dtype, x.ndim, _kind(str(x.device)))
 
 
 def _stand_in(x):

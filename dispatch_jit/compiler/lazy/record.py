@@ -12,7 +12,6 @@ from typing import NamedTuple
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
-from dispatch_jit.signature import decode
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
@@ -20,8 +19,8 @@ from ..ir import Node, TensorType, Var
 from ..views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
 from . import execute, generic, grad
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
-                     _canon, _device_of, _encode_index, _generic_spec, _kind, _out_sig, _plain_dense, _view_spec,
-                     _view_statics)
+                     _canon, _device_of, _encode_index, _generic_spec, _out_sig, _plain_dense, _sig_type,
+                     _view_spec, _view_statics)
 from .state import GIL, MISS, state
 from .tensor import (CUDA_SIG, SLOT_DATA, LazyTensor, Pending, PendingGraph, get_slot, make_pending, new,
                      pending, reads_pending)
@@ -97,6 +96,7 @@ class LazyRecorder(PendingGraph):
         self.input_ids: dict = {}
         self.lazies: list = []            # the LazyTensors made; liveness is read at flush (_live)
         self.views = 0                    # view records among them
+        self.multi: dict = {}             # first vid -> number of values, of records defining several
 
     @property
     def pending(self) -> int:
@@ -176,13 +176,9 @@ class LazyRecorder(PendingGraph):
                 data = SLOT_DATA.__get__(x, Tensor)
                 vid = self.input_ids.get(x)
                 if vid is None:
-                    ty = state.sig_type.get(sig)
-                    if ty is None:
-                        if not _plain_dense(sig & ~_AG):
-                            break
-                        m = decode(sig)
-                        ty = state.sig_type[sig] = TensorType(m.dtype, m.ndim, _kind(m.device))
-                    vid = self.add_input(x, ty)
+                    if not _plain_dense(sig & ~_AG):
+                        break
+                    vid = self.add_input(x, _sig_type(sig))
                     added += 1
                 kinds.append("v")
                 vals.append(vid)
@@ -312,17 +308,27 @@ class LazyRecorder(PendingGraph):
         return self._append(spec, vals, ty, _out_sig(like, ty, bool(contiguous)), shape)
 
     def _append(self, spec, vals, ty, sig, shape):
-        vid = self.next
-        self.next += 1
-        self.types[vid] = ty
-        self.records.append((spec, vid, *vals))
-        t = new(LazyTensor)
-        t._sig = sig
-        t._lazy = make_pending(self, vid, shape, ty)
-        self.lazies.append(t)
+        return self.append_values(spec, vals, ((ty, shape, sig),))[0]
+
+    def append_values(self, spec, vals, outs) -> list:
+        """Append the record ``(spec, first vid, *vals)`` defining one value per ``(type, shape,
+        signature)`` of ``outs`` (consecutive vids), and make their LazyTensors."""
+        first = self.next
+        self.next = first + len(outs)
+        self.records.append((spec, first, *vals))
+        if len(outs) > 1:
+            self.multi[first] = len(outs)
+        made = []
+        for j, (ty, shape, sig) in enumerate(outs):
+            self.types[first + j] = ty
+            t = new(LazyTensor)
+            t._sig = sig
+            t._lazy = make_pending(self, first + j, shape, ty)
+            self.lazies.append(t)
+            made.append(t)
         if len(self.records) >= state.max_pending:
             self.size_flush()
-        return t
+        return made
 
     def size_flush(self) -> None:
         state.counters["size_flushes"] += 1

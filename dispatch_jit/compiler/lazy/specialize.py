@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
-from dispatch_jit.keys import DispatchKey, key_bits
+from dispatch_jit.autograd.kernel import meta_requires_grad
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
 
@@ -160,8 +160,8 @@ def specialize(call, boxed):
     lines += ["        " + b for b in body]
     lines += tail
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
-         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_boxed": boxed, "_canon": _canon, "_broadcast": _broadcast, "_LIMIT": state.max_pending,
-         "_OUT": None, "_SIG": None}
+         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_boxed": boxed, "_canon": _canon,
+         "_broadcast": _broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty
     src = "\n".join(lines) + "\n"
@@ -197,15 +197,13 @@ def specialize(call, boxed):
     return fast
 
 
-
 def _generic_recorder(call, op, boxed):
     """The Tracer key's kernel for one signature of an op that generic.py records: straight to its
     record (with its autograd node where the signature has a tensor that requires grad and grad
     mode is on: both are in the memo key), skipping the boxed fallback's generic tests."""
     kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
     npos = len(call.op.schema.arguments) - len(kwnames)
-    with_grad = is_grad_enabled() and any(m is not None and m.kind == "tensor" and m.keyset & _AG_KS
-                                          for m in call.metas)
+    with_grad = is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas)
     none = {}
 
     def record(*a):
@@ -221,5 +219,3 @@ def _generic_recorder(call, op, boxed):
         return boxed(*a) if t is None else t      # the boxed fallback runs it eagerly
     return record
 
-
-_AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
