@@ -1,10 +1,23 @@
 """``dj.optim.Optimizer``: param_groups, per-parameter state, zero_grad, state_dict, as PyTorch's.
 
 Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
-the eager CPU path (compiled mode's too: ``LAZY_MODE``), and as per-tensor dispatch_jit
-ops, which is what runs where the loop cannot: while ``@dj.compile`` traces (the ops are
-recorded and fused like any others), and for CUDA, float16 or non-contiguous parameters.
+the eager CPU path, and as per-tensor dispatch_jit ops (``_sgd_ops``, ``_adam_ops``), which
+is what runs where the loop cannot: while ``@dj.compile`` traces a whole step (the ops are
+recorded and fused like any others, their writes functionalized), in compiled mode (the ops
+are recorded into the thread's pending graph, their writes handed to ``LAZY_STEP``), and for
+CUDA, float16 or non-contiguous parameters.  Both forms round alike, so they give the same bits.
 ``fast_path`` decides, per group.
+
+Compiled mode (``dj.mode("compiled")``): ``step()`` is the sync point, as ``xm.mark_step()``
+is torch_xla's.  Each group that eager mode would update with its multi-tensor loop (C-contiguous
+CPU float32/float64 parameters, gradients and state, no views, no storage handed to NumPy, not
+the step that creates the state) has its update recorded into the pending graph that holds the
+forward and the backward, and the end of ``step()`` runs that graph once: forward tail, backward,
+``.grad`` and the update as one plan (one compiled function after a few steps), whose new values
+are written into the parameters' and the state's own memory (in place where no alias can see
+it, else copied in), one version bump each.  Any other group first runs the graph and the
+writes recorded so far, then takes eager mode's own path.  ``lazy_info()`` counts both
+(``steps_recorded``, ``step_fallbacks``, ``step_fallback_reason``).
 Updates are made in place, under no_grad, and bump each written tensor's version
 counter, so autograd still detects a saved tensor that an update overwrote.
 
@@ -29,7 +42,8 @@ from ..errors import SchemaError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "STEP_TRACE", "LAZY_MODE"]
+__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "copy_into", "lazy_step", "STEP_TRACE",
+           "LAZY_STEP"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -43,12 +57,25 @@ _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 STEP_TRACE: list = [None]
 
 
-# Compiled mode (compiler/lazy) would record the per-tensor update ops, but it does not record
-# in-place writes: each parameter's copy_ would run the pending graph on its own.  It plugs in
-# here a test of "this thread records in compiled mode" (not a dj.compile trace), under which
-# a group takes the multi-tensor loop, eager mode's own path and bits, after one flush (the
-# loop reads the pending gradients' data)
-LAZY_MODE: list = [None]
+# Compiled mode (compiler/lazy/update.py, which sits above this layer) plugs in here the object that
+# records a step's update into the thread's pending graph: ``recording()`` (this thread records in
+# compiled mode), ``step(opt, closure, run)`` (runs ``run(closure)``, then the pending graph and the
+# writes it recorded: the step is the sync point), ``group(params, tensors, why)`` (the write
+# function through which the per-tensor update ops hand over each written tensor's new value, or
+# None: the group takes eager mode's path, after the graph and the writes so far ran)
+LAZY_STEP: list = [None]
+
+
+def lazy_step():
+    """The compiled-mode step recorder, if this thread records in compiled mode (else None)."""
+    hook = LAZY_STEP[0]
+    return hook if hook is not None and tls.include & _TRACER and hook.recording() else None
+
+
+def copy_into(t, value):
+    """The per-tensor update ops' write outside compiled mode: ``t.copy_(value)`` (a step's trace
+    functionalizes it); returns what the update reads as ``t`` from then on."""
+    return t.copy_(value)
 
 
 def _traced():
@@ -67,9 +94,9 @@ required = _Required()
 
 def fast_path(params: list) -> bool:
     """Whether ``params`` (with their gradients) can go through one multi-tensor loop: not while a
-    trace records (compiled mode: yes, ``LAZY_MODE``), and only C-contiguous CPU float32/float64
+    trace records (compiled mode: yes, ``LAZY_STEP``), and only C-contiguous CPU float32/float64
     parameters of one dtype whose gradients have it too."""
-    if tls.include & _TRACER and not (LAZY_MODE[0] is not None and LAZY_MODE[0]()) or not params:
+    if tls.include & _TRACER and not (LAZY_STEP[0] is not None and LAZY_STEP[0].recording()) or not params:
         return False
     dt = params[0]._data.dtype
     if dt not in _LOOP_DTYPES:
@@ -153,8 +180,8 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
+                    written([grad])        # a pending graph that reads it runs first (compiled mode)
                     grad._data[...] = 0
-                    bump_version(grad)
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")

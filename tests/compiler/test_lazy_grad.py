@@ -1,7 +1,9 @@
 """Compiled mode records training: generic records (lazy/generic.py: linear, the losses, their
 backward ops, clone) and autograd on pending values (lazy/grad.py).  Everything is compared with
-eager mode bit for bit: parameters after N training steps (SGD with momentum, Adam; small, and
-large enough for the parallel loops), gradients, hooks, retain_graph, create_graph, the
+eager mode bit for bit: parameters, gradients, optimizer state and version counters after N
+training steps (every option of SGD, Adam and AdamW, whose updates compiled mode records into the
+step's graph: lazy/update.py; two parameter groups, a schedule; small, and large enough for the
+parallel loops), gradients, hooks, retain_graph, create_graph, the
 version-counter error, and threads."""
 
 import threading
@@ -15,10 +17,14 @@ from dispatch_jit import nn
 from dispatch_jit.compiler.lazy import LazyTensor, lazy_info, mode
 from dispatch_jit.compiler.lazy.state import state
 from dispatch_jit.errors import AutogradError
+from dispatch_jit.tensor import version_of
 
 
-def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=6):
-    """Parameters, their .grad and the losses after ``steps`` steps of an MLP in ``run_mode``."""
+def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=6, groups=False, schedule=False):
+    """Parameters, their .grad, the losses, the optimizer's state and the parameters' version
+    counters after ``steps`` steps of an MLP in ``run_mode``; ``groups``: each layer its own
+    parameter group (the second with a halved learning rate); ``schedule``: every float option
+    changes before every step (a learning-rate schedule, ...)."""
     rng = np.random.default_rng(0)
     x = dj.tensor(rng.standard_normal((n, d)).astype(np.float32))
     y = dj.tensor(rng.integers(0, c, n))
@@ -26,9 +32,17 @@ def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=6):
     with dj.no_grad():
         for p in model.parameters():
             p.copy_(dj.tensor((rng.standard_normal(tuple(p.shape)) * 0.3).astype(np.float32)))
-    opt = getattr(dj.optim, opt_name)(model.parameters(), **kw)
+    params = list(model.parameters())
+    if groups:
+        params = [{"params": params[:2]}, {"params": params[2:], "lr": kw["lr"] / 2}]
+    opt = getattr(dj.optim, opt_name)(params, **kw)
     losses = []
-    for _ in range(steps):
+    for k in range(steps):
+        if schedule:
+            for g in opt.param_groups:
+                for key, v in g.items():
+                    if v.__class__ is float and v:
+                        g[key] = v * 0.9
         with mode(run_mode):
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
@@ -36,18 +50,55 @@ def _train(run_mode, opt_name, kw, n=16, d=5, h=7, c=3, steps=6):
             opt.step()
             losses.append(loss.item())
     params = list(model.parameters())
-    return [p.detach().numpy().copy() for p in params], [p.grad.numpy().copy() for p in params], losses
+    state = [{k: v.numpy().copy() if isinstance(v, dj.Tensor) else v for k, v in opt.state[p].items()}
+             for p in params]
+    return ([p.detach().numpy().copy() for p in params], [p.grad.numpy().copy() for p in params], losses, state,
+            [version_of(p) for p in params])
 
 
-@pytest.mark.parametrize("opt_name, kw", [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {"lr": 1e-2})])
-@pytest.mark.parametrize("size", ["small", "parallel"])
-def test_training_steps_equal_eager_bit_for_bit(opt_name, kw, size):
-    dims = {} if size == "small" else {"n": 4096, "d": 8, "h": 64}    # 4096 * 64 = 2**18: parallel loops
-    want, got = _train("eager", opt_name, kw, **dims), _train("compiled", opt_name, kw, **dims)
+def _assert_same(want, got):
     for a, b in zip(want[0] + want[1], got[0] + got[1]):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(a, b)
-    assert want[2] == got[2]
+    assert want[2] == got[2] and want[4] == got[4]
+    for sa, sb in zip(want[3], got[3]):
+        assert sorted(sa) == sorted(sb)
+        for k in sa:
+            np.testing.assert_array_equal(sa[k], sb[k])
+
+
+# every option of the three optimizers whose update compiled mode records (optim/sgd.py, adam.py)
+OPTIMIZERS = [
+    ("SGD", {"lr": 0.1}),
+    ("SGD", {"lr": 0.1, "momentum": 0.9}),
+    ("SGD", {"lr": 0.05, "momentum": 0.8, "dampening": 0.1, "weight_decay": 0.01}),
+    ("SGD", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01, "maximize": True}),
+    ("Adam", {"lr": 1e-2}),
+    ("Adam", {"lr": 1e-2, "weight_decay": 0.05, "amsgrad": True, "maximize": True}),
+    ("AdamW", {"lr": 1e-2, "betas": (0.8, 0.9), "amsgrad": True}),
+]
+
+
+@pytest.mark.parametrize("opt_name, kw", OPTIMIZERS)
+@pytest.mark.parametrize("groups, schedule", [(False, False), (True, True)])
+def test_training_steps_equal_eager_bit_for_bit(opt_name, kw, groups, schedule):
+    want = _train("eager", opt_name, kw, groups=groups, schedule=schedule)
+    before = lazy_info()
+    got = _train("compiled", opt_name, kw, groups=groups, schedule=schedule)
+    after = lazy_info()
+    _assert_same(want, got)
+    # every step after the first (which makes the state, eagerly) recorded its update into the graph
+    first = opt_name != "SGD" or kw.get("momentum")
+    assert after["steps_recorded"] - before["steps_recorded"] == (5 if first else 6)
+    assert after["step_fallbacks"] - before["step_fallbacks"] == ((2 if groups else 1) if first else 0)
+    # a schedule's new numbers are runtime scalars: no plan per step
+    assert after["plans"] - before["plans"] <= 4
+
+
+@pytest.mark.parametrize("opt_name, kw", [OPTIMIZERS[1], OPTIMIZERS[6]])
+def test_parallel_sized_training_equals_eager_bit_for_bit(opt_name, kw):
+    dims = {"n": 4096, "d": 8, "h": 64}    # 4096 * 64 = 2**18: parallel loops
+    _assert_same(_train("eager", opt_name, kw, **dims), _train("compiled", opt_name, kw, **dims))
     # from the fourth step on, the step's plan ran as one compiled function (execute.py, planfn.py)
     assert any(p.describe_function().startswith("one compiled function") for p in state.plans.values())
 
@@ -162,13 +213,14 @@ def test_a_bad_target_raises_eager_modes_error_class():
             F.cross_entropy(x, t).item()
 
 
-def test_threads_train_their_own_models_as_eager_mode_does():
-    want = _train("eager", "SGD", {"lr": 0.1, "momentum": 0.9})
+@pytest.mark.parametrize("opt_name, kw", [OPTIMIZERS[2], OPTIMIZERS[5]])
+def test_threads_train_their_own_models_as_eager_mode_does(opt_name, kw):
+    want = _train("eager", opt_name, kw, groups=True, schedule=True)
     results, errors = [None] * 3, []
 
     def work(i):
         try:
-            results[i] = _train("compiled", "SGD", {"lr": 0.1, "momentum": 0.9})
+            results[i] = _train("compiled", opt_name, kw, groups=True, schedule=True)
         except BaseException as e:      # noqa: BLE001 - reported below
             errors.append(e)
     threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
@@ -178,8 +230,7 @@ def test_threads_train_their_own_models_as_eager_mode_does():
         th.join()
     assert not errors, errors
     for got in results:
-        for a, b in zip(want[0] + want[1], got[0] + got[1]):
-            np.testing.assert_array_equal(a, b)
+        _assert_same(want, got)
 
 
 def test_autocast_regions_run_generic_ops_as_eager_mode_does():

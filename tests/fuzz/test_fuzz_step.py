@@ -6,7 +6,9 @@ state and the version counters must agree; the plan's matmuls may round differen
 linear (NumPy's dot against its own loop nest), so floats agree to 1e-5 relative.  Every step after
 the state exists must have run the compiled plan (``explain()`` otherwise says why not).  With a
 schedule, every numeric option of the optimizer changes before every step (both twins alike): the
-numbers are runtime scalars of the plan, so a schedule traces no more than a constant setting."""
+numbers are runtime scalars of the plan, so a schedule traces no more than a constant setting.
+A third twin runs the same steps under ``dj.mode("compiled")`` (the update recorded into the step's
+pending graph, lazy/update.py): it must equal eager mode bit for bit."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -74,6 +76,29 @@ def _check(a, b, what):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
+def _same(a, b, what):
+    assert a.dtype == b.dtype, what
+    np.testing.assert_array_equal(a, b, err_msg=what)
+
+
+def _compare(m, o, em, eo, check, what):
+    """Parameters, their .grad (None where eager's is), versions and optimizer state against eager's."""
+    for i, (p, q) in enumerate(zip(m.parameters(), em.parameters())):
+        check(p.detach().numpy(), q.detach().numpy(), f"{what}, parameter {i}")
+        assert (p.grad is None) == (q.grad is None), f"{what}, grad {i}"
+        if p.grad is not None:
+            check(p.grad.numpy(), q.grad.numpy(), f"{what}, grad {i}")
+        assert version_of(p) == version_of(q), f"{what}, version of {i}"
+        if o is not None:
+            sc, se = o.state.get(p, {}), eo.state.get(q, {})
+            assert sorted(sc) == sorted(se), what
+            for key, v in sc.items():
+                if isinstance(v, dj.Tensor):
+                    check(v.numpy(), se[key].numpy(), f"{what}, state {key} of {i}")
+                else:
+                    assert v == se[key], what
+
+
 @fuzz_settings(6)
 @given(n=st.integers(1, 12), d=st.integers(1, 6), h=st.integers(1, 9), c=st.integers(2, 4),
        act=st.sampled_from(sorted(ACTIVATIONS)), loss=st.sampled_from(sorted(LOSSES)),
@@ -85,32 +110,24 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
     y = dj.from_numpy(rng.integers(0, c, n))
     t = dj.from_numpy(rng.standard_normal((n, c)).astype(np.float32))
     runs = []
-    for _ in range(2):
+    for _ in range(3):
         dj.manual_seed(seed)
         model = nn.Sequential(nn.Linear(d, h), ACTIVATIONS[act](), nn.Linear(h, c))
         opt = UPDATES[update](model.parameters()) if UPDATES[update] else None
         runs.append((model, opt, _step_of(model, opt, LOSSES[loss], zero)))
-    (cm, co, cstep), (em, eo, estep) = runs
+    (cm, co, cstep), (em, eo, estep), (lm, lo, lstep) = runs
     compiled = dj.compile(cstep)
     what = f"{act}, {loss}, {update}, zero_grad {zero}, schedule {schedule}"
     for k in range(3):
         if schedule and co is not None:
-            _schedule(co, k), _schedule(eo, k)
-        _check(compiled(x, y, t).numpy(), estep(x, y, t).numpy(), f"{what}: loss of step {k}")
-        for i, (p, q) in enumerate(zip(cm.parameters(), em.parameters())):
-            _check(p.numpy(), q.numpy(), f"{what}: step {k}, parameter {i}")
-            assert (p.grad is None) == (q.grad is None), f"{what}: step {k}, grad {i}"
-            if p.grad is not None:
-                _check(p.grad.numpy(), q.grad.numpy(), f"{what}: step {k}, grad {i}")
-            assert version_of(p) == version_of(q), f"{what}: step {k}, version of {i}"
-            if co is not None:
-                sc, se = co.state.get(p, {}), eo.state.get(q, {})
-                assert sorted(sc) == sorted(se), what
-                for key, v in sc.items():
-                    if isinstance(v, dj.Tensor):
-                        _check(v.numpy(), se[key].numpy(), f"{what}: step {k}, state {key} of {i}")
-                    else:
-                        assert v == se[key], what
+            _schedule(co, k), _schedule(eo, k), _schedule(lo, k)
+        want = estep(x, y, t).numpy()
+        with dj.mode("compiled"):      # compiled mode: the update recorded into the step's graph
+            lazy = lstep(x, y, t)
+        _same(lazy.numpy(), want, f"{what}: compiled mode's loss of step {k}")
+        _check(compiled(x, y, t).numpy(), want, f"{what}: loss of step {k}")
+        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, _same, "compiled mode")):
+            _compare(m, o, em, eo, check, f"{what}, {how}: step {k}")
     entry = compiled._last
     assert isinstance(entry, StepEntry), compiled.explain()
     # the last call ran the compiled plan (the first may have made the optimizer's state eagerly)

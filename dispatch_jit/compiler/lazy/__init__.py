@@ -29,13 +29,26 @@ Autograd (``grad``): with grad mode on, an op whose inputs require grad is recor
 Autograd kernel gives it, made by that kernel (``AutogradKernel.attach``) around the pending
 result, saving pending tensors.  So ``loss.backward()`` computes nothing: the engine runs the
 nodes' formulas, whose ops (grad mode off) are recorded into the same graph, and the leaves'
-``.grad`` become pending values; the next read (an optimizer's step, ``loss.item()``) runs
-forward and backward as one plan (dj.optim's update then runs as eager mode's multi-tensor
-loop: in-place writes are not recorded).  Hooks, ``retain_graph``, ``create_graph`` and the
+``.grad`` become pending values; the next read (``loss.item()``) runs forward and backward as
+one plan.  Hooks, ``retain_graph``, ``create_graph`` and the
 saved tensors' version checks are the engine's own; views and indexing of tensors that require
 grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what they read).
 An error that eager mode raises inside a recorded op's kernel (a class index out of range)
-is raised, as the same class, by the read that runs the graph.  Every other op runs eagerly,
+is raised, as the same class, by the read that runs the graph.
+
+The optimizer step (``update``): ``opt.step()`` of dj.optim's SGD, Adam and AdamW records each
+group's update into the same graph, as the per-tensor ops of ``_sgd_ops``/``_adam_ops`` (they round
+as eager mode's multi-tensor loop does: the same bits; their numbers, the learning rate, betas,
+Adam's bias corrections, are runtime scalars, so a schedule reuses one plan), the writes of the
+parameters and the optimizer's state handed over instead of run.  The end of ``step()`` is the
+sync point (as ``xm.mark_step()`` is torch_xla's): one flush runs forward tail, backward, ``.grad``
+and update as one plan (one compiled function after a few steps), which writes the new values
+into the parameters' and the state's own arrays where no alias can see it (else they are copied
+in), one version bump each.  A group eager mode would not update with its loop, the step that
+creates the state, a parameter that is a view, has views or whose storage was handed to NumPy,
+runs the graph (and the writes recorded so far) and then eager mode's path; ``lazy_info()`` counts
+``steps_recorded`` and ``step_fallbacks`` and keeps ``step_fallback_reason``.  In-place writes of
+one's own (``p -= lr * p.grad``) are not recorded: they run the graph first.  Every other op runs eagerly,
 first forcing the pending graph if it reads a pending value or writes into a
 tensor (in place, ``out=``); an op that does neither (a view of an input, a
 creation function) leaves the graph pending, so ``(a * 2) + b.T`` is still one
@@ -119,7 +132,8 @@ limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's enc
 ``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
 the plan, the run, the views derived after it), ``generic`` (records typed by meta functions),
 ``grad`` (the autograd nodes of recorded ops), ``record`` (LazyRecorder), ``specialize``
-(the generated per-signature recorders), ``switch`` (the mode and the hooks it installs).
+(the generated per-signature recorders), ``update`` (an optimizer's step recorded into the graph),
+``switch`` (the mode and the hooks it installs).
 """
 
 from .record import LazyRecorder  # noqa: F401  (the recorder class, as lazy.LazyRecorder)

@@ -26,7 +26,9 @@ class LazyState:
         self.max_pending = int(os.environ.get("DISPATCH_JIT_MAX_PENDING", "512"))
         self.stats = Stats()                 # the fused loops' compile counters
         self.counters = {"records": 0, "flushes": 0, "plan_hits": 0, "plans": 0, "eager_ops": 0,
-                         "size_flushes": 0, "dead_values": 0, "generic_records": 0, "grad_nodes": 0}
+                         "size_flushes": 0, "dead_values": 0, "generic_records": 0, "grad_nodes": 0,
+                         "steps_recorded": 0, "step_fallbacks": 0}
+        self.step_fallback_reason = ""       # why an optimizer's group last took eager mode's update
         # cleared on every registration change (registrations_changed):
         self.specs: dict = {}        # (op, arg signatures/types, kwarg names/types) -> known, or None: not recorded
         self.decomps: dict = {}      # (op, on CUDA) -> the decomposition to record through, or None

@@ -24,6 +24,7 @@ from ..tracer import _state
 from .record import LazyRecorder
 from .specialize import set_limit, specialize
 from .state import state
+from .update import STEP
 from .tensor import CUDA_SIG
 from .watch import _before_write, _mark_exported, _watched
 
@@ -47,11 +48,14 @@ def lazy_info() -> dict:
     hits and builds, ops run eagerly, flushes caused by the size limit, fused
     loops compiled, recorded values never computed because they were dropped,
     records of ops that do not fuse (``generic_records``: typed by their meta
-    functions), autograd nodes made for recorded ops (``grad_nodes``), and the
-    output pool's hits and misses (all compiled and eager large outputs)."""
+    functions), autograd nodes made for recorded ops (``grad_nodes``), the
+    optimizer steps whose update was recorded into the graph (``steps_recorded``),
+    the parameter groups that took eager mode's update instead (``step_fallbacks``)
+    and why the last one did (``step_fallback_reason``), and the output pool's
+    hits and misses (all compiled and eager large outputs)."""
     r = _mstate.recorder
     info = dict(state.counters, loop_compiles=state.stats.compiles, plan_cache_size=len(state.plans),
-                pool_hits=_pool.hits, pool_misses=_pool.misses)
+                pool_hits=_pool.hits, pool_misses=_pool.misses, step_fallback_reason=state.step_fallback_reason)
     info["records"] += r.pending if r is not None else 0     # counted per flush; this thread's pending too
     return info
 
@@ -184,8 +188,8 @@ def _install():
     for name in ("numpy", "__array__"):
         setattr(Tensor, name, exports(Tensor.__dict__[name]))
     set_write_guard(_before_write, _watched)
-    # dj.optim's updates take their multi-tensor loop in compiled mode (in-place writes are not recorded)
-    optimizer.LAZY_MODE[0] = lambda: _state.tracer.__class__ is LazyRecorder
+    # dj.optim's steps record their updates into the pending graph (update.py)
+    optimizer.LAZY_STEP[0] = STEP
 
 
 install_tracer_fallback()
