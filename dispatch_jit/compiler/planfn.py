@@ -54,7 +54,7 @@ from .codegen import Codegen, loop_globals
 from .elementwise import reduced_shape
 from .ir import Var, is_runtime_scalar, vars_in
 from .passes import lone_region
-from .planops import HELPERS, RULES, Site
+from .planops import HELPERS, RULES, RUNTIME_READERS, Site
 from .views import is_view
 
 __all__ = ["PlanFunction", "build", "compiled_functions"]
@@ -320,7 +320,8 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
                         break
                     got = (got[0] + one[0], got[1] + one[1])
         elif kind == "eager":
-            if any(is_runtime_scalar(a) for a in list(s.node.args) + list(s.node.kwargs.values())):
+            if s.node.name not in RUNTIME_READERS and any(
+                    is_runtime_scalar(a) for a in list(s.node.args) + list(s.node.kwargs.values())):
                 return f"{s.node.name} takes a runtime scalar (only fused loops read them per call)"
             got = _eager_call(s.node, plan.graph, site, f"loop_{pos}", loop_scalars, parallel)
             refused_by[pos] = s.node.name

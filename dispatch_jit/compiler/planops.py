@@ -22,7 +22,7 @@ import numpy as np
 from dispatch_jit.kernels.linalg.product import product_into
 from dispatch_jit.kernels.nn import cpu as _nn
 
-__all__ = ["RULES", "HELPERS", "Site"]
+__all__ = ["RULES", "HELPERS", "RUNTIME_READERS", "Site"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -159,3 +159,8 @@ RULES = {
     "aten::cross_entropy_loss_backward": _cross_entropy_backward,
     "aten::clone": _clone,
 }
+
+# the ops whose rules read the plan's runtime scalars themselves (a runtime scalar of index i is the
+# plan function's parameter ``r<i>``): the multi-tensor loops of an optimizer's step recorded in
+# compiled mode (compiler/lazy/update.py, which registers its rule above and its loops in HELPERS)
+RUNTIME_READERS: set = set()

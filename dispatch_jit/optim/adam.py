@@ -9,7 +9,7 @@ from ..creation import zeros_like
 from ..errors import SchemaError
 from ..ops import entries
 from . import foreach
-from .optimizer import Optimizer, _traced, copy_into, fast_path, flat, lazy_step, written
+from .optimizer import Optimizer, _traced, fast_path, flat, lazy_step, written
 
 __all__ = ["Adam", "AdamW"]
 
@@ -51,7 +51,7 @@ class Adam(Optimizer):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
             return tr.step(self, closure, self._step)
-        if (lz := lazy_step()) is not None:      # compiled mode: the update is recorded, then run
+        if (lz := lazy_step()) is not None:      # compiled mode: the loop is recorded, then run
             return lz.step(self, closure, self._step)
         return self._step(closure)
 
@@ -93,22 +93,19 @@ class Adam(Optimizer):
         return step_size, bc2_sqrt, [1 - lr * wd, 1 - beta1, beta2, 1 - beta2, group["eps"], wd]
 
     def _update(self, group, params):
-        amsgrad = group["amsgrad"]
-        lz = lazy_step()
-        if lz is not None:
+        amsgrad, values = group["amsgrad"], None
+        if (lz := lazy_step()) is not None:
             first = any(p not in self.state for p in params)
-            states = [] if first else [self.state[p] for p in params]
             keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
-            write = lz.group(params, [s[k] for k in keys for s in states],
-                             "the first step creates the state" if first else "")
-            if write is not None:      # compiled mode: the update's ops are recorded, their writes handed over
-                step_size, bc2_sqrt, shared = self.step_values(group, params)
-                flags = (shared[5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
-                with no_grad():
-                    for p, s, ss, bc in zip(params, states, step_size, bc2_sqrt):
-                        _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared, *flags, write=write)
-                return
-        values = self.step_values(group, params)
+            lists = [[] if first else [self.state[p][k] for p in params] for k in keys]
+            rec = lz.group(params, [t for ts in lists for t in ts], "the first step creates the state" if first else "")
+            if rec is not None:       # compiled mode: the multi-tensor loop below, one record of the pending graph
+                values = self.step_values(group, params)
+                if rec("adam", [params, [p.__dict__["_grad"] for p in params], *lists] + ([] if amsgrad else [[]]),
+                       (values[0], values[1], *values[2], group["decoupled_weight_decay"], amsgrad, group["maximize"])):
+                    return
+        if values is None:
+            values = self.step_values(group, params)
         states = [self.state[p] for p in params]
         # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
         flags = (values[2][5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
@@ -131,25 +128,26 @@ class Adam(Optimizer):
 
 
 def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decay, decoupled, amsgrad,
-              maximize, write=copy_into):
+              maximize):
     """One parameter's update with dispatch_jit ops, in foreach._adam's order of roundings.  The flags
     (``decay``: wd != 0) are read apart from the numbers, which a compiled step passes as runtime
-    scalars (never read in Python).  ``write(t, value)`` gives ``t`` its new value and returns what
-    is read as ``t`` from then on (``copy_into``; compiled mode's records the write instead)."""
+    scalars (never read in Python)."""
     if maximize:
         g = A.neg(g)
     if decoupled:
         if decay:
-            p = write(p, A.mul(p, shrink))
+            p.copy_(A.mul(p, shrink))
     elif decay:
         g = A.add(g, A.mul(p, wd))
     m, v = s["exp_avg"], s["exp_avg_sq"]
-    m = write(m, A.add(m, A.mul(A.sub(g, m), beta1c)))
-    v = write(v, A.add(A.mul(v, beta2), A.mul(A.mul(g, g), beta2c)))
+    m.copy_(A.add(m, A.mul(A.sub(g, m), beta1c)))
+    v.copy_(A.add(A.mul(v, beta2), A.mul(A.mul(g, g), beta2c)))
     if amsgrad:
-        v = write(s["max_exp_avg_sq"], A.maximum(s["max_exp_avg_sq"], v))
+        vm = s["max_exp_avg_sq"]
+        vm.copy_(A.maximum(vm, v))
+        v = vm
     denom = A.add(A.div(A.sqrt(v), bc2_sqrt), eps)
-    write(p, A.sub(p, A.mul(A.div(m, denom), step_size)))
+    p.copy_(A.sub(p, A.mul(A.div(m, denom), step_size)))
 
 
 class AdamW(Adam):

@@ -26,7 +26,7 @@ from numba import types as nbt
 
 from ..jit import cache
 
-__all__ = ["step", "bucket", "compiled_signatures"]
+__all__ = ["step", "bucket", "compiled_signatures", "loop", "SCALARS"]
 
 _KIND = "optim"
 
@@ -77,7 +77,16 @@ def _adam(params, grads, avgs, sqs, maxs, n, step_size, bc2_sqrt, shrink, beta1c
 
 
 _LOOPS = {"sgd": (_sgd, 3), "adam": (_adam, 5)}
+# per loop, what ``step`` takes after the lists and the dtype, in order: "n" a number (cast to the
+# dtype), "l" a number per tensor (the loop reads them as an array of the dtype), "f" a flag
+SCALARS = {"sgd": "nnnnfff", "adam": "llnnnnnnfff"}
 _ENTRY = cache.entries(_KIND)
+
+
+def loop(name: str):
+    """The njit function of loop ``name`` and how many lists it takes (compiled mode's plan
+    functions call it inside their own compiled code: compiler/lazy/update.py)."""
+    return _LOOPS[name]
 
 
 def bucket(n: int) -> int:

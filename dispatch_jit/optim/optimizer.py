@@ -1,22 +1,20 @@
 """``dj.optim.Optimizer``: param_groups, per-parameter state, zero_grad, state_dict, as PyTorch's.
 
 Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
-the eager CPU path, and as per-tensor dispatch_jit ops (``_sgd_ops``, ``_adam_ops``), which
-is what runs where the loop cannot: while ``@dj.compile`` traces a whole step (the ops are
-recorded and fused like any others, their writes functionalized), in compiled mode (the ops
-are recorded into the thread's pending graph, their writes handed to ``LAZY_STEP``), and for
-CUDA, float16 or non-contiguous parameters.  Both forms round alike, so they give the same bits.
+the eager CPU path, and as per-tensor dispatch_jit ops, which is what runs where the loop
+cannot: while ``@dj.compile`` traces a whole step (the ops are recorded and fused like any
+others, their writes functionalized), and for CUDA, float16 or non-contiguous parameters.
 ``fast_path`` decides, per group.
 
 Compiled mode (``dj.mode("compiled")``): ``step()`` is the sync point, as ``xm.mark_step()``
 is torch_xla's.  Each group that eager mode would update with its multi-tensor loop (C-contiguous
-CPU float32/float64 parameters, gradients and state, no views, no storage handed to NumPy, not
-the step that creates the state) has its update recorded into the pending graph that holds the
-forward and the backward, and the end of ``step()`` runs that graph once: forward tail, backward,
-``.grad`` and the update as one plan (one compiled function after a few steps), whose new values
-are written into the parameters' and the state's own memory (in place where no alias can see
-it, else copied in), one version bump each.  Any other group first runs the graph and the
-writes recorded so far, then takes eager mode's own path.  ``lazy_info()`` counts both
+CPU float32/float64 parameters and state, none a view of another tensor or handed to NumPy, not
+the step that creates the state) has that loop recorded as one step of the pending graph that holds the
+forward and the backward (``LAZY_STEP``: compiler/lazy/update.py), and the end of ``step()`` runs
+the graph once: forward tail, backward, ``.grad`` and the update as one plan, which becomes one
+compiled function that calls the loop itself.  The loop writes the parameters and the state in
+their own memory, as in eager mode, with the same bits; one version bump each.  Any other group
+first runs the graph, then takes eager mode's path.  ``lazy_info()`` counts both
 (``steps_recorded``, ``step_fallbacks``, ``step_fallback_reason``).
 Updates are made in place, under no_grad, and bump each written tensor's version
 counter, so autograd still detects a saved tensor that an update overwrote.
@@ -42,8 +40,7 @@ from ..errors import SchemaError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "copy_into", "lazy_step", "STEP_TRACE",
-           "LAZY_STEP"]
+__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "lazy_step", "STEP_TRACE", "LAZY_STEP"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -58,11 +55,11 @@ STEP_TRACE: list = [None]
 
 
 # Compiled mode (compiler/lazy/update.py, which sits above this layer) plugs in here the object that
-# records a step's update into the thread's pending graph: ``recording()`` (this thread records in
-# compiled mode), ``step(opt, closure, run)`` (runs ``run(closure)``, then the pending graph and the
-# writes it recorded: the step is the sync point), ``group(params, tensors, why)`` (the write
-# function through which the per-tensor update ops hand over each written tensor's new value, or
-# None: the group takes eager mode's path, after the graph and the writes so far ran)
+# records a step's multi-tensor loops into the thread's pending graph: ``recording()`` (this thread
+# records in compiled mode), ``step(opt, closure, run)`` (runs ``run(closure)``, then the pending
+# graph: the step is the sync point), ``group(params, state, why)`` (the function that records a
+# group's loop, called as ``foreach.step`` is but with tensors, or None: the group takes eager
+# mode's path, after the graph ran)
 LAZY_STEP: list = [None]
 
 
@@ -70,12 +67,6 @@ def lazy_step():
     """The compiled-mode step recorder, if this thread records in compiled mode (else None)."""
     hook = LAZY_STEP[0]
     return hook if hook is not None and tls.include & _TRACER and hook.recording() else None
-
-
-def copy_into(t, value):
-    """The per-tensor update ops' write outside compiled mode: ``t.copy_(value)`` (a step's trace
-    functionalizes it); returns what the update reads as ``t`` from then on."""
-    return t.copy_(value)
 
 
 def _traced():

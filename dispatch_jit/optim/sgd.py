@@ -6,7 +6,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import SchemaError
 from ..ops import entries
 from . import foreach
-from .optimizer import Optimizer, _traced, copy_into, fast_path, flat, lazy_step, required, written
+from .optimizer import Optimizer, _traced, fast_path, flat, lazy_step, required, written
 
 __all__ = ["SGD"]
 
@@ -47,7 +47,7 @@ class SGD(Optimizer):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
             return tr.step(self, closure, self._step)
-        if (lz := lazy_step()) is not None:      # compiled mode: the update is recorded, then run
+        if (lz := lazy_step()) is not None:      # compiled mode: the loop is recorded, then run
             return lz.step(self, closure, self._step)
         return self._step(closure)
 
@@ -77,16 +77,13 @@ class SGD(Optimizer):
     def _update(self, group, params, states):
         momentum = group["momentum"]
         first = momentum != 0 and states[0].get("momentum_buffer") is None
-        lz = lazy_step()
-        if lz is not None:
+        if (lz := lazy_step()) is not None:
             bufs = [] if momentum == 0 or first else [s["momentum_buffer"] for s in states]
-            write = lz.group(params, bufs, "the first step creates the momentum buffers" if first else "")
-            if write is not None:      # compiled mode: the update's ops are recorded, their writes handed over
-                values = self.step_values(group, params)
-                flags = (values[0][3] != 0, momentum != 0, group["nesterov"], group["maximize"], False)
-                with no_grad():
-                    for p, b in zip(params, bufs or [None] * len(params)):
-                        _sgd_ops(p, p.__dict__["_grad"], b, *values[0], *flags, write=write)
+            rec = lz.group(params, bufs, "the first step creates the momentum buffers" if first else "")
+            # compiled mode: the multi-tensor loop below, as one record of the pending graph
+            if rec is not None and rec("sgd", [params, [p.__dict__["_grad"] for p in params], bufs],
+                                       tuple(self.step_values(group, params)[0])
+                                       + (group["nesterov"], group["maximize"], False)):
                 return
         if momentum != 0 and first:
             for p, s in zip(params, states):
@@ -109,12 +106,10 @@ class SGD(Optimizer):
                 s["momentum_buffer"] = _sgd_ops(p, p.__dict__["_grad"], s.get("momentum_buffer"), *values[0], *flags)
 
 
-def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, decay, has_momentum, nesterov, maximize, first, write=copy_into):
+def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, decay, has_momentum, nesterov, maximize, first):
     """One parameter's update with dispatch_jit ops, in foreach._sgd's order of roundings; returns the
     momentum buffer.  The flags (``decay``: wd != 0, ``has_momentum``: momentum != 0) are read apart
-    from the numbers, which a compiled step passes as runtime scalars (never read in Python).
-    ``write(t, value)`` gives ``t`` its new value and returns what is read as ``t`` from then on
-    (``copy_into``; compiled mode's records the write instead, optimizer.LAZY_STEP)."""
+    from the numbers, which a compiled step passes as runtime scalars (never read in Python)."""
     d = A.neg(g) if maximize else g
     if decay:
         d = A.add(d, A.mul(p, wd))
@@ -122,7 +117,7 @@ def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, decay, has_momentum, nesterov, 
         if first or buf is None:
             buf = A.clone(d)
         else:
-            buf = write(buf, A.add(A.mul(buf, momentum), A.mul(d, damp1)))
+            buf.copy_(A.add(A.mul(buf, momentum), A.mul(d, damp1)))
         d = A.add(d, A.mul(buf, momentum)) if nesterov else buf
-    write(p, A.sub(p, A.mul(d, lr)))
+    p.copy_(A.sub(p, A.mul(d, lr)))
     return buf

@@ -37,18 +37,17 @@ An error that eager mode raises inside a recorded op's kernel (a class index out
 is raised, as the same class, by the read that runs the graph.
 
 The optimizer step (``update``): ``opt.step()`` of dj.optim's SGD, Adam and AdamW records each
-group's update into the same graph, as the per-tensor ops of ``_sgd_ops``/``_adam_ops`` (they round
-as eager mode's multi-tensor loop does: the same bits; their numbers, the learning rate, betas,
-Adam's bias corrections, are runtime scalars, so a schedule reuses one plan), the writes of the
-parameters and the optimizer's state handed over instead of run.  The end of ``step()`` is the
-sync point (as ``xm.mark_step()`` is torch_xla's): one flush runs forward tail, backward, ``.grad``
-and update as one plan (one compiled function after a few steps), which writes the new values
-into the parameters' and the state's own arrays where no alias can see it (else they are copied
-in), one version bump each.  A group eager mode would not update with its loop, the step that
-creates the state, a parameter that is a view, has views or whose storage was handed to NumPy,
-runs the graph (and the writes recorded so far) and then eager mode's path; ``lazy_info()`` counts
-``steps_recorded`` and ``step_fallbacks`` and keeps ``step_fallback_reason``.  In-place writes of
-one's own (``p -= lr * p.grad``) are not recorded: they run the graph first.  Every other op runs eagerly,
+group's multi-tensor loop (foreach.py, eager mode's own update) as one step of the same graph,
+reading the pending gradients, its numbers (the learning rate, betas, Adam's bias corrections)
+runtime scalars, so a schedule reuses one plan.  The end of ``step()`` is the sync point (as
+``xm.mark_step()`` is torch_xla's): one flush runs forward tail, backward, ``.grad`` and update as
+one plan, whose compiled function calls the loop itself; the loop writes the parameters and the
+optimizer's state in their own memory, as in eager mode (same bits), one version bump each.  A
+group eager mode would not update with its loop, the step that creates the state, a parameter
+that is a view or whose storage was handed to NumPy runs the graph and then eager mode's path;
+``lazy_info()`` counts ``steps_recorded`` and ``step_fallbacks`` and keeps
+``step_fallback_reason``.  In-place writes of one's own (``p -= lr * p.grad``) are not recorded:
+they run the graph first.  Every other op runs eagerly,
 first forcing the pending graph if it reads a pending value or writes into a
 tensor (in place, ``out=``); an op that does neither (a view of an input, a
 creation function) leaves the graph pending, so ``(a * 2) + b.T`` is still one
@@ -132,7 +131,7 @@ limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's enc
 ``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
 the plan, the run, the views derived after it), ``generic`` (records typed by meta functions),
 ``grad`` (the autograd nodes of recorded ops), ``record`` (LazyRecorder), ``specialize``
-(the generated per-signature recorders), ``update`` (an optimizer's step recorded into the graph),
+(the generated per-signature recorders), ``update`` (an optimizer's loops recorded into the graph),
 ``switch`` (the mode and the hooks it installs).
 """
 

@@ -70,11 +70,6 @@ def run(recorder) -> None:
     ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
     outs_v = tuple([v for v, _ in live] + roots)
     key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
-    inplace = None
-    if recorder.write_back:       # an optimizer's step: which outputs may be written into which inputs
-        pos = {v: k for k, (v, _) in enumerate(ins)}
-        inplace = tuple([(o, pos[i]) for i, o in recorder.write_back.items() if i in pos and o in outs_v])
-        key += (inplace,)
     plan = state.plans.get(key)
     try:
         if plan is None:
@@ -83,7 +78,6 @@ def run(recorder) -> None:
             g.nodes = [r[SPEC].node(r, scalars) for r in keep]
             optimized, _ = optimize(g.check())
             plan = Plan(optimized, state.stats, True)
-            plan.inplace = dict(inplace) if inplace else None
             # a graph of products and losses recorded again and again (a training loop): on its
             # _FUNCTION_AFTER-th cache hit the plan becomes one compiled function for the sizes of
             # that run where it can (planfn.py: the interpreted plan's bits; a call of other sizes

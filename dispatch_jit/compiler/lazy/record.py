@@ -76,10 +76,6 @@ class LazyRecorder(PendingGraph):
     ``read_keys``: the storages its inputs view (``_storage_key``); while it has any, it is in
     ``_watched``, where writers look for the graphs to run first."""
 
-    # {input vid: vid of its new value} while an optimizer's step runs the graph (update.py):
-    # execute.py makes it the plan's ``inplace``, so the plan function may write them in place
-    write_back = None
-
     def __init__(self):
         self.lock = threading.RLock()
         self.owner = threading.get_ident()

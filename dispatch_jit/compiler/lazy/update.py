@@ -1,27 +1,38 @@
-"""An optimizer's step in compiled mode: the update recorded into the pending graph that holds
-the forward and the backward, and run with them as one plan at the end of ``step()``.
+"""An optimizer's step in compiled mode: each group's multi-tensor loop recorded as one step of
+the pending graph that holds the forward and the backward, run with them as one plan at the end
+of ``step()``.
 
 dj.optim's ``step()`` hands itself to ``STEP`` (``optimizer.LAZY_STEP``) when the calling thread
 records in compiled mode.  Per parameter group, ``StepRecorder.group`` decides whether the update
 can be recorded: exactly where eager mode would update the group with its multi-tensor loop
-(foreach.py) and nothing could observe the difference (C-contiguous CPU float32/float64
-parameters of one dtype, gradients and state of the same dtype and shape, none a view or viewed,
-no storage handed out to NumPy, distinct storages, not the step that creates the state).  Then
-the optimizer runs its per-tensor update ops (sgd.py ``_sgd_ops``, adam.py ``_adam_ops``, which
-round as the loop does: the same bits), which record as any elementwise op does (their Python
-numbers are runtime scalars of the plan: a learning-rate schedule reuses one plan), and hands
-each written tensor's new value to ``assign`` instead of copying it in: the update reads the new
-value from then on, and the tensor keeps its old data until the step ends.
+(foreach.py) and nothing could observe a difference (C-contiguous CPU float32/float64 parameters
+of one dtype, gradients of that dtype and shape, state likewise, none of them a view of another
+tensor, no storage handed out to NumPy, distinct storages, not the step that creates the state).
+Views of a parameter (``w.view(...)``, ``w.t()`` in the forward) are no reason to fall back: the
+loop writes the parameter's own memory, as eager mode's does, after every step of the plan that
+reads them.  An exported storage is: the graph reads such an input from a snapshot (watch.py).  Then
+the optimizer calls the recorder as it would call ``foreach.step``, with tensors: one record
+``(spec, out, *tensors, *numbers)`` whose node runs that loop (``_Loop``):
 
-The end of ``step()`` (``finish``) is the sync point: the pending graphs of other threads that
-read a written tensor run first (as eager mode's ``written()`` does), then this thread's graph
-runs once (forward tail, backward, ``.grad``, update: one plan, one compiled function after a
-few steps), told which new values belong in which input's memory (``LazyRecorder.write_back``:
-execute.py makes that the plan's ``inplace``, and the plan function writes them there where no
-alias can see it, planfn.py ``_inplace``); the others are copied in.  Each written tensor gets
-one version bump, as from the loop.  A group that cannot be recorded first runs the graph and
-the writes recorded so far (so groups update in eager mode's order), then takes eager mode's
-path; ``lazy_info()`` counts recorded steps and fallbacks, with the last fallback's reason.
+* its numbers (the learning rate, momentum, betas, Adam's bias corrections per parameter, ...)
+  are runtime scalars of the plan (``_Spec``'s ``("s", i)`` slots), so a learning-rate schedule
+  reuses one plan; its flags (nesterov, maximize, amsgrad, ...) are part of the op, so of the key;
+* its one value is a 0-d placeholder, which ``StepRecorder`` holds until the flush: that keeps
+  the record live (a flush computes only what is referenced) and orders nothing else: the loop
+  writes the parameters and the state in place, as eager mode's loop does, after every other
+  step of the plan has read them (it is recorded last, and reads the gradients);
+* interpreted, the plan runs it through ``foreach.step`` itself; the plan function (planfn.py)
+  calls the same njit loop inside its one compiled function (``_rule``: the tuples of flat
+  arrays, padded as foreach pads them, and each number cast to the dtype as foreach casts it),
+  so the bits are eager mode's either way.
+
+Before the loop is recorded, the pending graphs of other threads that read what it writes run
+(as eager mode's ``written()`` runs them before its loop).  The end of ``step()`` (``finish``) is
+the sync point: this thread's graph runs once (forward tail, backward, ``.grad``, updates: one
+plan, one compiled function after a few steps) and each written tensor gets one version bump,
+as from eager mode's loop.  A group that cannot be recorded first runs the graph (so groups
+update in eager mode's order), then takes eager mode's path; ``lazy_info()`` counts recorded
+steps and fallbacks, with the last fallback's reason.
 """
 
 from __future__ import annotations
@@ -30,95 +41,207 @@ import threading
 
 import numpy as np
 
-from dispatch_jit.tensor import Tensor, bump_version
+from dispatch_jit.optim import foreach
+from dispatch_jit.tensor import Tensor, bump_version, wrap
 
+from ..ir import TensorType, is_runtime_scalar
+from ..planops import HELPERS, RULES, RUNTIME_READERS
 from ..tracer import _state
+from .encode import _I64, _Spec, _out_sig, _sig_type
 from .record import LazyRecorder
 from .state import state
 from .tensor import SLOT_DATA, LazyTensor, Pending, get_slot
-from .watch import _is_exported, _storage_root, _watched
+from .watch import _exported, _is_exported, _storage_root, _watched
 
 __all__ = ["StepRecorder", "STEP"]
 
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_NAME = "optim::foreach_"       # + the loop's name: the node's op name (planops.RULES)
+
+
+class _Loop:
+    """The op of one recorded multi-tensor loop: ``foreach.step(loop, ...)`` over ``n`` tensors
+    per list (``lists``: each list's length, n or 0: an absent list, padded with empty arrays),
+    its numbers as arguments after the tensors, its flags fixed.  Called by the plan's eager
+    step (interpreted runs) with the tensors and numbers; returns the 0-d placeholder."""
+
+    def __init__(self, loop: str, n: int, dtype, lists: tuple, flags: tuple):
+        self.loop, self.n, self.dtype, self.lists, self.flags = loop, n, dtype, lists, flags
+        self.kinds = foreach.SCALARS[loop]
+
+    def name(self) -> str:
+        return _NAME + self.loop
+
+    def __repr__(self) -> str:
+        return f"{self.name()}[{self.n} x {self.dtype}]"
+
+    def scalars(self, numbers) -> tuple:
+        """foreach.step's scalars from the record's numbers (per-tensor numbers as lists)."""
+        out, k, flags = [], 0, iter(self.flags)
+        for kind in self.kinds:
+            if kind == "l":
+                out.append(list(numbers[k:k + self.n]))
+                k += self.n
+            elif kind == "n":
+                out.append(numbers[k])
+                k += 1
+            else:
+                out.append(next(flags))
+        return tuple(out)
+
+    def __call__(self, *args):
+        nt = sum(self.lists)
+        tensors, empty = args[:nt], np.empty(0, self.dtype)
+        lists, k = [], 0
+        for m in self.lists:
+            lists.append([t._data.reshape(-1) for t in tensors[k:k + m]] or [empty] * self.n)
+            k += m
+        foreach.step(self.loop, *lists, self.dtype, self.scalars(args[nt:]))
+        return wrap(np.zeros((), self.dtype))
+
+
+def _rule(node, site):
+    """The plan function's call of the loop (planops.RULES): what ``foreach.step`` passes it, built
+    in the function's source from the operands' arrays and the runtime scalars ``r<i>``."""
+    op = node.op
+    nt = sum(op.lists)
+    tensors, numbers = node.args[:nt], node.args[nt:]
+    views = getattr(site, "views", None) or {}
+    for v in tensors:
+        a = site.array(v)
+        if a.dtype != op.dtype or not a.flags.c_contiguous or v.id in views:
+            return f"{op.name()}: an operand of {a.dtype}, not a C-contiguous {op.dtype} array"
+    size, dt = foreach.bucket(op.n), op.dtype.name
+    pad = site.scratch((0,), op.dtype)
+    args, k = [], 0
+    for m in op.lists:
+        flat = [f"{site.name(v)}.reshape(-1)" for v in tensors[k:k + m]]
+        args.append("(" + ", ".join(flat + [pad] * (size - len(flat))) + ",)")
+        k += m
+    args.append(str(op.n))
+    lines, k, flags = [], 0, iter(op.flags)
+
+    def number(x) -> str:
+        return f"r{x.index}" if is_runtime_scalar(x) else repr(x)
+    for kind in op.kinds:
+        if kind == "l":           # one number per tensor: an array of the dtype, as foreach fills it
+            per = site.scratch((size,), op.dtype)
+            lines += [f"{per}[{j}] = {number(x)}" for j, x in enumerate(numbers[k:k + op.n])]
+            args.append(per)
+            k += op.n
+        elif kind == "n":
+            args.append(f"np.{dt}({number(numbers[k])})")
+            k += 1
+        else:
+            args.append(repr(bool(next(flags))))
+    return lines + [f"_optim_{op.loop}({', '.join(args)})"]
+
+
+for _loop in foreach.SCALARS:
+    RULES[_NAME + _loop] = _rule
+    RUNTIME_READERS.add(_NAME + _loop)
+    HELPERS[f"_optim_{_loop}"] = foreach.loop(_loop)[0]
 
 
 class _Session(threading.local):
     def __init__(self):
         self.depth = 0             # step() calls under way in this thread (a closure may step)
-        self.writes: dict = {}     # id(tensor) -> (tensor, its new value), in the order first written
-        self.of: dict = {}         # id(a new value) -> (the tensor, the value): a value written again
-        self.recorded = False      # a group of this step was recorded
+        self.written: list = []    # the tensors the recorded loops write
+        self.held: list = []       # the loops' placeholder values: live until the flush
+        self.recorded = False      # a loop of this step was recorded
 
 
 def _plain_reason(t, what: str, dt, shape, written: bool = True) -> str:
-    """Why the computed tensor ``t`` (a parameter, its state, a gradient) keeps the update out of
-    the graph, or "".  A gradient is only read (any layout: the loop would read a copy)."""
+    """Why the computed tensor ``t`` (a parameter, its state, a gradient) keeps the loop out of the
+    graph, or "".  A gradient is only read (any layout: the loop reads a copy, as eager's does)."""
     if t.__class__ is not Tensor:
         return f"{what} is a {type(t).__name__}, not a plain dense tensor"
     a = SLOT_DATA.__get__(t, Tensor)
     if a.__class__ is not np.ndarray:
-        return f"{what} is on {t.device} (the update is recorded for CPU tensors)"
+        return f"{what} is on {t.device} (the loop is recorded for CPU tensors)"
     if a.dtype not in _LOOP_DTYPES:
-        return f"{what} is {a.dtype} (the update is recorded for float32/float64)"
+        return f"{what} is {a.dtype} (the loop is recorded for float32/float64)"
     if dt is not None and (a.dtype != dt or a.shape != shape):
         return f"{what} is {a.dtype} of shape {a.shape}, its parameter {dt} of shape {shape}"
     if not written:
         return ""
     if not a.flags.c_contiguous:
         return f"{what} is not C-contiguous"
-    d = t.__dict__
-    if d.get("_base") is not None:
+    if t.__dict__.get("_base") is not None:
         return f"{what} is a view of another tensor"
-    views = d.get("_views")
-    if views and any(ref() is not None for ref in views):
-        return f"{what} has views"
     if _is_exported(_storage_root(a)):
         return f"{what}'s storage was handed out to NumPy (.numpy(), __array__)"
     return ""
 
 
-def _pending_reason(g, r, dt, shape) -> str:
-    """Why the pending gradient ``g`` keeps the update out of the graph ``r``, or ""."""
-    z = get_slot(g, Tensor)
-    if z.__class__ is not Pending or z.recorder is not r:
-        return "a gradient is pending in another graph"
-    if z.type.dtype.np != dt or tuple(z.shape) != shape:
-        return f"a gradient of {z.type.dtype.np} of shape {tuple(z.shape)}, its parameter {dt} of shape {shape}"
-    return ""
+def _written_ok(t, a, dt) -> bool:
+    """The common case of a written tensor, in a few attribute reads (the layout is the signature's
+    bit); False: look closely (``_plain_reason``)."""
+    if a.__class__ is not np.ndarray or a.dtype is not dt and a.dtype != dt or not t._sig & 1:
+        return False
+    return t.__dict__.get("_base") is None
 
 
 def unrecordable(r, params: list, tensors: list) -> str:
-    """Why the update of ``params`` (with their gradients) writing them and ``tensors`` (their
-    optimizer state) cannot be recorded into ``r``'s graph, or "" (see the module docstring)."""
-    roots = set()
-    dt = None
+    """Why the loop over ``params`` (with their gradients) writing them and ``tensors`` (their
+    optimizer state, list after list) cannot be recorded into ``r``'s graph, or "" (the common
+    case costs a few attribute reads per tensor; whatever looks unusual is looked at closely)."""
+    get = SLOT_DATA.__get__
+    p0 = params[0]
+    dt = get(p0, Tensor).dtype if p0.__class__ is Tensor and get(p0, Tensor).__class__ is np.ndarray else None
+    if dt not in _LOOP_DTYPES:
+        return _plain_reason(p0, "a parameter", None, None)
+    arrays, owned, shapes = set(), True, []
     for p in params:
-        why = _plain_reason(p, "a parameter", None, None)
-        if why:
-            return why
-        a = SLOT_DATA.__get__(p, Tensor)
-        if dt is None:
-            dt = a.dtype
-        elif a.dtype != dt:
-            return "a group with parameters of several dtypes"
+        a = get(p, Tensor) if p.__class__ is Tensor else None
+        if not _written_ok(p, a, dt):
+            why = _plain_reason(p, "a parameter", None, None)
+            if why or a.dtype != dt:
+                return why or "a group with parameters of several dtypes"
         g = p.__dict__.get("_grad")
         if g.__class__ is LazyTensor:
-            why = _pending_reason(g, r, dt, a.shape)
+            z = get(g, Tensor)
+            if z.__class__ is not Pending or z.recorder is not r:
+                return "a gradient is pending in another thread's graph"
+            if z.type.dtype.np != dt or z.shape != a.shape:
+                return f"a gradient of {z.type.dtype.np} of shape {z.shape}, its parameter {dt} of shape {a.shape}"
         else:
             why = _plain_reason(g, "a gradient", dt, a.shape, written=False)
-        if why:
-            return why
-        roots.add(id(_storage_root(a)))
-    for t, p in zip(tensors, params * (len(tensors) // max(len(params), 1))):
-        a = SLOT_DATA.__get__(p, Tensor)
-        why = _plain_reason(t, "an optimizer state tensor", a.dtype, a.shape)
-        if why:
-            return why
-        roots.add(id(_storage_root(SLOT_DATA.__get__(t, Tensor))))
-    if len(roots) != len(params) + len(tensors):
+            if why:
+                return why
+        owned = owned and a.base is None
+        arrays.add(id(a))
+        shapes.append(a.shape)
+    k = len(params)
+    for j, t in enumerate(tensors):
+        a = get(t, Tensor) if t.__class__ is Tensor else None
+        if not _written_ok(t, a, dt) or a.shape != shapes[j % k]:
+            why = _plain_reason(t, "an optimizer state tensor", dt, shapes[j % k])
+            if why:
+                return why
+        owned = owned and a.base is None
+        arrays.add(id(a))
+    ts = params + tensors
+    if _exported:
+        for t in ts:
+            if _is_exported(_storage_root(get(t, Tensor))):
+                return _plain_reason(t, "a parameter or its state", None, None)
+    # arrays that own their memory overlap only if they are one; others: by the memory's owner
+    if len(arrays) != len(ts) or not owned and len({id(_storage_root(get(t, Tensor))) for t in ts}) != len(ts):
         return "parameters or optimizer state share memory"
     return ""
+
+
+def _number(x):
+    """A loop's number as a runtime scalar takes it (a Python float or int), or None."""
+    if x.__class__ is float or x.__class__ is int:
+        return x if x.__class__ is float or _I64[0] <= x <= _I64[1] else None
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (float, int, np.floating, np.integer)):
+        return None
+    return _number(float(x) if isinstance(x, (float, np.floating)) else int(x))
+
+
+_SPECS: dict = {}     # (loop, n, dtype, list lengths, flags) -> its records' spec
 
 
 class StepRecorder:
@@ -142,62 +265,91 @@ class StepRecorder:
             return run(closure)
         finally:
             s.depth = 0
-            if s.recorded:
-                state.counters["steps_recorded"] += 1
+            state.counters["steps_recorded"] += s.recorded
             self.finish()
 
     def group(self, params: list, tensors: list, why: str = ""):
-        """The write function for the update of ``params`` (which writes them and ``tensors``) if it
-        can be recorded, else None, after running the graph and the writes recorded so far."""
+        """The function that records the loop over ``params`` (which writes them and ``tensors``)
+        if it can be recorded, else None, after running the graph so far."""
         r = _state.tracer
         why = why or unrecordable(r, params, tensors)
         if why:
-            state.counters["step_fallbacks"] += 1
-            state.step_fallback_reason = why
-            self.finish()
+            self._fall_back(why)
             return None
-        self.tls.recorded = True
-        return self.assign
-
-    def assign(self, t, value):
-        """``t`` gets ``value`` at the end of the step; the update reads ``value`` as ``t`` until then
-        (so ``t`` may be such a value: AdamW writes ``p`` twice)."""
-        s = self.tls
-        t = s.of.get(id(t), (t,))[0]
-        s.writes[id(t)] = (t, value)
-        s.of[id(value)] = (t, value)        # holds the value: its id stays its own
-        return value
-
-    def finish(self) -> None:
-        """Run this thread's pending graph and give each written tensor its new value."""
-        r = _state.tracer
-        writes = list(self.tls.writes.values())
-        self.tls.writes, self.tls.of = {}, {}
-        if not writes:
-            r.flush()
-            return
-        # other threads' graphs that read what the step writes run first, as before eager's loop
-        keys = {id(_storage_root(get_slot(t, Tensor))) for t, _ in writes}
+        # eager mode's written(): other threads' graphs that read what the loop writes run first
+        keys = None
         for ref in tuple(_watched):
             o = ref()
-            if o is not None and o is not r and not keys.isdisjoint(o.read_keys):
-                o.flush()
+            if o is not None and o is not r:
+                if keys is None:
+                    keys = {id(_storage_root(get_slot(t, Tensor))) for t in params + tensors}
+                if not keys.isdisjoint(o.read_keys):
+                    o.flush()
+        return self.record
+
+    def _fall_back(self, why: str) -> None:
+        state.counters["step_fallbacks"] += 1
+        state.step_fallback_reason = why
+        self.finish()
+
+    def record(self, loop: str, lists: list, scalars: tuple) -> bool:
+        """Record ``foreach.step(loop, *lists, dtype, scalars)`` over tensors (``lists``: parameters,
+        gradients, state; an empty list where the loop takes none); False: a number that is not
+        a Python float or int (the graph has run: the caller takes eager mode's path)."""
+        params = lists[0]
+        flags, numbers = [], []
+        for kind, x in zip(foreach.SCALARS[loop], scalars):
+            if kind == "n":
+                numbers.append(x)
+            elif kind == "l":
+                numbers += x
+            else:
+                flags.append(bool(x))
+        for i, x in enumerate(numbers):
+            if x.__class__ is not float:
+                v = numbers[i] = _number(x)
+                if v is None:
+                    self._fall_back(f"a number of the update is a {type(x).__name__}")
+                    return False
+        r = _state.tracer
+        dtype = SLOT_DATA.__get__(params[0], Tensor).dtype
+        lens = tuple(len(ts) for ts in lists)
+        key = (loop, len(params), dtype, lens, tuple(flags))
+        known = _SPECS.get(key)
+        if known is None:
+            nt = sum(lens)
+            ty = TensorType(_sig_type(params[0]._sig).dtype, 0, "cpu")
+            spec = _Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), tuple(("v", 2 + i) for i in range(nt))
+                         + tuple(("s", 2 + nt + i) for i in range(len(numbers))), (), ty)
+            known = _SPECS[key] = (spec, ((ty, (), _out_sig(params[0]._sig, ty)),))
+        ids = r.input_ids
         with r.lock:
-            into = {}
-            for t, v in writes:
-                z = get_slot(v, Tensor) if v.__class__ is LazyTensor else None
-                iv = r.input_ids.get(t)
-                if z.__class__ is Pending and z.recorder is r and iv is not None:
-                    into[iv] = z.vid
-            r.write_back = into
-            try:
-                r.flush()
-            finally:
-                r.write_back = None
-        for t, v in writes:
-            a, new = get_slot(t, Tensor), v._data
-            if new is not a:       # else the plan function wrote it in place
-                np.copyto(a, new)
+            vids = []
+            for ts in lists:
+                for t in ts:
+                    if t.__class__ is LazyTensor:
+                        z = get_slot(t, Tensor)
+                        if z.__class__ is Pending and z.recorder is r:      # a gradient pending here
+                            r.types[z.vid] = z.type
+                            vids.append(z.vid)
+                            continue
+                    vid = ids.get(t)
+                    vids.append(r.add_input(t, _sig_type(t._sig)) if vid is None else vid)
+            held = r.append_values(known[0], vids + numbers, known[1])
+        s = self.tls
+        s.held += held
+        s.recorded = True
+        s.written += params + [t for ts in lists[2:] for t in ts]
+        return True
+
+    def finish(self) -> None:
+        """Run this thread's pending graph (and so the recorded loops), then bump the version of each
+        tensor they wrote."""
+        s = self.tls
+        written, held = s.written, s.held        # held: the placeholders stay live through the flush
+        s.written, s.held = [], []
+        _state.tracer.flush()
+        for t in written:
             bump_version(t)
 
 
