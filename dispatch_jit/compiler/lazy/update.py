@@ -202,7 +202,7 @@ def unrecordable(r, params: list, tensors: list) -> str:
         if g.__class__ is LazyTensor:
             z = get(g, Tensor)
             if z.__class__ is not Pending or z.recorder is not r:
-                return "a gradient is pending in another thread's graph"
+                return "a gradient is pending in another thread's graph (or its graph failed)"
             if z.type.dtype.np != dt or z.shape != a.shape:
                 return f"a gradient of {z.type.dtype.np} of shape {z.shape}, its parameter {dt} of shape {a.shape}"
         else:
@@ -322,9 +322,8 @@ class StepRecorder:
             spec = _Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), tuple(("v", 2 + i) for i in range(nt))
                          + tuple(("s", 2 + nt + i) for i in range(len(numbers))), (), ty)
             known = _SPECS[key] = (spec, ((ty, (), _out_sig(params[0]._sig, ty)),))
-        ids = r.input_ids
         with r.lock:
-            vids = []
+            ids, vids = r.input_ids, []
             for ts in lists:
                 for t in ts:
                     if t.__class__ is LazyTensor:
@@ -348,7 +347,9 @@ class StepRecorder:
         s = self.tls
         written, held = s.written, s.held        # held: the placeholders stay live through the flush
         s.written, s.held = [], []
-        _state.tracer.flush()
+        r = _state.tracer
+        if r.__class__ is LazyRecorder:      # else the mode was left meanwhile, which ran the graph
+            r.flush()
         for t in written:
             bump_version(t)
 
