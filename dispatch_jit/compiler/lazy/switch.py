@@ -16,15 +16,14 @@ from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dispatcher import set_write_guard, tls
 from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.keys import DispatchKey, key_bits
-from dispatch_jit.optim import optimizer
 from dispatch_jit.tensor import Tensor
 
 from ..trace import install_tracer_fallback, set_tracer_specializer
 from ..tracer import _state
+from . import update
 from .record import LazyRecorder
 from .specialize import set_limit, specialize
 from .state import state
-from .update import STEP
 from .tensor import CUDA_SIG
 from .watch import _before_write, _mark_exported, _watched
 
@@ -189,7 +188,7 @@ def _install():
         setattr(Tensor, name, exports(Tensor.__dict__[name]))
     set_write_guard(_before_write, _watched)
     # dj.optim's steps record their updates into the pending graph (update.py)
-    optimizer.LAZY_STEP[0] = STEP
+    update.install()
 
 
 install_tracer_fallback()

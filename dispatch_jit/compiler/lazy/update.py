@@ -41,7 +41,7 @@ import threading
 
 import numpy as np
 
-from dispatch_jit.optim import foreach
+from dispatch_jit.optim import foreach, optimizer
 from dispatch_jit.tensor import Tensor, bump_version, wrap
 
 from ..ir import TensorType, is_runtime_scalar
@@ -53,7 +53,7 @@ from .state import state
 from .tensor import SLOT_DATA, LazyTensor, Pending, get_slot
 from .watch import _exported, _is_exported, _storage_root, _watched
 
-__all__ = ["StepRecorder", "STEP"]
+__all__ = ["StepRecorder", "STEP", "install"]
 
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _NAME = "optim::foreach_"       # + the loop's name: the node's op name (planops.RULES)
@@ -135,12 +135,6 @@ def _rule(node, site):
         else:
             args.append(repr(bool(next(flags))))
     return lines + [f"_optim_{op.loop}({', '.join(args)})"]
-
-
-for _loop in foreach.SCALARS:
-    RULES[_NAME + _loop] = _rule
-    RUNTIME_READERS.add(_NAME + _loop)
-    HELPERS[f"_optim_{_loop}"] = foreach.loop(_loop)[0]
 
 
 class _Session(threading.local):
@@ -355,3 +349,13 @@ class StepRecorder:
 
 
 STEP = StepRecorder()
+
+
+def install() -> None:
+    """Plug in (switch.py, when a thread first enters compiled mode): dj.optim's steps record their
+    loops (``optimizer.LAZY_STEP``), and plan functions call them (``_rule``, the njit loops)."""
+    for loop in foreach.SCALARS:
+        RULES[_NAME + loop] = _rule
+        RUNTIME_READERS.add(_NAME + loop)
+        HELPERS[f"_optim_{loop}"] = foreach.loop(loop)[0]
+    optimizer.LAZY_STEP[0] = STEP
