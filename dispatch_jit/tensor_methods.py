@@ -20,6 +20,7 @@ from .autograd.grad_mode import is_grad_enabled
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
 from .tensor import Tensor, _AUTOGRAD_SIG_BITS, _sig_for
+from .writes import before_write
 
 __all__ = ["METHODS"]
 
@@ -35,14 +36,19 @@ def _get_data(self) -> Tensor:
     return t
 
 
+_NATIVE_DEVICES = {"cpu", "cuda"}     # storages whose signature _sig_for computes
+
+
 def _set_data(self, value) -> None:
-    """``x.data = y``: x takes y's storage (shape and dtype too) and keeps its own autograd
-    identity (requires_grad, .grad, grad_fn), as PyTorch."""
+    """``x.data = y``: x takes y's storage (shape, dtype and device too: CPU and CUDA) and keeps
+    its own autograd identity (requires_grad, .grad, grad_fn), as PyTorch (``Module.to`` moves
+    parameters this way, so that an optimizer made before still holds them)."""
     if not isinstance(value, Tensor):
         raise ArgumentTypeError(f"data must be set to a Tensor, got {type(value).__name__}")
-    if value.device != self.device:
+    if value.device != self.device and not {value.device.type, self.device.type} <= _NATIVE_DEVICES:
         raise DTypeError(f"data: cannot set the data of a {self.device} tensor to a {value.device} tensor; "
                          f"move it first: value.to({str(self.device)!r})")
+    before_write(self)      # a pending compiled-mode graph that reads the old storage reads it now
     self._data = value._data
     self._sig = _sig_for(value._data, self.requires_grad)
 
