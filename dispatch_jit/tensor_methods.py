@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import FLOAT
+from .dtypes import COMPLEX, FLOAT
 from .autograd.grad_mode import is_grad_enabled
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
@@ -61,6 +61,16 @@ def is_floating_point(self) -> bool:
     (True, False)
     """
     return self.dtype.category == FLOAT
+
+
+def is_complex(self) -> bool:
+    """Whether this tensor's dtype is a complex one (complex64, complex128).
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([1j]).is_complex(), dj.tensor([1.0]).is_complex()
+    (True, False)
+    """
+    return self.dtype.category == COMPLEX
 
 
 def _write(op: str, self, values) -> Tensor:
@@ -165,7 +175,7 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 
 
 METHODS = {
-    "data": property(_get_data, _set_data), "is_floating_point": is_floating_point, "fill_": fill_,
+    "data": property(_get_data, _set_data), "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_,
     "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
     "scatter_add_": scatter_add_,
 }

@@ -172,13 +172,6 @@ def _root_edges(roots, grad_roots) -> list:
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
         if e is None:
-            op = t.__dict__.get("_no_autograd_op") if hasattr(t, "__dict__") else None
-            if op is not None:
-                raise AutogradError(
-                    f"element {i} of tensors does not require grad: it was computed by '{op}', which has "
-                    f"kernels but no autograd formula. Register one with "
-                    f"dj.library.custom_op(...).register_autograd(backward) or "
-                    f"Library.impl('{op.split('::')[-1]}', kernel, 'Autograd').")
             raise AutogradError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
             if t.numel() != 1:
