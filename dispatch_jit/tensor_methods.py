@@ -63,6 +63,27 @@ def is_floating_point(self) -> bool:
     return self.dtype.category == FLOAT
 
 
+def _part(name: str):
+    def part(self) -> Tensor:
+        if self.dtype.category != COMPLEX:
+            if name == "real":
+                return self          # PyTorch's x.real of a real tensor is x
+            raise DTypeError("imag is not implemented for tensors with non-complex dtypes (as PyTorch); "
+                             "dj.imag(x) gives zeros")
+        out = lookup(f"aten::{name}").entry(self)
+        a = out._data
+        if not hasattr(a, "flags"):
+            raise DTypeError(f"x.{name} of a {self.device} tensor is not implemented: use dj.{name}(x), a copy")
+        # PyTorch's x.real/x.imag are views that write through to x; this is a copy, made read-only so
+        # that a write into it raises instead of silently missing x
+        a.flags.writeable = False
+        return out
+    part.__doc__ = (f"``x.{name}``: the {name} part of a complex tensor, as a read-only copy (PyTorch's is a "
+                    f"view that writes through; write into x instead)" +
+                    (", and ``x`` itself for a real tensor." if name == "real" else "."))
+    return property(part)
+
+
 def is_complex(self) -> bool:
     """Whether this tensor's dtype is a complex one (complex64, complex128).
 
@@ -175,7 +196,7 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 
 
 METHODS = {
-    "data": property(_get_data, _set_data), "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_,
+    "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"), "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_,
     "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
     "scatter_add_": scatter_add_,
 }
