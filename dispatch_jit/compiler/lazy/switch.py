@@ -21,6 +21,7 @@ from dispatch_jit.tensor import Tensor
 
 from ..trace import install_tracer_fallback, set_tracer_specializer
 from ..tracer import _state
+from . import backward
 from .record import LazyRecorder
 from .specialize import set_limit, specialize
 from .state import state
@@ -161,6 +162,7 @@ def _install():
     # the engine has a hook point for writes by ops (the dispatcher's write guard) but none for
     # item assignment and NumPy exports: those Tensor methods are wrapped, once, process-wide
     set_tracer_specializer(specialize)
+    backward.install()        # a pending loss's backward: replayed per structure (backward.py)
 
     def writes_first(orig):
         @functools.wraps(orig)
