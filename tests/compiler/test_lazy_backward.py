@@ -252,9 +252,10 @@ def test_replay_at_parallel_sizes():
         np.testing.assert_array_equal(g0, g1)
 
 
-def test_a_seed_used_eagerly_walks_every_time():
-    # sum's backward expands the seed (a view of a tensor that is not pending: run eagerly), which
-    # the graph then reads as an input of its own: not a walk that only records
+def test_a_view_of_the_seed_is_walked_again_with_a_pending_seed_and_replayed():
+    # sum's backward expands the seed: a view of a tensor that is not pending runs eagerly, and the
+    # graph reads it as an input of its own; the second walk has the seed pending (a clone), the
+    # view is recorded, and that walk is replayed
     def run(run_mode):
         w, b = _leaves()
         x = dj.tensor(_X)
@@ -263,6 +264,36 @@ def test_a_seed_used_eagerly_walks_every_time():
             with mode(run_mode):
                 w.grad = b.grad = None
                 loss = dj.tanh(F.linear(x, w, b)).sum()
+                loss.backward()
+                out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
+        return out
+    want = run("eager")
+    before = _counts()
+    _assert_same(want, run("compiled"))
+    assert _delta(before)[1] >= 1
+
+
+def test_a_walk_that_reads_a_new_tensor_walks_every_time():
+    # a constant made eagerly in the forward is an input; zeros made inside the graph's backward
+    # are not what this checks: a hook-free graph whose backward reads a fresh tensor, through a
+    # Function (its backward runs eagerly: its node is no node of this pending graph)
+    class Double(dj.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * dj.tensor(np.float32(2.0))
+
+    def run(run_mode):
+        w, b = _leaves()
+        x, t = dj.tensor(_X), dj.tensor(_T)
+        out = []
+        for _ in range(3):
+            with mode(run_mode):
+                w.grad = b.grad = None
+                loss = F.cross_entropy(Double.apply(F.linear(x, w, b)), t)
                 loss.backward()
                 out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
         return out

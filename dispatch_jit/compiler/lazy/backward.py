@@ -24,11 +24,10 @@ none with a hook (``register_hook``, ``retain_grad``) or already freed, whose le
 tensors read by the graph with no ``.grad`` yet.  A saved tensor whose version changed, a graph
 near the size limit, or a walk that did anything else than record into this graph (an op run
 eagerly, a new input besides the seed, a flush, a pending value other than a ``.grad`` left
-alive) walks the engine as always (which raises its own error where eager mode does).  Known
-gap: a backward whose first formula takes a view of the seed (``sum()``, ``mean()`` of a pending
-value: it expands the seed, eagerly, and the graph reads that view as an input of its own) is
-walked every time; the losses (``cross_entropy``, ``nll_loss``, ``mse_loss``, ...) read the seed
-in a recorded op and are replayed."""
+alive) walks the engine as always (which raises its own error where eager mode does).  A walk
+that read new inputs is walked once more with the seed pending in the graph (a recorded clone of
+it): a formula that takes a view of the seed (``sum()``'s, ``mean()``'s expand it) then records
+the view instead of running it eagerly, and the walk is kept if that was all."""
 
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ from .tensor import CUDA_SIG, LazyTensor, Pending, get_slot, make_pending, new
 
 MAX_BACKWARDS = 256       # kept structures (a loop whose structure changes every step keeps none)
 _NEVER = ()               # a key whose walk does more than record: the engine walks it every time
+_SEEDED = (None,)         # a key whose walk read the seed eagerly: walk it again with a pending seed
 
 
 def backward(root) -> bool:
@@ -70,16 +70,23 @@ def backward(root) -> bool:
         struct, order = walked
         key = _key(r, z.vid, struct)
         rep = state.backwards.get(key)
-        if rep is None:
+        if rep is None or rep is _SEEDED:
             before = _Before(r)
         elif rep is _NEVER:
             return False
         else:
             return _replay(r, rep, order, z)
     seed = _seed(z)
-    engine.run_backward([root], [seed], False, False)      # the walk, with the seed it would make
+    # the walk, with the seed it would make; or a copy pending in the graph, for a walk that takes
+    # a view of it (sum's, mean's backward expand it): views of a tensor that is not pending run
+    # eagerly, and the graph would read that view as an input of its own, which a replay can not
+    # make.  (A pending copy costs the plan a step: only where needed.)
+    pending_seed = rep is _SEEDED
+    engine.run_backward([root], [seed.clone() if pending_seed else seed], False, False)
     with r.lock:
         rep = _capture(r, before, seed, order)
+        if rep is _NEVER and not pending_seed and any(t is not seed for t in r.tensors[before.inputs:]):
+            rep = _SEEDED
     if rep is not None:
         if len(state.backwards) >= MAX_BACKWARDS:
             state.backwards.clear()
