@@ -55,6 +55,9 @@ def specialize(call, boxed):
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
     if _decomposition(op, cuda) is not None:
         return boxed
+    if is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas):
+        recordable = scalar_op_of(op) is not None or (not cuda and generic.meta_of(op) is not None)
+        return _grad_recorder(call, op, boxed) if recordable else boxed
     if scalar_op_of(op) is None:
         return _generic_recorder(call, op, boxed) if not cuda and generic.meta_of(op) is not None else boxed
     params, slots, tensors, args, kwargs = [], [], [], [], []
@@ -198,24 +201,64 @@ def specialize(call, boxed):
 
 
 def _generic_recorder(call, op, boxed):
-    """The Tracer key's kernel for one signature of an op that generic.py records: straight to its
-    record (with its autograd node where the signature has a tensor that requires grad and grad
-    mode is on: both are in the memo key), skipping the boxed fallback's generic tests."""
-    kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
-    npos = len(call.op.schema.arguments) - len(kwnames)
-    with_grad = is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas)
-    none = {}
+    """The Tracer key's kernel for one signature of an op that generic.py records, no tensor of
+    which requires grad (or grad mode is off: both are in the memo key): straight to its record,
+    skipping the boxed fallback's generic tests."""
+    split = _splitter(call)
 
     def record(*a):
         r = _state.tracer
         if r.__class__ is not LazyRecorder:
             return boxed(*a)
-        args, kwargs = (a[:npos], dict(zip(kwnames, a[npos:]))) if kwnames else (a, none)
-        if with_grad:
-            t = grad.record(r, op, args, kwargs)
-        else:
-            with r.lock:
-                t = generic.record(r, op, args, kwargs)
+        args, kwargs = split(a)
+        with r.lock:
+            t = generic.record(r, op, args, kwargs)
         return boxed(*a) if t is None else t      # the boxed fallback runs it eagerly
+    return record
+
+
+def _splitter(call):
+    """(positional arguments, keyword-only ones as a dict) of the dispatcher's flat argument tuple."""
+    kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
+    npos = len(call.op.schema.arguments) - len(kwnames)
+    none = {}
+    if not kwnames:
+        return lambda a: (a, none)
+    return lambda a: (a[:npos], dict(zip(kwnames, a[npos:])))
+
+
+def _grad_recorder(call, op, boxed):
+    """The Tracer key's kernel for one signature of a recordable op with a tensor that requires
+    grad (grad mode on): the op's record (``LazyRecorder._record``, as grad.py makes it) and its
+    node, made by the recorder eager mode's Autograd kernel generates for this signature
+    (``AutogradKernel.recorder``: the same node class, edges, saved tensors, ctx), with pending
+    tensors' shapes read from their pending state and a saved output saved as its twin.  Where
+    the op is not recorded (``out=`` given included: eager mode raises), the boxed fallback runs it."""
+    how = grad.autograd_of(op)
+    if how is None:
+        return boxed              # no AutogradKernel: grad.py's generic path runs it eagerly
+    split = _splitter(call)
+
+    def below(*a):
+        r = _state.tracer
+        args, kwargs = split(a)
+        with r.lock:
+            return r._record(op, args, kwargs)
+    gen = how[0].recorder(call, below, LazyTensor, boxed)
+
+    def record(*a):
+        r = _state.tracer
+        if r.__class__ is not LazyRecorder:
+            return boxed(*a)
+        out = gen(*a)
+        fn = out.__dict__.get("grad_fn")
+        if fn is not None:
+            d = fn.__dict__
+            z = out._lazy if out.__class__ is LazyTensor else None
+            if "_lazy_at" not in d and z is not None and z.__class__ is Pending and z.recorder is r:
+                # which record of which graph made it: backward.py replays a backward of such nodes
+                d["_lazy_at"] = (r.records, z.vid)
+                state.counters["grad_nodes"] += 1
+        return out
     return record
 
