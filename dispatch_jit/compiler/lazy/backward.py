@@ -39,7 +39,7 @@ import numpy as np
 from dispatch_jit.autograd import engine
 from dispatch_jit.autograd.graph import AccumulateGrad, SavedTensor
 from dispatch_jit.dispatcher import tls
-from dispatch_jit.tensor import Tensor, wrap
+from dispatch_jit.tensor import Tensor, wrap, wrap_like_sig
 
 from .execute import _DEAD_RC, _live
 from .state import MISS, state
@@ -120,8 +120,8 @@ def _walk(r, fn):
             struct.append(vid)
             continue
         at = node.__dict__.get("_lazy_at")
-        if at is None or at[0] is not recs or getattr(node, "_released", False):
-            return None
+        if at is None or at[0] is not recs or node.saved is None:
+            return None     # (a freed node that saved nothing runs again: so does its replay)
         edges = []
         for e in node.next_functions:
             if e is None:
@@ -159,10 +159,19 @@ def _exact(v):
 
 def _seed(z):
     """The implicit gradient of the one-element root pending as ``z``: ones of its shape and dtype
-    (what the engine's ``ones_like`` gives), a tensor of its own, which the walk reads as an input."""
-    a = np.empty(z.shape, z.type.dtype.np)
-    a[...] = 1
-    return wrap(a)
+    (what the engine's ``ones_like`` gives), a tensor of its own, which the walk reads as an input:
+    a copy of a read-only template, with the template's signature (a fresh array's)."""
+    key = (z.shape, z.type.dtype)
+    ones = _ONES.get(key)
+    if ones is None:
+        a = np.empty(z.shape, z.type.dtype.np)
+        a[...] = 1
+        a.flags.writeable = False
+        ones = _ONES[key] = (a, wrap(a.copy())._sig)
+    return wrap_like_sig(ones[0].copy(), ones[1])
+
+
+_ONES: dict = {}          # (shape, dtype) -> (ones, the signature of a copy)
 
 
 class _Before:
@@ -227,9 +236,11 @@ def _replay(r, rep: tuple, order: list, z) -> bool:
         r.multi.update(multi)
     r.views += views
     if seed_vid is not None:
-        r.next = seed_vid
+        # LazyRecorder.add_input, less watching the seed's storage: nothing else can reach it
         seed = _seed(z)
-        r.add_input(seed, r.types[seed_vid])
+        r.inputs.append(seed_vid)
+        r.tensors.append(seed)
+        r.input_ids[seed] = seed_vid
     r.next = nxt
     lazies = r.lazies
     for j, vid, shape, ty, sig in grads:
