@@ -20,7 +20,7 @@ from ..ir import Node, TensorType, Var
 from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from . import generic, grad
-from .record import LazyRecorder, _decomposition
+from .record import OF_PENDING, LazyRecorder, _decomposition
 from .state import state
 from .tensor import LazyTensor, Pending, new
 
@@ -238,12 +238,15 @@ def _grad_recorder(call, op, boxed):
     if how is None:
         return boxed              # no AutogradKernel: grad.py's generic path runs it eagerly
     split = _splitter(call)
+    # an op with a meta function that is not recorded otherwise of a pending value (OF_PENDING: a
+    # reduction, a view) is a generic record whatever its arguments: straight there
+    rec = generic.record if generic.meta_of(op) is not None and OF_PENDING.get(op.name()) is None else None
 
     def below(*a):
         r = _state.tracer
         args, kwargs = split(a)
         with r.lock:
-            return r._record(op, args, kwargs)
+            return rec(r, op, args, kwargs) if rec is not None else r._record(op, args, kwargs)
     gen = how[0].recorder(call, below, LazyTensor, boxed)
 
     def record(*a):
