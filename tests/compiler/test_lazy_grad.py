@@ -254,3 +254,30 @@ def test_out_argument_with_grad_raises_eager_modes_error():
         with pytest.raises(AutogradError) as got:
             dj.tanh(w, out=buf)
     assert str(got.value) == str(want.value)
+
+
+def test_an_op_on_a_value_pending_in_another_threads_graph_runs_eagerly_with_eager_modes_node():
+    # the per-signature recorder records only values of this thread's graph: another's is forced
+    # (that thread's graph runs, under its lock) and the op runs eagerly, with the eager node
+    wa = np.array([0.5, -1.0, 2.0], np.float32)
+    ew = dj.tensor(wa, requires_grad=True)
+    dj.tanh(ew * 2.0).sum().backward()
+    w = dj.tensor(wa, requires_grad=True)
+    box, errors = {}, []
+    with mode("compiled"):
+        a = w * 2.0
+        assert type(a) is LazyTensor
+
+        def other():
+            try:
+                with mode("compiled"):
+                    b = dj.tanh(a)
+                    box["pending"] = type(b) is LazyTensor
+                    b.sum().backward()
+            except BaseException as e:      # reported below
+                errors.append(e)
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+    assert not errors and box["pending"] is False
+    np.testing.assert_array_equal(w.grad.numpy(), ew.grad.numpy())
