@@ -11,7 +11,7 @@ from pathlib import Path
 import dispatch_jit.compiler.lazy as lazy
 
 # the layers, lowest first: each module imports only modules before it
-ORDER = ["state", "tensor", "encode", "watch", "execute", "backward", "generic", "grad", "record", "specialize", "switch", "__init__"]
+ORDER = ["state", "tensor", "encode", "watch", "execute", "generic", "backward", "grad", "record", "specialize", "switch", "__init__"]
 
 
 def _package_imports(path: Path) -> set:

@@ -124,8 +124,8 @@ the tensor instead.
 Modules, each importing only those before it: ``state`` (the caches, counters and size
 limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's encoding),
 ``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
-the plan, the run, the views derived after it), ``backward`` (a pending loss's backward,
-replayed per graph structure), ``generic`` (records typed by meta functions),
+the plan, the run, the views derived after it), ``generic`` (records typed by meta functions),
+``backward`` (a pending loss's backward, replayed per graph structure),
 ``grad`` (the autograd nodes of recorded ops), ``record`` (LazyRecorder), ``specialize``
 (the generated per-signature recorders), ``switch`` (the mode and the hooks it installs).
 """
