@@ -92,7 +92,7 @@ def backward(root) -> bool:
         if len(state.backwards) >= MAX_BACKWARDS:
             state.backwards.clear()
         state.backwards[key] = rep
-        if rep is not _NEVER:
+        if rep is not _NEVER and rep is not _SEEDED:
             state.counters["backward_captures"] += 1
     return True
 
