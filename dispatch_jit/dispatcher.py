@@ -40,10 +40,12 @@ from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import KernelKind, OperatorEntry
 from .signature import SIG_NONE, decode, scalar_sig
+# the write hook lives in writes.py; optim and the compiler import its names from here too
+from .writes import _WRITE_GUARD, before_write, guard_writes, set_write_guard  # noqa: F401
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "redispatch", "tls", "set_tensor_type", "set_op_handle", "memo_key", "key_fields",
-           "is_tracing_dispatch", "set_write_guard", "resolve_call"]
+           "is_tracing_dispatch", "set_write_guard", "before_write", "resolve_call"]
 
 
 class _MissingArg:
@@ -338,7 +340,7 @@ def resolve_call(op: OperatorEntry, args: tuple) -> Callable:
     fn = _resolve_keyset(op, ks, metas, "call", state.trace)
     key = memo_key(op, args)
     op.misses += 1
-    fn = _guard_writes(op, metas, fn)
+    fn = guard_writes(op, metas, fn)
     op.memo[key] = fn = _check_first_return(op, ks, key, fn)
     return fn
 
@@ -406,43 +408,6 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
     return kern
 
 
-# -- writes ------------------------------------------------------------------------
-# Compiled mode (compiler/lazy/watch.py) must see every write into a tensor before it happens: a pending
-# graph of any thread that reads the tensor's storage runs first.  Its hook wraps, on the miss path,
-# the memo entries of the call signatures that pass a tensor to an argument the schema marks
-# written (in-place ops, out=); every other entry, ``out=None`` calls included, is unchanged.
-_WRITE_GUARD: list = [None]     # (before_write(tensor), watched: a container, empty when no graph reads)
-
-
-def set_write_guard(before_write: Callable, watched) -> None:
-    """Install compiled mode's hook: ``before_write(t)`` runs before a call writes into ``t``,
-    whenever ``watched`` is not empty.  Memo entries resolved before it are dropped."""
-    from .registry import all_operators
-    _WRITE_GUARD[0] = (before_write, watched)
-    for op in all_operators():
-        op.memo.clear()
-
-
-def _guard_writes(op: OperatorEntry, metas: tuple, fn: Callable) -> Callable:
-    guard = _WRITE_GUARD[0]
-    if guard is None:
-        return fn
-    written = [(i, m.kind == "list") for i, (a, m) in enumerate(zip(op.schema.arguments, metas))
-               if a.is_mutable and m is not None and m.kind in ("tensor", "list")]
-    if not written:
-        return fn
-    before_write, watched = guard
-
-    def guarded(*args):
-        if watched:
-            for i, is_list in written:
-                for t in (args[i] if is_list else (args[i],)):
-                    before_write(t)
-        return fn(*args)
-    guarded.__wrapped__ = fn
-    return guarded
-
-
 def _unboxed(op: OperatorEntry, fn: Callable) -> Callable:
     """User kernels take positional args; keyword-only schema args as keywords."""
     kwnames = [a.name for a in op.schema.arguments if a.kwarg_only]
@@ -494,6 +459,6 @@ def redispatch(op: OperatorEntry, keyset, args: tuple) -> object:
     fn = op.memo.get(key)
     if fn is None:
         metas = _metas(op, args)
-        fn = _guard_writes(op, metas, _resolve_keyset(op, bits, metas, "redispatch", tls.trace))
+        fn = guard_writes(op, metas, _resolve_keyset(op, bits, metas, "redispatch", tls.trace))
         op.memo[key] = fn
     return fn(*args)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import FLOAT
+from .dtypes import COMPLEX, FLOAT
 from .autograd.grad_mode import is_grad_enabled
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
 from .tensor import Tensor, _AUTOGRAD_SIG_BITS, _sig_for
+from .writes import before_write
 
 __all__ = ["METHODS"]
 
@@ -35,14 +36,19 @@ def _get_data(self) -> Tensor:
     return t
 
 
+_NATIVE_DEVICES = {"cpu", "cuda"}     # storages whose signature _sig_for computes
+
+
 def _set_data(self, value) -> None:
-    """``x.data = y``: x takes y's storage (shape and dtype too) and keeps its own autograd
-    identity (requires_grad, .grad, grad_fn), as PyTorch."""
+    """``x.data = y``: x takes y's storage (shape, dtype and device too: CPU and CUDA) and keeps
+    its own autograd identity (requires_grad, .grad, grad_fn), as PyTorch (``Module.to`` moves
+    parameters this way, so that an optimizer made before still holds them)."""
     if not isinstance(value, Tensor):
         raise ArgumentTypeError(f"data must be set to a Tensor, got {type(value).__name__}")
-    if value.device != self.device:
+    if value.device != self.device and not {value.device.type, self.device.type} <= _NATIVE_DEVICES:
         raise DTypeError(f"data: cannot set the data of a {self.device} tensor to a {value.device} tensor; "
                          f"move it first: value.to({str(self.device)!r})")
+    before_write(self)      # a pending compiled-mode graph that reads the old storage reads it now
     self._data = value._data
     self._sig = _sig_for(value._data, self.requires_grad)
 
@@ -55,6 +61,37 @@ def is_floating_point(self) -> bool:
     (True, False)
     """
     return self.dtype.category == FLOAT
+
+
+def _part(name: str):
+    def part(self) -> Tensor:
+        if self.dtype.category != COMPLEX:
+            if name == "real":
+                return self          # PyTorch's x.real of a real tensor is x
+            raise DTypeError("imag is not implemented for tensors with non-complex dtypes (as PyTorch); "
+                             "dj.imag(x) gives zeros")
+        out = lookup(f"aten::{name}").entry(self)
+        a = out._data
+        if not hasattr(a, "flags"):
+            raise DTypeError(f"x.{name} of a {self.device} tensor is not implemented: use dj.{name}(x), a copy")
+        # PyTorch's x.real/x.imag are views that write through to x; this is a copy, made read-only so
+        # that a write into it raises instead of silently missing x
+        a.flags.writeable = False
+        return out
+    part.__doc__ = (f"``x.{name}``: the {name} part of a complex tensor, as a read-only copy (PyTorch's is a "
+                    f"view that writes through; write into x instead)" +
+                    (", and ``x`` itself for a real tensor." if name == "real" else "."))
+    return property(part)
+
+
+def is_complex(self) -> bool:
+    """Whether this tensor's dtype is a complex one (complex64, complex128).
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([1j]).is_complex(), dj.tensor([1.0]).is_complex()
+    (True, False)
+    """
+    return self.dtype.category == COMPLEX
 
 
 def _write(op: str, self, values) -> Tensor:
@@ -159,7 +196,7 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 
 
 METHODS = {
-    "data": property(_get_data, _set_data), "is_floating_point": is_floating_point, "fill_": fill_,
+    "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"), "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_,
     "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
     "scatter_add_": scatter_add_,
 }

@@ -20,9 +20,10 @@ import numpy as np
 
 from dispatch_jit.autograd.grad_mode import plain_no_grad
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
+from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX
 from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
-from dispatch_jit.signature import relayout
+from dispatch_jit.signature import DTYPE_MASK, DTYPE_SHIFT, relayout
 from dispatch_jit.tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 
 from .reduction.op import correction_of
@@ -43,6 +44,26 @@ def _zeros(g):
 
 def _scaled(g, alpha):
     return g if alpha == 1 else A.mul(g, alpha)
+
+
+_FIRST_COMPLEX = 12 << DTYPE_SHIFT      # complex64's dtype index, where the complex dtypes begin
+
+
+def _cj(t):
+    """``t.conj()`` where derivatives.yaml writes it: a complex input's gradient is the conjugate
+    Wirtinger derivative, ``g * conj(f'(z))`` (PyTorch's convention); real tensors pass as they are,
+    without a dispatch."""
+    return A.conj(t) if t._sig & _DTYPE_BITS >= _FIRST_COMPLEX else t
+
+
+_DTYPE_BITS = DTYPE_MASK << DTYPE_SHIFT
+
+
+def _cjs(v):
+    """``_cj`` of a saved operand that may be a Python number (``x * 2.0`` saves the 2.0)."""
+    if isinstance(v, complex):
+        return v.conjugate()
+    return _cj(v) if hasattr(v, "_sig") else v
 
 
 def _expand_back(g, c, keepdims_key="keepdims"):
@@ -152,7 +173,7 @@ def _matmul_lift(g, c):
 
 
 def _matmul_grad_self(g, s, c):
-    b, (sa, sb) = s["other"], c["shapes"]
+    b, (sa, sb) = _cj(s["other"]), c["shapes"]
     if len(sa) == 1 and len(sb) == 1:
         return A.mul(g, b)
     b2 = A.unsqueeze(b, -1) if len(sb) == 1 else b
@@ -161,7 +182,7 @@ def _matmul_grad_self(g, s, c):
 
 
 def _matmul_grad_other(g, s, c):
-    a, (sa, sb) = s["self"], c["shapes"]
+    a, (sa, sb) = _cj(s["self"]), c["shapes"]
     if len(sa) == 1 and len(sb) == 1:
         return A.mul(g, a)
     a2 = A.unsqueeze(a, 0) if len(sa) == 1 else a
@@ -193,7 +214,7 @@ def _prod_grad(g, s, c):
     # one zero gets the product of the others, everything else gets 0
     x, ge = s["self"], _expand_back(g, c)
     if not A.any(A.eq(x, 0.0)).item():
-        return A.div(A.mul(ge, _expand_back(s["result"], c)), x)
+        return A.div(A.mul(ge, _cj(_expand_back(s["result"], c))), _cj(x))
     axis, keep = c.get("axis"), _keep(c)
     zero = A.eq(x, 0.0)
     nzero = _expand_back(A.sum(zero.to(x.dtype), axis, True), keep)
@@ -201,7 +222,7 @@ def _prod_grad(g, s, c):
     p_nz = _expand_back(A.prod(x_nz, axis, True), keep)
     grad = A.where(A.eq(nzero, 0.0), A.div(p_nz, x_nz),
                    A.where(A.logical_and(zero, A.eq(nzero, 1.0)), p_nz, 0.0))
-    return A.mul(ge, grad)
+    return A.mul(ge, _cj(grad))
 
 
 def _clamp_grad_self(g, s, c):
@@ -304,15 +325,15 @@ DERIVATIVES: dict[str, Derivative] = {
     # a Grad per input: a node saves only what the inputs that require grad read (x * 2.0 saves the 2.0)
     "add.Tensor": _D("AddBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, c["alpha"])))),
     "sub.Tensor": _D("SubBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, -c["alpha"])))),
-    "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, s["other"]), ("other",)),
-                                     Grad(lambda g, s, c: A.mul(g, s["self"]), ("self",)))),
-    "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, s["other"]), ("other",)),
-                                     Grad(lambda g, s, c: A.mul(A.neg(g), A.div(s["result"], s["other"])),
+    "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(s["other"])), ("other",)),
+                                     Grad(lambda g, s, c: A.mul(g, _cjs(s["self"])), ("self",)))),
+    "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, _cjs(s["other"])), ("other",)),
+                                     Grad(lambda g, s, c: A.mul(A.neg(g), _cj(A.div(s["result"], s["other"]))),
                                           ("result", "other")))),
     "neg": _D("NegBackward", lambda g, s, c: A.neg(g)),
     "abs": _D("AbsBackward", lambda g, s, c: A.mul(g, A.sign(s["self"])), ("self",)),
-    "square": _D("SquareBackward", lambda g, s, c: A.mul(g, A.mul(s["self"], 2.0)), ("self",)),
-    "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, A.square(s["result"]))), ("result",)),
+    "square": _D("SquareBackward", lambda g, s, c: A.mul(g, A.mul(_cj(s["self"]), 2.0)), ("self",)),
+    "reciprocal": _D("ReciprocalBackward", lambda g, s, c: A.neg(A.mul(g, _cj(A.square(s["result"])))), ("result",)),
     "pow.Tensor": _D("PowBackward", (Grad(_pow_grad_self, ("self", "other")),
                                      Grad(_pow_grad_other, ("self", "other", "result")))),
     "maximum.Tensor": _D("MaximumBackward", (_max_min_grad(lambda x, y: A.lt(x, y)),
@@ -324,23 +345,46 @@ DERIVATIVES: dict[str, Derivative] = {
         Grad(lambda g, s, c: g),
         Grad(lambda g, s, c: A.mul(A.neg(g), A.floor_divide(s["self"], s["other"])), ("self", "other")))),
     "floor_divide.Tensor": _D("FloorDivideBackward", _not_differentiable("aten::floor_divide")),
+    # PyTorch's formulas: copysign's gradient is g * result / self (0 where self is 0) and none to the sign;
+    # hypot's g * self / result; logaddexp's g / (1 + exp(other - self))
+    "copysign.Tensor": _D("CopysignBackward", (
+        Grad(lambda g, s, c: A.mul(g, A.where(A.eq(s["self"], 0.0), 0.0, A.div(s["result"], s["self"]))),
+             ("self", "result")),
+        Grad(lambda g, s, c: _zeros(g)))),
+    "hypot.Tensor": _D("HypotBackward", (Grad(lambda g, s, c: A.mul(g, A.div(s["self"], s["result"])), ("self", "result")),
+                                         Grad(lambda g, s, c: A.mul(g, A.div(s["other"], s["result"])),
+                                              ("other", "result")))),
+    "logaddexp.Tensor": _D("LogaddexpBackward", (
+        Grad(lambda g, s, c: A.div(g, A.add(A.exp(A.sub(s["other"], s["self"])), 1.0)), ("self", "other")),
+        Grad(lambda g, s, c: A.div(g, A.add(A.exp(A.sub(s["self"], s["other"])), 1.0)), ("self", "other")))),
+    # complex parts: conj's gradient is the conjugate; real's and imag's are g and g * 1j (cast to the
+    # input's dtype by the kernel); of a real input, real is the identity and imag a constant
+    "conj": _D("ConjBackward", lambda g, s, c: _cj(g)),
+    "real": _D("RealBackward", lambda g, s, c: g),
+    "imag": _D("ImagBackward", lambda g, s, c: A.mul(g, 1j) if ALL_DTYPES[c["dtypes"][0]].category == COMPLEX
+               else _zeros(g)),
     # -- transcendental -------------------------------------------------------------------------
-    "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, s["result"]), ("result",)),
-    "expm1": _D("Expm1Backward", lambda g, s, c: A.mul(g, A.add(s["result"], 1.0)), ("result",)),
-    "log": _D("LogBackward", lambda g, s, c: A.div(g, s["self"]), ("self",)),
-    "log1p": _D("Log1pBackward", lambda g, s, c: A.div(g, A.add(s["self"], 1.0)), ("self",)),
-    "log2": _D("Log2Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN2)), ("self",)),
-    "log10": _D("Log10Backward", lambda g, s, c: A.div(g, A.mul(s["self"], _LN10)), ("self",)),
-    "sqrt": _D("SqrtBackward", lambda g, s, c: A.div(g, A.mul(s["result"], 2.0)), ("result",)),
-    "rsqrt": _D("RsqrtBackward", lambda g, s, c: A.mul(A.mul(g, -0.5), A.pow(s["result"], 3.0)), ("result",)),
-    "sin": _D("SinBackward", lambda g, s, c: A.mul(g, A.cos(s["self"])), ("self",)),
-    "cos": _D("CosBackward", lambda g, s, c: A.mul(g, A.neg(A.sin(s["self"]))), ("self",)),
-    "tan": _D("TanBackward", lambda g, s, c: A.mul(g, A.add(A.square(s["result"]), 1.0)), ("result",)),
-    "asin": _D("AsinBackward", lambda g, s, c: A.mul(g, A.rsqrt(A.sub(1.0, A.square(s["self"])))), ("self",)),
-    "acos": _D("AcosBackward", lambda g, s, c: A.neg(A.mul(g, A.rsqrt(A.sub(1.0, A.square(s["self"]))))), ("self",)),
-    "atan": _D("AtanBackward", lambda g, s, c: A.div(g, A.add(A.square(s["self"]), 1.0)), ("self",)),
-    "sinh": _D("SinhBackward", lambda g, s, c: A.mul(g, A.cosh(s["self"])), ("self",)),
-    "cosh": _D("CoshBackward", lambda g, s, c: A.mul(g, A.sinh(s["self"])), ("self",)),
+    "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, _cj(s["result"])), ("result",)),
+    "expm1": _D("Expm1Backward", lambda g, s, c: A.mul(g, _cj(A.add(s["result"], 1.0))), ("result",)),
+    "log": _D("LogBackward", lambda g, s, c: A.div(g, _cj(s["self"])), ("self",)),
+    "log1p": _D("Log1pBackward", lambda g, s, c: A.div(g, _cj(A.add(s["self"], 1.0))), ("self",)),
+    "log2": _D("Log2Backward", lambda g, s, c: A.div(g, A.mul(_cj(s["self"]), _LN2)), ("self",)),
+    "log10": _D("Log10Backward", lambda g, s, c: A.div(g, A.mul(_cj(s["self"]), _LN10)), ("self",)),
+    "sqrt": _D("SqrtBackward", lambda g, s, c: A.div(g, A.mul(_cj(s["result"]), 2.0)), ("result",)),
+    "rsqrt": _D("RsqrtBackward", lambda g, s, c: A.mul(A.mul(g, -0.5), _cj(A.pow(s["result"], 3.0))), ("result",)),
+    "sin": _D("SinBackward", lambda g, s, c: A.mul(g, _cj(A.cos(s["self"]))), ("self",)),
+    "cos": _D("CosBackward", lambda g, s, c: A.mul(g, A.neg(_cj(A.sin(s["self"])))), ("self",)),
+    "tan": _D("TanBackward", lambda g, s, c: A.mul(g, _cj(A.add(A.square(s["result"]), 1.0))), ("result",)),
+    "asin": _D("AsinBackward", lambda g, s, c: A.mul(g, _cj(A.rsqrt(A.sub(1.0, A.square(s["self"]))))), ("self",)),
+    "acos": _D("AcosBackward", lambda g, s, c: A.neg(A.mul(g, _cj(A.rsqrt(A.sub(1.0, A.square(s["self"])))))), ("self",)),
+    "atan": _D("AtanBackward", lambda g, s, c: A.div(g, _cj(A.add(A.square(s["self"]), 1.0))), ("self",)),
+    "sinh": _D("SinhBackward", lambda g, s, c: A.mul(g, _cj(A.cosh(s["self"]))), ("self",)),
+    "cosh": _D("CoshBackward", lambda g, s, c: A.mul(g, _cj(A.sinh(s["self"]))), ("self",)),
+    "asinh": _D("AsinhBackward", lambda g, s, c: A.mul(g, _cj(A.rsqrt(A.add(A.square(s["self"]), 1.0)))),
+                ("self",)),
+    "acosh": _D("AcoshBackward", lambda g, s, c: A.mul(g, _cj(A.rsqrt(A.sub(A.square(s["self"]), 1.0)))),
+                ("self",)),
+    "atanh": _D("AtanhBackward", lambda g, s, c: A.div(g, _cj(A.sub(1.0, A.square(s["self"])))), ("self",)),
     "tanh": _D("TanhBackward", lambda g, s, c: A.tanh_backward(g, s["result"]), ("result",)),
     "sigmoid": _D("SigmoidBackward", lambda g, s, c: A.sigmoid_backward(g, s["result"]), ("result",)),
     # their backward ops' own rows (second derivatives): g * (1 - y*y) and g * y * (1 - y), in g and in y
@@ -380,8 +424,8 @@ DERIVATIVES: dict[str, Derivative] = {
         unbroadcast=False),
     # -- linear algebra --------------------------------------------------------------------------
     "matmul": _D("MatmulBackward", (Grad(_matmul_grad_self, ("other",)), Grad(_matmul_grad_other, ("self",)))),
-    "dot": _D("DotBackward", (Grad(lambda g, s, c: A.mul(g, s["other"]), ("other",)),
-                              Grad(lambda g, s, c: A.mul(g, s["self"]), ("self",)))),
+    "dot": _D("DotBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(s["other"])), ("other",)),
+                              Grad(lambda g, s, c: A.mul(g, _cjs(s["self"])), ("self",)))),
     # -- views and shape ops ---------------------------------------------------------------------
     "reshape": _D("ReshapeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
     "view": _D("ViewBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),

@@ -375,9 +375,17 @@ def test_no_autograd_formula(ns):
     w = t64(1.0, 2.0, requires_grad=True)
     out = noag(w)
     assert out.tolist() == [3.0, 6.0]
-    assert not out.requires_grad and out.grad_fn is None
-    with pytest.raises(dj.errors.AutogradError, match=rf"'{ns.ns}::noag'.*no autograd formula.*register_autograd"):
-        out.backward(dj.ones_like(out))
+    # as PyTorch's NotImplemented node: the output requires grad, and a backward that reaches it raises,
+    # alone or inside a larger expression (where dropping the op's part of w.grad would be silent)
+    assert out.requires_grad and out.grad_fn.name() == "NotImplemented"
+    for loss in (lambda: out.sum(), lambda: (noag(w) + w).sum()):
+        with pytest.raises(dj.errors.AutogradError, match=rf"'{ns.ns}::noag' is not implemented.*register_autograd"):
+            loss().backward()
+    assert w.grad is None
+    (noag(w.detach()) + w).sum().backward()         # a backward that does not pass through it runs
+    assert w.grad.tolist() == [1.0, 1.0]
+    with dj.no_grad():
+        assert not noag(w).requires_grad
 
 
 def test_non_differentiable_tag(ns):

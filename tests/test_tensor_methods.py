@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.errors import AutogradError, DTypeError
+from dispatch_jit.errors import AutogradError, DTypeError, ShapeError
 from dispatch_jit.tensor import version_box
 
 
@@ -129,3 +129,18 @@ def test_as_tensor_shares_memory_when_it_can():
     a[1] = 1.0
     assert c[1].item() == 0.0 and c.dtype is dj.float32
     assert dj.as_tensor([1, 2]).dtype is dj.int64
+
+
+def test_real_and_imag_attributes():
+    z = dj.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+    assert z.real.tolist() == [1.0, 3.0] and z.imag.tolist() == [2.0, -1.0]
+    assert z.real.dtype == dj.float32 and z.is_complex() and not z.real.is_complex()
+    (z.real * 2 + z.imag).sum().backward()
+    assert z.grad.tolist() == [2 + 1j, 2 + 1j]          # PyTorch's: d/dx + i d/dy
+    x = dj.tensor([1.0, 2.0])
+    assert x.real is x
+    with pytest.raises(DTypeError, match="imag is not implemented for tensors with non-complex"):
+        x.imag
+    # PyTorch's are views that write through; these are copies, so writing into one raises
+    with pytest.raises(ShapeError, match="read-only"):
+        z.detach().real[0] = 5.0

@@ -40,15 +40,21 @@ def _exec(lines: list, glb: dict, name: str, filename: str):
 
 
 def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, slow, node_cls, opname, needs,
-             ag_bits, dense_dtypes, differentiable):
+             ag_bits, dense_dtypes, differentiable, pending=None):
     """The recording kernel for one signature.  ``needs[j]``: tensor input ``tensor_pos[j]``
     requires grad; ``save_pos``: (name, position) of each saved input; ``dense_dtypes[j]``: its
-    dtype index when it is a dense tensor (a constant of the signature), else None."""
+    dtype index when it is a dense tensor (a constant of the signature), else None.
+    ``pending``: compiled mode's pending tensor class (kernel.AutogradKernel.recorder): ``below``
+    returns None where it did not record the call, which ``slow`` then runs; a pending tensor
+    is saved as a dense one, its shape read from its pending state, and a pending output is
+    saved as its twin (graph._output_data), never computed here."""
     p = [f"p{i}" for i in range(nargs)]
     lines = [f"def run({', '.join(p)}):"]
     if out_pos is not None:
         lines.append(f"    if p{out_pos} is not None:\n        return _slow({', '.join(p)})")
     lines.append(f"    out = _below({', '.join(p)})")
+    if pending is not None:
+        lines.append(f"    if out is None:\n        return _slow({', '.join(p)})")
     if not any(needs):
         lines.append("    return out")
         return _exec(lines, {"_below": below, "_slow": slow}, "run", f"<dispatch_jit autograd {opname}>")
@@ -67,12 +73,13 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
             edges.append("None")
     for n, i in save_pos:
         # a number passed for a Tensor argument is saved as it is
-        lines.append(f"    if p{i}.__class__ is _T:")
+        lines.append(f"    if p{i}.__class__ is _T{f' or p{i}.__class__ is _P' if pending is not None else ''}:")
         lines += ["    " + line for line in _save_lines(f"s{i}", f"p{i}", n, False)]
         lines.append(f"    else:\n        s{i} = p{i}")
     saved = ", ".join(f"'{n}': s{i}" for n, i in save_pos)
     # a dense tensor's dtype is in its signature (a constant here); other arguments have no shape
-    shapes = ", ".join(f"p{i}._data.shape" if d is not None else "None" for i, d in zip(tensor_pos, dense_dtypes))
+    shape = ".shape" if pending is not None else "._data.shape"
+    shapes = ", ".join(f"p{i}{shape}" if d is not None else "None" for i, d in zip(tensor_pos, dense_dtypes))
     dtypes = ", ".join(str(d) for d in dense_dtypes)
     ctx = ", ".join([f"'{n}': p{i}" for n, i in statics] + [f"'shapes': ({shapes},)", f"'dtypes': ({dtypes},)"])
     lines += [f"    saved = {{{saved}}}" if saved or save_result else "    saved = _NOSAVED",
@@ -87,10 +94,13 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
     if save_result:
         # saved after marking the output: the saved output must require grad (and carry the autograd
         # key), or a double backward (create_graph=True) treats it as a constant
-        lines += _save_lines("so", "out", "result", True) + ["    saved['result'] = so"]
+        if pending is not None:
+            lines.append("    saved['result'] = _Saved(out, True, 'result')")
+        else:
+            lines += _save_lines("so", "out", "result", True) + ["    saved['result'] = so"]
     lines.append("    return out")
     g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": differentiable, "_edge": edge_of, "_Saved": SavedTensor,
-         "_new": object.__new__, "_Node": node_cls, "_AG": ag_bits, "_NOSAVED": NOSAVED}
+         "_new": object.__new__, "_Node": node_cls, "_AG": ag_bits, "_NOSAVED": NOSAVED, "_P": pending}
     return _exec(lines, g, "run", f"<dispatch_jit autograd {opname}>")
 
 

@@ -19,7 +19,20 @@ from ..tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 from .grad_mode import _set as _set_grad_enabled, is_grad_enabled
 from .graph import AccumulateGrad, edge_of
 
-__all__ = ["backward", "grad", "run_backward"]
+__all__ = ["backward", "grad", "run_backward", "set_backward_hook"]
+
+# compiled mode's replayed backward (compiler/lazy/backward.py), once compiled mode was entered:
+# called with the root of a plain ``t.backward()`` whose root is not a plain Tensor (a pending
+# one); True when it did that backward, False to walk the graph here as always
+_backward_hook = None
+
+
+def set_backward_hook(fn) -> None:
+    """Install ``fn(root) -> bool``, tried first by ``t.backward()`` of a one-element ``t`` that is
+    not a plain Tensor, without gradient=, retain_graph, create_graph or inputs= (engine < compiler:
+    the compiler plugs in here)."""
+    global _backward_hook
+    _backward_hook = fn
 
 
 def _accumulate(buf: list, idx: int, g):
@@ -120,6 +133,9 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
     their gradients instead of accumulating into ``.grad``."""
+    if (_backward_hook is not None and len(roots) == 1 and roots[0].__class__ is not Tensor and inputs is None
+            and grad_roots[0] is None and not retain_graph and not create_graph and _backward_hook(roots[0])):
+        return None
     root_edges = _root_edges(roots, grad_roots)
     deps = _count_dependencies(root_edges)
     capture = want = None
@@ -172,13 +188,6 @@ def _root_edges(roots, grad_roots) -> list:
     for i, (t, g) in enumerate(zip(roots, grad_roots)):
         e = edge_of(t)
         if e is None:
-            op = t.__dict__.get("_no_autograd_op") if hasattr(t, "__dict__") else None
-            if op is not None:
-                raise AutogradError(
-                    f"element {i} of tensors does not require grad: it was computed by '{op}', which has "
-                    f"kernels but no autograd formula. Register one with "
-                    f"dj.library.custom_op(...).register_autograd(backward) or "
-                    f"Library.impl('{op.split('::')[-1]}', kernel, 'Autograd').")
             raise AutogradError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
             if t.numel() != 1:

@@ -199,7 +199,14 @@ class AutogradKernel:
         return s
 
     def specialize(self, call):
-        below = call.redispatch()
+        return self.recorder(call, call.redispatch())
+
+    def recorder(self, call, below, pending=None, slow=None):
+        """The kernel of one call signature: ``below`` runs the op under autograd, and the
+        generated recorder records the node of exactly that signature.  ``pending``: compiled
+        mode's class of pending tensors, for the recorder of its Tracer key, whose ``below``
+        records the op (None: it did not, and ``slow`` runs the call instead); their shapes
+        are read without computing them, and an output saved for backward is saved as its twin."""
         lay = layout(call.op.schema)
         tensor_pos, list_pos, out_pos, names, statics = lay
         d, node_cls, opname, formula = self.d, self.node_cls, call.op.name, self.formula
@@ -211,7 +218,7 @@ class AutogradKernel:
                                     f"differentiation; call it without out= (or under dj.no_grad())")
             return attach(lay, opname, args, below(*args))
         if list_pos:
-            return run
+            return run if pending is None else slow
         # Which inputs require grad is part of each tensor's signature, so of this specialization:
         # the generated code records exactly those edges, with no per-call checks.
         needs = [meta_requires_grad(call.metas[i]) for i in tensor_pos]
@@ -226,7 +233,8 @@ class AutogradKernel:
         sig_node.apply = codegen.node_apply(d.backward, d.unbroadcast, needs, dense_dtypes, saved_names, sum_to,
                                             ALL_DTYPES.__getitem__, opname)
         return codegen.recorder(len(names), tensor_pos, out_pos, statics, save_pos, save_result, below,
-                                run, sig_node, opname, needs, ag_bits, dense_dtypes, _DIFFERENTIABLE)
+                                run if pending is None else slow, sig_node, opname, needs, ag_bits, dense_dtypes,
+                                _DIFFERENTIABLE, pending)
 
 
 def layout(schema) -> tuple:

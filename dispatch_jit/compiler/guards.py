@@ -16,6 +16,11 @@ global or closure name, a few levels deep) for:
   (``m.scale(x)``, ``self.layer(x)`` through its class's ``__call__``): their
   reads of ``self.w`` are captured as the chain that reaches that self
   (``global 'm'.w``, ``'self'.layer.w``), so rebinding ``m.w`` is seen,
+* ``dj.nn`` modules: a chain goes through a module's parameters, buffers and
+  submodules as its ``__getattr__`` would; calling a user module walks its
+  ``forward``; a library module (``Sequential``, ``Linear``, ``Dropout``) has its
+  options (``training``, ``p``, ``eps``, ...) guarded and its submodules walked
+  the same way, at any nesting depth,
 * a ``functools.partial``'s function and its bound ``args``/``keywords``, and
   a callable object's ``__call__``.
 
@@ -103,6 +108,8 @@ def _method(obj, name):
     if isinstance(obj, _LIBRARY) or isinstance(obj, (types.FunctionType, types.MethodType)) or \
             _is_library(type(obj)):
         return None            # a library's object (a tensor's methods are generated, module-less)
+    if name == "__call__" and _is_module(obj):
+        name = "forward"       # dj.nn.Module.__call__ (library code) runs the user's forward
     m = inspect.getattr_static(type(obj), name, None)
     if isinstance(m, property):
         m = m.fget
@@ -138,6 +145,9 @@ def _attr_of(obj, name):
         d = getattr(obj, "__dict__", None)
         if isinstance(d, dict) and name in d and not isinstance(getattr(type(obj), name, None), property):
             return d[name]
+        for reg in _MODULE_REGISTRIES if isinstance(d, dict) else ():
+            if isinstance(d.get(reg), dict) and name in d[reg]:
+                return d[reg][name]          # a dj.nn.Module's parameter, buffer or submodule
     cls = obj if isinstance(obj, type) else type(obj)
     if _is_library(cls):
         return _MISS
@@ -148,6 +158,13 @@ def _attr_of(obj, name):
 
 
 _MISS = object()
+# where a dj.nn.Module keeps what its __getattr__ finds (the walk reads them without running it)
+_MODULE_REGISTRIES = ("_parameters", "_buffers", "_modules")
+
+
+def _is_module(obj) -> bool:
+    d = getattr(obj, "__dict__", None)
+    return isinstance(d, dict) and isinstance(d.get("_modules"), dict) and hasattr(obj, "forward")
 
 
 def _chain(value, attrs):
@@ -295,7 +312,10 @@ def _find(fn, call_args, out, seen, depth, where, prefix, visited):
             # a read of a followed method's self is named by its chain alone ("global 'm'.w")
             full = ("" if of_self else where) + label + "".join(f".{a}" for a in chain)
             if helper is not None:
-                helpers.append((helper, full, None if via is None else (root, obj, name, base + via, label)))
+                # a module's forward, called through its __call__: nesting, not depth
+                deeper = 0 if via is not None and _is_module(helper.__self__ if isinstance(helper, types.MethodType)
+                                                             else None) else 1
+                helpers.append((helper, full, None if via is None else (root, obj, name, base + via, label), deeper))
             if not chain and root in ("self", "arg"):
                 continue              # the argument itself is in the key already; a bound self is fixed
             cap = Capture(root, obj, name, chain, full)
@@ -303,8 +323,41 @@ def _find(fn, call_args, out, seen, depth, where, prefix, visited):
             if k not in keys:
                 keys.add(k)
                 out.append(cap)
-    for h, label, sub_prefix in helpers:
-        _find(h, (), out, seen, depth + 1, f"{label} -> ", sub_prefix, visited)
+            final = _chain(value, attrs)[0]
+            if helper is None and _is_module(final) and _is_library(type(final)):
+                _library_module(final, (root, obj, name, base + done, label), full, out, keys, helpers, set())
+    for h, label, sub_prefix, deeper in helpers:
+        _find(h, (), out, seen, depth + deeper, f"{label} -> ", sub_prefix, visited)
+
+
+def _library_module(m, prefix, full, out, keys, helpers, walked):
+    """A dj.nn module of the library's own (``Sequential``, ``Linear``, ``Dropout``, ...) reached by
+    the chain ``prefix``: its code is not walked, so what it reads is guarded wholesale: each plain
+    option of its own (``training``, ``p``, ``eps``, ...), and, through its submodules, theirs; a
+    submodule of a user class is walked as a call of its ``forward``.  Module nesting does not count
+    against the depth limit (it is finite: ``walked`` stops a module that holds itself)."""
+    if id(m) in walked:
+        return
+    walked.add(id(m))
+    root, obj, name, chain, label = prefix
+    for a, v in m.__dict__.items():
+        if a in _MODULE_REGISTRIES or a.startswith("_") or not isinstance(v, _SCALARS + (tuple, list)):
+            continue
+        cap = Capture(root, obj, name, chain + (a,), f"{full}.{a}")
+        k = (cap.root, id(cap.obj), cap.name, cap.attrs)
+        if k not in keys:
+            keys.add(k)
+            out.append(cap)
+    for cname, child in m.__dict__["_modules"].items():
+        if child is None:
+            continue
+        sub = (root, obj, name, chain + (cname,), label)
+        if _is_library(type(child)):
+            _library_module(child, sub, f"{full}.{cname}", out, keys, helpers, walked)
+        else:
+            fwd = _method(child, "__call__")
+            if fwd is not None:
+                helpers.append((types.MethodType(fwd, child), f"{full}.{cname}", sub, 0))
 
 
 # -- reading them at every call ------------------------------------------------------------------
@@ -344,7 +397,7 @@ def make_reader(caps: list[Capture]):
         g[f"_O{i}"] = c.obj
         base = {"global": f"_O{i}[{c.name!r}]", "cell": f"_O{i}.cell_contents", "self": f"_O{i}",
                 "arg": f"args[{c.obj}]"}[c.root]
-        lines.append(f"    v{i} = {base}{''.join(f'.{a}' for a in c.attrs)}")
+        lines.append(f"    v{i} = {base}{''.join(f'.{a}' if a.isidentifier() else f'._modules[{a!r}]' for a in c.attrs)}")
     vs = [f"v{i}" for i in range(len(caps))]
     key = ", ".join(f"v{i}._sig if v{i}.__class__ is _T else _K(v{i})" for i in range(len(caps)))
     lines.append(f"    return ({key},), ({', '.join(vs)},)")

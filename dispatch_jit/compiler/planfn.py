@@ -265,6 +265,9 @@ class _Site(Site):
         return self.arrays[vid]
 
 
+_NO_NUMBA_DTYPES = frozenset([np.dtype(np.float16)])
+
+
 def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | str:
     """The plan function of ``plan`` for the values ``env`` holds after one interpreted run on
     ``tensors``, or why there is none."""
@@ -292,6 +295,10 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
                 return f"value %{v} is not a C-contiguous CPU tensor"
             names[v], arrays[v] = f"v{v}", t._data
             defined.append((v, t))
+    # Numba's CPU target has no float16 arithmetic or array arguments (eager kernels and the
+    # interpreted plan compute float16 through float32 in NumPy)
+    if any(a.dtype in _NO_NUMBA_DTYPES for a in arrays.values()):
+        return "a float16 value (Numba's CPU target has no float16 type: the plan runs interpreted)"
     work = []
 
     def scratch(shape, dtype, chunks_of=None):

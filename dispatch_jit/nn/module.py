@@ -33,6 +33,7 @@ from typing import Iterator, NamedTuple
 
 from ..autograd.grad_mode import no_grad
 from ..creation import tensor as _tensor
+from ..dtypes import as_dtype, float16, float32, float64
 from ..errors import SchemaError, StateDictError
 from ..tensor import Tensor, bump_version
 
@@ -251,6 +252,80 @@ class Module:
         for m in self.children():
             m.apply(fn)
         fn(self)
+        return self
+
+    # -- conversion ------------------------------------------------------------------------------------
+    def to(self, *args, **kwargs) -> "Module":
+        """Move and/or cast every parameter and buffer in place, as PyTorch's: ``m.to(dj.float64)``,
+        ``m.to("cuda")``, ``m.to("cuda", dj.float16)``, ``m.to(tensor)`` (its device and dtype).
+        A dtype applies to floating-point tensors only (integer buffers keep theirs).  Each
+        parameter stays the same object (its storage is replaced, as ``param.data = ...``), so an
+        optimizer made before still updates it; its ``.grad`` is converted too.
+
+        >>> import dispatch_jit as dj
+        >>> m = dj.nn.Linear(2, 1)
+        >>> opt = dj.optim.SGD(m.parameters(), lr=0.1)
+        >>> m.to(dj.float64).weight.dtype == dj.float64, opt.param_groups[0]["params"][0] is m.weight
+        (True, True)
+        """
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        if kwargs:
+            raise SchemaError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, str) or type(a).__name__ == "device":
+                device = a
+            else:
+                dtype = a
+        if dtype is not None and not as_dtype(dtype).is_floating_point:
+            raise SchemaError(f"Module.to() only accepts floating point dtypes, but got {dtype}; integer "
+                              f"tensors keep their dtype")
+
+        def convert(t):
+            t = t if device is None else t.to(device)
+            return t if dtype is None or not t.is_floating_point() else t.to(dtype)
+        return self._apply(convert)
+
+    def float(self) -> "Module":
+        """Cast floating-point parameters and buffers to float32."""
+        return self._apply(lambda t: t.to(float32) if t.is_floating_point() else t)
+
+    def double(self) -> "Module":
+        """Cast floating-point parameters and buffers to float64."""
+        return self._apply(lambda t: t.to(float64) if t.is_floating_point() else t)
+
+    def half(self) -> "Module":
+        """Cast floating-point parameters and buffers to float16."""
+        return self._apply(lambda t: t.to(float16) if t.is_floating_point() else t)
+
+    def cpu(self) -> "Module":
+        """Move every parameter and buffer to host memory."""
+        return self._apply(lambda t: t.cpu())
+
+    def cuda(self, device=None) -> "Module":
+        """Move every parameter and buffer to a CUDA device (``cuda:0`` by default)."""
+        return self._apply(lambda t: t.cuda(device))
+
+    def _apply(self, fn) -> "Module":
+        """Convert each parameter (in place: its storage, then its ``.grad``'s) and each buffer
+        (replaced) of every module with ``fn``."""
+        with no_grad():
+            for m in self.modules():
+                for p in m._parameters.values():
+                    if p is None:
+                        continue
+                    new = fn(p)
+                    if new is not p:
+                        p.data = new
+                    g = p.grad
+                    if g is not None and (new_g := fn(g)) is not g:
+                        p.grad = new_g
+                bufs = m._buffers
+                for name, b in bufs.items():
+                    if b is not None:
+                        bufs[name] = fn(b)
         return self
 
     # -- state -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 generated CPU and CUDA kernels, and at Autograd either the in-place
 wrapper of a differentiable op (derivatives.py has its functional form) or
 a fallthrough for the ops whose outputs never require grad (comparisons,
-logical and bitwise ops).
+logical and bitwise ops); any other op (nextafter) has the backend fallback.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dispatch_jit.library import fallthrough_kernel
 from ..derivatives import DERIVATIVES
 from .cpu import ElementwiseCPU
 from .cuda import ElementwiseCUDA
-from .table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
+from .table import COMPLEX, ELEMENTWISE_SCHEMAS, FLOAT, SCALAR_OPS
 
 __all__ = ["SCHEMAS", "KERNELS"]
 
@@ -37,14 +37,23 @@ def _backend(kernel_class) -> dict:
     return table
 
 
+# rules whose results are bool or integer: no gradient flows through them, so autograd falls through
+# at no cost.  An op of another rule without a derivative row gets the backend fallback, whose
+# NotImplemented node raises if a backward reaches it (nextafter, as in PyTorch)
+_INTEGRAL_RULES = frozenset(["compare", "predicate", "logical"])
+_DIFFERENTIABLE_CATS = frozenset([FLOAT, COMPLEX])
+
+
 def _autograd() -> dict:
     table = {}
-    for f, i in ELEMENTWISE_SCHEMAS.values():
+    for op in SCALAR_OPS.values():
+        f, i = ELEMENTWISE_SCHEMAS[op.name]
         fname = _name(f)
         if fname not in DERIVATIVES:
-            table[fname] = fallthrough_kernel
-            if i:
-                table[_name(i)] = fallthrough_kernel
+            if op.rule in _INTEGRAL_RULES or not op.cats & _DIFFERENTIABLE_CATS:
+                table[fname] = fallthrough_kernel
+                if i:
+                    table[_name(i)] = fallthrough_kernel
         elif i:
             table[_name(i)] = AutogradInplaceKernel(f"aten::{fname}")
     return table

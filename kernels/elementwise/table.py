@@ -192,7 +192,10 @@ _OPS = [
     ScalarOp("nextafter", 2, "np.nextafter(x, y)", rule="no_half", cats=FLT),
     # derivatives as one op each (kernels/derivatives.py): x the output's gradient, y the forward's
     # result; PyTorch's tanh_backward/sigmoid_backward, one pass where three elementwise ops made three
-    ScalarOp("tanh_backward", 2, "x * (_one - y * y)", rule="float", cats=FLT_C, inplace=False, method=False),
+    # 1 - y*y cancels as |y| nears 1 (16 ulp lost at y = 0.9926); (1 - y)(1 + y) rounds twice, whatever y.
+    # Complex: the conjugate, PyTorch's convention (tanh's gradient is g * conj(1 - y*y))
+    ScalarOp("tanh_backward", 2, "x * ((_one - y) * (_one + y))", rule="float", cats=FLT_C, inplace=False,
+             method=False, by_cat={COMPLEX: "x * (_one - y * y).conjugate()"}),
     ScalarOp("sigmoid_backward", 2, "x * (y * (_one - y))", rule="float", cats=FLT, inplace=False, method=False),
     ScalarOp("eq", 2, "x == y", rule="compare", cats=ALL, operator=("__eq__",)),
     ScalarOp("ne", 2, "x != y", rule="compare", cats=ALL, operator=("__ne__",)),

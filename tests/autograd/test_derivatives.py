@@ -117,6 +117,15 @@ CASES: dict[str, list[Case]] = {
     "floor_divide.Tensor": binary(lambda M, x, y: M.floor_divide(x, y), lx=(2.2, 2.8), ly=(1.0, 1.05),
                                   oracle=False, check=dict(skip=True)),   # torch and dj: "derivative not
                                   # implemented" (tests/autograd/test_grad_conventions.py)
+    "copysign.Tensor": binary(lambda M, x, y: M.copysign(x, y), lx=(0.2, 1.0)) + [
+        Case(lambda M, x, y: M.copysign(x, y), (In((3,), values=(0.0, 1.5, -2.0)), In((3,), values=(-1.0, -1.0, 2.0))),
+             check=dict(skip=True))],    # 0 where x is 0, as PyTorch (not differentiable there)
+    "hypot.Tensor": binary(lambda M, x, y: M.hypot(x, y), lx=(0.2, 1.0), ly=(0.2, 1.0)),
+    "logaddexp.Tensor": binary(lambda M, x, y: M.logaddexp(x, y)),
+    # a real input: conj and real are the identity, imag a constant 0 (complex inputs: test_complex_grads.py)
+    "conj": unary(lambda M, x: M.conj(x) * x, torch_fn=lambda x: x.conj() * x),
+    "real": unary(lambda M, x: M.real(x) * x),
+    "imag": unary(lambda M, x: M.imag(x) + x, oracle=False),    # torch refuses imag of a real tensor
     # -- transcendental -------------------------------------------------------------------------
     "exp": unary(lambda M, x: M.exp(x)),
     "expm1": unary(lambda M, x: M.expm1(x)),
@@ -132,6 +141,9 @@ CASES: dict[str, list[Case]] = {
     "asin": unary(lambda M, x: M.asin(x), lo=-0.9, hi=0.9),
     "acos": unary(lambda M, x: M.acos(x), lo=-0.9, hi=0.9),
     "atan": unary(lambda M, x: M.atan(x), lo=-2.0, hi=2.0),
+    "asinh": unary(lambda M, x: M.asinh(x)),
+    "acosh": unary(lambda M, x: M.acosh(x), lo=1.2, hi=3.0),
+    "atanh": unary(lambda M, x: M.atanh(x), lo=-0.9, hi=0.9),
     "sinh": unary(lambda M, x: M.sinh(x)),
     "cosh": unary(lambda M, x: M.cosh(x)),
     "tanh": unary(lambda M, x: M.tanh(x)),

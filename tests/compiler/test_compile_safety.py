@@ -508,6 +508,45 @@ def test_methods_and_callable_objects_read_their_attributes_at_every_call(case):
         SC.w, SC.k = old
 
 
+
+class _Gain(dj.nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k if self.training else x * (self.k + 1.0)
+
+
+class _Model(dj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = _Gain(2.0)
+        self.body = dj.nn.Sequential(dj.nn.Linear(2, 2), _Gain(3.0), dj.nn.Tanh())
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self.body(self.gain(x)) * self.scale
+
+
+def test_nn_modules_called_by_the_function_are_guarded_through_their_forward_and_children():
+    """A module called as ``model(x)`` (dj.nn.Module.__call__, library code) used to hide its
+    forward from the walk: a number it read (``self.k``, ``self.training``) was baked into the
+    trace and a later change silently ignored.  The walk now follows a user module's forward and
+    a library module's options and submodules, at any nesting depth."""
+    dj.manual_seed(0)
+    m = _Model()
+    f = dj.compile(lambda x: m(x))
+    x = t([[0.5, -1.0], [2.0, 0.25]])
+    changes = [lambda: None, lambda: setattr(m.gain, "k", 4.0), lambda: setattr(m.body[1], "k", -1.0),
+               lambda: setattr(m, "scale", 0.5), lambda: m.eval(), lambda: m.train(),
+               lambda: setattr(m.body, "1", _Gain(7.0))]
+    for change in changes:
+        change()
+        same(f(x), m(x))
+    assert f.cache_info().eager_calls == 0
+
+
 def partial_target(a, k, w):
     return a * k * SCALE + w
 

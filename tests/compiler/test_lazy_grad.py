@@ -266,3 +266,69 @@ def test_generic_records_equal_eager_softmax_family_and_topk():
     for p, q in zip(out["eager"], out["compiled"]):
         assert p.dtype == q.dtype
         np.testing.assert_array_equal(p, q)
+
+
+def test_nodes_come_from_the_per_signature_recorder_and_equal_eager_modes():
+    # specialize._grad_recorder: the Autograd kernel's generated recorder around the record; its
+    # nodes are the signature's class (a generated apply), with eager mode's edges and saved tensors
+    from dispatch_jit.autograd.graph import AccumulateGrad, Node
+    rng = np.random.default_rng(4)
+    xa, wa = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    w, ew = dj.tensor(wa, requires_grad=True), dj.tensor(wa, requires_grad=True)
+    x = dj.tensor(xa)
+    out_e = dj.tanh(F.linear(x, ew)) * 2.0
+    before = lazy_info()["grad_nodes"]
+    with mode("compiled"):
+        out = dj.tanh(F.linear(x, w)) * 2.0
+        assert type(out) is LazyTensor and lazy_info()["grad_nodes"] == before + 3
+        node = out.grad_fn
+        assert type(node).apply is not Node.apply           # the signature's generated apply
+        chain = [node, node.next_functions[0][0], node.next_functions[0][0].next_functions[0][0]]
+        assert [n.name() for n in chain] == [n.name() for n in
+                                             [out_e.grad_fn, out_e.grad_fn.next_functions[0][0],
+                                              out_e.grad_fn.next_functions[0][0].next_functions[0][0]]]
+        leaf = chain[2].next_functions[1][0]
+        assert type(leaf) is AccumulateGrad and leaf.variable() is w and chain[2].next_functions[0] is None
+        assert type(chain[1].saved["result"].data_tensor) is LazyTensor      # tanh's output: its twin
+        out.sum().backward()
+    out_e.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), ew.grad.numpy())
+    np.testing.assert_array_equal(out.numpy(), out_e.numpy())
+
+
+def test_out_argument_with_grad_raises_eager_modes_error():
+    w = dj.tensor([1.0, 2.0], requires_grad=True)
+    buf = dj.tensor([0.0, 0.0])
+    with pytest.raises(AutogradError) as want:
+        dj.tanh(w, out=buf)
+    with mode("compiled"):
+        with pytest.raises(AutogradError) as got:
+            dj.tanh(w, out=buf)
+    assert str(got.value) == str(want.value)
+
+
+def test_an_op_on_a_value_pending_in_another_threads_graph_runs_eagerly_with_eager_modes_node():
+    # the per-signature recorder records only values of this thread's graph: another's is forced
+    # (that thread's graph runs, under its lock) and the op runs eagerly, with the eager node
+    wa = np.array([0.5, -1.0, 2.0], np.float32)
+    ew = dj.tensor(wa, requires_grad=True)
+    dj.tanh(ew * 2.0).sum().backward()
+    w = dj.tensor(wa, requires_grad=True)
+    box, errors = {}, []
+    with mode("compiled"):
+        a = w * 2.0
+        assert type(a) is LazyTensor
+
+        def other():
+            try:
+                with mode("compiled"):
+                    b = dj.tanh(a)
+                    box["pending"] = type(b) is LazyTensor
+                    b.sum().backward()
+            except BaseException as e:      # reported below
+                errors.append(e)
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+    assert not errors and box["pending"] is False
+    np.testing.assert_array_equal(w.grad.numpy(), ew.grad.numpy())

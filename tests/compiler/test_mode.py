@@ -219,6 +219,18 @@ def test_inplace_and_setitem_see_the_pending_reads():
     np.testing.assert_array_equal(a.numpy(), [-5.0, 102.0, 103.0])
 
 
+
+def test_replacing_the_storage_with_data_sees_the_pending_reads():
+    # x.data = y swaps the storage a pending graph reads through x: that graph runs first, as eager
+    # mode read the old values when the op was called (it used to read the new storage at the flush)
+    p = dj.tensor([1.0, 2.0, 3.0])
+    with mode("compiled"):
+        y = p * 2.0
+        p.data = dj.zeros(3)
+        z = p + 1.0
+    np.testing.assert_array_equal(y.numpy(), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(z.numpy(), [1.0, 1.0, 1.0])
+
 def test_size_limit_flushes():
     old = max_pending()
     set_max_pending(8)

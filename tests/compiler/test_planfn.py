@@ -188,3 +188,21 @@ def test_reduction_epilogues_run_in_the_plan_function(kind, n):
     out.backward(_seed(out))
     for a, p in zip(grads, model.parameters()):
         np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+
+@pytest.mark.parametrize("n", [0, 5], ids=["empty", "five"])
+def test_a_float16_plan_stays_interpreted_past_its_third_run(n):
+    """Found by a long fuzz run (seed 1111, graph 46): in compiled mode, a plan with a reduction over
+    float16 values tried to become one compiled function on its third run and crashed inside
+    Numba's lowering (its CPU target takes no float16 arrays).  It now stays interpreted."""
+    a = np.linspace(-2, 2, n).astype(np.float16)
+
+    def f(x):
+        return dj.repeat(x.logsumexp(dim=-1).sinh().sum(), [1])
+
+    want = f(dj.from_numpy(a)).numpy()
+    for _ in range(5):
+        with dj.mode("compiled"):
+            got = f(dj.from_numpy(a))
+        np.testing.assert_array_equal(got.numpy(), want)

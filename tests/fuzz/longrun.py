@@ -1,6 +1,6 @@
 """Long fuzz runs that collect every distinct mismatch instead of stopping at the first.
 
-    python tests/fuzz/longrun.py --seed 12 --graphs 3000 [--modes compile,lazy] [--grad 300] [--out DIR]
+    python tests/fuzz/longrun.py --seed 12 --graphs 3000 [--modes compile,lazy] [--out DIR]
 
 Graph i is generated from ``random.Random(seed * 1_000_003 + i)``, so a run is reproducible from its seed
 and one graph from its number (``--only I``).  Each mismatch is classified by its key (what failed, in which

@@ -6,7 +6,9 @@ or more in its own order; lazy mode records the forward with eager mode's nodes 
 (compiler/lazy/grad.py), so its gradients are eager's bit for bit).  Under @dj.compile the backward must be the fused plan, or explain() must say
 why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
 function reads (lifted inputs, compiler/owners.py: mode "captured"); and on a second call of the same
-sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again")."""
+sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again");
+and the third backward of a graph in dj.mode("compiled"), replayed from the records of the walks before it
+where it can be (compiler/lazy/backward.py: mode "lazy_again")."""
 
 import numpy as np
 from hypothesis import assume, given, strategies as st
@@ -101,6 +103,15 @@ def grads(loss, g, mode):
         with dj.mode("compiled"):
             out = loss(*xs)
             out.backward()
+    elif mode == "lazy_again":
+        # the third backward of a structure is replayed from the records of the walks before it
+        # where it can be (compiler/lazy/backward.py: the second walks with the seed pending)
+        for _ in range(2):
+            with dj.mode("compiled"):
+                loss(*fg.make_inputs(g)).backward()
+        with dj.mode("compiled"):
+            out = loss(*xs)
+            out.backward()
     else:
         out = loss(*xs)
         out.backward()
@@ -175,7 +186,7 @@ def test_random_graph_gradients(g):
                 from None
         assert ok
     # compiled and lazy gradients are eager's ("captured": compiled, the inputs a module's parameters)
-    for mode in ("compile", "again", "captured", "lazy"):
+    for mode in ("compile", "again", "captured", "lazy", "lazy_again"):
         got, v = grads(dj.compile(loss) if mode in ("compile", "again") else loss, g, mode)
         # the loss is a sum: its fused loop may add in another order than eager's; so may the graph's
         # own float reductions, whose backward reads their results; and the fused backward adds the
@@ -194,6 +205,8 @@ def test_random_graph_gradients(g):
                         "cf = dj.compile(loss); cf(*inputs()).backward(); ys = inputs(); cf(*ys).backward()\n"
                         if mode == "again" else
                         "from test_fuzz_grad import captured\nfn, ys = captured(loss, inputs()); fn().backward()\n" if mode == "captured" else
+                        "for _ in range(2):\n    with dj.mode('compiled'):\n        loss(*inputs()).backward()\n"
+                        "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n" if mode == "lazy_again" else
                         "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n")
                      + "print(eager, [y.grad for y in ys], sep='\\n')\n")
             raise AssertionError(f"{mode} gradients differ from eager's: {why}\n\n" + _repro(g, check))

@@ -127,3 +127,48 @@ def test_layers_match_torch_with_the_same_weights():
     for (n, p), (tn, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
         assert n == tn
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=n)
+
+
+def test_to_and_dtype_casts_keep_parameters_and_optimizers():
+    dj.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    m.register_buffer("steps", dj.zeros((), dtype=dj.int64))
+    m.register_buffer("scale", dj.ones(2))
+    params = list(m.parameters())
+    opt = dj.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x = dj.tensor(np.random.default_rng(0).standard_normal((5, 3)))
+    (m(x.float()) ** 2).sum().backward()
+    want = [p.detach().numpy().astype(np.float64) for p in params]
+    assert m.double() is m and all(p is q for p, q in zip(m.parameters(), params))
+    assert all(p.dtype == dj.float64 and p.grad.dtype == dj.float64 and p.requires_grad for p in params)
+    assert all(isinstance(p, nn.Parameter) for p in m.parameters())
+    assert m.steps.dtype == dj.int64 and m.scale.dtype == dj.float64       # integer buffers keep theirs
+    for p, w in zip(params, want):
+        np.testing.assert_array_equal(p.detach().numpy(), w)
+    opt.step()                          # the optimizer made before the cast updates the cast parameters
+    assert all(p.dtype == dj.float64 for p in params)
+    assert not np.array_equal(params[0].detach().numpy(), want[0])
+    assert m.to(dj.float32, device="cpu").scale.dtype == dj.float32
+    assert m.to(dj.zeros(1, dtype=dj.float64))[0].weight.dtype == dj.float64
+    assert m.half()[0].bias.dtype == dj.float16 and m.float()[0].bias.dtype == dj.float32
+    assert m.cpu() is m and m.to("cpu")[0].weight is params[0]
+    with pytest.raises(SchemaError, match="floating point"):
+        m.to(dj.int32)
+    with pytest.raises(SchemaError, match="unexpected keyword"):
+        m.to(dtype=dj.float64, non_blocking=True)
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
+def test_cuda_and_cpu_move_parameters_their_grads_and_buffers():
+    m = nn.Linear(2, 1)
+    m.register_buffer("scale", dj.ones(1))
+    w = m.weight
+    opt = dj.optim.SGD(m.parameters(), lr=0.5)
+    (m(dj.ones(3, 2)) ** 2).sum().backward()
+    m.cuda()
+    assert m.weight is w and w.device.type == "cuda" and w.grad.device.type == "cuda" and w.requires_grad
+    assert m.scale.device.type == "cuda"
+    before = w.detach().cpu().numpy().copy()
+    opt.step()
+    np.testing.assert_allclose(w.detach().cpu().numpy(), before - 0.5 * w.grad.cpu().numpy(), rtol=1e-6)
+    assert m.to("cpu").weight is w and w.device.type == "cpu" and w.grad.device.type == "cpu"

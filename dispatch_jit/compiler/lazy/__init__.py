@@ -26,11 +26,18 @@ autocast, a call whose meta raises.
 
 Autograd (``grad``): with grad mode on, an op whose inputs require grad is recorded as above
 (a tensor that requires grad is a plain input to the graph) and gets the node eager mode's
-Autograd kernel gives it, made by that kernel (``AutogradKernel.attach``) around the pending
-result, saving pending tensors.  So ``loss.backward()`` computes nothing: the engine runs the
-nodes' formulas, whose ops (grad mode off) are recorded into the same graph, and the leaves'
-``.grad`` become pending values; the next read (``loss.item()``) runs forward and backward as
-one plan.  Hooks, ``retain_graph``, ``create_graph`` and the
+Autograd kernel gives it, made by that kernel around the pending result, saving pending
+tensors: per signature, its generated recorder (``AutogradKernel.recorder``, from
+``specialize``), else ``AutogradKernel.attach`` (``grad``).  So ``loss.backward()`` computes
+nothing: the engine runs the nodes' formulas, whose ops (grad mode off) are recorded into the
+same graph, and the leaves' ``.grad`` become pending values; the next read (an optimizer's
+step, below, ``loss.item()``) runs forward and backward as one plan.  A training loop records the same
+graph every step, and so the same backward: a plain ``loss.backward()`` of a pending loss whose
+graph this thread's pending graph recorded (no hooks, ``retain_graph``, ``create_graph``,
+``gradient=``, no ``.grad`` set yet) is walked by the engine once per structure of that graph
+and then replayed: the records that walk appended are appended again, ``.grad`` set and the
+nodes freed as the walk would (``backward``; ``lazy_info()``'s ``backward_captures`` and
+``backward_replays``).  Hooks, ``retain_graph``, ``create_graph`` and the
 saved tensors' version checks are the engine's own; views and indexing of tensors that require
 grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what they read).
 An error that eager mode raises inside a recorded op's kernel (a class index out of range)
@@ -130,6 +137,7 @@ Modules, each importing only those before it: ``state`` (the caches, counters an
 limit, one object), ``tensor`` (LazyTensor, forcing), ``encode`` (a record's encoding),
 ``watch`` (writes run the graphs that read the storage first), ``execute`` (a flush: liveness,
 the plan, the run, the views derived after it), ``generic`` (records typed by meta functions),
+``backward`` (a pending loss's backward, replayed per graph structure),
 ``grad`` (the autograd nodes of recorded ops), ``record`` (LazyRecorder), ``specialize``
 (the generated per-signature recorders), ``update`` (an optimizer's loops recorded into the graph),
 ``switch`` (the mode and the hooks it installs).

@@ -31,7 +31,7 @@ from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
 from ..views import VIEW_OPS
 from .state import MISS, state
-from .tensor import LazyTensor
+from .tensor import LazyTensor, Pending, get_slot
 
 _K = DispatchKey
 _DENSE = (Tensor, LazyTensor)       # the tensors whose requires_grad the node reads
@@ -83,4 +83,10 @@ def record(r, op, args: tuple, kwargs: dict):
         if out is None:
             return None
         state.counters["grad_nodes"] += 1
-        return kernel.attach(lay, op._entry.name, full, out, _DENSE)
+        out = kernel.attach(lay, op._entry.name, full, out, _DENSE)
+        fn = out.__dict__.get("grad_fn")
+        z = get_slot(out, Tensor)
+        if fn is not None and z.__class__ is Pending and z.recorder is r:
+            # which record of which graph made it: backward.py replays a backward of such nodes
+            fn.__dict__["_lazy_at"] = (r.records, z.vid)
+        return out

@@ -12,6 +12,7 @@ import weakref
 
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.autograd.kernel import meta_requires_grad
+from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
 
@@ -20,9 +21,11 @@ from ..ir import Node, TensorType, Var
 from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from . import generic, grad
-from .record import LazyRecorder, _decomposition
+from .record import OF_PENDING, LazyRecorder, _decomposition
 from .state import state
 from .tensor import LazyTensor, Pending, new
+
+_AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)     # in an argument's key set
 
 # the generated record functions (their globals hold _LIMIT); weakly, as they live in dispatch
 # memos, which every registration clears
@@ -55,8 +58,20 @@ def specialize(call, boxed):
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
     if _decomposition(op, cuda) is not None:
         return boxed
+    if is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas):
+        recordable = scalar_op_of(op) is not None or (not cuda and generic.meta_of(op) is not None)
+        return _grad_recorder(call, op, boxed) if recordable else boxed
     if scalar_op_of(op) is None:
         return _generic_recorder(call, op, boxed) if not cuda and generic.meta_of(op) is not None else boxed
+    fast = _elementwise_recorder(call, op, cuda, boxed, boxed)
+    return boxed if fast is None else fast
+
+
+def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
+    """The generated recorder of one signature of an elementwise op (see ``specialize``), or None
+    where the signature is not one it records.  ``miss`` runs a call it does not record: the boxed
+    fallback, or (``_grad_recorder``'s, whose tensors may require grad: recorded as plain ones, the
+    node is made around the record) a function returning None."""
     params, slots, tensors, args, kwargs = [], [], [], [], []
     devices = set()
     for a, m in zip(call.op.schema.arguments, call.metas):
@@ -64,10 +79,10 @@ def specialize(call, boxed):
         params.append(p)
         if a.type.is_tensor_like:
             if a.type.is_list or m is None:
-                return boxed
+                return None
             if m.kind == "tensor":
-                if m.keyset != _DENSE_BITS[_kind(m.device)]:
-                    return boxed
+                if m.keyset & ~_AG_KS != _DENSE_BITS[_kind(m.device)] or (m.keyset & _AG_KS and miss is boxed):
+                    return None
                 devices.add(m.device)
                 desc = ("v", 2 + len(slots))
                 slots.append(f"v{len(tensors)}")
@@ -81,18 +96,18 @@ def specialize(call, boxed):
             elif m.kind == "none":
                 desc = ("k", None)
             else:
-                return boxed
+                return None
         elif a.type.base == "Scalar" and not a.type.is_list:     # its type is in the memo key
             desc = ("c", 2 + len(slots))
             slots.append(f"({p} if {p} else _canon({p}))")
         else:
-            return boxed                                         # a value the memo key does not fix
+            return None                                          # a value the memo key does not fix
         if a.kwarg_only:
             kwargs.append((a.name, desc))
         else:
             args.append(desc)
     if not tensors or len(devices) > 1:
-        return boxed          # one device (cuda:N included) per call: eager mode raises on a mix
+        return None           # one device (cuda:N included) per call: eager mode raises on a mix
     dev = devices.pop()
     dev_index = 0 if dev == "cpu" else int(dev.split(":")[1])
     spec = _Spec(op, tuple(args), tuple(kwargs))
@@ -102,7 +117,7 @@ def specialize(call, boxed):
     # is raised around it, and once another thread has flushed this recorder (``contended``) it
     # runs under the lock instead, in the second function generated from the same body.  A call
     # it does not record leaves the one-pass loop with t = None and runs, unlocked, through
-    # ``_boxed``.  A LazyTensor's slot is read once and tested for a Pending: another recorder's
+    # ``_miss``.  A LazyTensor's slot is read once and tested for a Pending: another recorder's
     # may be computed meanwhile (the slot then holds its array)
     body = ["for _ in _ONCE:"]
     for k, (p, _) in enumerate(tensors):
@@ -136,7 +151,7 @@ def specialize(call, boxed):
              "    r.lazies.append(t)"]
     # the size flush runs after ``busy`` is lowered: a flush may wait for other threads
     tail = ["    if t is None:",
-            f"        return _boxed({sig})",
+            f"        return _miss({sig})",
             "    if len(r.records) >= _LIMIT:",
             "        r.size_flush()",
             "    return t"]
@@ -160,7 +175,7 @@ def specialize(call, boxed):
     lines += ["        " + b for b in body]
     lines += tail
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
-         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_boxed": boxed, "_canon": _canon,
+         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_miss": miss, "_canon": _canon,
          "_broadcast": _broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty
@@ -173,8 +188,10 @@ def specialize(call, boxed):
     def first(r, a):
         """Outside compiled mode: the generic fallback.  The first recorded call decides
         whether the op fuses for this signature and its output type, once."""
-        if r.__class__ is not LazyRecorder or never:
+        if r.__class__ is not LazyRecorder:
             return boxed(*a)
+        if never:
+            return miss(*a)
         types = {k: ty for k, (_, ty) in enumerate(tensors)}
         pos = {p: k for k, (p, _) in enumerate(tensors)}
         vals = dict(zip(params, a))
@@ -188,7 +205,7 @@ def specialize(call, boxed):
         ty = result_of(node, types)
         if ty is None:
             never.append(True)
-            return boxed(*a)
+            return miss(*a)
         g["_SIG"] = make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
         spec.ty = g["_OUT"] = ty
         return fast(*a)
@@ -198,24 +215,75 @@ def specialize(call, boxed):
 
 
 def _generic_recorder(call, op, boxed):
-    """The Tracer key's kernel for one signature of an op that generic.py records: straight to its
-    record (with its autograd node where the signature has a tensor that requires grad and grad
-    mode is on: both are in the memo key), skipping the boxed fallback's generic tests."""
-    kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
-    npos = len(call.op.schema.arguments) - len(kwnames)
-    with_grad = is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas)
-    none = {}
+    """The Tracer key's kernel for one signature of an op that generic.py records, no tensor of
+    which requires grad (or grad mode is off: both are in the memo key): straight to its record,
+    skipping the boxed fallback's generic tests."""
+    split = _splitter(call)
 
     def record(*a):
         r = _state.tracer
         if r.__class__ is not LazyRecorder:
             return boxed(*a)
-        args, kwargs = (a[:npos], dict(zip(kwnames, a[npos:]))) if kwnames else (a, none)
-        if with_grad:
-            t = grad.record(r, op, args, kwargs)
-        else:
-            with r.lock:
-                t = generic.record(r, op, args, kwargs)
+        args, kwargs = split(a)
+        with r.lock:
+            t = generic.record(r, op, args, kwargs)
         return boxed(*a) if t is None else t      # the boxed fallback runs it eagerly
+    return record
+
+
+def _none(*a):
+    return None
+
+
+def _splitter(call):
+    """(positional arguments, keyword-only ones as a dict) of the dispatcher's flat argument tuple."""
+    kwnames = tuple(a.name for a in call.op.schema.arguments if a.kwarg_only)
+    npos = len(call.op.schema.arguments) - len(kwnames)
+    none = {}
+    if not kwnames:
+        return lambda a: (a, none)
+    return lambda a: (a[:npos], dict(zip(kwnames, a[npos:])))
+
+
+def _grad_recorder(call, op, boxed):
+    """The Tracer key's kernel for one signature of a recordable op with a tensor that requires
+    grad (grad mode on): the op's record (``LazyRecorder._record``, as grad.py makes it) and its
+    node, made by the recorder eager mode's Autograd kernel generates for this signature
+    (``AutogradKernel.recorder``: the same node class, edges, saved tensors, ctx), with pending
+    tensors' shapes read from their pending state and a saved output saved as its twin.  Where
+    the op is not recorded (``out=`` given included: eager mode raises), the boxed fallback runs it."""
+    how = grad.autograd_of(op)
+    if how is None:
+        return boxed              # no AutogradKernel: grad.py's generic path runs it eagerly
+    split = _splitter(call)
+    # an op with a meta function that is not recorded otherwise of a pending value (OF_PENDING: a
+    # reduction, a view) is a generic record whatever its arguments: straight there; an elementwise
+    # op's signature that the generated recorders record, through one (tensors that require grad
+    # are plain inputs of the graph, as in LazyRecorder._record)
+    rec = generic.record if generic.meta_of(op) is not None and OF_PENDING.get(op.name()) is None else None
+    cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
+    fast = _elementwise_recorder(call, op, cuda, boxed, _none) if scalar_op_of(op) is not None else None
+
+    def below(*a):
+        r = _state.tracer
+        args, kwargs = split(a)
+        with r.lock:
+            return rec(r, op, args, kwargs) if rec is not None else r._record(op, args, kwargs)
+    gen = how[0].recorder(call, below if fast is None else fast, LazyTensor, boxed)
+
+    def record(*a):
+        r = _state.tracer
+        if r.__class__ is not LazyRecorder:
+            return boxed(*a)
+        out = gen(*a)
+        fn = out.__dict__.get("grad_fn")
+        if fn is not None:
+            d = fn.__dict__
+            z = out._lazy if out.__class__ is LazyTensor else None
+            if "_lazy_at" not in d and z is not None and z.__class__ is Pending and z.recorder is r:
+                # which record of which graph made it: backward.py replays a backward of such nodes
+                d["_lazy_at"] = (r.records, z.vid)
+                state.counters["grad_nodes"] += 1
+        return out
     return record
 

@@ -27,7 +27,7 @@ class LazyState:
         self.stats = Stats()                 # the fused loops' compile counters
         self.counters = {"records": 0, "flushes": 0, "plan_hits": 0, "plans": 0, "eager_ops": 0,
                          "size_flushes": 0, "dead_values": 0, "generic_records": 0, "grad_nodes": 0,
-                         "steps_recorded": 0, "step_fallbacks": 0}
+                         "backward_captures": 0, "backward_replays": 0, "steps_recorded": 0, "step_fallbacks": 0}
         self.step_fallback_reason = ""       # why an optimizer's group last took eager mode's update
         # cleared on every registration change (registrations_changed):
         self.specs: dict = {}        # (op, arg signatures/types, kwarg names/types) -> known, or None: not recorded
@@ -38,6 +38,7 @@ class LazyState:
         self.meta_fns: dict = {}     # op -> the meta function its generic records are typed by, or None
         self.metas: dict = {}        # (op, arg kinds/sigs/shapes/statics) -> its results' (type, shape), or None
         self.autograd: dict = {}     # op -> (its AutogradKernel, layout) for grad.py, or None
+        self.backwards: dict = {}    # a pending backward's structural key -> its records (backward.py)
         # determined by the key alone, whatever is registered:
         self.keyers: dict = {}       # (record length, runtime slots) -> generated _scalar_slots of that layout
         self.sig_type: dict = {}     # tensor sig -> TensorType
@@ -47,7 +48,7 @@ class LazyState:
         """A registration changed (registry.on_change, with the dispatch memos, which hold the
         record specializations): drop what was computed from the old ones."""
         for cache in (self.decomps, self.of_pending, self.view_lists, self.specs, self.plans, self.meta_fns,
-                      self.metas, self.autograd):
+                      self.metas, self.autograd, self.backwards):
             cache.clear()
 
 

@@ -111,9 +111,42 @@ def test_cuda_tensors_get_a_clear_no_kernel_error():
         dj.sort(dj.tensor([2.0, 1.0], device="cuda"))
 
 
-def test_not_differentiable_yet_outputs_do_not_require_grad():
+# each row's gradient against finite differences (float64) and, when installed, against torch's
+_GRAD_CASES = {
+    "flip": lambda M, t: M.flip(t, [0, 1]),
+    "roll": lambda M, t: M.roll(t, [1, -2], [0, 1]),
+    "roll flattened": lambda M, t: M.roll(t, [3]),
+    "tril": lambda M, t: M.tril(t, 1),
+    "triu": lambda M, t: M.triu(t, -1),
+    "index_select, repeated": lambda M, t: M.index_select(t, 1, M.tensor([0, 2, 2, 3])),
+    "index_select dim 0": lambda M, t: M.index_select(t, 0, M.tensor([2, 2])),
+    "take, repeated": lambda M, t: M.take(t, M.tensor([[0, 5], [5, 11]])),
+    "take_along_dim": lambda M, t: M.take_along_dim(t, M.tensor([[0], [2], [1]]), 1),
+    "take_along_dim flattened": lambda M, t: M.take_along_dim(t, M.tensor([1, 1, 7])),
+    "take_along_dim broadcast": lambda M, t: M.take_along_dim(t[:1], M.tensor([[0, 1], [2, 2], [3, 3]]), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GRAD_CASES))
+def test_gradients_of_the_reordering_and_gathering_ops(name):
+    """These ops used to have no derivative: their outputs did not require grad, so a loss that
+    also reached the input some other way got a gradient without their part, silently."""
+    f = _GRAD_CASES[name]
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    x = dj.tensor(a, requires_grad=True)
+    assert dj.autograd.gradcheck(lambda t: f(dj, t), (x,))
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(a, requires_grad=True)
+    out, ref = f(dj, x), f(torch, tx)
+    seed = np.random.default_rng(1).standard_normal(tuple(ref.shape))
+    (out * dj.tensor(seed) + x.sum()).sum().backward()
+    (ref * torch.tensor(seed) + tx.sum()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_integer_results_do_not_require_grad():
     x = dj.tensor([2.0, 1.0], requires_grad=True)
-    assert not dj.flip(x, [0]).requires_grad
+    assert not dj.argsort(x).requires_grad and not dj.nonzero(x).requires_grad
 
 
 def test_sort_cumsum_cumprod_gradients():

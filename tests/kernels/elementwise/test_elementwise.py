@@ -203,7 +203,7 @@ REFERENCE = {
     "hypot": (np.hypot, ("any", "any"), "float"),
     "logaddexp": (np.logaddexp, ("any", "any"), "float"),
     "nextafter": (np.nextafter, ("any", "any"), "same"),
-    "tanh_backward": (lambda x, y: x * (1 - y * y), ("any", "any"), "float"),
+    "tanh_backward": (lambda x, y: x * np.conj(1 - y * y), ("any", "any"), "float"),   # conj: PyTorch's, for complex
     "sigmoid_backward": (lambda x, y: x * (y * (1 - y)), ("any", "any"), "float"),
     "eq": (np.equal, ("any", "any"), "compare"),
     "ne": (np.not_equal, ("any", "any"), "compare"),
