@@ -33,7 +33,7 @@ from dispatch_jit.jit import cache
 # a flat loop of it vectorizes, libm's exp is one opaque call per element (no SVML in PyPI's llvmlite)
 from ..reduction.codegen import _exp
 
-__all__ = ["get", "compiled_signatures", "DTYPES"]
+__all__ = ["get", "compiled_signatures", "DTYPES", "check_targets"]
 
 _KIND = "nn"
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -144,7 +144,7 @@ def log_softmax_backward(g, y, out):
 
 
 @numba.njit(boundscheck=False)
-def _check_targets(t, nclass, ignore_index):
+def check_targets(t, nclass, ignore_index):
     """The first target that is neither a class index nor ``ignore_index``, as (row, value); row -1 if none."""
     for i in range(t.shape[0]):
         c = t[i]
@@ -158,7 +158,7 @@ def nll_loss(x, t, w, ignore_index, rows):
     """Over log-probabilities ``x`` (N, C): writes -w[t_i] * x[i, t_i] into ``rows`` (0 where
     t_i == ignore_index) and returns (sum of rows, sum of the weights w[t_i] counted); ``w`` is
     empty for no weight.  A target out of range: returns (0, 0, row) before writing anything."""
-    bad, _ = _check_targets(t, x.shape[1], ignore_index)
+    bad, _ = check_targets(t, x.shape[1], ignore_index)
     if bad >= 0:
         return 0.0, 0.0, bad
     has_w = w.shape[0] > 0
@@ -198,7 +198,7 @@ def cross_entropy(x, t, w, ignore_index, eps, rows):
     ``eps``: row i's loss is -sum_j q_ij log_softmax(x_i)_j, q_ij = (1 - eps) w[t_i] [j == t_i]
     + eps / C w_j (PyTorch's nll and smoothing terms); rows where t_i == ignore_index are 0.
     Writes the rows and returns (their sum, the sum of w[t_i] over counted rows, bad row)."""
-    bad, _ = _check_targets(t, x.shape[1], ignore_index)
+    bad, _ = check_targets(t, x.shape[1], ignore_index)
     if bad >= 0:
         return 0.0, 0.0, bad
     n, nclass = x.shape

@@ -99,8 +99,10 @@ def loss_forward(x, target, weight, reduction: str, ignore_index: int, eps: floa
 
 
 def loss_backward(g, x, target, weight, reduction: str, ignore_index: int, eps: float, logits: bool):
-    """d loss / d x for ``loss_forward``, written with differentiable ops."""
+    """d loss / d x for ``loss_forward``, written with differentiable ops (the targets checked as the
+    forward checks them: compiled mode may run this without the forward)."""
     x2, t = class_rows(x, target)
+    check_targets(t, x2.shape[-1], ignore_index, "cross_entropy" if logits else "nll_loss")
     q, wt = target_dist(x2, t, weight, ignore_index, eps)
     if reduction == "none":
         scale = A.unsqueeze(A.reshape(g, (-1,)), -1)

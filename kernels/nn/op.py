@@ -221,6 +221,11 @@ def _loss_backward_cpu(who: str, kname: str, logits: bool):
     def kernel(grad_output, x, target, weight=None, reduction="mean", ignore_index=-100, label_smoothing=0.0):
         check_loss_args(who, x, target, weight, reduction, logits)
         rows2, t, w, cd = _class_arrays(x, target, weight)
+        # the forward raised already in eager mode; compiled mode may run this without the forward (a loss
+        # nobody holds is dead code there), and the loop below indexes rows by the targets unchecked
+        bad, value = cpu.check_targets(t, rows2.shape[1], ignore_index)
+        if bad >= 0:
+            raise decomp.target_error(who, int(value), rows2.shape[1], ignore_index)
         g = np.ascontiguousarray(grad_output._data, dtype=cd).reshape(-1)
         div = 1.0
         if reduction == "mean":

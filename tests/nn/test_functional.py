@@ -285,6 +285,27 @@ def test_one_hot_dropout_embedding():
     assert w.grad.numpy().tolist() == [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]
 
 
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_a_bad_target_raises_when_only_the_backward_runs(loss):
+    """Found by the lazyopt helper: in compiled mode a loss nobody holds after ``backward()`` is dead
+    code, so only its backward op ran, and that loop indexed rows by the unchecked target (an
+    out-of-bounds write).  The backward ops check the targets as the forward ops do, on the CPU
+    kernels and the decomposition CUDA uses."""
+    x = dj.randn(4, 3, requires_grad=True)
+    t = dj.tensor([0, 1, 5, 2])
+    f = getattr(F, loss)
+    with pytest.raises(TargetError, match=f"{loss}: Target 5 is out of bounds"):
+        with dj.mode("compiled"):
+            f(x, t).backward()
+            x.grad.numpy()
+    backward = getattr(dj.ops.aten, "cross_entropy_loss_backward" if loss == "cross_entropy" else "nll_loss_backward")
+    with pytest.raises(TargetError, match="Target 5"):
+        backward(dj.ones(()), x.detach(), t)
+    from dispatch_jit.kernels.nn import decomp
+    with pytest.raises(TargetError, match="Target 5"):
+        decomp.loss_backward(dj.ones(()), x.detach(), t, None, "mean", -100, 0.0, loss == "cross_entropy")
+
 def test_loss_errors_name_the_function_and_the_fix():
     x = dj.randn(4, 3)
     with pytest.raises(TargetError, match=r"cross_entropy: Target 3 is out of bounds.*\[0, 3\)"):
