@@ -109,9 +109,9 @@ class Adam(Optimizer):
         states = [self.state[p] for p in params]
         # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
         flags = (values[2][5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
-        if fast_path(params):
-            avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
-            maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+        avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+        if fast_path(params, avgs + sqs + maxs):
             written(params + avgs + sqs + maxs)
             empty = flat(params[0])[:0]
             foreach.step("adam", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],

@@ -83,10 +83,13 @@ class _Required:
 required = _Required()
 
 
-def fast_path(params: list) -> bool:
-    """Whether ``params`` (with their gradients) can go through one multi-tensor loop: not while a
-    trace records (compiled mode: yes, ``LAZY_STEP``), and only C-contiguous CPU float32/float64
-    parameters of one dtype whose gradients have it too."""
+def fast_path(params: list, state: list = ()) -> bool:
+    """Whether ``params`` (with their gradients, and the optimizer ``state`` tensors the loop also
+    writes, list after list) can go through one multi-tensor loop: not while a trace records
+    (compiled mode: yes, ``LAZY_STEP``), and only C-contiguous CPU float32/float64 parameters of
+    one dtype whose gradients and state have it too, each state tensor of its parameter's shape
+    (after ``model.double()`` the state keeps its old dtype: the per-tensor form then casts, as
+    PyTorch's does)."""
     if tls.include & _TRACER and not (LAZY_STEP[0] is not None and LAZY_STEP[0].recording()) or not params:
         return False
     dt = params[0]._data.dtype
@@ -96,6 +99,12 @@ def fast_path(params: list) -> bool:
         a, g = p._data, p.__dict__.get("_grad")
         if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or g is None \
                 or g._data.__class__ is not np.ndarray or g._data.dtype != dt:
+            return False
+    k = len(params)
+    for j, t in enumerate(state):
+        a = None if t is None else t._data
+        if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous \
+                or a.shape != params[j % k]._data.shape:
             return False
     return True
 

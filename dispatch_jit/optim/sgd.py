@@ -91,8 +91,8 @@ class SGD(Optimizer):
         values = self.step_values(group, params)
         # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
         flags = (values[0][3] != 0, momentum != 0, group["nesterov"], group["maximize"], first)
-        if fast_path(params):
-            bufs = [s["momentum_buffer"] for s in states] if momentum != 0 else []
+        bufs = [s["momentum_buffer"] for s in states] if momentum != 0 else []
+        if fast_path(params, bufs):
             written(params + bufs)
             empty = flat(params[0])[:0]
             foreach.step("sgd", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],

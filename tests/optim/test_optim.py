@@ -170,3 +170,40 @@ def test_float16_and_cuda_take_the_per_tensor_form():
         q.grad = dj.ones(3, device="cuda")
         dj.optim.Adam([q], lr=0.1).step()
         np.testing.assert_allclose(q.numpy(), 0.9, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam"])
+def test_a_step_after_model_double_keeps_the_old_state_dtype_and_runs(name):
+    """After ``model.double()`` the state made before keeps its float32 (as PyTorch's); the
+    multi-tensor loop takes one dtype, so such a group runs the per-tensor form (it crashed inside
+    Numba).  SGD against torch, which runs this too (its Adam refuses the mixed dtypes)."""
+    dj.manual_seed(0)
+    m = dj.nn.Linear(3, 2)
+    kw = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.1)
+    opt = getattr(dj.optim, name)(m.parameters(), **kw)
+    x = np.random.default_rng(0).standard_normal((4, 3))
+    start = [p.detach().numpy().copy() for p in m.parameters()]
+    for step in range(3):
+        if step == 1:
+            m.double()
+        opt.zero_grad()
+        (m(dj.tensor(x.astype(np.float64 if step else np.float32))) ** 2).sum().backward()
+        opt.step()
+    assert all(p.dtype == dj.float64 for p in m.parameters())
+    assert all(v.dtype == dj.float32 for s in opt.state.values() for v in s.values() if isinstance(v, dj.Tensor)
+               and v.ndim)
+    torch = pytest.importorskip("torch")
+    if name != "SGD":
+        return
+    tm = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(start[0]))
+        tm.bias.copy_(torch.tensor(start[1]))
+    topt = torch.optim.SGD(tm.parameters(), **kw)
+    for step in range(3):
+        if step == 1:
+            tm.double()
+        topt.zero_grad()
+        (tm(torch.tensor(x.astype(np.float64 if step else np.float32))) ** 2).sum().backward()
+        topt.step()
+    np.testing.assert_allclose(m.weight.detach().numpy(), tm.weight.detach().numpy(), rtol=1e-6, atol=1e-7)
