@@ -59,8 +59,12 @@ def _cj(t):
 _DTYPE_BITS = DTYPE_MASK << DTYPE_SHIFT
 
 
-def _cjs(v):
-    """``_cj`` of a saved operand that may be a Python number (``x * 2.0`` saves the 2.0)."""
+def _cjs(g, v):
+    """``_cj`` of a saved operand ``v`` of a product or quotient that may be a Python number (``x * 2.0``
+    saves the 2.0).  Only a complex operand needs it, and then the output and its gradient ``g`` are
+    complex: a real ``g`` (the hot path of every real backward) returns ``v`` after one bit test."""
+    if g._sig & _DTYPE_BITS < _FIRST_COMPLEX:
+        return v
     if isinstance(v, complex):
         return v.conjugate()
     return _cj(v) if hasattr(v, "_sig") else v
@@ -325,9 +329,9 @@ DERIVATIVES: dict[str, Derivative] = {
     # a Grad per input: a node saves only what the inputs that require grad read (x * 2.0 saves the 2.0)
     "add.Tensor": _D("AddBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, c["alpha"])))),
     "sub.Tensor": _D("SubBackward", (Grad(lambda g, s, c: g), Grad(lambda g, s, c: _scaled(g, -c["alpha"])))),
-    "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(s["other"])), ("other",)),
-                                     Grad(lambda g, s, c: A.mul(g, _cjs(s["self"])), ("self",)))),
-    "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, _cjs(s["other"])), ("other",)),
+    "mul.Tensor": _D("MulBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(g, s["other"])), ("other",)),
+                                     Grad(lambda g, s, c: A.mul(g, _cjs(g, s["self"])), ("self",)))),
+    "div.Tensor": _D("DivBackward", (Grad(lambda g, s, c: A.div(g, _cjs(g, s["other"])), ("other",)),
                                      Grad(lambda g, s, c: A.mul(A.neg(g), _cj(A.div(s["result"], s["other"]))),
                                           ("result", "other")))),
     "neg": _D("NegBackward", lambda g, s, c: A.neg(g)),
@@ -424,8 +428,8 @@ DERIVATIVES: dict[str, Derivative] = {
         unbroadcast=False),
     # -- linear algebra --------------------------------------------------------------------------
     "matmul": _D("MatmulBackward", (Grad(_matmul_grad_self, ("other",)), Grad(_matmul_grad_other, ("self",)))),
-    "dot": _D("DotBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(s["other"])), ("other",)),
-                              Grad(lambda g, s, c: A.mul(g, _cjs(s["self"])), ("self",)))),
+    "dot": _D("DotBackward", (Grad(lambda g, s, c: A.mul(g, _cjs(g, s["other"])), ("other",)),
+                              Grad(lambda g, s, c: A.mul(g, _cjs(g, s["self"])), ("self",)))),
     # -- views and shape ops ---------------------------------------------------------------------
     "reshape": _D("ReshapeBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
     "view": _D("ViewBackward", lambda g, s, c: A.reshape(g, c["shapes"][0]), unbroadcast=False),
