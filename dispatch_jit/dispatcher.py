@@ -40,8 +40,8 @@ from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import KernelKind, OperatorEntry
 from .signature import SIG_NONE, decode, scalar_sig
-# the write hook lives in writes.py; optim and the compiler import its names from here too
-from .writes import _WRITE_GUARD, before_write, guard_writes, set_write_guard  # noqa: F401
+# the write hook lives in writes.py; set_write_guard and before_write stay importable from here
+from .writes import before_write, guard_writes, set_write_guard  # noqa: F401
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "redispatch", "tls", "set_tensor_type", "set_op_handle", "memo_key", "key_fields",

@@ -196,7 +196,7 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 
 
 METHODS = {
-    "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"), "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_,
-    "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
+    "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"),
+    "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_, "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
     "scatter_add_": scatter_add_,
 }

@@ -46,24 +46,23 @@ def _scaled(g, alpha):
     return g if alpha == 1 else A.mul(g, alpha)
 
 
-_FIRST_COMPLEX = 12 << DTYPE_SHIFT      # complex64's dtype index, where the complex dtypes begin
+_COMPLEX = frozenset(d.index for d in ALL_DTYPES if d.category == COMPLEX)   # dtype indices
+_COMPLEX_SIG = frozenset(i << DTYPE_SHIFT for i in _COMPLEX)                  # their signature bits
+_DTYPE_BITS = DTYPE_MASK << DTYPE_SHIFT
 
 
 def _cj(t):
     """``t.conj()`` where derivatives.yaml writes it: a complex input's gradient is the conjugate
     Wirtinger derivative, ``g * conj(f'(z))`` (PyTorch's convention); real tensors pass as they are,
     without a dispatch."""
-    return A.conj(t) if t._sig & _DTYPE_BITS >= _FIRST_COMPLEX else t
-
-
-_DTYPE_BITS = DTYPE_MASK << DTYPE_SHIFT
+    return A.conj(t) if t._sig & _DTYPE_BITS in _COMPLEX_SIG else t
 
 
 def _cjs(g, v):
     """``_cj`` of a saved operand ``v`` of a product or quotient that may be a Python number (``x * 2.0``
     saves the 2.0).  Only a complex operand needs it, and then the output and its gradient ``g`` are
     complex: a real ``g`` (the hot path of every real backward) returns ``v`` after one bit test."""
-    if g._sig & _DTYPE_BITS < _FIRST_COMPLEX:
+    if g._sig & _DTYPE_BITS not in _COMPLEX_SIG:
         return v
     if isinstance(v, complex):
         return v.conjugate()
@@ -365,8 +364,7 @@ DERIVATIVES: dict[str, Derivative] = {
     # input's dtype by the kernel); of a real input, real is the identity and imag a constant
     "conj": _D("ConjBackward", lambda g, s, c: _cj(g)),
     "real": _D("RealBackward", lambda g, s, c: g),
-    "imag": _D("ImagBackward", lambda g, s, c: A.mul(g, 1j) if ALL_DTYPES[c["dtypes"][0]].category == COMPLEX
-               else _zeros(g)),
+    "imag": _D("ImagBackward", lambda g, s, c: A.mul(g, 1j) if c["dtypes"][0] in _COMPLEX else _zeros(g)),
     # -- transcendental -------------------------------------------------------------------------
     "exp": _D("ExpBackward", lambda g, s, c: A.mul(g, _cj(s["result"])), ("result",)),
     "expm1": _D("Expm1Backward", lambda g, s, c: A.mul(g, _cj(A.add(s["result"], 1.0))), ("result",)),

@@ -241,22 +241,23 @@ _LIBRARIES = {"dispatch_jit", "numpy", "numba", "torch", "builtins"}
 
 def _classify(value, attrs):
     """(what to capture: the attributes followed, or None; a helper function to look into;
-    for a helper that is a method of an object on the chain, the attributes leading to it)."""
+    for a helper that is a method of an object on the chain, the attributes leading to it;
+    the object the followed attributes reach)."""
     final, done = _chain(value, attrs)
     if isinstance(final, types.ModuleType):
-        return None, None, None
+        return None, None, None, final
     if isinstance(value, types.ModuleType):    # through a module only data is guarded (cfg.scale)
-        return ((done, None, None) if done and _is_data(final) else (None, None, None))
+        return ((done, None, None, final) if done and _is_data(final) else (None, None, None, final))
     if not done and isinstance(final, _LIBRARY):
-        return None, None, None
+        return None, None, None, final
     user_fn = isinstance(final, (types.FunctionType, types.MethodType)) or hasattr(final, "max_recompiles")
     if user_fn:
-        return done, (final if not _is_library(final) else None), None
+        return done, (final if not _is_library(final) else None), None, final
     # a method or property of a user object (``m.scale(x)``, ``self.layer(x)``): its reads of
     # ``self.w`` are reads of ``m.w`` / ``self.layer.w``, captured as such
     rest = attrs[len(done):]
     m = _method(final, rest[0] if rest else "__call__")
-    return done, (None if m is None else types.MethodType(m, final)), (None if m is None else done)
+    return done, (None if m is None else types.MethodType(m, final)), (None if m is None else done), final
 
 
 def _find(fn, call_args, out, seen, depth, where, prefix, visited):
@@ -305,7 +306,7 @@ def _find(fn, call_args, out, seen, depth, where, prefix, visited):
                     continue
             else:
                 continue
-            done, helper, via = _classify(value, attrs)
+            done, helper, via, final = _classify(value, attrs)
             if done is None:
                 continue
             chain = base + done
@@ -313,21 +314,23 @@ def _find(fn, call_args, out, seen, depth, where, prefix, visited):
             full = ("" if of_self else where) + label + "".join(f".{a}" for a in chain)
             if helper is not None:
                 # a module's forward, called through its __call__: nesting, not depth
-                deeper = 0 if via is not None and _is_module(helper.__self__ if isinstance(helper, types.MethodType)
-                                                             else None) else 1
+                deeper = 0 if via is not None and _is_module(final) else 1
                 helpers.append((helper, full, None if via is None else (root, obj, name, base + via, label), deeper))
             if not chain and root in ("self", "arg"):
                 continue              # the argument itself is in the key already; a bound self is fixed
-            cap = Capture(root, obj, name, chain, full)
-            k = (cap.root, id(cap.obj), cap.name, cap.attrs)
-            if k not in keys:
-                keys.add(k)
-                out.append(cap)
-            final = _chain(value, attrs)[0]
+            _add(Capture(root, obj, name, chain, full), out, keys)
             if helper is None and _is_module(final) and _is_library(type(final)):
                 _library_module(final, (root, obj, name, base + done, label), full, out, keys, helpers, set())
     for h, label, sub_prefix, deeper in helpers:
         _find(h, (), out, seen, depth + deeper, f"{label} -> ", sub_prefix, visited)
+
+
+def _add(cap: Capture, out: list, keys: set) -> None:
+    """Append ``cap`` to the captures ``out`` unless the same chain is there (``keys``)."""
+    k = (cap.root, id(cap.obj), cap.name, cap.attrs)
+    if k not in keys:
+        keys.add(k)
+        out.append(cap)
 
 
 def _library_module(m, prefix, full, out, keys, helpers, walked):
@@ -343,11 +346,7 @@ def _library_module(m, prefix, full, out, keys, helpers, walked):
     for a, v in m.__dict__.items():
         if a in _MODULE_REGISTRIES or a.startswith("_") or not isinstance(v, _SCALARS + (tuple, list)):
             continue
-        cap = Capture(root, obj, name, chain + (a,), f"{full}.{a}")
-        k = (cap.root, id(cap.obj), cap.name, cap.attrs)
-        if k not in keys:
-            keys.add(k)
-            out.append(cap)
+        _add(Capture(root, obj, name, chain + (a,), f"{full}.{a}"), out, keys)
     for cname, child in m.__dict__["_modules"].items():
         if child is None:
             continue

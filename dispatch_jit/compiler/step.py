@@ -58,9 +58,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from dispatch_jit.autograd.graph import Node, mark_output
-from dispatch_jit.dispatcher import _WRITE_GUARD
 from dispatch_jit.optim.optimizer import Optimizer
 from dispatch_jit.tensor import bump_version
+from dispatch_jit.writes import before_write
 
 from .entries import CompiledEntry
 from .ir import Graph, Var
@@ -176,10 +176,8 @@ class _Variant:
                 scalars += row
         fn = self.plan.function
         targets = self.targets(flat, cflat)
-        guard = _WRITE_GUARD[0]
-        if guard is not None and guard[1]:      # pending compiled-mode readers run before anything is written
-            for t in targets:
-                guard[0](t)
+        for t in targets:                       # pending compiled-mode readers run before anything is written
+            before_write(t)
         env = fn(tensors, scalars) if fn is not None and self.direct else None
         if env is None:
             res, new, grads = self._interpreted(tensors, scalars, targets, fn is not None and self.direct)

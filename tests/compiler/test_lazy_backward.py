@@ -65,6 +65,21 @@ def _steps(run_mode, n=4, **kw):
     return out
 
 
+def _grads(run_mode, losses):
+    """Loss and .grad of w and b after the backward of each loss in ``losses`` (``fn(x, w, b, t)``),
+    one step each, in ``run_mode``."""
+    w, b = _leaves()
+    x, t = dj.tensor(_X), dj.tensor(_T)
+    out = []
+    for loss_of in losses:
+        with mode(run_mode):
+            w.grad = b.grad = None
+            loss = loss_of(x, w, b, t)
+            loss.backward()
+            out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
+    return out
+
+
 def _assert_same(want, got):
     assert len(want) == len(got)
     for (l0, gw0, gb0), (l1, gw1, gb1) in zip(want, got):
@@ -107,21 +122,10 @@ def test_replayed_grads_are_pending_plain_tensors_and_nodes_are_freed():
 
 def test_structure_change_between_steps_keys_each_structure():
     acts = [dj.tanh, dj.relu, dj.tanh, dj.sigmoid, dj.relu, dj.tanh]
-
-    def run(run_mode):
-        w, b = _leaves()
-        x, t = dj.tensor(_X), dj.tensor(_T)
-        out = []
-        for act in acts:
-            with mode(run_mode):
-                w.grad = b.grad = None
-                loss = _loss(x, w, b, t, act=act)
-                loss.backward()
-                out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
-        return out
-    want = run("eager")
+    losses = [lambda x, w, b, t, act=act: _loss(x, w, b, t, act=act) for act in acts]
+    want = _grads("eager", losses)
     before = _counts()
-    _assert_same(want, run("compiled"))
+    _assert_same(want, _grads("compiled", losses))
     captures, replays = _delta(before)
     assert replays >= 2 and captures + replays == len(acts)
 
@@ -129,18 +133,8 @@ def test_structure_change_between_steps_keys_each_structure():
 @pytest.mark.parametrize("scales", [[2.0, 3.0, 2.0], [0.0, -0.0, 0.0, -0.0]])
 def test_runtime_scalars_are_keyed_by_value_and_sign(scales):
     # x * s records s as a runtime scalar: the backward's g * s must use this step's s
-    def run(run_mode):
-        w, b = _leaves()
-        x, t = dj.tensor(_X), dj.tensor(_T)
-        out = []
-        for s in scales:
-            with mode(run_mode):
-                w.grad = b.grad = None
-                loss = (F.linear(x, w, b) * s).sum()
-                loss.backward()
-                out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
-        return out
-    want, got = run("eager"), run("compiled")
+    losses = [lambda x, w, b, t, s=s: (F.linear(x, w, b) * s).sum() for s in scales]
+    want, got = _grads("eager", losses), _grads("compiled", losses)
     for (l0, gw0, gb0), (l1, gw1, gb1) in zip(want, got):
         assert l0 == l1
         assert gw0.tobytes() == gw1.tobytes() and gb0.tobytes() == gb1.tobytes()    # -0.0 too
@@ -256,20 +250,10 @@ def test_a_view_of_the_seed_is_walked_again_with_a_pending_seed_and_replayed():
     # sum's backward expands the seed: a view of a tensor that is not pending runs eagerly, and the
     # graph reads it as an input of its own; the second walk has the seed pending (a clone), the
     # view is recorded, and that walk is replayed
-    def run(run_mode):
-        w, b = _leaves()
-        x = dj.tensor(_X)
-        out = []
-        for _ in range(3):
-            with mode(run_mode):
-                w.grad = b.grad = None
-                loss = dj.tanh(F.linear(x, w, b)).sum()
-                loss.backward()
-                out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
-        return out
-    want = run("eager")
+    losses = [lambda x, w, b, t: dj.tanh(F.linear(x, w, b)).sum()] * 3
+    want = _grads("eager", losses)
     before = _counts()
-    _assert_same(want, run("compiled"))
+    _assert_same(want, _grads("compiled", losses))
     assert _delta(before)[1] >= 1
 
 
@@ -286,20 +270,10 @@ def test_a_walk_that_reads_a_new_tensor_walks_every_time():
         def backward(ctx, g):
             return g * dj.tensor(np.float32(2.0))
 
-    def run(run_mode):
-        w, b = _leaves()
-        x, t = dj.tensor(_X), dj.tensor(_T)
-        out = []
-        for _ in range(3):
-            with mode(run_mode):
-                w.grad = b.grad = None
-                loss = F.cross_entropy(Double.apply(F.linear(x, w, b)), t)
-                loss.backward()
-                out.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
-        return out
-    want = run("eager")
+    losses = [lambda x, w, b, t: F.cross_entropy(Double.apply(F.linear(x, w, b)), t)] * 3
+    want = _grads("eager", losses)
     before = _counts()
-    _assert_same(want, run("compiled"))
+    _assert_same(want, _grads("compiled", losses))
     assert _delta(before) == (0, 0)
 
 

@@ -172,6 +172,16 @@ def test_float16_and_cuda_take_the_per_tensor_form():
         np.testing.assert_allclose(q.numpy(), 0.9, rtol=1e-6)
 
 
+def _three_steps_doubling_after_one(lib, model, opt, x):
+    """Three steps of ``opt`` on ``model`` (dj's or torch's, per ``lib``), ``model.double()`` after the first."""
+    for step in range(3):
+        if step == 1:
+            model.double()
+        opt.zero_grad()
+        (model(lib.tensor(x.astype(np.float64 if step else np.float32))) ** 2).sum().backward()
+        opt.step()
+
+
 @pytest.mark.parametrize("name", ["SGD", "Adam"])
 def test_a_step_after_model_double_keeps_the_old_state_dtype_and_runs(name):
     """After ``model.double()`` the state made before keeps its float32 (as PyTorch's); the
@@ -183,12 +193,7 @@ def test_a_step_after_model_double_keeps_the_old_state_dtype_and_runs(name):
     opt = getattr(dj.optim, name)(m.parameters(), **kw)
     x = np.random.default_rng(0).standard_normal((4, 3))
     start = [p.detach().numpy().copy() for p in m.parameters()]
-    for step in range(3):
-        if step == 1:
-            m.double()
-        opt.zero_grad()
-        (m(dj.tensor(x.astype(np.float64 if step else np.float32))) ** 2).sum().backward()
-        opt.step()
+    _three_steps_doubling_after_one(dj, m, opt, x)
     assert all(p.dtype == dj.float64 for p in m.parameters())
     assert all(v.dtype == dj.float32 for s in opt.state.values() for v in s.values() if isinstance(v, dj.Tensor)
                and v.ndim)
@@ -199,11 +204,5 @@ def test_a_step_after_model_double_keeps_the_old_state_dtype_and_runs(name):
     with torch.no_grad():
         tm.weight.copy_(torch.tensor(start[0]))
         tm.bias.copy_(torch.tensor(start[1]))
-    topt = torch.optim.SGD(tm.parameters(), **kw)
-    for step in range(3):
-        if step == 1:
-            tm.double()
-        topt.zero_grad()
-        (tm(torch.tensor(x.astype(np.float64 if step else np.float32))) ** 2).sum().backward()
-        topt.step()
+    _three_steps_doubling_after_one(torch, tm, torch.optim.SGD(tm.parameters(), **kw), x)
     np.testing.assert_allclose(m.weight.detach().numpy(), tm.weight.detach().numpy(), rtol=1e-6, atol=1e-7)
