@@ -1,5 +1,6 @@
 """The Tensor methods that autograd provides: ``backward``, ``register_hook``,
-and indexing (``t[i]`` and ``t[i] = v``, recorded as ops on views).
+and indexing (``t[i]`` and ``t[i] = v``, recorded as ops on views); and ``zero_grads``,
+the one body of ``Module.zero_grad`` and ``Optimizer.zero_grad``.
 
 tensor.py sits below autograd and cannot import it, so these are defined here
 and bound onto ``Tensor`` by dispatch_jit/_install.py, with the methods of the
@@ -13,12 +14,13 @@ import numpy as np
 from ..dtypes import can_cast, from_numpy_dtype, result_type
 from ..errors import AutogradError, CastingError, ShapeError
 from ..tensor import Tensor, bump_version
+from ..writes import before_write
 from .engine import run_backward
 from .graph import edge_of
 from .indexing import getitem, unwrap_index
 from .inplace import setitem
 
-__all__ = ["METHODS"]
+__all__ = ["METHODS", "zero_grads"]
 
 
 def _getitem(self, index):
@@ -74,3 +76,18 @@ def register_hook(self, fn):
 
 
 METHODS = {"__getitem__": _getitem, "__setitem__": _setitem, "backward": backward, "register_hook": register_hook}
+
+
+def zero_grads(params, set_to_none: bool) -> None:
+    """Reset each tensor's ``.grad``: to None, or to zeros in place (the same tensor, one version
+    bump), after any pending compiled-mode graph that reads it has run, as for any other write."""
+    for p in params:
+        grad = p.__dict__.get("_grad")
+        if grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            before_write(grad)
+            bump_version(grad)
+            grad._data[...] = 0

@@ -32,10 +32,11 @@ from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
 from ..autograd.grad_mode import no_grad
+from ..autograd.methods import zero_grads
 from ..creation import tensor as _tensor
 from ..dtypes import as_dtype, float16, float32, float64
 from ..errors import SchemaError, StateDictError
-from ..tensor import Tensor, bump_version
+from ..tensor import Tensor
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
@@ -61,6 +62,11 @@ class Parameter(metaclass=_ParameterMeta):
         if requires_grad:
             t.requires_grad_(True)
         return t
+
+
+def _floating_to(dtype):
+    """A tensor cast to ``dtype`` if it is floating-point, else as it is (Module's casts)."""
+    return lambda t: t.to(dtype) if t.is_floating_point() else t
 
 
 class IncompatibleKeys(NamedTuple):
@@ -237,16 +243,9 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Reset every parameter's ``.grad``: to None (the default, as PyTorch), or to zeros."""
-        for p in self.parameters():
-            g = p.grad
-            if g is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g._data[...] = 0      # in place, as PyTorch's grad.zero_(): the same tensor
-                bump_version(g)
+        """Reset every parameter's ``.grad``: to None (the default, as PyTorch), or to zeros in place
+        (the same tensor, as PyTorch's grad.zero_())."""
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn) -> "Module":
         for m in self.children():
@@ -283,22 +282,20 @@ class Module:
             raise SchemaError(f"Module.to() only accepts floating point dtypes, but got {dtype}; integer "
                               f"tensors keep their dtype")
 
-        def convert(t):
-            t = t if device is None else t.to(device)
-            return t if dtype is None or not t.is_floating_point() else t.to(dtype)
-        return self._apply(convert)
+        cast = (lambda t: t) if dtype is None else _floating_to(dtype)
+        return self._apply(cast if device is None else lambda t: cast(t.to(device)))
 
     def float(self) -> "Module":
         """Cast floating-point parameters and buffers to float32."""
-        return self._apply(lambda t: t.to(float32) if t.is_floating_point() else t)
+        return self._apply(_floating_to(float32))
 
     def double(self) -> "Module":
         """Cast floating-point parameters and buffers to float64."""
-        return self._apply(lambda t: t.to(float64) if t.is_floating_point() else t)
+        return self._apply(_floating_to(float64))
 
     def half(self) -> "Module":
         """Cast floating-point parameters and buffers to float16."""
-        return self._apply(lambda t: t.to(float16) if t.is_floating_point() else t)
+        return self._apply(_floating_to(float16))
 
     def cpu(self) -> "Module":
         """Move every parameter and buffer to host memory."""

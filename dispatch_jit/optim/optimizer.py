@@ -35,10 +35,12 @@ import copy
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..dispatcher import _WRITE_GUARD, tls
+from ..autograd.methods import zero_grads
+from ..dispatcher import tls
 from ..errors import SchemaError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
+from ..writes import before_write
 
 __all__ = ["Optimizer", "required", "fast_path", "flat", "written", "lazy_step", "STEP_TRACE", "LAZY_STEP"]
 
@@ -90,7 +92,7 @@ def fast_path(params: list, state: list = ()) -> bool:
     one dtype whose gradients and state have it too, each state tensor of its parameter's shape
     (after ``model.double()`` the state keeps its old dtype: the per-tensor form then casts, as
     PyTorch's does)."""
-    if tls.include & _TRACER and not (LAZY_STEP[0] is not None and LAZY_STEP[0].recording()) or not params:
+    if tls.include & _TRACER and lazy_step() is None or not params:
         return False
     dt = params[0]._data.dtype
     if dt not in _LOOP_DTYPES:
@@ -117,10 +119,8 @@ def flat(t) -> np.ndarray:
 def written(tensors) -> None:
     """Before an in-place loop writes ``tensors``: run any pending compiled-mode graph that reads
     them (the dispatcher's write guard); after: bump their version counters."""
-    guard = _WRITE_GUARD[0]
-    if guard is not None and guard[1]:
-        for t in tensors:
-            guard[0](t)
+    for t in tensors:
+        before_write(t)
     for t in tensors:
         bump_version(t)
 
@@ -172,16 +172,7 @@ class Optimizer:
         """Reset the gradients of every parameter: to None (the default), or to zeros in place."""
         if (tr := _traced()) is not None:
             return tr.zero_grad(self, set_to_none)
-        for g in self.param_groups:
-            for p in g["params"]:
-                grad = p.__dict__.get("_grad")
-                if grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    written([grad])        # a pending graph that reads it runs first (compiled mode)
-                    grad._data[...] = 0
+        zero_grads([p for g in self.param_groups for p in g["params"]], set_to_none)
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")

@@ -231,6 +231,22 @@ def test_replacing_the_storage_with_data_sees_the_pending_reads():
     np.testing.assert_array_equal(y.numpy(), [2.0, 4.0, 6.0])
     np.testing.assert_array_equal(z.numpy(), [1.0, 1.0, 1.0])
 
+
+@pytest.mark.parametrize("owner", ["module", "optimizer"])
+def test_zero_grad_in_place_sees_the_pending_reads(owner):
+    # Module.zero_grad(set_to_none=False) zeroed .grad in place without running the pending graph
+    # that read it (the optimizer's did): y computed from zeros.  Both share autograd.methods.zero_grads
+    m = dj.nn.Linear(2, 1)
+    (m(dj.ones(3, 2)) ** 2).sum().backward()
+    want = (m.weight.grad * 2.0).numpy()
+    zero = m.zero_grad if owner == "module" else dj.optim.SGD(m.parameters(), lr=0.1).zero_grad
+    g = m.weight.grad
+    with mode("compiled"):
+        y = m.weight.grad * 2.0
+        zero(set_to_none=False)
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert m.weight.grad is g and not m.weight.grad.numpy().any()
+
 def test_size_limit_flushes():
     old = max_pending()
     set_max_pending(8)
