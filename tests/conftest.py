@@ -20,13 +20,17 @@ if not os.path.exists("/dev/nvidiactl") and os.environ.get("DISPATCH_JIT_TEST_RE
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 # The compiled mode's disk cache goes to a fresh directory per test session: tests count compiles, and the
-# suite must not write into the user's ~/.cache.
+# suite must not write into the user's ~/.cache, nor the cache's key (jit/trust.py) into ~/.config.
 if "DISPATCH_JIT_CACHE_DIR" not in os.environ:
     import tempfile
     import atexit
     import shutil
     os.environ["DISPATCH_JIT_CACHE_DIR"] = _cache_dir = tempfile.mkdtemp(prefix="dispatch_jit_test_cache_")
     atexit.register(shutil.rmtree, _cache_dir, True)
+    if "DISPATCH_JIT_CACHE_KEY_FILE" not in os.environ:
+        _key_dir = tempfile.mkdtemp(prefix="dispatch_jit_test_key_")
+        os.environ["DISPATCH_JIT_CACHE_KEY_FILE"] = os.path.join(_key_dir, "cache.key")
+        atexit.register(shutil.rmtree, _key_dir, True)
 
 import dispatch_jit as dj
 

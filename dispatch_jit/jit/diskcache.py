@@ -14,7 +14,7 @@ machine code depends on:
    (host CPU name and features, as LLVM sees them).
 
 The file holds Numba's compile result serialized as Numba's own ``cache=True``
-does it (``CompileResult._reduce``/``_rebuild``), but in one self-checking
+does it (``CompileResult._reduce``/``_rebuild``), but in one authenticated
 file instead of Numba's index, data files and ``__pycache__`` next to a
 source file: that layout needs the generated source on disk (which Numba
 re-reads while saving, so a file changed under it raised ``TokenError``), puts
@@ -26,20 +26,27 @@ as much as compiling the first kernel; figures in ``_rebuild``'s comment).
 
 Trust nothing on disk.  An entry is::
 
-    dispatch_jit kernel v3\\n
-    <SHA-256 of everything after this line>\\n
-    <JSON: key, name, argument types, payload size>\\n
+    dispatch_jit kernel v4\n
+    <HMAC-SHA256, under the user's key, of everything after this line>\n
+    <JSON: key, name, argument types, payload size>\n
     <payload: the pickled compile result>
 
-A load reads the whole file in one go and uses it only if the checksum, the
-full key and the argument types all match; anything else (missing, deleted
-while listing, truncated, bit-flipped, garbage, unreadable, another key's
-entry under this name, a payload Numba cannot rebuild) is a miss: the kernel is
+Unpickling runs code, so nothing is unpickled that has not been authenticated.
+Before its first load a process checks the cache directory and reads the
+user's key (trust.py: a directory or entry that someone else could have
+written, a symlink out of the root, a key others can read, is refused with a
+warning, once, and kernels are compiled in memory).  A load opens the entry
+without following links, checks its owner and mode on the open file, reads it
+whole, and uses it only if the MAC, the full key and the argument types all
+match; anything else (missing, deleted while listing, truncated, bit-flipped,
+garbage, unreadable, made with another key or forged, another key's entry
+under this name, a payload Numba cannot rebuild) is a miss: the kernel is
 compiled and the entry rewritten, with a debug-level log only.  Writes go to a
-temporary name in the same directory and are published with ``os.replace``,
-so a concurrent reader sees the old entry, the new one, or none, never part
-of one.  A directory that cannot be written (read-only, a file in the way)
-warns once; kernels are then compiled and kept in memory.
+temporary name in the same directory, made with mode 0644 less the user's
+umask (0600 under ``umask 077``), and are published with ``os.replace``, so a
+concurrent reader sees the old entry, the new one, or none, never part of one.
+A directory that cannot be written (read-only, a file in the way) warns once;
+kernels are then compiled and kept in memory.
 
 The directory: ``DISPATCH_JIT_CACHE_DIR``; unset, ``$XDG_CACHE_HOME/dispatch_jit``
 or ``~/.cache/dispatch_jit``; empty, ``0``, ``off``, ``false`` or ``no``
@@ -49,13 +56,14 @@ turns the disk cache off (kernels are then cached in memory only).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import linecache
 import logging
 import os
 import pickle
 import sys
-import tempfile
+import secrets
 import types
 import warnings
 from pathlib import Path
@@ -64,16 +72,16 @@ import llvmlite
 import numba
 from numba.core.caching import NullCache
 
-from . import fingerprint
+from . import fingerprint, trust
 
 __all__ = ["cache_dir", "compile_cached", "source_key", "attach", "entry_path", "target_tag", "DiskSlot"]
 
-_FORMAT = 3                 # bump when the file layout, the key or the compile flags change
-_MAGIC = b"dispatch_jit kernel v3"
+_FORMAT = 4                 # bump when the file layout, the key or the compile flags change
+_MAGIC = b"dispatch_jit kernel v4"
 _SUFFIX = ".nbx"
 _OFF = {"", "0", "off", "false", "no"}
 _tag: list = []             # [target tag], computed once
-_warned_unusable: set = set()
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _log = logging.getLogger(__name__)
 
 
@@ -117,26 +125,30 @@ def entry_path(root: Path, name: str, key: str) -> Path:
 
 # --- the entry file format ---------------------------------------------------------------------------
 
-def _pack(key: str, name: str, argtypes: tuple, payload: bytes) -> bytes:
+def _mac(mac_key: bytes, body: bytes) -> bytes:
+    return hmac.new(mac_key, body, hashlib.sha256).hexdigest().encode()
+
+
+def _pack(mac_key: bytes, key: str, name: str, argtypes: tuple, payload: bytes) -> bytes:
     meta = json.dumps({"key": key, "name": name, "argtypes": repr(tuple(argtypes)), "size": len(payload)})
     body = meta.encode() + b"\n" + payload
-    return _MAGIC + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return _MAGIC + b"\n" + _mac(mac_key, body) + b"\n" + body
 
 
-def _unpack(blob: bytes, key: str, argtypes: tuple) -> tuple[bytes | None, str]:
-    """(payload, "") if ``blob`` is a whole entry written for ``key``; else (None, why not)."""
+def _unpack(blob: bytes, mac_key: bytes, key: str, argtypes: tuple) -> tuple[bytes | None, str]:
+    """(payload, "") if ``blob`` is a whole entry written for ``key`` with ``mac_key``; else (None, why not)."""
     magic, _, rest = blob.partition(b"\n")
     if magic != _MAGIC:
         return None, "not a dispatch_jit entry of this format"
     digest, _, body = rest.partition(b"\n")
-    if hashlib.sha256(body).hexdigest().encode() != digest:
-        return None, "checksum mismatch (truncated or corrupt)"
+    if not hmac.compare_digest(_mac(mac_key, body), digest):
+        return None, "authentication failed (truncated, corrupt, made with another key, or forged)"
     meta, _, payload = body.partition(b"\n")
     try:
         meta = json.loads(meta)
     except ValueError:
         return None, "unreadable header"
-    # the checksum only says the file is whole: the key says it is this kernel's
+    # the MAC only says the user wrote it: the key says it is this kernel's
     if not isinstance(meta, dict) or meta.get("key") != key or meta.get("argtypes") != repr(tuple(argtypes)):
         return None, "written for another key"
     if meta.get("size") != len(payload):
@@ -144,14 +156,18 @@ def _unpack(blob: bytes, key: str, argtypes: tuple) -> tuple[bytes | None, str]:
     return payload, ""
 
 
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new file beside ``path`` to write its next version into: mode 0644 less the umask (the
+    kernel applies it, so ``umask 077`` gives 0600), never writable by the group or others."""
+    tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    return os.open(tmp, _TEMP_FLAGS, 0o644), tmp
+
+
 def _write_atomic(path: Path, blob: bytes) -> None:
     """Publish ``blob`` at ``path`` all at once: readers see the old file, the new one, or none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    trust.make_dirs(os.fspath(path.parent))        # removed since the process checked it: remade 0700
+    fd, tmp = _create_temp(path)
     try:
-        # mkstemp makes the file 0600: an entry is as readable as any cache file, so that one cache
-        # directory can serve several users
-        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
@@ -193,22 +209,25 @@ def _rebuild(ctx, payload: bytes):
         return CompileResult._rebuild(ctx, *pickle.loads(payload))
 
 
-def _load(path: Path, key: str, ctx, argtypes: tuple):
+def _load(store: trust.Store, path: Path, key: str, ctx, argtypes: tuple):
     """The compile result loaded from ``path``, or None on any kind of miss."""
     try:
-        blob = path.read_bytes()
+        blob = trust.read_entry(path)
     except FileNotFoundError:
+        return None
+    except trust.Untrusted as e:
+        trust.warn_once(store.root, "entry", f"not loading {e.path}: {e.why}", e.fix)
         return None
     except OSError as e:
         _log.debug("disk cache entry %s unreadable (%s): recompiling", path, e)
         return None
-    payload, why = _unpack(blob, key, argtypes)
+    payload, why = _unpack(blob, store.key, key, argtypes)
     if payload is None:
         _log.debug("disk cache entry %s ignored: %s; recompiling", path, why)
         return None
     try:
         cres = _rebuild(ctx, payload)
-    except Exception as e:          # verified bytes Numba cannot use (a changed Numba internal): a miss
+    except Exception as e:          # authenticated bytes Numba cannot use (a changed Numba internal): a miss
         _log.debug("disk cache entry %s could not be loaded (%s: %s); recompiling", path, type(e).__name__, e)
         return None
     if cres.objectmode or tuple(cres.signature.args) != tuple(argtypes):
@@ -217,15 +236,7 @@ def _load(path: Path, key: str, ctx, argtypes: tuple):
     return cres
 
 
-def _warn_unusable(root: Path, e: OSError) -> None:
-    if str(root) not in _warned_unusable:
-        _warned_unusable.add(str(root))
-        warnings.warn(f"dispatch_jit disk cache: cannot write to {root} ({e}); kernels are compiled "
-                      f"and kept in memory only. Set DISPATCH_JIT_CACHE_DIR to a writable directory, or to "
-                      f"'off' to silence this.", RuntimeWarning, stacklevel=5)
-
-
-def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) -> None:
+def _save(store: trust.Store, path: Path, key: str, name: str, cres, argtypes: tuple) -> None:
     if cres.objectmode or cres.library.has_dynamic_globals or cres.lifted:
         # what Numba itself refuses to cache: a dynamic global is a Python object's or a C
         # function's address in this process (numba.get_num_threads() inside a kernel is one)
@@ -239,9 +250,10 @@ def _save(root: Path, path: Path, key: str, name: str, cres, argtypes: tuple) ->
         _log.debug("disk cache: kernel %s not saved (%s: %s)", name, type(e).__name__, e)
         return
     try:
-        _write_atomic(path, _pack(key, name, argtypes, payload))
+        _write_atomic(path, _pack(store.key, key, name, argtypes, payload))
     except OSError as e:
-        _warn_unusable(root, e)
+        trust.warn_once(store.root, "directory", f"cannot write to {store.root} ({e})",
+                        "set DISPATCH_JIT_CACHE_DIR to a writable directory, or to 'off' to silence this")
 
 
 # --- Numba's cache slot of one dispatcher, answered from this store ---------------------------------------
@@ -262,7 +274,8 @@ class DiskSlot(NullCache):
         self._outcomes: dict = {}
 
     def _where(self, sig):
-        """(argument types, cache root, key, entry path); key and path are None when nothing is stored."""
+        """(argument types, store, key, entry path); all but the types are None when nothing is
+        stored: the cache is off or refused (trust.py), or the kernel has no fingerprint."""
         from numba.core import sigutils
         args = tuple(sigutils.normalize_signature(sig)[0])
         root = cache_dir()
@@ -271,9 +284,12 @@ class DiskSlot(NullCache):
         if fp is None:
             if root is not None:
                 _log.debug("disk cache: %s reads a value with no fingerprint; compiled in every process", self.name)
-            return args, root, None, None
+            return args, None, None, None
+        store = trust.store(root)
+        if store is None:
+            return args, None, None, None
         key = _key(fp, args)
-        return args, root, key, entry_path(root, self.name, key)
+        return args, store, key, entry_path(store.root, self.name, key)
 
     def _note(self, args: tuple, how: str) -> None:
         self._outcomes[args] = how
@@ -281,17 +297,17 @@ class DiskSlot(NullCache):
             self.on_outcome(how)
 
     def load_overload(self, sig, target_context):
-        args, root, key, path = self._where(sig)
-        cres = None if path is None else _load(path, key, target_context, args)
+        args, store, key, path = self._where(sig)
+        cres = None if path is None else _load(store, path, key, target_context, args)
         if cres is not None:
             self._note(args, "disk")
         return cres
 
     def save_overload(self, sig, cres):
-        args, root, key, path = self._where(sig)
+        args, store, key, path = self._where(sig)
         self._note(args, "compiled")
         if path is not None:
-            _save(root, path, key, self.name, cres, args)
+            _save(store, path, key, self.name, cres, args)
 
     def outcome(self, argtypes) -> str | None:
         return self._outcomes.pop(tuple(argtypes), None)

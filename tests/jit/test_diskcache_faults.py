@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from numba import types as nbt
 
-from dispatch_jit.jit import diskcache
+from dispatch_jit.jit import diskcache, trust
 
 ARR = nbt.Array(nbt.float64, 1, "C")
 _GLB = {"np": np, "prange": range}
@@ -64,7 +64,7 @@ FAULTS = {
     "bit flip in the magic line": lambda p, b, r: p.write_bytes(_flip(b, 3)),
     "garbage": lambda p, b, r: p.write_bytes(np.random.default_rng(0).bytes(len(b))),
     "pickle garbage after a valid-looking header": lambda p, b, r: p.write_bytes(
-        diskcache._pack(_key_of(b), "fused_fault", (ARR, ARR), b"\x80\x04garbage")),
+        diskcache._pack(trust.store(r).key, _key_of(b), "fused_fault", (ARR, ARR), b"\x80\x04garbage")),
     "another key's entry under this name": lambda p, b, r: p.write_bytes(_other_entry(r)),
 }
 
@@ -100,15 +100,15 @@ def test_damaged_entry_is_a_quiet_miss_and_is_rewritten(cache, fault, caplog):
 def test_entry_deleted_between_listing_and_reading(cache, monkeypatch):
     assert _compile(20) == "compiled"
     path = _entry(cache, 20)
-    real = Path.read_bytes
+    real = os.open
 
-    def vanish_then_read(self):
-        if self == path:
-            os.unlink(self)
-        return real(self)
-    monkeypatch.setattr(Path, "read_bytes", vanish_then_read)
+    def vanish_then_open(name, *a, **k):
+        if os.fspath(name) == str(path):
+            os.unlink(name)
+        return real(name, *a, **k)
+    monkeypatch.setattr(os, "open", vanish_then_open)
     assert _compile(20) == "compiled"
-    monkeypatch.setattr(Path, "read_bytes", real)
+    monkeypatch.setattr(os, "open", real)
     assert _compile(20) == "disk"
 
 
@@ -116,13 +116,13 @@ def test_unreadable_entry(cache, monkeypatch):
     # as root, chmod 000 does not stop a read: raise what a read of such a file raises
     assert _compile(21) == "compiled"
     path = _entry(cache, 21)
-    real = Path.read_bytes
+    real = os.open
 
-    def denied(self):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    def denied(name, *a, **k):
+        if os.fspath(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real(name, *a, **k)
+    monkeypatch.setattr(os, "open", denied)
     assert _compile(21) == "compiled"
 
 
@@ -150,7 +150,7 @@ def test_unwritable_cache_dir_compiles_in_memory_and_warns_once(tmp_path, monkey
 
         def denied(*a, **k):
             raise PermissionError(13, "Permission denied", str(tmp_path))
-        monkeypatch.setattr(diskcache.tempfile, "mkstemp", denied)
+        monkeypatch.setattr(diskcache, "_create_temp", denied)
     else:
         (tmp_path / "file").write_text("")
         monkeypatch.setenv("DISPATCH_JIT_CACHE_DIR", str(tmp_path / "file" / "cache"))
@@ -180,7 +180,8 @@ def test_interrupted_write_leaves_no_entry(cache, monkeypatch):
 def _env(tmp_path, **extra):
     """Environment of a subprocess whose every cache location is a fresh tmp dir (so a stray write shows)."""
     env = dict(os.environ, DISPATCH_JIT_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path / "home"),
-               XDG_CACHE_HOME=str(tmp_path / "xdg"), NUMBA_CACHE_DIR=str(tmp_path / "numba"), **extra)
+               XDG_CACHE_HOME=str(tmp_path / "xdg"), NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               DISPATCH_JIT_CACHE_KEY_FILE=str(tmp_path / "key" / "cache.key"), **extra)
     for d in ("home", "xdg", "numba"):
         (tmp_path / d).mkdir(exist_ok=True)
     return env
@@ -230,7 +231,7 @@ def test_warm_cache_in_a_fresh_process_lazy_mode_too_and_nothing_written_elsewhe
     lazy_entry.write_bytes(lazy_entry.read_bytes()[:-7])
     warm, log = _run(WARM, env)
     assert warm == {"ok": [True, True], "disk_hits": 1}, log
-    assert "ignored: checksum mismatch" in log
+    assert "ignored: authentication failed" in log
     again, _ = _run(WARM, env)
     assert again == {"ok": [True, True], "disk_hits": 2}
     # Numba's object code stays in DISPATCH_JIT_CACHE_DIR: not in NUMBA_CACHE_DIR, ~, ~/.cache or the sources
@@ -245,7 +246,7 @@ RACE = textwrap.dedent("""
     import numpy as np
     from numba import types as nbt
     from dispatch_jit.compiler import codegen
-    from dispatch_jit.jit import diskcache
+    from dispatch_jit.jit import diskcache, trust
 
     records = []
     class Keep(logging.Handler):
