@@ -8,6 +8,8 @@ message says what failed, the values seen, and what to do instead.
 
 from __future__ import annotations
 
+import pickle
+
 __all__ = [
     "DispatchJitError",
     "SchemaParseError",
@@ -38,6 +40,7 @@ __all__ = [
     "TensorStateError",
     "InterpreterError",
     "ValueOverflowError",
+    "LoadError",
 ]
 
 
@@ -170,3 +173,9 @@ class InterpreterError(DispatchJitError, RuntimeError):
 
 class ValueOverflowError(DispatchJitError, OverflowError):
     """A Python number that does not fit the dtype asked for (``asarray(2**40, dtype=int32)``)."""
+
+
+class LoadError(DispatchJitError, pickle.UnpicklingError):
+    """``dj.load`` refused a file: not a regular file, not an archive ``dj.save`` writes, a member
+    that declares one size and holds another, or a pickle asking for what ``weights_only`` refuses.
+    It is a ``pickle.UnpicklingError``, as ``torch.load``'s refusals are."""

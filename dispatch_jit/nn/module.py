@@ -2,8 +2,9 @@
 
 A Module registers what is assigned to it: a ``Parameter`` in ``_parameters``, a
 Module in ``_modules``, a tensor given to ``register_buffer`` in ``_buffers``; the
-walks (``named_parameters``, ``named_modules``, ``state_dict``) go through them in
-registration order, depth first, each object once.
+walks go through them in registration order, depth first: ``named_parameters`` and
+``named_modules`` meet each object once, ``state_dict`` lists every name it has (a
+module used twice gives its tensors under both paths), as PyTorch's.
 
 A ``Parameter`` is a plain ``dj.Tensor`` that requires grad and is marked as a
 parameter (``isinstance(p, dj.nn.Parameter)`` is True): not a subclass, because
@@ -29,13 +30,14 @@ tensor([1., 2.], grad_fn=<MulBackward>)
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Iterator, NamedTuple
 
 from ..autograd.grad_mode import no_grad
 from ..autograd.methods import zero_grads
 from ..creation import tensor as _tensor
 from ..dtypes import as_dtype, float16, float32, float64
-from ..errors import SchemaError, StateDictError
+from ..errors import ArgumentTypeError, SchemaError, StateDictError
 from ..tensor import Tensor
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
@@ -326,26 +328,55 @@ class Module:
         return self
 
     # -- state -----------------------------------------------------------------------------------------
+    def _state_items(self, prefix: str) -> Iterator:
+        """``(key, module, registry, name, tensor)`` for each parameter and persistent buffer, by every
+        path: a module reachable twice (``Sequential(lin, lin)``) is listed under both, as PyTorch's."""
+        for reg in ("_parameters", "_buffers"):
+            for name, v in getattr(self, reg).items():
+                if v is not None and not (reg == "_buffers" and name in self._non_persistent):
+                    yield prefix + name, self, reg, name, v
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m._state_items(prefix + name + ".")
+
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
-        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``), each
+        path of a shared module listed, as PyTorch's: ``parameters()`` yields a tensor once,
+        ``state_dict()`` once per name it has.
+
+        >>> import dispatch_jit as dj
+        >>> lin = dj.nn.Linear(2, 2)
+        >>> list(dj.nn.Sequential(lin, lin).state_dict()), len(list(dj.nn.Sequential(lin, lin).parameters()))
+        (['0.weight', '0.bias', '1.weight', '1.bias'], 2)
+        """
         out = OrderedDict() if destination is None else destination
-        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
-            for reg in ("_parameters", "_buffers"):
-                for name, v in getattr(m, reg).items():
-                    if v is None or (reg == "_buffers" and name in m._non_persistent):
-                        continue
-                    out[f"{mp}.{name}" if mp else name] = v if keep_vars else v.detach()
+        for key, _, _, _, v in self._state_items(prefix):
+            out[key] = v if keep_vars else v.detach()
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
-        """Copy ``state_dict``'s tensors into the parameters and buffers of the same names (under
-        no_grad, in place: optimizers keep their references).  With ``strict`` a missing or
-        unexpected key is an error listing them; a shape mismatch always is."""
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        """Load ``state_dict``'s tensors into the parameters and buffers of the same names, as
+        PyTorch's.  By default they are copied in place (under no_grad, cast to each parameter's
+        dtype: optimizers keep their references); with ``assign=True`` the module takes the given
+        tensors themselves (their dtype and device; a parameter stays a ``Parameter`` and keeps
+        its ``requires_grad``), so an optimizer should be made after.  With ``strict`` a missing or
+        unexpected key is an error listing them; a shape mismatch always is.
+
+        >>> import dispatch_jit as dj
+        >>> m = dj.nn.Linear(2, 1)
+        >>> w = dj.ones(1, 2, dtype=dj.float64)
+        >>> _ = m.load_state_dict({"weight": w, "bias": dj.zeros(1)}, assign=True)
+        >>> m.weight.dtype, m.weight.requires_grad, isinstance(m.weight, dj.nn.Parameter)
+        (dispatch_jit.float64, True, True)
+        """
+        if not isinstance(state_dict, Mapping):
+            raise ArgumentTypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        own = list(self._state_items(""))
+        keys = {item[0] for item in own}
+        missing = [k for k, *_ in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in keys]
         errors = []
-        for k, v in own.items():
+        for k, _, _, _, v in own:
             if k in state_dict:
                 src = state_dict[k]
                 if not isinstance(src, Tensor):
@@ -362,9 +393,20 @@ class Module:
         if errors:
             raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():
-            for k, v in own.items():
-                if k in state_dict:
-                    v.copy_(state_dict[k])
+            for k, m, reg, name, v in own:
+                if k not in state_dict:
+                    continue
+                src = state_dict[k]
+                if not assign:
+                    v.copy_(src)
+                elif reg == "_parameters":
+                    if isinstance(src, Parameter):
+                        src.requires_grad_(v.requires_grad)
+                    else:
+                        src = Parameter(src, requires_grad=v.requires_grad)
+                    m._parameters[name] = src
+                else:
+                    m._buffers[name] = src
         return IncompatibleKeys(missing, unexpected)
 
     # -- printing --------------------------------------------------------------------------------------
