@@ -9,6 +9,9 @@ For ``aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!)?
             _f = _miss(_op, (self, other, alpha, out))
         return _f(self, other, alpha, out)
 
+and ``aten::sum``'s key, for ``(Tensor self, int[]? axis=None, bool keepdims=False, *, ScalarType? dtype=None)``,
+is ``(_tls.k, <sig of self>, <type of axis, or list_sig of a sequence>, keepdims.__class__)``.
+
 The key's fields are dispatcher.key_fields, rendered inline (dispatcher.memo_key computes
 the same key for the miss path and redispatch); the miss is dispatcher.resolve_call.
 """
@@ -18,11 +21,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .dispatcher import (CLASS, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
+from .dispatcher import (CLASS, LIST, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
                          key_fields, resolve_call, tls)
 from .errors import DispatchJitError, SchemaError
 from .registry import OperatorEntry
-from .signature import SIG_NONE, scalar_sig
+from .signature import SIG_NONE, list_sig, scalar_sig
 
 __all__ = ["make_entry", "KEYWORD_ALIASES", "errors_name"]
 
@@ -33,6 +36,8 @@ def _field_expr(name: str, kind: str) -> str:
         return f"{name}.__class__"
     if kind == SIG:
         return f"_ssig({name})"
+    if kind == LIST:   # a bare int (axis=1) or None costs a class test; only a sequence needs the call
+        return f"(_c if (_c := {name}.__class__) is not tuple and _c is not list else _lsig({name}))"
     expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
     if kind == OPTIONAL_TENSOR:   # out=None is the common case: no call for it
         expr = f"({SIG_NONE} if {name} is None else {expr})"
@@ -87,7 +92,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
                 "        raise\n")
         prologue = prologue.replace("_both(_op,", f"_both({public_name!r},")
     src = f"def {fname}({', '.join(params)}):\n" + prologue + body
-    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
+    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_lsig": list_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
          "_NOALIAS": _NOALIAS, "_both": _both_spellings,
          "_DJError": DispatchJitError, "_rename": errors_name}
