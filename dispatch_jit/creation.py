@@ -1,9 +1,9 @@
-"""Tensor creation: ``tensor``, ``asarray``, ``zeros``, ..., and random numbers.
+"""Tensor creation: ``tensor``, ``asarray``, ``zeros``, ``arange``, ``linspace``, ..., and the
+``Generator`` that random numbers (random.py) come from.
 
 Creation functions take the array API's keywords (``dtype=``, ``device=``)
-plus PyTorch's ``requires_grad=``.  Random numbers come from a
-``Generator`` (NumPy's PCG64 underneath); ``manual_seed`` reseeds the
-default one.
+plus PyTorch's ``requires_grad=``.  A ``Generator`` is NumPy's PCG64
+underneath; ``manual_seed`` reseeds the default one.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import operator
 
 import numpy as np
 
-from .dtypes import DType, as_dtype, default_complex_dtype, float32, get_default_dtype, int64
+from .dtypes import DType, as_dtype, default_complex_dtype, get_default_dtype, int64
 from .errors import (ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError,
                      ValueOverflowError)
 from .signature import MAX_NDIM
 from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
-           "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "rand_like", "randn_like", "as_tensor", "manual_seed", "Generator",
-           "from_numpy"]
+           "ones_like", "empty_like", "full_like", "as_tensor", "manual_seed", "Generator", "from_numpy"]
 
 
 def _finish(a: np.ndarray, device, requires_grad: bool, options: dict | None = None) -> Tensor:
@@ -367,52 +366,8 @@ default_generator = Generator(0)
 
 
 def manual_seed(seed: int) -> Generator:
-    """Reseed the default generator (``rand``, ``randn``, ``randint``)."""
+    """Reseed the default generator (every function of random.py, dropout, the init functions)."""
     return default_generator.manual_seed(seed)
-
-
-def _floating(dtype) -> DType:
-    dt = _dt(dtype)
-    if not dt.is_floating_point:
-        raise DTypeError(f"random floats need a floating dtype, got {dt.name}")
-    return dt
-
-
-def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
-         **device_options) -> Tensor:
-    """Uniform samples on [0, 1).  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
-    dt = _floating(dtype)
-    rng = (generator or default_generator).rng
-    a = rng.random(_shape(size, "rand"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
-
-
-def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
-          **device_options) -> Tensor:
-    """Standard normal samples.  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
-    dt = _floating(dtype)
-    rng = (generator or default_generator).rng
-    a = rng.standard_normal(_shape(size, "randn"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
-
-
-def rand_like(t, *, generator: Generator | None = None, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1) of ``t``'s shape, dtype and device (a floating dtype).
-
-    >>> import dispatch_jit as dj
-    >>> r = dj.rand_like(dj.zeros(2, 3, dtype=dj.float64)); r.shape, r.dtype
-    ((2, 3), dispatch_jit.float64)
-    """
-    shape, dt, dev = _like(t, dtype, device)
-    return rand(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
-
-
-def randn_like(t, *, generator: Generator | None = None, dtype=None, device=None,
-               requires_grad: bool = False) -> Tensor:
-    """Standard normal samples of ``t``'s shape, dtype and device (a floating dtype)."""
-    shape, dt, dev = _like(t, dtype, device)
-    return randn(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -426,14 +381,3 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     tensor([1., 2.])
     """
     return asarray(data, dtype=dtype, device=device)
-
-
-def randint(low: int, high: int | None = None, size=(), *, generator: Generator | None = None, dtype=None,
-            device=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    dt = as_dtype(dtype) if dtype is not None else int64
-    rng = (generator or default_generator).rng
-    return _finish(rng.integers(low, high, _one_shape(size, "randint")).astype(dt.np), device, False)
-
-
