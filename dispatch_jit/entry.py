@@ -36,12 +36,27 @@ def _field_expr(name: str, kind: str) -> str:
         return f"{name}.__class__"
     if kind == SIG:
         return f"_ssig({name})"
-    if kind == LIST:   # a bare int (axis=1) or None costs a class test; only a sequence needs the call
-        return f"(_c if (_c := {name}.__class__) is not tuple and _c is not list else _lsig({name}))"
+    if kind == LIST:   # the statements of _list_field leave it in a local
+        return f"_l_{name}"
     expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
     if kind == OPTIONAL_TENSOR:   # out=None is the common case: no call for it
         expr = f"({SIG_NONE} if {name} is None else {expr})"
     return expr
+
+
+def _list_field(name: str) -> str:
+    """Statements leaving ``list_sig(name)`` in the local ``_l_<name>``, without a call for a
+    bare value (axis=1, None) or a sequence of ints (axis=(0, 1), a shape): the common calls."""
+    v = f"_l_{name}"
+    return (f"    {v} = {name}.__class__\n"
+            f"    if {v} is tuple or {v} is list:\n"
+            f"        for _e in {name}:\n"
+            f"            if _e.__class__ is not int:\n"
+            f"                {v} = _lsig({name})\n"
+            f"                break\n"
+            f"        else:\n"
+            f"            if not {name}:\n"
+            f"                {v} = ({v},)\n")
 
 
 def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool = False) -> Callable:
@@ -63,6 +78,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
         params.append(f"{pname}={default}")
         names.append(pname)
     sigs = [_field_expr(names[i], kind) for i, kind in key_fields(op)]
+    lists = "".join(_list_field(names[i]) for i, kind in key_fields(op) if kind == LIST)
     # PyTorch spellings accepted as aliases of the array API names (dim= for axis=)
     aliases = [(alias, real) for real, alias in KEYWORD_ALIASES.items() if real in names]
     defaults = dict(zip(names, (p.split("=", 1)[1] for p in params if p != "*")))
@@ -80,7 +96,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
     prologue = "".join(f"    if {alias} is not _NOALIAS:\n"
                        f"        {real} = _both(_op, '{real}', {real}, {defaults[real]}, '{alias}', {alias})\n"
                        for alias, real in aliases)
-    body = ("    _count()\n"
+    body = (lists + "    _count()\n"
             f"    _f = _memo_get({key})\n"
             f"    if _f is None:\n"
             f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
