@@ -23,8 +23,9 @@ from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled, is_grad_enabled
 from .creation import (Generator, arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like,
-                       linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
-                       zeros_like)
+                       linspace, manual_seed, ones, ones_like, tensor, zeros, zeros_like)
+from .random import (bernoulli, multinomial, normal, rand, rand_like, randint, randint_like, randn, randn_like,
+                     randperm)
 from .defaults import set_default_dtype
 from .printing import get_printoptions, set_printoptions
 from .serialization import load, save
@@ -69,7 +70,8 @@ __all__ = [
     "device", "strided", "is_tensor", "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "promote_types",
     "result_type", "can_cast", "get_default_dtype", "set_default_dtype", "float", "double", "half", "int", "long",
-    "as_tensor", "rand_like", "randn_like", "save", "load", "set_printoptions", "get_printoptions",
+    "as_tensor", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli", "multinomial",
+    "save", "load", "set_printoptions", "get_printoptions",
     # dispatch
     "DispatchKey", "DispatchKeySet", "dispatch_keys", "Library", "library", "ops", "OpOverload",
     "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",

@@ -1,25 +1,26 @@
-"""Tensor creation: ``tensor``, ``asarray``, ``zeros``, ..., and random numbers.
+"""Tensor creation: ``tensor``, ``asarray``, ``zeros``, ``arange``, ``linspace``, ..., and the
+``Generator`` that random numbers (random.py) come from.
 
 Creation functions take the array API's keywords (``dtype=``, ``device=``)
-plus PyTorch's ``requires_grad=``.  Random numbers come from a
-``Generator`` (NumPy's PCG64 underneath); ``manual_seed`` reseeds the
-default one.
+plus PyTorch's ``requires_grad=``.  A ``Generator`` is NumPy's PCG64
+underneath; ``manual_seed`` reseeds the default one.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
 
-from .dtypes import DType, as_dtype, float32, get_default_dtype, int64
-from .errors import ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError
+from .dtypes import DType, as_dtype, default_complex_dtype, get_default_dtype, int64
+from .errors import (ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError,
+                     ValueOverflowError)
 from .signature import MAX_NDIM
 from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
-           "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "rand_like", "randn_like", "as_tensor", "manual_seed", "Generator",
-           "from_numpy"]
+           "ones_like", "empty_like", "full_like", "as_tensor", "manual_seed", "Generator", "from_numpy"]
 
 
 def _finish(a: np.ndarray, device, requires_grad: bool, options: dict | None = None) -> Tensor:
@@ -206,26 +207,129 @@ def full_like(t, fill_value, *, dtype=None, device=None, requires_grad: bool = F
     return _filled(shape, dt, fill_value, dev, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive); ints give int64, floats float32.
+def _number(v, fname: str, what: str, complex_ok: bool = False):
+    """A range endpoint or step as a Python number: a 0-d tensor or NumPy scalar gives its value
+    (a float32 one exactly, as PyTorch's ``Scalar``), a bool counts as an int."""
+    if isinstance(v, Tensor):
+        if v.ndim != 0:
+            raise ShapeError(f"{fname}(): '{what}' must be a number or a 0-dimensional tensor, got a tensor of "
+                             f"shape {tuple(v.shape)}")
+        v = v.item()
+    elif isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)) or complex_ok and isinstance(v, complex):
+        return v
+    raise ArgumentTypeError(f"{fname}(): '{what}' must be a {'number' if complex_ok else 'real number'}, not "
+                            f"{type(v).__name__} ({v!r:.40})")
 
-    >>> import dispatch_jit as dj; dj.arange(4)
-    tensor([0, 1, 2, 3])
+
+def _to_int(v, dt: DType, fname: str) -> int:
+    """PyTorch's ``Scalar.to<int>``, checked: a float truncates toward zero and must lie in the dtype's
+    range; an int must too, except that a negative one down to -max wraps into an unsigned dtype."""
+    info = np.iinfo(dt.np)
+    if isinstance(v, float):
+        fits = info.min <= v <= info.max    # NaN fails
+    else:
+        fits = info.min <= v <= info.max or not dt.is_signed and -info.max <= v < 0
+    if not fits:
+        raise ValueOverflowError(f"{fname}(): value {v!r} cannot be converted to type {dt.name} without overflow")
+    return int(v)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; ints give int64, floats the default dtype.
+
+    As PyTorch's: an integer dtype truncates ``start``, ``end`` and ``step`` first and counts in
+    integers (``arange(0.1, -7.9, -4.0, dtype=int64)`` is ``[0, -4]``, where NumPy's cast of its float
+    range gives ``[0, -3]``); a float dtype counts ``start + i * step`` in float64 (float32 for float16).
+
+    >>> import dispatch_jit as dj; dj.arange(4), dj.arange(0.1, -7.9, -4.0, dtype=dj.int64)
+    (tensor([0, 1, 2, 3]), tensor([ 0, -4]))
     """
     if end is None:
         start, end = 0, start
-    if step == 0:
-        raise InvalidArgumentError("arange: step must be nonzero")
+    start, end, step = (_number(v, "arange", w) for v, w in ((start, "start"), (end, "end"), (step, "step")))
     is_float = any(isinstance(v, float) for v in (start, end, step))
     dt = as_dtype(dtype) if dtype is not None else (get_default_dtype() if is_float else int64)
-    return _finish(np.arange(start, end, step).astype(dt.np, copy=False), device, requires_grad)
+    return _finish(_arange_values(start, end, step, dt), device, requires_grad)
+
+
+def _arange_values(start, end, step, dt: DType) -> np.ndarray:
+    if step == 0:
+        raise InvalidArgumentError("arange: step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise InvalidArgumentError(f"arange: unsupported range: {start} -> {end}")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise InvalidArgumentError(f"arange: upper bound and lower bound inconsistent with step sign (start={start}, "
+                                   f"end={end}, step={step})")
+    if dt.is_floating_point:
+        acc = np.float32 if dt.itemsize < 4 else np.float64    # PyTorch's acc_type on the CPU
+        n = math.ceil((float(end) - float(start)) / float(step))
+        i = np.arange(n, dtype=acc)
+        return (acc(start) + acc(step) * i).astype(dt.np, copy=False)
+    if not dt.is_integral:
+        raise DTypeError(f"arange: not implemented for {dt.name} (as PyTorch); use an integer or floating dtype")
+    s, e, st = int(start), int(end), int(step)      # truncated toward zero: PyTorch counts in int64
+    if st == 0:
+        raise InvalidArgumentError(f"arange: step {step} truncates to 0 in the integer dtype {dt.name}; pass a "
+                                   f"whole step, or a floating dtype")
+    if dt is int64:       # PyTorch's int64 count: ceil((e - s) / st) in integers
+        q = e - s + st - (1 if st > 0 else -1)
+        n = abs(q) // abs(st) if (q >= 0) == (st > 0) else 0
+    else:                 # the other integer dtypes count with the untruncated floats, as PyTorch does
+        n = max(math.ceil((float(end) - float(start)) / float(step)), 0)
+    return (s + st * np.arange(n, dtype=np.int64)).astype(dt.np, copy=False)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` values from ``start`` to ``end``, both included, evenly spaced.
+
+    As PyTorch's: the first half counts up from ``start`` and the second down from ``end``, in the
+    dtype itself (an integer dtype truncates ``start`` and ``end`` first, then truncates each value of
+    a float64 step); 0-d tensor endpoints count as their exact values.
+
+    >>> import dispatch_jit as dj; dj.linspace(0, 1, 5), dj.linspace(4.3, -3, 8, dtype=dj.int64)
+    (tensor([0.0000, 0.2500, 0.5000, 0.7500, 1.0000]), tensor([ 4,  3,  2,  1,  0, -1, -2, -3]))
+    """
     steps = _size(steps, "linspace", "steps")
     if steps < 0:
         raise InvalidArgumentError(f"linspace: number of steps must be non-negative, got {steps}")
-    return _finish(np.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype).np), device, requires_grad)
+    start, end = _number(start, "linspace", "start", True), _number(end, "linspace", "end", True)
+    is_complex = isinstance(start, complex) or isinstance(end, complex)
+    if dtype is not None:
+        dt = as_dtype(dtype)
+        if is_complex and not dt.is_complex:
+            raise DTypeError(f"linspace: complex endpoints ({start}, {end}) need a complex dtype, not {dt.name}")
+    else:
+        dt = default_complex_dtype() if is_complex else get_default_dtype()
+    return _finish(_linspace_values(start, end, steps, dt), device, requires_grad)
+
+
+def _linspace_values(start, end, steps: int, dt: DType) -> np.ndarray:
+    if steps == 0:
+        return np.empty(0, dt.np)
+    if dt.is_integral:
+        if steps == 1:      # start alone (PyTorch converts end only to step towards it)
+            return np.array(_to_int(start, dt, "linspace")).astype(dt.np).reshape(1)
+        s, e = (int(np.array(_to_int(v, dt, "linspace")).astype(dt.np)) for v in (start, end))  # wrapped
+        step = (float(e) - float(s)) / (steps - 1)
+        i, half = np.arange(steps), steps // 2
+        v = np.concatenate([s + step * i[:half], e - step * (steps - 1 - i[half:])])
+        return v.astype(dt.np)      # truncates toward zero; every value lies between s and e
+    if not (dt.is_floating_point or dt.is_complex):
+        if steps == 1:
+            return np.array([start], dt.np)
+        raise DTypeError(f"linspace: not implemented for {dt.name} (as PyTorch); use a numeric dtype")
+    T = dt.np.type
+    s, e = T(start), T(end)
+    if steps == 1:
+        return np.array([s], dt.np)
+    with np.errstate(invalid="ignore", over="ignore"):     # inf endpoints give NaN, as PyTorch's
+        step = (e - s) / T(steps - 1)
+        i, half = np.arange(steps), steps // 2
+        return np.concatenate([s + step * i[:half].astype(T), e - step * (steps - 1 - i[half:]).astype(T)])
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -262,52 +366,8 @@ default_generator = Generator(0)
 
 
 def manual_seed(seed: int) -> Generator:
-    """Reseed the default generator (``rand``, ``randn``, ``randint``)."""
+    """Reseed the default generator (every function of random.py, dropout, the init functions)."""
     return default_generator.manual_seed(seed)
-
-
-def _floating(dtype) -> DType:
-    dt = _dt(dtype)
-    if not dt.is_floating_point:
-        raise DTypeError(f"random floats need a floating dtype, got {dt.name}")
-    return dt
-
-
-def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
-         **device_options) -> Tensor:
-    """Uniform samples on [0, 1).  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
-    dt = _floating(dtype)
-    rng = (generator or default_generator).rng
-    a = rng.random(_shape(size, "rand"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
-
-
-def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
-          **device_options) -> Tensor:
-    """Standard normal samples.  ``device_options`` go to a backend's device (Dask's ``chunks``)."""
-    dt = _floating(dtype)
-    rng = (generator or default_generator).rng
-    a = rng.standard_normal(_shape(size, "randn"), dtype=np.float32 if dt is float32 else np.float64)
-    return _finish(a if a.dtype == dt.np else a.astype(dt.np), device, requires_grad, device_options)
-
-
-def rand_like(t, *, generator: Generator | None = None, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1) of ``t``'s shape, dtype and device (a floating dtype).
-
-    >>> import dispatch_jit as dj
-    >>> r = dj.rand_like(dj.zeros(2, 3, dtype=dj.float64)); r.shape, r.dtype
-    ((2, 3), dispatch_jit.float64)
-    """
-    shape, dt, dev = _like(t, dtype, device)
-    return rand(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
-
-
-def randn_like(t, *, generator: Generator | None = None, dtype=None, device=None,
-               requires_grad: bool = False) -> Tensor:
-    """Standard normal samples of ``t``'s shape, dtype and device (a floating dtype)."""
-    shape, dt, dev = _like(t, dtype, device)
-    return randn(*shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -321,14 +381,3 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     tensor([1., 2.])
     """
     return asarray(data, dtype=dtype, device=device)
-
-
-def randint(low: int, high: int | None = None, size=(), *, generator: Generator | None = None, dtype=None,
-            device=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    dt = as_dtype(dtype) if dtype is not None else int64
-    rng = (generator or default_generator).rng
-    return _finish(rng.integers(low, high, _one_shape(size, "randint")).astype(dt.np), device, False)
-
-

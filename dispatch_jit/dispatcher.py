@@ -3,14 +3,15 @@
 The hot path of every operator is a function generated from its schema::
 
     def add(self, other, *, alpha=1, out=None):
-        f = memo_get((tls.k, <sig of self>, <sig of other>, <sig of out>))
+        f = memo_get((tls.k, <sig of self>, <sig of other>, <type of alpha>, <sig of out>))
         if f is None:
             f = miss(op, (self, other, alpha, out))
         return f(self, other, alpha, out)
 
 ``tls.k`` is one small int standing for all thread-local state that changes
 which kernel runs (include/exclude sets, trace printing); the signatures fix
-the dispatch keys, dtypes, ndim, contiguity and device of the tensors.  The
+the dispatch keys, dtypes, ndim, contiguity and device of the tensors, and the
+types of the other arguments fix what the schema binder would say of them.  The
 memo value is the final callable: for Numba kernels, a closure over the
 compiled overload's entry point for exactly those types.  Schema checks,
 promotion, the table walk and compilation happen once per signature, in
@@ -39,7 +40,7 @@ from .errors import DeviceMismatchError, NoKernelError, SchemaError
 from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import KernelKind, OperatorEntry
-from .signature import SIG_NONE, decode, scalar_sig
+from .signature import SIG_NONE, decode, list_sig, scalar_sig
 # the write hook lives in writes.py; set_write_guard and before_write stay importable from here
 from .writes import before_write, guard_writes, set_write_guard  # noqa: F401
 
@@ -172,13 +173,20 @@ def is_tracing_dispatch() -> bool:
 
 
 # -- the memo key ------------------------------------------------------------------
-# One memo key per call: the thread-local state id, then, per schema argument that can
-# change the kernel, a tensor-like argument's signature or a Scalar argument's type (an int
-# alpha on int tensors, a float on floats).  ``key_fields`` says which arguments and how;
-# ``memo_key`` builds the key from them (the miss path, redispatch) and entry.py renders the
-# same fields as the generated entry's inline expression (the hot path).  This is the one
-# source of truth: tests/test_memo_key.py checks that the generated entries agree with it.
-TENSOR, OPTIONAL_TENSOR, SIG, CLASS = "tensor", "optional tensor", "sig", "class"
+# One memo key per call: the thread-local state id, then, per schema argument, what the miss
+# path's resolution depends on: a tensor-like argument's signature, and the type of every other
+# argument the schema binder checks (an int axis, a bool keepdims, a Scalar alpha: an int alpha on
+# int tensors, a float on floats; an int[] axis: its element types).  A hit must be exactly what a
+# miss would resolve, errors included: with only the tensors in it, dj.sum(M, True) after
+# dj.sum(M, 1) would reuse the resolution of axis=1 where the binder refuses a bool axis.
+# ``key_fields`` says which arguments and how; ``memo_key`` builds the key from them (the miss
+# path, redispatch) and entry.py renders the same fields as the generated entry's inline
+# expression (the hot path).  This is the one source of truth: tests/test_memo_key.py checks that
+# the generated entries agree with it, and that a hit equals a fresh resolution.
+TENSOR, OPTIONAL_TENSOR, SIG, CLASS, LIST = "tensor", "optional tensor", "sig", "class", "list"
+# the binder checks these types' values by class; the others (ScalarType, Device, ...) take any
+# object, and only refuse None where they are not optional
+_CHECKED_BASES = frozenset({"Scalar", "int", "float", "bool", "str"})
 _GENERATED_GLOBALS: list[dict] = []
 _TENSOR_TYPE: list = [None]
 _OP_HANDLE: list = [None]      # set_op_handle
@@ -189,18 +197,23 @@ def key_fields(op: OperatorEntry) -> tuple:
     """(argument index, kind) for each argument in ``op``'s memo key, in schema order.
 
     Kinds: TENSOR (a Tensor: its ``_sig``, or ``scalar_sig`` of a number passed for it),
-    OPTIONAL_TENSOR (the same, ``-1`` for None), SIG (Tensor lists: ``scalar_sig``) and
-    CLASS (Scalar arguments: their type)."""
+    OPTIONAL_TENSOR (the same, ``-1`` for None), SIG (Tensor lists: ``scalar_sig``), CLASS
+    (Scalar, int, float, bool and str arguments, and a required ScalarType, Device, ...: their
+    type) and LIST (int[], float[], bool[N]: ``list_sig``).  An optional ScalarType, Device, ...
+    is not in the key: the binder takes any value there."""
     fields = _KEY_FIELDS.get(op.schema)
     if fields is None:
         fields = []
         for i, a in enumerate(op.schema.arguments):
-            if a.type.is_tensor_like:
-                if a.type.base == "Tensor" and not a.type.is_list:
-                    fields.append((i, OPTIONAL_TENSOR if a.type.optional else TENSOR))
+            t = a.type
+            if t.is_tensor_like:
+                if t.base == "Tensor" and not t.is_list:
+                    fields.append((i, OPTIONAL_TENSOR if t.optional else TENSOR))
                 else:
                     fields.append((i, SIG))
-            elif a.type.base == "Scalar":
+            elif t.is_list:
+                fields.append((i, LIST))
+            elif t.base in _CHECKED_BASES or not t.optional:
                 fields.append((i, CLASS))
         fields = _KEY_FIELDS[op.schema] = tuple(fields)
     return fields
@@ -215,6 +228,8 @@ def memo_key(op: OperatorEntry, args: tuple) -> tuple:
         v = args[i]
         if kind == CLASS:
             key.append(v.__class__)
+        elif kind == LIST:
+            key.append(list_sig(v))
         elif kind == OPTIONAL_TENSOR and v is None:
             key.append(SIG_NONE)
         elif kind != SIG and v.__class__ is T:

@@ -9,6 +9,9 @@ For ``aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!)?
             _f = _miss(_op, (self, other, alpha, out))
         return _f(self, other, alpha, out)
 
+and ``aten::sum``'s key, for ``(Tensor self, int[]? axis=None, bool keepdims=False, *, ScalarType? dtype=None)``,
+is ``(_tls.k, <sig of self>, <type of axis, or list_sig of a sequence>, keepdims.__class__)``.
+
 The key's fields are dispatcher.key_fields, rendered inline (dispatcher.memo_key computes
 the same key for the miss path and redispatch); the miss is dispatcher.resolve_call.
 """
@@ -18,11 +21,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .dispatcher import (CLASS, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
+from .dispatcher import (CLASS, LIST, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
                          key_fields, resolve_call, tls)
 from .errors import DispatchJitError, SchemaError
 from .registry import OperatorEntry
-from .signature import SIG_NONE, scalar_sig
+from .signature import SIG_NONE, list_sig, scalar_sig
 
 __all__ = ["make_entry", "KEYWORD_ALIASES", "errors_name"]
 
@@ -33,10 +36,27 @@ def _field_expr(name: str, kind: str) -> str:
         return f"{name}.__class__"
     if kind == SIG:
         return f"_ssig({name})"
+    if kind == LIST:   # the statements of _list_field leave it in a local
+        return f"_l_{name}"
     expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
     if kind == OPTIONAL_TENSOR:   # out=None is the common case: no call for it
         expr = f"({SIG_NONE} if {name} is None else {expr})"
     return expr
+
+
+def _list_field(name: str) -> str:
+    """Statements leaving ``list_sig(name)`` in the local ``_l_<name>``, without a call for a
+    bare value (axis=1, None) or a sequence of ints (axis=(0, 1), a shape): the common calls."""
+    v = f"_l_{name}"
+    return (f"    {v} = {name}.__class__\n"
+            f"    if {v} is tuple or {v} is list:\n"
+            f"        for _e in {name}:\n"
+            f"            if _e.__class__ is not int:\n"
+            f"                {v} = _lsig({name})\n"
+            f"                break\n"
+            f"        else:\n"
+            f"            if not {name}:\n"
+            f"                {v} = ({v},)\n")
 
 
 def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool = False) -> Callable:
@@ -58,6 +78,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
         params.append(f"{pname}={default}")
         names.append(pname)
     sigs = [_field_expr(names[i], kind) for i, kind in key_fields(op)]
+    lists = "".join(_list_field(names[i]) for i, kind in key_fields(op) if kind == LIST)
     # PyTorch spellings accepted as aliases of the array API names (dim= for axis=)
     aliases = [(alias, real) for real, alias in KEYWORD_ALIASES.items() if real in names]
     defaults = dict(zip(names, (p.split("=", 1)[1] for p in params if p != "*")))
@@ -75,7 +96,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
     prologue = "".join(f"    if {alias} is not _NOALIAS:\n"
                        f"        {real} = _both(_op, '{real}', {real}, {defaults[real]}, '{alias}', {alias})\n"
                        for alias, real in aliases)
-    body = ("    _count()\n"
+    body = (lists + "    _count()\n"
             f"    _f = _memo_get({key})\n"
             f"    if _f is None:\n"
             f"        _f = _miss(_op, ({arglist}{',' if len(names) == 1 else ''}))\n"
@@ -87,7 +108,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
                 "        raise\n")
         prologue = prologue.replace("_both(_op,", f"_both({public_name!r},")
     src = f"def {fname}({', '.join(params)}):\n" + prologue + body
-    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_op": op,
+    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_lsig": list_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
          "_NOALIAS": _NOALIAS, "_both": _both_spellings,
          "_DJError": DispatchJitError, "_rename": errors_name}

@@ -28,7 +28,7 @@ import numpy as np
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
 from .keys import CUDA_KEY_BITS, PRIVATEUSE1_KEY_BITS, DispatchKeySet, privateuse1_backend_name
 
-__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
+__all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "list_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
            "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
            "sig_device_index", "CONTIGUOUS_BIT", "relayout"]
 
@@ -104,6 +104,23 @@ def scalar_sig(x):
         if isinstance(x, base):
             return _PY_SCALAR_SIGS[base]
     return None
+
+
+def list_sig(x):
+    """Memo-key field of a non-tensor list argument (``int[] axis``, ``int[] shape``): its class
+    where it is not a sequence (a bare int, None) or a sequence of ints, the common case; else
+    the classes of all its elements.  The schema binder refuses a bool or a float in an ``int[]``
+    and an int in a ``bool[2]``, so a key of the container's class alone would let a call with
+    ``(True,)`` reuse the resolution of one with ``(1,)``, skipping that check.  (Per argument, the
+    binder says the same of every non-empty list of ints; an empty list gets a key of its own.)"""
+    c = x.__class__
+    if c is tuple or c is list:
+        for v in x:
+            if v.__class__ is not int:
+                return (c,) + tuple([v.__class__ for v in x])
+        if not x:
+            return (c,)
+    return c
 
 
 @dataclass(frozen=True)

@@ -1,3 +1,6 @@
+import itertools
+import warnings
+
 import numpy as np
 import pytest
 
@@ -73,3 +76,115 @@ def test_device_argument():
             dj.zeros(1, device="cuda")
     with pytest.raises(ValueError, match="unknown device type"):
         dj.zeros(1, device="tpu")
+
+
+# -- arange / linspace: PyTorch's, not NumPy's -------------------------------------------
+# Hard cases written out: an integer dtype truncates start, end and step first (issue 25), and
+# linspace counts its first half up from start, its second half down from end.
+RANGES = [
+    ("arange", (0.1, -7.9, -4.0), dj.int64, [0, -4]),
+    ("arange", (0.0, -8.000001, -4.0), dj.int64, [0, -4]),
+    ("arange", (0.0, -8.000001, -4.0), dj.int32, [0, -4, -8]),   # PyTorch counts int32 with the floats
+    ("arange", (-0.5, 2, 1), dj.int64, [0, 1]),
+    ("arange", (-0.5, 2, 1), dj.int32, [0, 1, 2]),
+    ("arange", (0.5,), dj.int64, []),
+    ("arange", (-1, 3), dj.uint8, [255, 0, 1, 2]),
+    ("arange", (0.1, -7.9, -4.0), dj.float64, [0.1, 0.1 - 4.0]),
+    ("linspace", (4.3, -3, 8), dj.int64, [4, 3, 2, 1, 0, -1, -2, -3]),
+    ("linspace", (-1.5, 1.5, 5), dj.int8, [-1, 0, 0, 0, 1]),
+    ("linspace", (0, 10, 4), dj.int32, [0, 3, 6, 10]),
+    ("linspace", (-1, 3, 3), dj.uint8, [255, 129, 3]),
+    ("linspace", (2.7, 2.7, 3), dj.int64, [2, 2, 2]),
+    ("linspace", (0, 1, 1), dj.int64, [0]),
+    ("linspace", (0, 1, 0), dj.float32, []),
+]
+
+
+@pytest.mark.parametrize("fname,args,dtype,want", RANGES)
+def test_ranges_follow_pytorch(fname, args, dtype, want):
+    got = getattr(dj, fname)(*args, dtype=dtype)
+    assert got.dtype is dtype and got.tolist() == want
+
+
+@pytest.mark.parametrize("call,error,match", [
+    ("dj.arange(0, 5, -1)", ValueError, "inconsistent with step sign"),
+    ("dj.arange(0, float('inf'))", ValueError, "unsupported range"),
+    ("dj.arange(-2.5, 2.5, 0.5, dtype=dj.int32)", ValueError, "truncates to 0"),
+    ("dj.arange(3, dtype=dj.bool)", TypeError, "not implemented for bool"),
+    ("dj.linspace(-0.5, 3, 3, dtype=dj.uint8)", OverflowError, "without overflow"),
+    ("dj.linspace(128, 3, 3, dtype=dj.int8)", OverflowError, "without overflow"),
+    ("dj.linspace(0, 1, 3.0)", TypeError, "must be an int"),
+    ("dj.linspace(1j, 3, 3, dtype=dj.float32)", TypeError, "complex dtype"),
+    ("dj.linspace(dj.tensor([1.0]), 3, 3)", ValueError, "0-dimensional"),
+])
+def test_range_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        eval(call)
+
+
+def test_linspace_of_float32_tensor_endpoints_is_exact_in_float64():
+    a, b = dj.tensor(0.1, dtype=dj.float32), dj.tensor(123.7, dtype=dj.float32)
+    got = dj.linspace(a, b, 7, dtype=dj.float64).numpy()
+    want = np.linspace(np.float64(np.float32(0.1)), np.float64(np.float32(123.7)), 7)
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+
+
+_ENDS = [0, 0.1, -0.5, 1, 2.7, -7.9, -8.000001, 10, 1 / 3, -123.456]
+_STEPS = [1, -1, 0.3, -4.0, 4.0, 0.7, -3, 1 / 3]
+_GRID_DTYPES = ["int64", "int32", "int16", "uint8", "float32", "float64", "float16"]
+
+
+def _agree(got, want, dtype, ends):
+    """Integers: equal to torch's where torch takes its scalar loop (fewer than 8 values, on every
+    CPU); longer outputs come from its SIMD loop, whose vectors start from a truncated value, so
+    within 1 there.  Floats: within one unit in the last place of the endpoints, everywhere: torch's
+    rounding depends on its build (FMA contraction of start + step * i) and the CPU's vector width."""
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        ulp = np.spacing(np.asarray(max(abs(float(e)) for e in ends), want.dtype))
+        assert np.all(np.abs(got.astype(np.float64) - want.astype(np.float64)) <= ulp), (ends, got, want)
+    elif len(want) < 8:
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.all(np.abs(got.astype(np.int64) - want.astype(np.int64)) <= 1), (ends, got, want)
+
+
+@pytest.mark.parametrize("dtype", _GRID_DTYPES)
+def test_arange_matches_torch_over_a_grid(dtype):
+    torch = pytest.importorskip("torch")
+    compared = 0
+    for a, b, c in itertools.product(_ENDS, _ENDS, _STEPS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = torch.arange(a, b, c, dtype=getattr(torch, dtype)).numpy()
+        except (RuntimeError, ValueError):
+            with pytest.raises((ValueError, TypeError)):
+                dj.arange(a, b, c, dtype=getattr(dj, dtype))
+            continue
+        if dtype != "int64" and dtype[0] in "iu" and int(c) == 0:
+            continue        # torch repeats start; dj refuses a step that truncates to 0 (test_range_errors)
+        _agree(dj.arange(a, b, c, dtype=getattr(dj, dtype)).numpy(), want, dtype, (a, b))
+        compared += 1
+    assert compared > 200
+
+
+@pytest.mark.parametrize("dtype", _GRID_DTYPES + ["int8", "complex64"])
+def test_linspace_matches_torch_over_a_grid(dtype):
+    torch = pytest.importorskip("torch")
+    compared = 0
+    for a, b, n in itertools.product(_ENDS, _ENDS, [0, 1, 2, 3, 5, 7, 17, 50]):
+        try:
+            want = torch.linspace(a, b, n, dtype=getattr(torch, dtype)).numpy()
+        except RuntimeError:
+            with pytest.raises(OverflowError):
+                dj.linspace(a, b, n, dtype=getattr(dj, dtype))
+            continue
+        got = dj.linspace(a, b, n, dtype=getattr(dj, dtype)).numpy()
+        if dtype == "complex64":
+            _agree(got.real, want.real, "float32", (a, b))
+            assert not got.imag.any()
+        else:
+            _agree(got, want, dtype, (a, b))
+        compared += 1
+    assert compared > 300

@@ -35,6 +35,11 @@ VAR_CALLS = [   # (call on module M and tensor x, the value by hand for X4)
     (lambda M, x: x.std(unbiased=False), math.sqrt(5 / 4)),
     (lambda M, x: M.std(x, 0, True, True), [math.sqrt(5 / 3)]),  # (x, dim, unbiased, keepdim)
     (lambda M, x: x.std(dim=0, keepdim=True, correction=0), [math.sqrt(5 / 4)]),
+    # PyTorch's overload (input, unbiased): a bool where dim goes (issue 25)
+    (lambda M, x: M.std(x, False), math.sqrt(5 / 4)),
+    (lambda M, x: M.var(x, True), 5 / 3),
+    (lambda M, x: x.var(False), 5 / 4),
+    (lambda M, x: x.std(True), math.sqrt(5 / 3)),
 ]
 
 
@@ -57,6 +62,19 @@ def test_var_std_refuse_both_unbiased_and_correction():
     for f in (dj.var, dj.std):
         with pytest.raises(SchemaError, match="both unbiased=True and correction=1"):
             f(dj.tensor(X4), unbiased=True, correction=1)
+
+
+@pytest.mark.parametrize("call", ["f(x, False, True)", "f(x, True, keepdim=True)", "f(x, False, correction=0)",
+                                  "f(x, dim=False)", "f(x, np.bool_(False))", "f(x, 0, 1)"])
+def test_var_std_refuse_what_torch_refuses(call):
+    """The overload (input, unbiased) takes nothing more; a bool is no dim, an int no unbiased."""
+    for f in (dj.var, dj.std):
+        with pytest.raises(SchemaError):
+            eval(call, {"f": f, "x": dj.tensor(X4), "np": np})
+    torch = pytest.importorskip("torch")
+    for f in (torch.var, torch.std):
+        with pytest.raises(TypeError):
+            eval(call, {"f": f, "x": torch.tensor(X4), "np": np})
 
 
 def test_mse_loss_and_std_of_a_composite_keep_their_meaning():

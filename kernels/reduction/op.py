@@ -283,8 +283,37 @@ def equal(input, other) -> bool:
     return bool(A.all(A.eq(input, other)).item())
 
 
+def _var_std_function(name: str):
+    """PyTorch's ``var``/``std``: the op's ``(input, dim, unbiased, keepdim, *, correction)``, and
+    the overload ``(input, unbiased)`` that the op's schema cannot take: a bool where ``dim`` goes
+    is ``unbiased``, alone (as torch, ``std(x, False, True)`` is an error, not dim=False)."""
+    shown = "tensor(2.), tensor(1.), tensor(2.)" if name == "var" else "tensor(1.4142), tensor(1.), tensor(1.4142)"
+
+    def fn(input, *args, **kwargs):
+        if args and args[0].__class__ is bool:
+            if len(args) > 1 or kwargs:
+                given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+                raise SchemaError(f"{name}(input, {given}): a bool second argument is the overload "
+                                  f"{name}(input, unbiased), which takes nothing more; for dims, pass "
+                                  f"{name}(input, dim, unbiased, keepdim) with an int or a tuple of ints as dim")
+            return getattr(A, name)(input, None, args[0])
+        return getattr(A, name)(input, *args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"PyTorch's ``{name}``: ``{name}(x, dim=None, unbiased=True, keepdim=False, *, correction=None)`` "
+                  f"(the op ``aten::{name}``),\nor ``{name}(x, unbiased)``.  ``unbiased=True`` divides by n - 1, "
+                  f"``False`` by n; ``correction=c`` by n - c.\n\n"
+                  f">>> import dispatch_jit as dj\n"
+                  f">>> x = dj.tensor([1.0, 3.0])\n"
+                  f">>> dj.{name}(x), dj.{name}(x, False), x.{name}(0, True)\n"
+                  f"({shown})\n")
+    return fn
+
+
 # public name -> (function, also a Tensor method?)
 PY_FUNCTIONS = {
+    "var": (_var_std_function("var"), True),
+    "std": (_var_std_function("std"), True),
     "max": (_extreme_function("max", "argmax", "maximum"), True),
     "min": (_extreme_function("min", "argmin", "minimum"), True),
     "equal": (equal, True),

@@ -669,7 +669,12 @@ def _red_forms(name):
         if p["axis"] is None:
             return f"{a[0]}.{name}({_extra(p)[2:]})" if not p["keepdims"] else f2(a, p)
         return f"{a[0]}.{name}(dim={p['axis']!r}, keepdim={p['keepdims']!r}{_extra(p)})"
-    return (f1, f2, f3)
+
+    def f4(a, p):   # var/std's overload (input, unbiased): unbiased=True is correction=1, False 0
+        if p["axis"] is None and not p["keepdims"] and p.get("correction") in (0, 1):
+            return f"dj.{name}({a[0]}, {p['correction'] == 1})"
+        return f1(a, p)
+    return (f1, f2, f3, f4) if name in ("var", "std") else (f1, f2, f3)
 
 
 def _extra(p):
