@@ -117,6 +117,19 @@ def test_repr_pytorch_style():
     assert "\n" in repr(dj.ones(2, 2))
 
 
+def test_format_spec_on_a_zero_dim_tensor_as_pytorch():
+    assert f"{dj.tensor(1.23456):.3f}" == "1.235" and f"{dj.tensor(7):>3d}" == "  7"
+    assert f"{dj.tensor(1 + 2j):.1f}" == "1.0+2.0j" and f"{dj.tensor(True)}" == "True"
+    assert f"{dj.tensor(2.5, requires_grad=True) * 2:.1f}" == "5.0"
+    assert format(dj.tensor([1.5]), "") == repr(dj.tensor([1.5]))
+    with pytest.raises(TypeError, match="'.3f' for a tensor of shape \\(2,\\).*0-d tensors only"):
+        f"{dj.tensor([1.0, 2.0]):.3f}"
+    torch = pytest.importorskip("torch")
+    for v in (1.23456, -7, 1e-9):
+        for spec in (".3f", "", ">10", ".2e"):
+            assert format(dj.tensor(v), spec) == format(torch.tensor(v), spec), (v, spec)
+
+
 def test_requires_grad_only_for_floating():
     with pytest.raises(DTypeError, match="floating point and complex"):
         dj.tensor([1, 2], requires_grad=True)
