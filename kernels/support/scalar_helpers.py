@@ -171,6 +171,15 @@ def _csign(z):
     return z - z if r == 0 else z / r
 
 
+def _cdiv(a, b):
+    # complex a / b.  Numba's complex division raises ZeroDivisionError at b == 0 (Python's rule,
+    # whatever the error model); NumPy and PyTorch divide each part by |b.real| there: inf or nan
+    if b.real == 0 and b.imag == 0:
+        z = abs(b.real)
+        return complex(a.real / z, a.imag / z)
+    return a / b
+
+
 def _cexpm1(z):
     # exp(z) - 1 without the cancellation near 0: the real part as expm1(a)cos(b) - 2sin(b/2)^2
     a, b = z.real, z.imag
@@ -300,6 +309,6 @@ def _rshift(a, b):
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,
-                                   _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
+                                   _csign, _cdiv, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
                                    _ctanh, _cacos, _cacosh, _casinh, _catanh)}
 HELPERS.update(sincos_functions())
