@@ -72,8 +72,8 @@ def _cpu(self):
 
 def _copy_(self, src) -> Tensor:
     """Copy ``src`` into this tensor in place, broadcast to its shape and cast to its
-    dtype and device (any cast, as PyTorch's ``copy_``; item assignment refuses lossy
-    ones).  Differentiable in ``src``.
+    dtype and device (any cast, as PyTorch's ``copy_`` and item assignment).  Differentiable
+    in ``src``.
 
     >>> import dispatch_jit as dj
     >>> t = dj.zeros(2, 3, dtype=dj.int32)

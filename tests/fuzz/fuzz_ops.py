@@ -1451,17 +1451,13 @@ def _inplace(name, base, op=None):
                statement=True)
 
 
-def _setitem_np(args, p, any_cast=False):
-    """``target[idx] = value``; ``any_cast``: copy_'s rule (any cast, as torch's copy_)."""
+def _setitem_np(args, p):
+    """``target[idx] = value`` (and copy_): any cast, as PyTorch's (a float truncates into an integer
+    tensor); a Python number the dtype cannot hold, before truncation, is PyTorch's overflow error."""
     target, value = args
-    if isinstance(value, int) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
             np.iinfo(target.dtype).min <= value <= np.iinfo(target.dtype).max):
         raise OracleError(f"value {value} cannot be converted to {target.dtype} without overflow")
-    # dispatch_jit checks an assignment's cast as an in-place op's (PyTorch's can_cast: never to a
-    # lower category), where PyTorch's setitem casts anything: a clear error, by design
-    vt = value.dtype.name if isinstance(value, np.ndarray) else _scalar_dtype(value)
-    if cat_of(vt) > cat_of(target.dtype.name) and not any_cast:
-        raise OracleError(f"cannot assign {vt} values into a {target.dtype.name} tensor")
     view = getitem_np(target, p["idx"]) if p["idx"] else target
     v = as_dtype(value, target.dtype)
     try:
@@ -1489,7 +1485,7 @@ ROWS += [
     Row("setitem", "setitem", (lambda a, p: f"{a[0]}[{idx_src(p['idx'])}] = {a[1]}",), "bif", _setitem_np, None,
         EXACT, _setitem_params, False, arity=2, statement=True),
     Row("copy_", "setitem", (lambda a, p: f"{a[0]}.copy_({a[1]})",), "bif",
-        lambda args, p: _setitem_np(args, {"idx": ()}, any_cast=True), None, EXACT, None, False, arity=2, statement=True),
+        lambda args, p: _setitem_np(args, {"idx": ()}), None, EXACT, None, False, arity=2, statement=True),
 ]
 
 # PyTorch's convenience surface (gather, topk, einsum, ...): its rows live in fuzz_ops_torch.py,
