@@ -116,8 +116,9 @@ def _mT(self):
 
 
 # PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
-# is ``x.permute((1, 0))``; the ops themselves (``dj.reshape``) take one int list, as their schemas say
-SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat")
+# is ``x.permute((1, 0))``, ``x.flip(0, 1)`` is ``x.flip((0, 1))``; the ops themselves
+# (``dj.reshape``) take one int list, as their schemas say
+SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat", "flip")
 
 
 def _size_varargs(entry):
