@@ -60,12 +60,18 @@ def _iremainder(a, b):
 
 def _ipow(a, b):
     """a ** b by squaring, every product wrapping as NumPy's and torch's integer power
-    (Numba's ``a ** b`` gave INT64_MIN for large exponents)."""
+    (Numba's ``a ** b`` gave INT64_MIN for large exponents).  A negative exponent gives PyTorch's
+    integer answer, 1 / a**|b| truncated: 1 for base 1, -1 or 1 for base -1 (odd or even b),
+    else 0 (a Python int exponent below 0 never gets here: the op's check refuses it)."""
     zero = a - a
-    if b < 0:
-        return zero           # placeholder: the loop's check raises ValueError
     # 1 and the base in a's (promoted) type: a literal 1 would make unsigned arithmetic float64
-    r = zero - ~zero
+    one = zero - ~zero
+    if b < 0:
+        # ~zero is -1 (all bits set: the wrapping int64 form passes the base as uint64)
+        if a == ~zero:
+            return ~zero if b & 1 else one
+        return one if a == one else zero
+    r = one
     base = zero + a
     e = b
     while e != 0:

@@ -279,6 +279,8 @@ def _compute(rule, promoted):
         return promoted, "bool"
     if rule == "logical":
         return "bool", "bool"
+    if rule == "square" and promoted == "bool":
+        return "int64", None
     return promoted, None
 
 
@@ -308,7 +310,7 @@ def ew(fn, rule="promote", cats="bif", check=None):
         except ValueError as e:
             raise OracleError(str(e)) from None
         if check is not None:
-            check(cast, compute)
+            check(cast, compute, args)
         with np.errstate(all="ignore"):
             out = np.asarray(fn(*cast))
         return as_dtype(out, result or compute) if out.dtype.name != (result or compute) else out
@@ -325,24 +327,40 @@ def _f64(fn):
     return run
 
 
-def _int_nonzero_divisor(cast, compute):
+def _int_nonzero_divisor(cast, compute, args):
     size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
     if cat_of(compute) == 1 and size and np.any(cast[1] == 0):      # an empty result divides nothing
         raise OracleError("integer division by zero")
 
 
-def _int_nonneg_exponent(cast, compute):
-    size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
-    if cat_of(compute) == 1 and size and np.any(cast[1] < 0):
+def _int_scalar_nonneg_exponent(cast, compute, args):
+    # PyTorch refuses a negative Python int exponent (whatever the size, even a uint8 base's);
+    # a tensor exponent holding negatives computes (_int_pow)
+    if cat_of(compute) == 1 and not isinstance(args[1], np.ndarray) and args[1] < 0:
         raise OracleError("integers to negative integer powers")
 
 
-def _shift_count(cast, compute):
+def _pow(x, y):
+    """PyTorch's power: float in float64; integers wrap as NumPy's, and a negative exponent gives
+    1 / x**|y| truncated (1 for base 1, -1 or 1 for base -1, else 0), where NumPy raises."""
+    if x.dtype.kind == "f":
+        return _f64(np.power)(x, y)
+    neg = y < 0
+    with np.errstate(all="ignore"):
+        r = np.asarray(np.power(x, np.where(neg, np.zeros((), y.dtype), y)))
+    if x.dtype.kind == "i" and np.any(neg):
+        one = np.ones((), r.dtype)
+        inv = np.where(x == 1, one, np.where(x == -1, np.where(y % 2 != 0, -one, one), np.zeros((), r.dtype)))
+        r = np.where(neg, inv, r).astype(r.dtype)
+    return r
+
+
+def _shift_count(cast, compute, args):
     if np.any(cast[1] < 0):
         raise Undefined("a negative shift count (the array API leaves it undefined)")
 
 
-def _no_float16(cast, compute):
+def _no_float16(cast, compute, args):
     if compute == "float16":
         raise OracleError("nextafter refuses float16 (its loops compute in float32)")
 
@@ -436,7 +454,7 @@ ROWS: list[Row] = [
     unary("log10", _f64(np.log10), "float", _F, U4, grad=True, pos=(0,)),
     unary("sqrt", np.sqrt, "float", _F, EXACT, grad=True, pos=(0,), keeps_pos=True),
     unary("rsqrt", _f64(lambda x: 1.0 / np.sqrt(x)), "float", _F, U4, grad=True, pos=(0,), keeps_pos=True),
-    unary("square", np.square, cats=_NUM, grad=True, keeps_pos=True),
+    unary("square", np.square, "square", cats=_NUM, grad=True, keeps_pos=True),   # bool: int64, as torch
     unary("reciprocal", lambda x: np.asarray(1, x.dtype) / x, "float", _F, EXACT, grad=True, pos=(0,),
           keeps_pos=True),
     unary("sin", _f64(np.sin), "float", _F, U4, grad=True),
@@ -474,8 +492,8 @@ ROWS: list[Row] = [
     binary("div", np.true_divide, "float", _F, EXACT, op="/", grad=True, pos=(1,), keeps_pos=True),
     binary("floor_divide", np.floor_divide, cats=_REAL, op="//", check=_int_nonzero_divisor),
     binary("remainder", np.remainder, cats=_REAL, op="%", check=_int_nonzero_divisor),
-    binary("pow", lambda x, y: np.power(x, y) if x.dtype.kind != "f" else _f64(np.power)(x, y), cats=_NUM,
-           tol=U8, op="**", check=_int_nonneg_exponent, grad=True, pos=(0,), keeps_pos=True),
+    binary("pow", _pow, cats=_NUM, tol=U8, op="**", check=_int_scalar_nonneg_exponent, grad=True, pos=(0,),
+           keeps_pos=True),
     binary("maximum", np.maximum, cats=_REALB, grad=True, keeps_pos=True),
     binary("minimum", np.minimum, cats=_REALB, grad=True, keeps_pos=True),
     binary("atan2", _f64(np.arctan2), "float", _F, U4, grad=True),
