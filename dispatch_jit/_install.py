@@ -72,8 +72,8 @@ def _cpu(self):
 
 def _copy_(self, src) -> Tensor:
     """Copy ``src`` into this tensor in place, broadcast to its shape and cast to its
-    dtype and device (any cast, as PyTorch's ``copy_``; item assignment refuses lossy
-    ones).  Differentiable in ``src``.
+    dtype and device (any cast, as PyTorch's ``copy_`` and item assignment).  Differentiable
+    in ``src``.
 
     >>> import dispatch_jit as dj
     >>> t = dj.zeros(2, 3, dtype=dj.int32)
@@ -116,8 +116,9 @@ def _mT(self):
 
 
 # PyTorch's ``*size`` methods: ``x.reshape(2, 3)`` is ``x.reshape((2, 3))``, ``x.permute(1, 0)``
-# is ``x.permute((1, 0))``; the ops themselves (``dj.reshape``) take one int list, as their schemas say
-SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat")
+# is ``x.permute((1, 0))``, ``x.flip(0, 1)`` is ``x.flip((0, 1))``; the ops themselves
+# (``dj.reshape``) take one int list, as their schemas say
+SIZE_VARARG_METHODS = ("reshape", "view", "permute", "expand", "repeat", "flip")
 
 
 def _size_varargs(entry):

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from .conversions import conversion
-from .dtypes import as_dtype, from_numpy_dtype
+from .dtypes import as_dtype, default_complex_dtype, from_numpy_dtype, get_default_dtype
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
@@ -381,8 +381,9 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         v = np.asarray(values._host() if isinstance(values, Tensor) else values)
         if dtype is not None:
             v = v.astype(as_dtype(dtype).np)
-        elif v.dtype.kind in "f" and not isinstance(values, np.ndarray):
-            v = v.astype(np.float32)     # Python floats -> float32, as dj.tensor does
+        elif v.dtype.kind in "fc" and not isinstance(values, np.ndarray):
+            # Python floats and complexes -> the default dtypes, as dj.tensor does
+            v = v.astype((get_default_dtype() if v.dtype.kind == "f" else default_complex_dtype()).np)
         elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
             v = v.astype(np.int64)
         vt = wrap(np.ascontiguousarray(v))

@@ -212,6 +212,22 @@ class Tensor:
         from .printing import tensor_repr
         return tensor_repr(self)
 
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its Python number (PyTorch's and NumPy's rule); any other
+        tensor takes an empty spec only (its repr).
+
+        >>> import dispatch_jit as dj
+        >>> f"{dj.tensor(2.0) / 3:.3f} {dj.tensor(7):>3d}"
+        '0.667   7'
+        """
+        if self.ndim == 0 and self.layout == "strided":
+            return format(self.item(), spec)
+        if not spec:
+            return str(self)
+        raise ArgumentTypeError(f"unsupported format string {spec!r} for a tensor of shape {tuple(self.shape)}: "
+                                f"format specs apply to 0-d tensors only; format its elements (t.tolist()) "
+                                f"or index one (t[0])")
+
     # -- autograd ----------------------------------------------------------------
     # Indexing (``t[i]``, ``t[i] = v``), ``backward`` and ``register_hook`` need autograd, which
     # sits above this module: autograd/methods.py defines them and _install.py binds them here.

@@ -104,14 +104,17 @@ def _write(op: str, self, values) -> Tensor:
 
 
 def _scalar(self, value):
-    """A Python number cast to this tensor's dtype, as PyTorch's fill (2.7 into int32 is 2);
-    item assignment refuses such casts, a fill does not."""
+    """The fill value: a number as it is (item assignment casts it as PyTorch's fill does, 2.7 into
+    int32 is 2, and refuses what the dtype cannot hold), a 0-d tensor in this tensor's dtype."""
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise DTypeError(f"fill_: only supports a 0-dimensional value tensor, but got a tensor with "
                              f"{value.ndim} dimensions")
         return value.to(self.dtype) if value.dtype is not self.dtype else value
-    return self.dtype.np.type(value).item()
+    if not isinstance(value, (bool, int, float, complex, np.generic)):
+        raise ArgumentTypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value).__name__} "
+                                f"({value!r:.40})")
+    return value
 
 
 def fill_(self, value) -> Tensor:

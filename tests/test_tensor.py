@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.errors import CastingError, CudaUnavailableError, DTypeError, ShapeError
+from dispatch_jit.errors import CudaUnavailableError, DTypeError, ShapeError
 
 
 def test_metadata():
@@ -117,6 +117,19 @@ def test_repr_pytorch_style():
     assert "\n" in repr(dj.ones(2, 2))
 
 
+def test_format_spec_on_a_zero_dim_tensor_as_pytorch():
+    assert f"{dj.tensor(1.23456):.3f}" == "1.235" and f"{dj.tensor(7):>3d}" == "  7"
+    assert f"{dj.tensor(1 + 2j):.1f}" == "1.0+2.0j" and f"{dj.tensor(True)}" == "True"
+    assert f"{dj.tensor(2.5, requires_grad=True) * 2:.1f}" == "5.0"
+    assert format(dj.tensor([1.5]), "") == repr(dj.tensor([1.5]))
+    with pytest.raises(TypeError, match="'.3f' for a tensor of shape \\(2,\\).*0-d tensors only"):
+        f"{dj.tensor([1.0, 2.0]):.3f}"
+    torch = pytest.importorskip("torch")
+    for v in (1.23456, -7, 1e-9):
+        for spec in (".3f", "", ">10", ".2e"):
+            assert format(dj.tensor(v), spec) == format(torch.tensor(v), spec), (v, spec)
+
+
 def test_requires_grad_only_for_floating():
     with pytest.raises(DTypeError, match="floating point and complex"):
         dj.tensor([1, 2], requires_grad=True)
@@ -124,16 +137,61 @@ def test_requires_grad_only_for_floating():
     assert x.requires_grad and dj.DispatchKey.AutogradCPU in dj.dispatch_keys(x)
 
 
-def test_setitem_checks_casts():
+def test_setitem_casts_as_pytorch():
     x = dj.zeros(3, dtype=dj.int64)
     x[0] = 5
     x[1:] = dj.tensor([1, 2])
     assert x.tolist() == [5, 1, 2]
-    with pytest.raises(CastingError, match="float32 values into a int64 tensor"):
-        x[0] = 1.5
+    x[0] = 1.9                       # truncates, as PyTorch, NumPy, JAX and Dask (it used to raise)
+    assert x.tolist() == [1, 1, 2]
     f = dj.zeros(2)
     f[0] = 3
     assert f.tolist() == [3.0, 0.0]
+    # what the dtype cannot hold raises, as PyTorch ("value cannot be converted ... without overflow")
+    for bad, exc in ((float("nan"), OverflowError), (float("inf"), OverflowError), (1e19, OverflowError),
+                     (2 ** 63, OverflowError), (1 + 2j, TypeError)):
+        with pytest.raises(exc, match="cannot assign"):
+            x[0] = bad
+    with pytest.raises(OverflowError, match=r"uint8 without overflow \(it holds \[0, 255\]"):
+        dj.zeros(2, dtype=dj.uint8)[0] = -0.5        # checked before truncation, as PyTorch
+    with pytest.raises(TypeError, match="imaginary part"):
+        f[1] = 1j
+    f[1] = 2 + 0j
+    assert f.tolist() == [3.0, 2.0]
+    # an integral tensor takes a value that requires grad without recording anything
+    x[2] = dj.tensor(7.5, requires_grad=True)
+    assert x.tolist() == [1, 1, 7] and not x.requires_grad and x.grad_fn is None
+
+
+_ASSIGNMENTS = {
+    "int": lambda t, T: t.__setitem__(0, 1.9),
+    "negative": lambda t, T: t.__setitem__(1, -2.7),
+    "mask": lambda t, T: t.__setitem__(t > 2, 1.9),
+    "slice": lambda t, T: t.__setitem__(slice(1, 3), 2.7),
+    "ellipsis": lambda t, T: t.__setitem__(Ellipsis, -0.5),
+    "0-d tensor": lambda t, T: t.__setitem__(0, T.tensor(1.9)),
+    "tensor slice": lambda t, T: t.__setitem__(slice(0, 2), T.tensor([1.9, -2.5])),
+    "0-d complex tensor": lambda t, T: t.__setitem__(3, T.tensor(5.5 + 2j)),
+    "bool target": lambda t, T: t.__setitem__(0, 0.0),
+    "fill_": lambda t, T: t.fill_(-3.9),
+    "masked_fill_": lambda t, T: t.masked_fill_(t < 3, 6.6),
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+@pytest.mark.parametrize("form", sorted(_ASSIGNMENTS))
+def test_float_values_into_integer_tensors_as_torch(form, mode):
+    torch = pytest.importorskip("torch")
+    import warnings
+    dtype = "bool" if form == "bool target" else "int64"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # complex -> real discards the imaginary part (both warn)
+        want = torch.tensor([1, 2, 3, 4], dtype=getattr(torch, dtype))
+        _ASSIGNMENTS[form](want, torch)
+        got = dj.tensor([1, 2, 3, 4], dtype=getattr(dj, dtype))
+        with dj.mode(mode):
+            _ASSIGNMENTS[form](got, dj)
+    assert got.tolist() == want.tolist() and got.dtype.name == str(want.dtype).split(".")[1]
 
 
 def test_indexing_with_tensors():

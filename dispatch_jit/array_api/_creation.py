@@ -1,7 +1,8 @@
 """The standard's creation functions, over dispatch_jit's: the standard's parameter names
 (``stop``, ``num``, ``endpoint``, ``k``, ``shape``), its default dtypes for Python scalars
-(bool, int64, float32, complex64: dispatch_jit's), and ``copy=`` as the standard means it
-(False: share memory or raise)."""
+(bool, int64, and dispatch_jit's default floating dtype and its complex twin: float32 and complex64
+until ``dj.set_default_dtype``), and ``copy=`` as the standard means it (False: share memory or
+raise)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import numpy as np
 
 from dispatch_jit import creation
-from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, as_dtype, bool_, complex64, float32, int64
+from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, as_dtype, bool_, default_complex_dtype, get_default_dtype, int64
 from dispatch_jit.errors import DTypeError, InvalidArgumentError, ValueOverflowError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import Tensor
@@ -30,9 +31,9 @@ def _scalar_dtype(v):
     if isinstance(v, int):
         return int64
     if isinstance(v, float):
-        return float32
+        return get_default_dtype()
     if isinstance(v, complex):
-        return complex64
+        return default_complex_dtype()
     raise DTypeError(f"expected a Python scalar, got {type(v).__name__}: {v!r}")
 
 
@@ -140,7 +141,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """``[start, stop)`` in steps of ``step``; ints give int64, floats float32.
+    """``[start, stop)`` in steps of ``step``; ints give int64, floats the default floating dtype.
 
     >>> from dispatch_jit import array_api as xp
     >>> xp.arange(1, 7, 2)
@@ -151,7 +152,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if step == 0:
         raise InvalidArgumentError("arange: step must be nonzero")
     is_float = any(isinstance(v, float) for v in (start, stop, step))
-    dt = as_dtype(dtype) if dtype is not None else (float32 if is_float else int64)
+    dt = as_dtype(dtype) if dtype is not None else (get_default_dtype() if is_float else int64)
     n = builtins.max(0, math.ceil((stop - start) / step))
     # computed in float64 or int64 and cast once: the count is the standard's ceil((stop-start)/step)
     a = (start + step * np.arange(n, dtype=np.float64 if is_float or dt.category >= FLOAT else np.int64))
@@ -162,7 +163,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     if not isinstance(num, int) or num < 0:
         raise InvalidArgumentError(f"linspace: num must be a non-negative int, got {num!r}")
     cplx = any(isinstance(v, complex) for v in (start, stop))
-    dt = as_dtype(dtype) if dtype is not None else (complex64 if cplx else float32)
+    dt = as_dtype(dtype) if dtype is not None else (default_complex_dtype() if cplx else get_default_dtype())
     if dt.category not in (FLOAT, COMPLEX):
         raise DTypeError(f"linspace: dtype must be floating or complex, got {dt.name}")
     a = np.linspace(start, stop, num, endpoint=endpoint, dtype=np.complex128 if dt.category == COMPLEX else np.float64)
@@ -170,7 +171,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
-    dt = as_dtype(dtype) if dtype is not None else float32
+    dt = as_dtype(dtype) if dtype is not None else get_default_dtype()
     return creation.asarray(np.eye(n_rows, n_cols, k, dtype=dt.np), device=device)
 
 

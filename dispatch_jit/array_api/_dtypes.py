@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, as_dtype, bool_, complex64,
-                                 complex128, float32, float64, int8, int16, int32, int64, promote_types,
-                                 uint8, uint16, uint32, uint64)
+                                 complex128, default_complex_dtype, float32, float64, get_default_dtype, int8,
+                                 int16, int32, int64, promote_types, uint8, uint16, uint32, uint64)
 from dispatch_jit.errors import DTypeError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import Tensor
@@ -149,8 +149,11 @@ def _scalar_kind(d: DType, s) -> DType:
     if isinstance(s, int):
         return int64 if d.category == BOOL else d
     if isinstance(s, float):
-        return d if d.category >= FLOAT else float32
-    return d if d.category == COMPLEX else (complex128 if d is float64 else complex64)
+        return d if d.category >= FLOAT else get_default_dtype()
+    if d.category == COMPLEX:
+        return d
+    # a real floating array keeps its precision; an integral one takes the default's complex twin
+    return complex128 if d is float64 else complex64 if d.category == FLOAT else default_complex_dtype()
 
 
 def can_cast(from_, to, /) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dispatch_jit.devices import CPU_DEVICE, device
-from dispatch_jit.dtypes import complex64, float32, int64
+from dispatch_jit.dtypes import default_complex_dtype, get_default_dtype, int64
 
 from ._dtypes import DTYPES, isdtype
 
@@ -11,11 +11,13 @@ __all__ = ["__array_namespace_info__"]
 
 
 class __array_namespace_info__:  # noqa: N801  (the standard's name)
-    """The standard's inspection object.
+    """The standard's inspection object.  Its default floating dtypes are dispatch_jit's
+    (``dj.get_default_dtype()``, which ``dj.set_default_dtype`` changes; the complex one follows).
 
     >>> from dispatch_jit import array_api as xp
-    >>> xp.__array_namespace_info__().default_dtypes()["real floating"]
-    dispatch_jit.float32
+    >>> info = xp.__array_namespace_info__()
+    >>> info.default_dtypes()["real floating"], info.devices()[0]
+    (dispatch_jit.float32, device(type='cpu'))
     """
 
     def capabilities(self) -> dict:
@@ -24,14 +26,15 @@ class __array_namespace_info__:  # noqa: N801  (the standard's name)
     def default_device(self):
         return CPU_DEVICE
 
-    def devices(self) -> tuple:
+    def devices(self) -> list:
         from dispatch_jit.cuda import runtime
         if not runtime.is_available():
-            return (CPU_DEVICE,)
-        return (CPU_DEVICE,) + tuple(device("cuda", i) for i in range(runtime.device_count()))
+            return [CPU_DEVICE]
+        return [CPU_DEVICE] + [device("cuda", i) for i in range(runtime.device_count())]
 
     def default_dtypes(self, *, device=None) -> dict:
-        return {"real floating": float32, "complex floating": complex64, "integral": int64, "indexing": int64}
+        return {"real floating": get_default_dtype(), "complex floating": default_complex_dtype(), "integral": int64,
+                "indexing": int64}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
         return {d.name: d for d in DTYPES if kind is None or isdtype(d, kind)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit import creation
-from dispatch_jit.dtypes import as_dtype, float32
+from dispatch_jit.dtypes import as_dtype, get_default_dtype
 from dispatch_jit.ops import entries
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq",
@@ -51,10 +51,10 @@ def ifftshift(x, /, *, axes=None):
 
 
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    dt = as_dtype(dtype) if dtype is not None else float32
+    dt = as_dtype(dtype) if dtype is not None else get_default_dtype()
     return creation.asarray(np.fft.fftfreq(n, d).astype(dt.np), device=device)
 
 
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    dt = as_dtype(dtype) if dtype is not None else float32
+    dt = as_dtype(dtype) if dtype is not None else get_default_dtype()
     return creation.asarray(np.fft.rfftfreq(n, d).astype(dt.np), device=device)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import can_cast, from_numpy_dtype, result_type
-from ..errors import AutogradError, CastingError, ShapeError
+from ..dtypes import BOOL, COMPLEX, FLOAT, INT
+from ..errors import AutogradError, CastingError, ShapeError, ValueOverflowError
 from ..tensor import Tensor, bump_version
 from ..writes import before_write
 from .engine import run_backward
@@ -35,13 +35,13 @@ def _setitem(self, index, value):
         raise ShapeError(f"cannot write into a tensor of shape {tuple(self.shape)} and strides {self.strides}: it is "
                          f"read-only (an expand()ed view, whose elements share memory, or a read-only NumPy "
                          f"buffer); write into a .clone() of it instead")
-    # Assignment is a copy into a view: check the cast as an in-place op would.
+    # Assignment casts as PyTorch's copy_/fill_ do (a float into an int tensor truncates): a number
+    # is checked to fit, arrays and tensors convert as .to() converts them
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        value = _assignable_number(value, self.dtype)
+    elif getattr(value, "requires_grad", False) and self.dtype.category < FLOAT:
+        value = value.detach()        # an integral tensor takes the values, never a gradient
     src = value._data if isinstance(value, Tensor) else value
-    vt = result_type(value) if isinstance(value, (Tensor, bool, int, float, complex)) else \
-        from_numpy_dtype(np.asarray(value).dtype)
-    if not can_cast(vt, self.dtype):
-        raise CastingError(f"cannot assign {vt.name} values into a {self.dtype.name} tensor without "
-                           f"losing information; convert them first with .to(dj.{self.dtype.name})")
     idx = unwrap_index(index)
 
     def write():
@@ -52,6 +52,31 @@ def _setitem(self, index, value):
             self._data[idx] = src
         bump_version(self)
     setitem(self, idx, value, write)
+
+
+def _assignable_number(v, dtype):
+    """``v`` as an element of a ``dtype`` tensor, by PyTorch's rule for ``t[i] = v``: a float
+    truncates toward zero into an integer tensor and any nonzero number is True in a bool one; a
+    value the dtype cannot hold (a NaN, an infinity, out of range, an imaginary part) raises."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if dtype.category == BOOL:
+        return bool(v)
+    if isinstance(v, complex) and dtype.category < COMPLEX:
+        if v.imag != 0:
+            raise CastingError(f"cannot assign {v!r} into a {dtype.name} tensor: it has an imaginary part (PyTorch: "
+                               f"value cannot be converted to type {dtype.name} without overflow); assign its "
+                               f".real, or use a complex tensor")
+        v = v.real
+    if isinstance(v, (int, float)) and dtype.category == INT:
+        info = np.iinfo(dtype.np)
+        # PyTorch's overflow check reads the value before truncation: -0.5 does not fit uint8
+        if not (info.min <= v <= info.max):
+            raise ValueOverflowError(f"cannot assign {v!r} into a {dtype.name} tensor: value cannot be converted "
+                                     f"to type {dtype.name} without overflow (it holds [{info.min}, {info.max}]"
+                                     f"{'; floats in that range truncate toward zero' if isinstance(v, float) else ''})")
+        return int(v)
+    return v
 
 
 def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:

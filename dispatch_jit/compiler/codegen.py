@@ -113,6 +113,7 @@ class Codegen:
                     self.preamble.append(f"{lit}_{ct} = _t_{ct}({val})")
             vid = node.outs[0]
             names = {"_zero": f"zero_{ct}", "_one": f"one_{ct}"}
+            raw = {}                     # the Python-number operands as given (a scalar Check reads them)
             present = []
             for i, (x, cast) in enumerate(zip(info.operands, info.casts)):
                 if x is None:
@@ -123,6 +124,7 @@ class Codegen:
                     names[_NAMES[i]] = self._cast(src, cast, ct)
                 else:
                     s = self._scalar(x)
+                    raw[_NAMES[i]] = s
                     c = f"c{vid}_{i}"
                     self.preamble.append(f"{c} = {self._cast(s, cast, ct)}")
                     names[_NAMES[i]] = c
@@ -135,7 +137,12 @@ class Codegen:
                 names[name] = c
             expr = _substitute(expression(info.sop, info.compute.category, tuple(present), ct), names)
             check = info.sop.checks.get(info.compute.category) if target == "cpu" else None
-            if check is not None:
+            if check is not None and check.scalar:
+                # once per call on the numbers as given, as eager's kernel; none where they are tensors
+                if check.names() <= raw.keys():
+                    self.checks.append((f"e{vid}", check))
+                    self.preamble.append(f"e{vid} = 1 if {_substitute(check.guard, raw)} else 0")
+            elif check is not None:
                 # refused inputs are counted here and raised after the loop (a raise inside prange
                 # is lost with its thread); CUDA kernels return placeholders, as eager CUDA does
                 self.checks.append((f"e{vid}", check))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import register_lazy_device_module
-from ..errors import ArgumentTypeError, RegistrationError
+from ..errors import ArgumentTypeError, InvalidArgumentError, RegistrationError
 from ..keys import privateuse1_backend_name, rename_privateuse1_backend
 from ..tensor import Tensor
 from .tensor import DaskTensor, is_dask_array, wrap_dask
@@ -79,18 +79,44 @@ def from_dask(arr) -> DaskTensor:
     return wrap_dask(arr)
 
 
+def _checked_chunks(chunks, shape: tuple, dtype) -> tuple:
+    """``chunks=`` as Dask's explicit block sizes per dimension, or the error that names it: Dask
+    itself takes -5 as a block of size -5 (a tensor of negative shape) and divides by 0."""
+    from dask.array.core import normalize_chunks
+
+    def bad(why: str) -> InvalidArgumentError:
+        return InvalidArgumentError(
+            f"dask: chunks={chunks!r} {why} for shape {tuple(shape)}; give a positive block size, -1 or None "
+            f"(a whole dimension), 'auto', one of these per dimension, or each dimension's block sizes")
+    if isinstance(chunks, (bool, np.bool_)):
+        raise bad("is a bool")
+    per_dim = chunks.values() if isinstance(chunks, dict) else chunks if (
+        isinstance(chunks, (tuple, list)) and len(chunks) == len(shape)) else [chunks]
+    for c in per_dim:
+        if isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) and c != -1 and c < 1:
+            raise bad(f"asks for blocks of size {c}")
+    try:
+        blocks = normalize_chunks(chunks, tuple(shape), dtype=np.dtype(dtype))
+    except (ValueError, TypeError, ZeroDivisionError) as e:
+        raise bad(f"is refused ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    if any(b < 0 for dim in blocks for b in dim) or tuple(sum(dim) for dim in blocks) != tuple(shape):
+        raise bad(f"gives blocks {blocks}")
+    return blocks
+
+
 def from_host(a: np.ndarray, chunks="auto") -> DaskTensor:
     """The device module's placement: host array ``a`` in chunks (``dask.array.from_array``)."""
     import dask.array as da
     enable()
-    return wrap_dask(da.from_array(np.asarray(a), chunks=chunks))
+    a = np.asarray(a)
+    return wrap_dask(da.from_array(a, chunks=_checked_chunks(chunks, a.shape, a.dtype)))
 
 
 def to_device(t: Tensor, device, chunks="auto", **compute_kwargs) -> Tensor:
     """``t.to("dask", chunks=...)`` and ``t.to("cpu")`` (which computes; ``compute_kwargs`` go to Dask)."""
     if device.type == NAME:
         if isinstance(t, DaskTensor):
-            return t if chunks == "auto" else wrap_dask(t._data.rechunk(chunks))
+            return t if chunks == "auto" else wrap_dask(t._data.rechunk(_checked_chunks(chunks, t.shape, t._data.dtype)))
         return from_host(t.numpy(), chunks=chunks)
     if not isinstance(t, DaskTensor):
         raise ArgumentTypeError(f"to({device}): {type(t).__name__} is not a Dask tensor")

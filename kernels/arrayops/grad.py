@@ -17,7 +17,7 @@ from dispatch_jit.creation import zeros
 from dispatch_jit.ops import entries
 
 from ..derivatives import _cj
-from .op import SortResult
+from .op import SortResult, _int_list
 
 __all__ = ["DERIVATIVES", "KERNELS"]
 
@@ -94,7 +94,7 @@ def _take_along_dim_grad(g, s, c):
 
 DERIVATIVES = {
     "flip": Derivative("FlipBackward", lambda g, s, c: A.flip(g, c["dims"]), unbroadcast=False),
-    "roll": Derivative("RollBackward", lambda g, s, c: A.roll(g, [-k for k in c["shifts"]], c["dims"]),
+    "roll": Derivative("RollBackward", lambda g, s, c: A.roll(g, [-k for k in _int_list(c["shifts"])], c["dims"]),
                        unbroadcast=False),
     "tril": Derivative("TrilBackward", lambda g, s, c: A.tril(g, c["diagonal"]), unbroadcast=False),
     "triu": Derivative("TriuBackward", lambda g, s, c: A.triu(g, c["diagonal"]), unbroadcast=False),

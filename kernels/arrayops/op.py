@@ -159,13 +159,19 @@ def nonzero(x):
     return wrap(np.ascontiguousarray(np.stack(np.unravel_index(flat, x._data.shape), axis=1).astype(np.int64)))
 
 
+def _int_list(v) -> tuple:
+    # the schema's int[] takes a bare int too (schema.bind, as PyTorch's IntArrayRef): x.flip(1)
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+
 def flip(x, dims):
+    dims = _int_list(dims)
     axes = normalize_axes(dims, x.ndim, "flip") if len(dims) else ()
     return wrap(np.flip(x._data, axes).copy() if axes else x._data.copy())
 
 
 def roll(x, shifts, dims=()):
-    shifts, dims = tuple(shifts), tuple(dims)
+    shifts, dims = _int_list(shifts), _int_list(dims)
     if not dims:
         if len(shifts) != 1:
             raise ShapeError(f"roll: without dims, shifts must be one int, got {list(shifts)}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import cmath
 import math
+import re
 
 import numba
 import numpy as np
@@ -67,6 +68,12 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     check = op.checks.get(compute.category)
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
     lines = [f"def kernel({', '.join(params)}):"] + kernel_prelude(static_names)
+    if check is not None and check.scalar:
+        # tested once, on the Python numbers as given (see Check); where they are tensors, no check
+        raw = {_NAMES[i]: f"a{i}" for i, k in enumerate(kinds) if k == "scalar"}
+        if check.names() <= raw.keys():
+            lines += [f"    if {_substitute(check.guard, raw)}:", f"        {check.raise_stmt()}"]
+        check = None
     reads = {}
     for i, (k, c) in enumerate(zip(kinds, casts)):
         if k == "none":
@@ -135,6 +142,11 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
 
 # elements per guard scan: a chunk's inputs stay in L1 between the scan and the loop
 _CHUNK = 2048
+
+
+def _substitute(expr: str, names: dict) -> str:
+    """``expr`` with the operand names x, y, z renamed."""
+    return re.sub(r"\b[xyz]\b", lambda m: names.get(m.group(0), m.group(0)), expr)
 
 
 def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):

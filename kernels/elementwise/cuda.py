@@ -37,7 +37,7 @@ import functools
 
 import numpy as np
 
-from dispatch_jit.errors import DeviceMismatchError, DTypeError
+from dispatch_jit.errors import DeviceMismatchError, DTypeError, InvalidArgumentError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
@@ -266,6 +266,10 @@ class _PlanCUDA:
         self.all_arrays = (kern.mode == "functional" and not self.int_compute
                            and all(k in ("array", "none") for k in kinds) and "array" in kinds)
         self.array_idx = tuple(in_idx[j] for j, k in enumerate(kinds) if k == "array")
+        # a Check on Python-number operands (pow's negative exponent): tested per call, on the host
+        check = kern.op.checks.get(kcompute.category)
+        scalars = {_NAMES[j] for j, k in enumerate(kinds) if k == "scalar"}
+        self.scalar_check = check if check is not None and check.scalar and check.names() <= scalars else None
 
     def _kernel(self, ndim: int, flat: bool):
         key = (ndim, flat)
@@ -307,6 +311,10 @@ class _PlanCUDA:
             check_statics(opname, self.static_idx, self.static_names, args)
         inputs = [args[i] for i in self.in_idx]
         kinds = self.kinds
+        if self.scalar_check is not None and self.scalar_check.refuses(
+                **{_NAMES[j]: inputs[j] for j, k in enumerate(kinds) if k == "scalar"}):
+            # a CUDA kernel cannot raise: refused here, with the CPU loop's message (pow's is a ValueError)
+            raise InvalidArgumentError(self.scalar_check.message)
         tens = [x._data for x, k in zip(inputs, kinds) if k in ("array", "host")]
         shape = broadcast_shape(opname, [a.shape for a in tens])
         out_t = output_tensor(self.kern.mode, inputs, args, self.out_pos)

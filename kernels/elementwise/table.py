@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT, DType, bool_, float16, float32, float64, get_default_dtype
+from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bool_, float16, float32, float64, get_default_dtype,
+                                 int64)
 from dispatch_jit.errors import ArgumentTypeError
 
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
@@ -44,22 +45,40 @@ class Check:
     Loops never raise inside ``prange`` (the exception would be lost with its thread): they count
     the failing elements and, after the loop, raise ``error(message)`` (``error`` names a builtin
     exception; generated code spells it).  Eager CPU kernels count before writing anything.
+
+    ``scalar``: the guard reads only operands that are Python numbers in the call (PyTorch refuses
+    ``int_tensor ** -1`` but computes ``int_tensor ** tensor_of_negatives``), as given, before the
+    cast to the compute dtype (-1 is no uint8): it is tested once per call, before any loop, even
+    for an empty tensor, and not at all where those operands are tensors.
     """
 
     guard: str
     error: str
     message: str
+    scalar: bool = False
 
     def raise_stmt(self) -> str:
         return f"raise {self.error}({self.message!r})"
+
+    def names(self) -> frozenset:
+        """The operands (x, y, z) the guard reads."""
+        import ast
+        return frozenset(n.id for n in ast.walk(ast.parse(self.guard, mode="eval"))
+                         if isinstance(n, ast.Name) and n.id in ("x", "y", "z"))
+
+    def refuses(self, **operands) -> bool:
+        """The guard on Python values (a scalar check where no generated loop tests it: CUDA)."""
+        return bool(eval(self.guard, {}, operands))      # noqa: S307 - the table's own expression
 
 
 _DIV0 = Check("y == 0", "ZeroDivisionError", "floor_divide: integer division by zero; mask the zero divisors "
               "or divide in floating point (x.to(dj.float32))")
 _MOD0 = Check("y == 0", "ZeroDivisionError", "remainder: integer modulo by zero; mask the zero divisors "
               "or compute in floating point (x.to(dj.float32))")
+# PyTorch's rule: a negative Python int exponent of an integer base raises; a tensor exponent holding
+# negatives computes (_ipow: 1 for base 1, -1 or 1 for base -1, else 0)
 _NEGPOW = Check("y < 0", "ValueError", "pow: integers to negative integer powers are not allowed; "
-                "use a floating point base (x.to(dj.float32))")
+                "use a floating point base (x.to(dj.float32))", scalar=True)
 
 
 @dataclass(frozen=True)
@@ -128,9 +147,9 @@ _OPS = [
     ScalarOp("log10", 1, "math.log10(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log10(x)"}),
     ScalarOp("sqrt", 1, "math.sqrt(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sqrt(x)"}),
     ScalarOp("rsqrt", 1, "_one / math.sqrt(x)", rule="float", cats=FLT_C,
-             by_cat={COMPLEX: "_one / cmath.sqrt(x)"}),
-    ScalarOp("square", 1, "x * x", cats=NUM, by_cat={"int64": _WRAP64["square"]}),
-    ScalarOp("reciprocal", 1, "_one / x", rule="float", cats=FLT_C),
+             by_cat={COMPLEX: "_cdiv(_one, cmath.sqrt(x))"}),
+    ScalarOp("square", 1, "x * x", rule="square", cats=NUM, by_cat={"int64": _WRAP64["square"]}),
+    ScalarOp("reciprocal", 1, "_one / x", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cdiv(_one, x)"}),
     ScalarOp("sin", 1, "math.sin(x)", rule="float", cats=FLT_C,
              by_cat={COMPLEX: "cmath.sin(x)", "float32": "_sin_f32(x)"},
              fast={"float32": ("_sin_f32_fast(x)", SINCOS_GUARD)}),
@@ -176,7 +195,9 @@ _OPS = [
     ScalarOp("sub", 2, "x - alpha * y", cats=NUM, statics=("Scalar alpha=1",), by_cat={"int64": _WRAP64["sub"]},
              operator=("__sub__", "__rsub__", "__isub__")),
     ScalarOp("mul", 2, "x * y", cats=ALL, by_cat={BOOL: "x and y", "int64": _WRAP64["mul"]}, operator=("__mul__", "__rmul__", "__imul__")),
-    ScalarOp("div", 2, "x / y", rule="float", cats=FLT_C, operator=("__truediv__", "__rtruediv__", "__itruediv__")),
+    # complex: _cdiv, which gives NumPy's and PyTorch's inf/nan at a zero divisor (Numba's x / y raises)
+    ScalarOp("div", 2, "x / y", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cdiv(x, y)"},
+             operator=("__truediv__", "__rtruediv__", "__itruediv__")),
     ScalarOp("floor_divide", 2, "x // y", cats=REAL, by_cat={INT: "_ifloordiv(x, y)"}, checks={INT: _DIV0},
              operator=("__floordiv__", "__rfloordiv__", "__ifloordiv__")),
     ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"}, checks={INT: _MOD0},
@@ -227,6 +248,11 @@ def _promote(d: DType, n: int):
     return d, d, ("compute",) * n
 
 
+def _square(d: DType, n: int):
+    # PyTorch's square is pow(x, 2): a bool tensor meets the Python int 2 and computes in int64
+    return (int64, int64, ("compute",)) if d.category == BOOL else _promote(d, n)
+
+
 def _float(d: DType, n: int):
     c = get_default_dtype() if d.category < FLOAT else d
     return c, c, ("compute",) * n
@@ -259,7 +285,7 @@ def _no_half(d: DType, n: int):
 
 
 TYPE_RULES: dict[str, Callable] = {
-    "promote": _promote, "float": _float, "compare": _compare, "logical": _logical, "abs": _abs,
+    "promote": _promote, "square": _square, "float": _float, "compare": _compare, "logical": _logical, "abs": _abs,
     "predicate": _predicate, "clamp": _promote, "no_half": _no_half,
 }
 

@@ -60,12 +60,18 @@ def _iremainder(a, b):
 
 def _ipow(a, b):
     """a ** b by squaring, every product wrapping as NumPy's and torch's integer power
-    (Numba's ``a ** b`` gave INT64_MIN for large exponents)."""
+    (Numba's ``a ** b`` gave INT64_MIN for large exponents).  A negative exponent gives PyTorch's
+    integer answer, 1 / a**|b| truncated: 1 for base 1, -1 or 1 for base -1 (odd or even b),
+    else 0 (a Python int exponent below 0 never gets here: the op's check refuses it)."""
     zero = a - a
-    if b < 0:
-        return zero           # placeholder: the loop's check raises ValueError
     # 1 and the base in a's (promoted) type: a literal 1 would make unsigned arithmetic float64
-    r = zero - ~zero
+    one = zero - ~zero
+    if b < 0:
+        # ~zero is -1 (all bits set: the wrapping int64 form passes the base as uint64)
+        if a == ~zero:
+            return ~zero if b & 1 else one
+        return one if a == one else zero
+    r = one
     base = zero + a
     e = b
     while e != 0:
@@ -169,6 +175,15 @@ def _csign(z):
     # the array API's complex sign: z / |z|, and 0 at 0
     r = abs(z)
     return z - z if r == 0 else z / r
+
+
+def _cdiv(a, b):
+    # complex a / b.  Numba's complex division raises ZeroDivisionError at b == 0 (Python's rule,
+    # whatever the error model); NumPy and PyTorch divide each part by |b.real| there: inf or nan
+    if b.real == 0 and b.imag == 0:
+        z = abs(b.real)
+        return complex(a.real / z, a.imag / z)
+    return a / b
 
 
 def _cexpm1(z):
@@ -300,6 +315,6 @@ def _rshift(a, b):
 
 
 HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _tanh_f32,
-                                   _csign, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
+                                   _csign, _cdiv, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
                                    _ctanh, _cacos, _cacosh, _casinh, _catanh)}
 HELPERS.update(sincos_functions())

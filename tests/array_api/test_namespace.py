@@ -161,3 +161,33 @@ def test_an_empty_axis_tuple_reduces_nothing():
     f = xp.asarray([1.0, 2.0])
     assert xp.std(f, axis=()).tolist() == [0.0, 0.0] and xp.max(f, axis=()).tolist() == [1.0, 2.0]
     assert xp.count_nonzero(x, axis=()).tolist() == [[1, 0], [1, 1]]
+
+
+def test_the_default_float_dtype_has_one_source():
+    # dj.set_default_dtype reaches the namespace as it reaches dj.ones: Python floats (and complexes,
+    # its twin), the float creation functions and the inspection object all read it
+    info = xp.__array_namespace_info__()
+    try:
+        dj.set_default_dtype(dj.float64)
+        made = {"asarray": xp.asarray([1.0]), "asarray scalar": xp.asarray(1.0), "ones": xp.ones(2),
+                "full": xp.full(2, 0.5), "eye": xp.eye(2), "arange": xp.arange(0.5, 2.0),
+                "linspace": xp.linspace(0, 1, 3), "fftfreq": xp.fft.fftfreq(4), "rfftfreq": xp.fft.rfftfreq(4)}
+        assert {k: t.dtype for k, t in made.items()} == dict.fromkeys(made, xp.float64)
+        assert xp.asarray([1j]).dtype is xp.complex128 and xp.full(2, 1j).dtype is xp.complex128
+        assert xp.linspace(0, 1j, 3).dtype is xp.complex128
+        assert xp.result_type(xp.int64, 1.0) is xp.float64 and xp.result_type(xp.int64, 1j) is xp.complex128
+        assert xp.result_type(xp.float32, 1j) is xp.complex64          # a float array keeps its precision
+        assert info.default_dtypes()["real floating"] is xp.float64
+        assert info.default_dtypes()["complex floating"] is xp.complex128
+        assert dj.sparse_csr_tensor([0, 1], [0], [1.5]).values().dtype is dj.float64
+    finally:
+        dj.set_default_dtype(dj.float32)
+    assert xp.asarray([1.0]).dtype is xp.float32 and xp.asarray([1j]).dtype is xp.complex64
+    assert info.default_dtypes()["real floating"] is xp.float32
+    assert info.default_dtypes()["complex floating"] is xp.complex64
+
+
+def test_devices_is_a_list():
+    # the standard: "a list of supported devices"
+    devices = xp.__array_namespace_info__().devices()
+    assert type(devices) is list and devices[0] == dj.device("cpu")

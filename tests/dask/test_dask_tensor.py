@@ -52,6 +52,23 @@ def test_creation_and_moves():
         d.to("cpu", chunks=2)
 
 
+def test_chunks_that_give_no_blocks_are_clear_errors():
+    # Dask took chunks=-5 as blocks of size -5 (a tensor of shape (-1, -1)) and chunks=0 raised a
+    # bare ZeroDivisionError: every way onto the device checks them first
+    c = dj.tensor(np.arange(12.0).reshape(3, 4))
+    d = c.to("dask", chunks=2)
+    for make in (lambda ch: c.to("dask", chunks=ch), lambda ch: d.to("dask", chunks=ch),
+                 lambda ch: dj.rand(3, 4, device="dask", chunks=ch)):
+        for bad, why in ((-5, "blocks of size -5"), (0, "blocks of size 0"), ((2, 0), "blocks of size 0"),
+                         ({1: -3}, "blocks of size -3"), (True, "is a bool"), (2.5, "only contain integers"),
+                         (((1, 1), (4,)), "do not add up")):
+            with pytest.raises(ValueError, match=f"chunks=.*{why}.*shape \\(3, 4\\); give a positive"):
+                make(bad)
+    assert c.to("dask", chunks=(2, -1)).chunks == ((2, 1), (4,))        # -1 and None: a whole dimension
+    assert c.to("dask", chunks={0: 1}).chunks == ((1, 1, 1), (4,))
+    assert dj.zeros(0, 3).to("dask", chunks=2).chunks == ((0,), (2, 1))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
 def test_elementwise_with_broadcasting_and_promotion(dtype):
     x, cx = _pair((6, 5), (4, 2), dtype)

@@ -279,6 +279,8 @@ def _compute(rule, promoted):
         return promoted, "bool"
     if rule == "logical":
         return "bool", "bool"
+    if rule == "square" and promoted == "bool":
+        return "int64", None
     return promoted, None
 
 
@@ -308,7 +310,7 @@ def ew(fn, rule="promote", cats="bif", check=None):
         except ValueError as e:
             raise OracleError(str(e)) from None
         if check is not None:
-            check(cast, compute)
+            check(cast, compute, args)
         with np.errstate(all="ignore"):
             out = np.asarray(fn(*cast))
         return as_dtype(out, result or compute) if out.dtype.name != (result or compute) else out
@@ -325,24 +327,40 @@ def _f64(fn):
     return run
 
 
-def _int_nonzero_divisor(cast, compute):
+def _int_nonzero_divisor(cast, compute, args):
     size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
     if cat_of(compute) == 1 and size and np.any(cast[1] == 0):      # an empty result divides nothing
         raise OracleError("integer division by zero")
 
 
-def _int_nonneg_exponent(cast, compute):
-    size = int(np.prod(np.broadcast_shapes(*[np.shape(a) for a in cast if a is not None])))
-    if cat_of(compute) == 1 and size and np.any(cast[1] < 0):
+def _int_scalar_nonneg_exponent(cast, compute, args):
+    # PyTorch refuses a negative Python int exponent (whatever the size, even a uint8 base's);
+    # a tensor exponent holding negatives computes (_int_pow)
+    if cat_of(compute) == 1 and not isinstance(args[1], np.ndarray) and args[1] < 0:
         raise OracleError("integers to negative integer powers")
 
 
-def _shift_count(cast, compute):
+def _pow(x, y):
+    """PyTorch's power: float in float64; integers wrap as NumPy's, and a negative exponent gives
+    1 / x**|y| truncated (1 for base 1, -1 or 1 for base -1, else 0), where NumPy raises."""
+    if x.dtype.kind == "f":
+        return _f64(np.power)(x, y)
+    neg = y < 0
+    with np.errstate(all="ignore"):
+        r = np.asarray(np.power(x, np.where(neg, np.zeros((), y.dtype), y)))
+    if x.dtype.kind == "i" and np.any(neg):
+        one = np.ones((), r.dtype)
+        inv = np.where(x == 1, one, np.where(x == -1, np.where(y % 2 != 0, -one, one), np.zeros((), r.dtype)))
+        r = np.where(neg, inv, r).astype(r.dtype)
+    return r
+
+
+def _shift_count(cast, compute, args):
     if np.any(cast[1] < 0):
         raise Undefined("a negative shift count (the array API leaves it undefined)")
 
 
-def _no_float16(cast, compute):
+def _no_float16(cast, compute, args):
     if compute == "float16":
         raise OracleError("nextafter refuses float16 (its loops compute in float32)")
 
@@ -436,7 +454,7 @@ ROWS: list[Row] = [
     unary("log10", _f64(np.log10), "float", _F, U4, grad=True, pos=(0,)),
     unary("sqrt", np.sqrt, "float", _F, EXACT, grad=True, pos=(0,), keeps_pos=True),
     unary("rsqrt", _f64(lambda x: 1.0 / np.sqrt(x)), "float", _F, U4, grad=True, pos=(0,), keeps_pos=True),
-    unary("square", np.square, cats=_NUM, grad=True, keeps_pos=True),
+    unary("square", np.square, "square", cats=_NUM, grad=True, keeps_pos=True),   # bool: int64, as torch
     unary("reciprocal", lambda x: np.asarray(1, x.dtype) / x, "float", _F, EXACT, grad=True, pos=(0,),
           keeps_pos=True),
     unary("sin", _f64(np.sin), "float", _F, U4, grad=True),
@@ -474,8 +492,8 @@ ROWS: list[Row] = [
     binary("div", np.true_divide, "float", _F, EXACT, op="/", grad=True, pos=(1,), keeps_pos=True),
     binary("floor_divide", np.floor_divide, cats=_REAL, op="//", check=_int_nonzero_divisor),
     binary("remainder", np.remainder, cats=_REAL, op="%", check=_int_nonzero_divisor),
-    binary("pow", lambda x, y: np.power(x, y) if x.dtype.kind != "f" else _f64(np.power)(x, y), cats=_NUM,
-           tol=U8, op="**", check=_int_nonneg_exponent, grad=True, pos=(0,), keeps_pos=True),
+    binary("pow", _pow, cats=_NUM, tol=U8, op="**", check=_int_scalar_nonneg_exponent, grad=True, pos=(0,),
+           keeps_pos=True),
     binary("maximum", np.maximum, cats=_REALB, grad=True, keeps_pos=True),
     binary("minimum", np.minimum, cats=_REALB, grad=True, keeps_pos=True),
     binary("atan2", _f64(np.arctan2), "float", _F, U4, grad=True),
@@ -1456,17 +1474,13 @@ def _inplace(name, base, op=None):
                statement=True)
 
 
-def _setitem_np(args, p, any_cast=False):
-    """``target[idx] = value``; ``any_cast``: copy_'s rule (any cast, as torch's copy_)."""
+def _setitem_np(args, p):
+    """``target[idx] = value`` (and copy_): any cast, as PyTorch's (a float truncates into an integer
+    tensor); a Python number the dtype cannot hold, before truncation, is PyTorch's overflow error."""
     target, value = args
-    if isinstance(value, int) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
             np.iinfo(target.dtype).min <= value <= np.iinfo(target.dtype).max):
         raise OracleError(f"value {value} cannot be converted to {target.dtype} without overflow")
-    # dispatch_jit checks an assignment's cast as an in-place op's (PyTorch's can_cast: never to a
-    # lower category), where PyTorch's setitem casts anything: a clear error, by design
-    vt = value.dtype.name if isinstance(value, np.ndarray) else _scalar_dtype(value)
-    if cat_of(vt) > cat_of(target.dtype.name) and not any_cast:
-        raise OracleError(f"cannot assign {vt} values into a {target.dtype.name} tensor")
     view = getitem_np(target, p["idx"]) if p["idx"] else target
     v = as_dtype(value, target.dtype)
     try:
@@ -1494,7 +1508,7 @@ ROWS += [
     Row("setitem", "setitem", (lambda a, p: f"{a[0]}[{idx_src(p['idx'])}] = {a[1]}",), "bif", _setitem_np, None,
         EXACT, _setitem_params, False, arity=2, statement=True),
     Row("copy_", "setitem", (lambda a, p: f"{a[0]}.copy_({a[1]})",), "bif",
-        lambda args, p: _setitem_np(args, {"idx": ()}, any_cast=True), None, EXACT, None, False, arity=2, statement=True),
+        lambda args, p: _setitem_np(args, {"idx": ()}), None, EXACT, None, False, arity=2, statement=True),
 ]
 
 # PyTorch's convenience surface (gather, topk, einsum, ...): its rows live in fuzz_ops_torch.py,

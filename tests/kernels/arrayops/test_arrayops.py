@@ -184,3 +184,20 @@ def test_cumprod_past_float32s_range_is_inf_then_signed_zero_without_warnings():
         got = dj.cumprod(dj.tensor(np.array([1e30, 1e30, -0.0, 2.0], np.float32)), 0).numpy()
     np.testing.assert_array_equal(got, np.array([1e30, np.inf, -0.0, -0.0], np.float32))
     assert np.signbit(got[2:]).all()    # float32 running products give inf * 0 = nan here
+
+
+def test_flip_and_roll_take_a_bare_int_and_varargs_as_torch():
+    # int[] takes a bare int (the schema's rule): flip(1) and roll(1, 1) used to raise TypeError
+    # from inside the kernel; the method flip takes PyTorch's *dims
+    torch = pytest.importorskip("torch")
+    a = np.arange(6).reshape(2, 3)
+    t, tt = dj.tensor(a), torch.tensor(a)
+    for got, want in ((t.flip(1), tt.flip(1)), (t.flip(0, 1), tt.flip(0, 1)), (t.flip([0]), tt.flip([0])),
+                      (dj.flip(t, 1), tt.flip(1)), (t.roll(1, 1), tt.roll(1, 1)), (t.roll(2), tt.roll(2)),
+                      (dj.roll(t, -1, 0), tt.roll(-1, 0))):
+        assert got.tolist() == want.tolist()
+    x = dj.tensor(a.astype(np.float64), requires_grad=True)
+    (x.roll(1, 1) * dj.tensor(a.astype(np.float64))).sum().backward()       # the backward takes it too
+    tx = torch.tensor(a.astype(np.float64), requires_grad=True)
+    (tx.roll(1, 1) * torch.tensor(a.astype(np.float64))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

@@ -81,3 +81,56 @@ def test_imag_of_a_real_tensor_is_zero_even_for_nan_and_inf():
         got = dj.imag(dj.tensor([1.0, math.nan, math.inf, -math.inf], dtype=dt))
         assert got.dtype is dt
         np.testing.assert_array_equal(got.numpy(), np.zeros(4))
+
+
+def _numpy_quotient(a, b):
+    # NumPy's complex division (and PyTorch's tensor / tensor): at a zero divisor each part over +0
+    with np.errstate(all="ignore"):
+        return np.asarray(a) / np.asarray(b)
+
+
+@pytest.mark.parametrize("dt", [dj.complex64, dj.complex128])
+def test_division_by_a_complex_zero_is_inf_or_nan_never_an_exception(dt):
+    # Numba's complex division raises Python's ZeroDivisionError: every path used to
+    num = [1 + 1j, 1 + 0j, 0j, -1 + 0j, -1j, complex(math.inf, 0)]
+    zeros = [0j, -0j, complex(-0.0, 0.0), complex(0.0, -0.0), 0j, 0j]
+    x, z = dj.tensor(num, dtype=dt), dj.tensor(zeros, dtype=dt)
+    want = _numpy_quotient(np.array(num, dt.np), np.array(zeros, dt.np))
+
+    def check(got, want):
+        got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+        want = np.broadcast_to(want, got.shape)
+        bad = [(g, w) for g, w in zip(got.ravel(), want.ravel())
+               if not (_same(g.real, w.real) and _same(g.imag, w.imag))]
+        assert not bad, bad
+
+    check(x / z, want)
+    check(dj.div(x, z), want)
+    for zero in (0j, 0, 0.0, dj.tensor(0j, dtype=dt)):          # Python scalars and a 0-d tensor
+        check(x / zero, _numpy_quotient(np.array(num, dt.np), 0j))
+    check(dj.tensor(1 + 1j, dtype=dt) / 0j, _numpy_quotient(np.complex128(1 + 1j), 0j))     # 0-d
+    check((1 + 1j) / dj.tensor([0j], dtype=dt), _numpy_quotient(1 + 1j, np.zeros(1, dt.np)))   # __rtruediv__
+    y = x.clone()
+    y /= z
+    check(y, want)
+    check(dj.reciprocal(dj.tensor([0j], dtype=dt)), np.array([complex(math.inf, math.nan)]))   # as torch
+    check(dj.rsqrt(dj.tensor([0j], dtype=dt)), np.array([complex(math.inf, math.nan)]))
+    check(dj.tensor([2.0, 0.0]) / 0j, _numpy_quotient(np.array([2.0, 0.0], np.float32), np.complex64(0)))
+    check(dj.compile(lambda a, b: a / b)(x, z), want)
+    with dj.mode("compiled"):
+        check(x / z, want)
+    big = 2 ** 18 + 3                                          # the parallel loop
+    check(dj.from_numpy(np.full(big, 1 + 1j, dt.np)) / dj.from_numpy(np.zeros(big, dt.np)),
+          np.array([complex(math.inf, math.inf)]))
+
+
+def test_complex_division_by_zero_as_torch():
+    torch = pytest.importorskip("torch")
+    num, zero = [1 + 1j, 1 + 0j, 0j, -1j], [0j, -0j, 0j, 0j]
+    for got, want in ((dj.tensor(num) / dj.tensor(zero), torch.tensor(num) / torch.tensor(zero)),
+                      (dj.tensor(num) / 0j, torch.tensor(num) / 0j),
+                      (dj.tensor(1 + 1j) / 0j, torch.tensor(1 + 1j) / 0j)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # a Python scalar over a zero tensor: torch multiplies by the reciprocal (nan + nanj), NumPy
+    # divides (inf + infj); dispatch_jit's division is NumPy's. Both are non-finite
+    assert not np.isfinite((2j / dj.tensor([0j])).numpy()).any()

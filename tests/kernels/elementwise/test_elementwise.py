@@ -125,6 +125,7 @@ RESULT = {
     "compare": lambda d: dj.bool,
     "logical": lambda d: dj.bool,
     "abs": lambda d: {dj.complex64: dj.float32, dj.complex128: dj.float64}.get(d, d),
+    "square": lambda d: dj.int64 if d is dj.bool else d,       # pow(x, 2): bool meets the int 2
 }
 
 
@@ -134,6 +135,8 @@ def compute_category(kind: str, d) -> int:
         return max(d.category, FLOAT)
     if kind == "logical":
         return BOOL
+    if kind == "square" and d.category == BOOL:
+        return INT
     return d.category
 
 
@@ -158,7 +161,7 @@ REFERENCE = {
     "log10": (np.log10, ("pos",), "float"),
     "sqrt": (np.sqrt, ("pos",), "float"),
     "rsqrt": (lambda x: 1 / np.sqrt(x), ("pos",), "float"),
-    "square": (np.square, ("any",), "same"),
+    "square": (np.square, ("any",), "square"),
     "reciprocal": (lambda x: 1 / x, ("nonzero",), "float"),
     "sin": (np.sin, ("any",), "float"),
     "cos": (np.cos, ("any",), "float"),
@@ -552,9 +555,9 @@ def test_integer_division_by_zero_raises(fn):
         fn(dj.tensor([1, 2, 3], dtype=dj.int32), 0)
 
 
-def test_integer_negative_power_raises():
-    with pytest.raises(ValueError, match="negative"):
-        dj.tensor([1, 2, 3]) ** dj.tensor([1, -1, 2])
+def test_integer_negative_power_raises_for_a_python_exponent_only():
+    # PyTorch's rule: a tensor exponent computes (2 ** -1 is 0), a Python int exponent raises
+    assert (dj.tensor([1, 2, 3]) ** dj.tensor([1, -1, 2])).tolist() == [1, 0, 9]
     with pytest.raises(ValueError, match="negative"):
         dj.tensor([1, 2, 3]) ** -1
 
@@ -722,3 +725,16 @@ def test_broadcast_promotion_property(shapes, da, db, name, data):
     # int8 tensor computes as int8 -1 (found by hypothesis on a CI run)
     want = _BINARY[name](a.astype(expected.np).astype(wide), b.astype(expected.np).astype(wide))
     check_close(got, want, expected)
+
+
+def test_square_of_bool_is_int64_as_torch():
+    # PyTorch's square is pow(x, 2): bool meets the Python int 2 and gives int64 (it used to raise)
+    b = dj.tensor([True, False])
+    for got in (b.square(), dj.square(b), dj.compile(lambda t: dj.square(t))(b)):
+        assert got.dtype is dj.int64 and got.tolist() == [1, 0]
+    with dj.mode("compiled"):
+        assert (dj.square(b) + 1).numpy().tolist() == [2, 1]
+    with pytest.raises(CastingError, match="int64 can't be cast to the desired output type bool"):
+        b.clone().square_()
+    torch = pytest.importorskip("torch")
+    assert torch.square(torch.tensor([True, False])).dtype == torch.int64
