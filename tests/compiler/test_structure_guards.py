@@ -169,3 +169,40 @@ def test_hook_handles_remove_once_and_work_as_context_managers():
     assert w.grad.numpy().tolist() == [2.0, 4.0]
     with pytest.raises(dj.errors.ArgumentTypeError, match="must be callable"):
         nn.Identity().register_forward_hook(3)
+
+
+SCALE = 2.0
+
+
+def _scaled(mod, args, out):
+    return out * SCALE
+
+
+class _Gain(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+
+def test_what_an_added_module_or_hook_reads_is_guarded_like_the_rest():
+    """After a retrace for a change, the captures are found anew: a number the added module's
+    forward reads (``self.k``) or a global a forward hook reads is guarded from then on."""
+    global SCALE
+    model, fn, _ = _twin("forward")
+    f = dj.compile(lambda x: model(x))
+    x = dj.ones(2, 3)
+    f(x), f(x)
+    model.append(_Gain(3.0))
+    model[0].register_forward_hook(_scaled)
+    np.testing.assert_allclose(f(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
+    model[1].k = -1.0
+    np.testing.assert_allclose(f(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
+    SCALE = 0.5
+    try:
+        np.testing.assert_allclose(f(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
+        assert "global 'SCALE'" in f.explain(), f.explain()
+    finally:
+        SCALE = 2.0
