@@ -441,8 +441,9 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
       buffers, their forward hooks and forward pre-hooks (whose globals are
       guarded as a helper's), and the gradient hooks on leaf tensors (a
       compiled training step accumulates ``.grad`` itself: one with a hook
-      runs eagerly, so the hook runs).  A change retraces, and ``explain()``
-      says what changed (``global 'm': submodule 'extra' added``); checking
+      runs eagerly, so the hook runs).  A change retraces (counted against
+      ``max_recompiles``), and ``explain()`` says what changed (``global
+      'm': submodule 'extra' added``); checking
       costs one integer comparison per call, a walk only after some module or
       hook changed somewhere.
     * not seen: state reached by computed names (``getattr``, ``globals()``)
