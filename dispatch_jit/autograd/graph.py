@@ -16,6 +16,7 @@ from ..errors import AutogradError
 from ..keys import DispatchKey, key_bits
 from ..signature import keyset_sig_bits
 from ..tensor import Tensor, bump_version, version_box as _version_box, version_of
+from .hooks import RemovableHandle, bump_epoch
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "node_class", "edge_of", "mark_output", "version_of",
            "bump_version", "freed_error"]
@@ -139,10 +140,22 @@ class Node:
         if self.saved:
             self.saved = None
 
-    def register_prehook(self, output_nr: int, fn) -> None:
+    def register_prehook(self, output_nr: int, fn) -> RemovableHandle:
+        """Call ``fn(grad)`` on the gradient of output ``output_nr`` before the node runs."""
         if "pre_hooks" not in self.__dict__:
             self.pre_hooks = {}
-        self.pre_hooks.setdefault(output_nr, []).append(fn)
+        hooks = self.pre_hooks
+        hooks.setdefault(output_nr, []).append(fn)
+
+        def undo():
+            lst = hooks.get(output_nr, [])
+            for i, h in enumerate(lst):
+                if h is fn:
+                    del lst[i]
+                    break
+            if not lst:
+                hooks.pop(output_nr, None)     # no hooks left: the engine's fast paths apply again
+        return RemovableHandle(undo)
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
@@ -161,6 +174,13 @@ class AccumulateGrad(Node):
 
     def apply(self, grads: tuple) -> tuple:
         return ()
+
+    def register_prehook(self, output_nr: int, fn) -> RemovableHandle:
+        # a compiled training step accumulates into leaves itself: its plans must see this
+        # (hooks.py: the epoch they are checked against)
+        handle = super().register_prehook(output_nr, fn)
+        bump_epoch()
+        return handle
 
 
 _NODE_CLASSES: dict[str, type] = {}

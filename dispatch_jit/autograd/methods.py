@@ -92,12 +92,20 @@ def backward(self, gradient=None, retain_graph: bool | None = None, create_graph
 
 def register_hook(self, fn):
     """Call ``fn(grad)`` when this tensor's gradient is computed; a non-None
-    return value replaces the gradient."""
+    return value replaces the gradient.  Returns a handle whose ``remove()``
+    unregisters the hook, as PyTorch's.
+
+    >>> import dispatch_jit as dj
+    >>> w = dj.tensor([1.0, 2.0], requires_grad=True)
+    >>> h = w.register_hook(lambda g: g * 10)
+    >>> (w * w).sum().backward(); w.grad
+    tensor([20., 40.])
+    >>> h.remove()
+    """
     if not self.requires_grad:
         raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
     node, idx = edge_of(self)
-    node.register_prehook(idx, fn)
-    return fn
+    return node.register_prehook(idx, fn)
 
 
 METHODS = {"__getitem__": _getitem, "__setitem__": _setitem, "backward": backward, "register_hook": register_hook}

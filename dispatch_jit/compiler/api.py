@@ -4,7 +4,9 @@ The hot path of a compiled function builds its key (dispatch state, default
 dtype, each tensor's signature int, each Python float/int argument's type,
 each other argument's value, and what guards.py's generated reader returns
 for the globals, closure variables and attribute chains the function reads),
-makes one dict lookup, and calls the entry.  A miss traces, optimizes, plans
+makes one dict lookup, compares the hooks' epoch with the entry's (one integer:
+structure.py checks the containers and hooks the call reached again only when it
+moved), and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
 cache (dispatch_jit/jit/diskcache.py); or, when the call cannot be compiled, caches an eager
 entry that says why.  Sizes are not in the key.  A one-loop plan of positional
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import threading
 import warnings
 import weakref
@@ -45,8 +46,6 @@ from dispatch_jit import registry
 from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
-from dispatch_jit.keys import AUTOGRAD_BITS
-from dispatch_jit.signature import decode, keyset_sig_bits
 from dispatch_jit.tensor import Tensor
 
 from .argkey import Unhashable, arg_key, leaf_key, perturbed
@@ -54,8 +53,10 @@ from .backends import backend_entry
 from .entries import CompiledEntry, EagerEntry, entry_for
 from .guards import Unguardable, find_captures, make_reader, writes_outside
 from .passes import same_graph
+from .recompiles import key_change
 from .step import is_step, step_entry
 from .steps import Stats
+from .structure import EPOCH, changed, fingerprint
 from .trace import flat_tensors as _tensors, install_tracer_fallback, trace
 from .tracer import TraceAbort, _state
 from .views import view_copies
@@ -67,24 +68,11 @@ CacheInfo.__doc__ = """Counters of a compiled function: ``calls``; ``hits`` (sig
 cache); ``traces``; ``compiles`` (fused loops compiled by Numba); ``disk_hits``
 (fused loops loaded from the disk cache instead); ``eager_calls`` (calls run
 eagerly); ``entries`` (signatures cached)."""
-_AUTOGRAD_SIG_BITS = keyset_sig_bits(AUTOGRAD_BITS)   # AutogradOther, AutogradCPU, AutogradCUDA
 
 
 class _Report(str):
     """A string that shows as text at the REPL."""
     __repr__ = str.__str__
-
-
-def _describe_sig(s) -> dict:
-    if isinstance(s, int) and s >= 0:
-        m = decode(s)
-        return {"dtype": m.dtype.name, "ndim": m.ndim, "contiguous": m.contiguous, "device": m.device,
-                "requires_grad": bool(s & _AUTOGRAD_SIG_BITS)}
-    if isinstance(s, type):              # a runtime scalar: its type is all the key holds
-        return {"type": s.__name__}
-    if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], type):
-        return {"type": s[0].__name__, "value": s[1]}
-    return {"value": s}
 
 
 # every CompiledFunction: a trace records what the registrations said (decompositions), so a
@@ -141,6 +129,9 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if entry is None:
             entry = self._miss(key, args, kwargs, caps)
+        elif entry.epoch != EPOCH[0] and self._restructured(entry, args, caps):   # structure.py
+            self._calls -= 1
+            return self(*args, **kwargs)      # the captures are found again: the key may differ
         elif entry.stale is not None and entry.stale(args, caps):    # owners.py: a lifted tensor changed
             entry = self._miss(key, args, kwargs, caps, entry)
         else:
@@ -185,6 +176,19 @@ class CompiledFunction:
         self._last = entry
         return entry(self.fn, args, kwargs)
 
+    def _restructured(self, entry, args, caps) -> bool:
+        """The hooks' epoch moved since ``entry`` was last checked: is what it walked still the
+        same (structure.py)?  If not, every entry is dropped and the captures are found anew
+        (a module added may read globals of its own), so the call retraces."""
+        why = changed(entry, args, caps, self._captures)
+        if not why:
+            return False
+        with self._lock:
+            self._last_recompile = f"what the trace walked changed: {why}"
+            self._cache.clear()
+            self._found, self._read = False, self._first_read
+        return True
+
     def _miss(self, key, args, kwargs, caps, stale=None):
         with self._lock:
             entry = self._cache.get(key)      # another thread may have built it meanwhile
@@ -196,10 +200,12 @@ class CompiledFunction:
             if self._compiled >= self.max_recompiles:
                 return self._at_limit()
             elif self._cache:
-                self._last_recompile = self._diff(key)
+                self._last_recompile = key_change(self._cache, key, self._captures, self._arg_name)
+            epoch = EPOCH[0]      # before the trace: a bump during it is checked at the next call
             entry = self._build(key, args, kwargs, caps)
             if entry is self._limit:
                 return entry
+            entry.epoch, entry.walked = epoch, fingerprint(args, caps, self._captures)
             if self._by_value:                # scalars found to shape the trace: keyed by value now
                 key = self._key(args, kwargs, key[4])
             self._cache[key] = entry
@@ -275,32 +281,6 @@ class CompiledFunction:
 
     def _arg_name(self, i) -> str:
         return f"'{self._params[i]}'" if i < len(self._params) else f"#{i}"
-
-    def _diff(self, key) -> str:
-        """Which part of the key differs from the closest of the latest cached keys."""
-        best = None
-        for old in itertools.islice(reversed(self._cache), 32):
-            changes = []
-            if old[0] != key[0]:
-                changes.append("dispatch state (grad mode, included/excluded keys) changed")
-            if old[1] != key[1]:
-                changes.append(f"default dtype {old[1].name} -> {key[1].name}")
-            if len(old[2]) != len(key[2]) or [k for k, _ in old[3]] != [k for k, _ in key[3]]:
-                changes.append("argument count or keyword names changed")
-            else:
-                pairs = [(f"argument {self._arg_name(i)}", a, b) for i, (a, b) in enumerate(zip(old[2], key[2]))]
-                pairs += [(f"argument '{k}'", a, b) for (k, a), (_, b) in zip(old[3], key[3])]
-                pairs += [(c.label, a, b) for c, a, b in zip(self._captures, old[4], key[4])]
-                for name, a, b in pairs:
-                    if a == b:
-                        continue
-                    da, db = _describe_sig(a), _describe_sig(b)
-                    parts = [f"{f} {da.get(f)} -> {db.get(f)}" for f in sorted(set(da) | set(db))
-                             if da.get(f) != db.get(f)]
-                    changes.append(f"{name}: {', '.join(parts)}")
-            if best is None or len(changes) < len(best):
-                best = changes
-        return "; ".join(best) if best else "same key"
 
     # -- introspection -------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
@@ -454,9 +434,22 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
       tensor the function keeps outside itself while tracing (``cache.append
       (y)``) is a placeholder without data: using it raises
       ``EscapedTensorError``.
+    * what the call walked: the ``dj.nn`` modules reached (through the
+      arguments, the captures, lists, tuples, dicts and optimizers), their
+      submodules (a module added to a ``Sequential``: ``add_module``,
+      ``append``, a write into ``_modules``), the names of their parameters and
+      buffers, their forward hooks and forward pre-hooks (whose globals are
+      guarded as a helper's), and the gradient hooks on leaf tensors (a
+      compiled training step accumulates ``.grad`` itself: one with a hook
+      runs eagerly, so the hook runs).  A change retraces (counted against
+      ``max_recompiles``), and ``explain()`` says what changed (``global
+      'm': submodule 'extra' added``); checking
+      costs one integer comparison per call, a walk only after some module or
+      hook changed somewhere.
     * not seen: state reached by computed names (``getattr``, ``globals()``)
-      or through subscripts and iteration of containers of objects
-      (``self.layers[0](x)``, ``for layer in self.layers: layer(x)``), and
+      or through subscripts and iteration of containers of objects that are
+      not ``dj.nn`` modules (``self.layers[0](x)``, ``for layer in
+      self.layers: layer(x)`` over a Python list), and
       functions more than three calls deep: a tensor found that way is used
       by identity (an in-place change shows, a rebinding ``layer.w = ...``
       does not, and a data read of it is baked into the trace); a number

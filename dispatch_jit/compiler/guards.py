@@ -20,7 +20,9 @@ global or closure name, a few levels deep) for:
   submodules as its ``__getattr__`` would; calling a user module walks its
   ``forward``; a library module (``Sequential``, ``Linear``, ``Dropout``) has its
   options (``training``, ``p``, ``eps``, ...) guarded and its submodules walked
-  the same way, at any nesting depth,
+  the same way, at any nesting depth; a module's forward hooks and forward
+  pre-hooks are walked as helpers of its forward (structure.py guards their
+  registration, and the submodules a module has),
 * a ``functools.partial``'s function and its bound ``args``/``keywords``, and
   a callable object's ``__call__``.
 
@@ -276,6 +278,8 @@ def _find(fn, call_args, out, seen, depth, where, prefix, visited):
     params = code.co_varnames[:nargs]
     keys = {(k.root, id(k.obj), k.name, k.attrs) for k in out}
     helpers = []
+    if self is not None and _is_module(self):
+        _module_hooks(self, where, helpers)
     for sub in _codes(code):
         for x, attrs in _loads(sub):
             name = x.argval
@@ -342,6 +346,7 @@ def _library_module(m, prefix, full, out, keys, helpers, walked):
     if id(m) in walked:
         return
     walked.add(id(m))
+    _module_hooks(m, f"{full} -> ", helpers)
     root, obj, name, chain, label = prefix
     for a, v in m.__dict__.items():
         if a in _MODULE_REGISTRIES or a.startswith("_") or not isinstance(v, _SCALARS + (tuple, list)):
@@ -357,6 +362,15 @@ def _library_module(m, prefix, full, out, keys, helpers, walked):
             fwd = _method(child, "__call__")
             if fwd is not None:
                 helpers.append((types.MethodType(fwd, child), f"{full}.{cname}", sub, 0))
+
+
+def _module_hooks(m, where, helpers) -> None:
+    """A module's forward hooks run with its forward (``Module.__call__``): they are walked as
+    helpers one call deeper (their globals and closure variables are guarded; what they read
+    from their ``module`` argument is not)."""
+    for attr in ("_forward_pre_hooks", "_forward_hooks"):
+        for i, h in enumerate(getattr(m, attr, {}).values()):
+            helpers.append((h, f"{where}{attr[1:-1].replace('_', ' ')} #{i}", None, 1))
 
 
 # -- reading them at every call ------------------------------------------------------------------

@@ -29,6 +29,7 @@ tensor([1., 2.], grad_fn=<MulBackward>)
 
 from __future__ import annotations
 
+import types
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Iterator, NamedTuple
@@ -39,6 +40,7 @@ from ..creation import tensor as _tensor
 from ..dtypes import as_dtype, float16, float32, float64
 from ..errors import ArgumentTypeError, SchemaError, StateDictError
 from ..tensor import Tensor
+from .hooks import Registry, add_hook, call_with_hooks
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
@@ -81,20 +83,55 @@ class Module:
     ``__init__``, write ``forward``, call the module."""
 
     training: bool
+    # read-only defaults: the first registration gives the module a dict of its own (hooks.py)
+    _forward_pre_hooks = types.MappingProxyType({})
+    _forward_hooks = types.MappingProxyType({})
 
     def __init__(self) -> None:
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = OrderedDict()
-        d["_buffers"] = OrderedDict()
+        # Registry: every change bumps the epoch that compiled functions check (nn/hooks.py)
+        d["_parameters"] = Registry()
+        d["_buffers"] = Registry()
         d["_non_persistent"] = set()
-        d["_modules"] = OrderedDict()
+        d["_modules"] = Registry()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required \"forward\" function")
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # -- hooks -----------------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook):
+        """Call ``hook(module, args)`` before each ``forward``; a non-None result replaces the
+        positional arguments (a single value is wrapped in a tuple).  Returns a handle whose
+        ``remove()`` unregisters it.  A compiled function that calls the module retraces when a
+        hook is registered or removed.
+
+        >>> import dispatch_jit as dj
+        >>> m = dj.nn.Identity()
+        >>> h = m.register_forward_pre_hook(lambda mod, args: args[0] * 2)
+        >>> m(dj.tensor([1.0, 2.0]))
+        tensor([2., 4.])
+        >>> h.remove(); m(dj.tensor([1.0, 2.0]))
+        tensor([1., 2.])
+        """
+        return add_hook(self, "_forward_pre_hooks", hook, "register_forward_pre_hook")
+
+    def register_forward_hook(self, hook):
+        """Call ``hook(module, args, output)`` after each ``forward``; a non-None result replaces
+        the output.  Returns a handle whose ``remove()`` unregisters it.
+
+        >>> import dispatch_jit as dj
+        >>> m = dj.nn.Identity()
+        >>> h = m.register_forward_hook(lambda mod, args, out: out + 1)
+        >>> m(dj.tensor([1.0, 2.0]))
+        tensor([2., 3.])
+        """
+        return add_hook(self, "_forward_hooks", hook, "register_forward_hook")
 
     # -- registration ----------------------------------------------------------------------------------
     def _registries(self) -> tuple:

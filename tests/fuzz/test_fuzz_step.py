@@ -8,7 +8,10 @@ the state exists must have run the compiled plan (``explain()`` otherwise says w
 schedule, every numeric option of the optimizer changes before every step (both twins alike): the
 numbers are runtime scalars of the plan, so a schedule traces no more than a constant setting.
 A third twin runs the same steps under ``dj.mode("compiled")`` (the update recorded into the step's
-pending graph, lazy/update.py): it must equal eager mode bit for bit."""
+pending graph, lazy/update.py): it must equal eager mode bit for bit.  ``test_fuzz_step_with_changes``
+changes the three models alike between steps (a layer appended, a gradient hook on a parameter, a
+forward or forward pre-hook on a layer, one of those hooks removed): every step must still equal
+eager's (compiler/structure.py: a change retraces, never a stale plan)."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -134,3 +137,70 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
     assert not entry.last_reason, compiled.explain()
     # at most two keys (.grad None or not before the call) over the three calls, whatever the values
     assert entry.traces <= 2 and not entry.by_value, compiled.explain()
+
+
+def _grad_hook(model, rng, seed):
+    ps = list(model.parameters())
+    k, s = int(rng.integers(len(ps))), float(rng.choice([0.0, 0.5, -2.0]))
+    return lambda m: list(m.parameters())[k].register_hook(lambda g: g * s)
+
+
+def _forward_hook(model, rng, seed):
+    k, s = int(rng.integers(len(model))), float(rng.choice([0.5, 2.0]))
+    return lambda m: m[k].register_forward_hook(lambda mod, args, out: out * s)
+
+
+def _pre_hook(model, rng, seed):
+    k, s = int(rng.integers(len(model))), float(rng.choice([0.5, 2.0]))
+    return lambda m: m[k].register_forward_pre_hook(lambda mod, args: (args[0] * s,))
+
+
+def _append(model, rng, seed):
+    width = model[len(model) - 1].out_features      # the classes: the loss's input keeps its shape
+
+    def add(m):
+        dj.manual_seed(seed)
+        m.append(nn.Linear(width, width))
+    return add
+
+
+# each: (model, rng, seed) -> a change to make to each twin alike (returning a handle or None)
+CHANGES = {"grad hook": _grad_hook, "forward hook": _forward_hook, "forward pre-hook": _pre_hook,
+           "append a layer": _append}
+
+
+@fuzz_settings(4)
+@given(n=st.integers(1, 6), d=st.integers(1, 4), h=st.integers(1, 6), c=st.integers(2, 3),
+       update=st.sampled_from(sorted(UPDATES)), plan=st.lists(st.sampled_from(sorted(CHANGES) + ["remove", "none"]),
+                                                               min_size=3, max_size=3),
+       seed=st.integers(0, 2**16))
+def test_fuzz_step_with_changes(n, d, h, c, update, plan, seed):
+    rng = np.random.default_rng(seed)
+    x = dj.from_numpy(rng.standard_normal((n, d)).astype(np.float32))
+    y = dj.from_numpy(rng.integers(0, c, n))
+    runs = []
+    for _ in range(3):
+        dj.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, c))
+        opt = UPDATES[update](model.parameters()) if UPDATES[update] else None
+        runs.append((model, opt, _step_of(model, opt, LOSSES["cross_entropy"], "before")))
+    (cm, co, cstep), (em, eo, estep), (lm, lo, lstep) = runs
+    compiled = dj.compile(cstep)
+    handles = []
+    for k, change in enumerate(["none"] + plan):
+        if change == "remove" and handles:
+            for handle in handles.pop(int(rng.integers(len(handles)))):
+                handle.remove()
+        elif change in CHANGES:
+            make = CHANGES[change](cm, rng, seed + k + 1)
+            made = [make(m) for m in (cm, em, lm)]
+            if made[0] is not None:
+                handles.append(made)
+        what = f"{update}, changes {plan}: step {k} (after {change!r})"
+        want = estep(x, y, None).numpy()
+        with dj.mode("compiled"):
+            lazy = lstep(x, y, None)
+        _same(lazy.numpy(), want, f"{what}: compiled mode's loss")
+        _check(compiled(x, y, None).numpy(), want, f"{what}: loss")
+        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, _same, "compiled mode")):
+            _compare(m, o, em, eo, check, f"{what}, {how}")
