@@ -203,6 +203,15 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __getstate__(self):
+        # copy, deepcopy and pickle: a copy is a leaf of its own.  Its accumulator (_leaf_edge,
+        # where backward puts the gradient, holding the tensor weakly and a lock) stays with this
+        # tensor; a copy made one lazily, as every leaf does
+        d = self.__dict__
+        if "_leaf_edge" in d:
+            d = {k: v for k, v in d.items() if k != "_leaf_edge"}
+        return d, {"_data": self._data, "_sig": self._sig}
+
     def __iter__(self):
         if self._data.ndim == 0:
             raise ArgumentTypeError("iteration over a 0-d tensor")
@@ -234,14 +243,17 @@ class Tensor:
         """Keep ``.grad`` for a non-leaf tensor after backward."""
         if self.grad_fn is None:
             return
+        import threading
         import weakref
         self.__dict__["_retains_grad"] = True
         ref = weakref.ref(self)
+        lock = threading.Lock()     # backward passes in several threads: none loses another's sum
 
         def keep(g):
             t = ref()
             if t is not None:
-                t.grad = g if t.grad is None else t.grad + g
+                with lock:
+                    t.grad = g if t.grad is None else t.grad + g
         self.grad_fn.register_prehook(self.__dict__.get("_output_nr", 0), keep)
 
     @property
