@@ -132,7 +132,18 @@ class Tensor:
     @property
     def grad(self):
         """The gradient accumulated by backward; None for a non-leaf tensor, which warns as
-        PyTorch does unless it called ``retain_grad()``."""
+        PyTorch does unless it called ``retain_grad()``.  An assigned gradient must have the
+        tensor's shape, dtype and device, as PyTorch's must (or be None).
+
+        >>> import dispatch_jit as dj
+        >>> w = dj.zeros(2, requires_grad=True)
+        >>> w.grad = dj.ones(2); w.grad
+        tensor([1., 1.])
+        >>> w.grad = dj.ones(1)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dispatch_jit.errors.AutogradError: attempting to assign a gradient of size '[1]' to a tensor of size '[2]'...
+        """
         d = self.__dict__
         g = d.get("_grad")
         if g is None and self.grad_fn is not None and not d.get("_retains_grad"):
@@ -141,6 +152,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        if value is not None:
+            _check_grad(self, value)
         self.__dict__["_grad"] = value
 
     @grad.deleter
@@ -203,6 +216,15 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __getstate__(self):
+        # copy, deepcopy and pickle: a copy is a leaf of its own.  Its accumulator (_leaf_edge,
+        # where backward puts the gradient, holding the tensor weakly and a lock) stays with this
+        # tensor; a copy made one lazily, as every leaf does
+        d = self.__dict__
+        if "_leaf_edge" in d:
+            d = {k: v for k, v in d.items() if k != "_leaf_edge"}
+        return d, {"_data": self._data, "_sig": self._sig}
+
     def __iter__(self):
         if self._data.ndim == 0:
             raise ArgumentTypeError("iteration over a 0-d tensor")
@@ -250,14 +272,17 @@ class Tensor:
         """Keep ``.grad`` for a non-leaf tensor after backward."""
         if self.grad_fn is None:
             return
+        import threading
         import weakref
         self.__dict__["_retains_grad"] = True
         ref = weakref.ref(self)
+        lock = threading.Lock()     # backward passes in several threads: none loses another's sum
 
         def keep(g):
             t = ref()
             if t is not None:
-                t.grad = g if t.grad is None else t.grad + g
+                with lock:
+                    t.grad = g if t.grad is None else t.grad + g
         self.grad_fn.register_prehook(self.__dict__.get("_output_nr", 0), keep)
 
     @property
@@ -279,6 +304,26 @@ class Tensor:
         self.__dict__["requires_grad"] = rg = bool(requires_grad)
         self._sig = _sig_for(self._data, rg)
         return self
+
+
+def _check_grad(t, g) -> None:
+    """PyTorch's checks of ``t.grad = g``: a gradient of another shape, dtype or device is refused
+    here, once, rather than trusted by every reader (the optimizers' loops read ``.grad`` as
+    ``t.numel()`` elements of ``t``'s dtype).  The library's own writes go to ``__dict__``."""
+    if not isinstance(g, Tensor):
+        raise ArgumentTypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(g).__name__}")
+    if tuple(g.shape) != tuple(t.shape):
+        raise AutogradError(f"attempting to assign a gradient of size '{list(g.shape)}' to a tensor of size "
+                            f"'{list(t.shape)}'. Please ensure that the gradient and the tensor are the same size")
+    if g.dtype != t.dtype:
+        raise AutogradError(f"attempting to assign a gradient with dtype '{g.dtype.name}' to a tensor with dtype "
+                            f"'{t.dtype.name}'. Please ensure that the gradient and the tensor have the same dtype "
+                            f"(convert it with .to(dj.{t.dtype.name}))")
+    if g.device != t.device:
+        raise AutogradError(f"attempting to assign a gradient located on device '{g.device}' to a tensor located "
+                            f"on device '{t.device}'. Please ensure that the gradient and the tensor are on the "
+                            f"same device (move it with .to('{t.device}'))")
 
 
 def _norm_dim(dim: int, ndim: int) -> int:

@@ -76,11 +76,14 @@ def _accumulate_into_leaf(node, g, owned: bool = False) -> None:
     var = node.variable()
     if var is None:
         return
-    if var.__class__ is not Tensor:       # a subclass may route .grad elsewhere (CSR: its values')
-        var.grad = _accumulated(var.grad, g, False)
-        return
-    d = var.__dict__          # Tensor.grad's storage, without the property's non-leaf check
-    d["_grad"] = _accumulated(d.get("_grad"), g, owned)
+    # read, add, store: under the leaf's lock, or a backward in another thread that stores
+    # between this one's read and store is lost
+    with node.lock:
+        if var.__class__ is not Tensor:       # a subclass may route .grad elsewhere (CSR: its values')
+            var.grad = _accumulated(var.grad, g, False)
+            return
+        d = var.__dict__          # Tensor.grad's storage, without the property's non-leaf check
+        d["_grad"] = _accumulated(d.get("_grad"), g, owned)
 
 
 def _accumulated(cur, g, owned: bool):

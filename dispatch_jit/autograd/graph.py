@@ -9,6 +9,7 @@ input's own ``grad_fn`` or, for a leaf, its ``AccumulateGrad`` node.
 
 from __future__ import annotations
 
+import threading
 import types
 import weakref
 
@@ -162,15 +163,18 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The node that ends every path at a leaf: adds the gradient into ``.grad``."""
+    """The node that ends every path at a leaf: adds the gradient into ``.grad``.  Its ``lock``
+    is held while it does (PyTorch's AccumulateGrad mutex): backward passes in several threads
+    through one graph each read ``.grad`` and store the sum, and must not lose each other's."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("variable", "lock")
 
     def __init__(self, variable):
         super().__init__(None, (), {}, {}, "AccumulateGrad")
         self.metadata = {"num_outputs": 1}
         # weak: the tensor owns its accumulator, not the other way round
         self.variable = weakref.ref(variable)
+        self.lock = threading.Lock()
 
     def apply(self, grads: tuple) -> tuple:
         return ()
@@ -209,7 +213,8 @@ def edge_of(t):
     # a leaf's edge never changes: make its accumulator and the edge tuple once
     e = d.get("_leaf_edge")
     if e is None:
-        e = d["_leaf_edge"] = (AccumulateGrad(t), 0)
+        # setdefault is atomic: threads recording at once share one accumulator (and its lock)
+        e = d.setdefault("_leaf_edge", (AccumulateGrad(t), 0))
     return e
 
 

@@ -58,7 +58,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from dispatch_jit.autograd.graph import Node, mark_output
-from dispatch_jit.optim.optimizer import Optimizer
+from dispatch_jit.optim.optimizer import Optimizer, read_only_error
 from dispatch_jit.tensor import bump_version
 from dispatch_jit.writes import before_write
 
@@ -169,13 +169,17 @@ class _Variant:
         tr = self.trace
         cflat = flat_tensors(caps, []) if self.needs_caps else ()
         tensors = self.inputs(flat, cflat)
+        targets = self.targets(flat, cflat)
+        for t in targets:       # made read-only since the trace: the plan would write through NumPy's flag
+            if not t._data.flags.writeable:
+                raise read_only_error("a compiled step", "a parameter or optimizer state tensor it updates",
+                                      t._data.shape)
         scalars = [opt.param_groups[gi][k] if j < 0 else opt.param_groups[gi][k][j]
                    for opt, gi, k, j in tr.option_reads]
         for opt, gi, params, _ in tr.scalar_sources:
             for row in opt.step_values(opt.param_groups[gi], params):
                 scalars += row
         fn = self.plan.function
-        targets = self.targets(flat, cflat)
         for t in targets:                       # pending compiled-mode readers run before anything is written
             before_write(t)
         env = fn(tensors, scalars) if fn is not None and self.direct else None

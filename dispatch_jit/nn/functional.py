@@ -24,7 +24,7 @@ import numpy as np
 
 from ..creation import default_generator
 from ..dtypes import FLOAT
-from ..errors import DTypeError, SchemaError, ShapeError
+from ..errors import DTypeError, OutOfBoundsError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
 
@@ -322,8 +322,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
-    """Rows of ``weight`` picked by the integer indices ``input``; the row ``padding_idx``
-    gets no gradient.
+    """Rows of ``weight`` picked by the integer indices ``input``, each in ``[0, weight.shape[0])``
+    (as PyTorch's, an index out of that range raises ``IndexError``, a negative one too); the row
+    ``padding_idx`` gets no gradient.
 
     >>> import dispatch_jit as dj
     >>> embedding(dj.tensor([1, 0]), dj.tensor([[0.0, 1.0], [2.0, 3.0]]))
@@ -335,10 +336,22 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
                           "at their defaults")
     if input.dtype.category != 1:
         raise DTypeError(f"embedding: expected integer indices (int64), got {input.dtype.name}")
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: 'weight' must be 2-D, got a weight of shape {tuple(weight.shape)}")
+    n = weight.shape[0]
+    if padding_idx is not None and not -n <= padding_idx < n:
+        raise SchemaError(f"embedding: padding_idx {padding_idx} must be within num_embeddings ({n})")
+    # weight[input] is indexing, where -1 is the last row; an embedding's index is a row number, and
+    # PyTorch refuses a negative one as it refuses one past the end
+    idx = input.numpy()
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+        raise OutOfBoundsError(f"embedding: index out of range in self: index {bad} is not a row of the weight "
+                               f"(indices must be in [0, {n}); a negative index does not count from the end)")
     out = weight[input]
     if padding_idx is not None and weight.requires_grad:
-        pad = padding_idx % weight.shape[0]
-        mask = wrap((input.numpy() == pad)[..., None])
+        pad = padding_idx % n
+        mask = wrap((idx == pad)[..., None])
         out = A.where(mask if not input.is_cuda else mask.to(input.device), weight.detach()[input], out)
     return out
 

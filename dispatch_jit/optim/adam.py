@@ -8,8 +8,9 @@ from ..autograd.grad_mode import no_grad
 from ..creation import zeros_like
 from ..errors import SchemaError
 from ..ops import entries
+from ..tensor import version_box, wrap
 from . import foreach
-from .optimizer import Optimizer, _traced, fast_path, flat, lazy_step, written
+from .optimizer import Optimizer, _traced, check_params, fast_path, flat_real, lazy_step, loop_dtype, written
 
 __all__ = ["Adam", "AdamW"]
 
@@ -60,6 +61,7 @@ class Adam(Optimizer):
         for group in self.param_groups:
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
             if params:
+                check_params(self, group, params, real_view=True)
                 self._update(group, params)
         return loss
 
@@ -111,20 +113,53 @@ class Adam(Optimizer):
         flags = (values[2][5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
         avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
         maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
-        if fast_path(params, avgs + sqs + maxs):
+        # a complex parameter is updated as its real view, as PyTorch's is (view_as_real): its real
+        # and imaginary parts are two independent float parameters, not one complex number
+        if fast_path(params, avgs + sqs + maxs, real_view=True):
             written(params + avgs + sqs + maxs)
-            empty = flat(params[0])[:0]
-            foreach.step("adam", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],
-                         [flat(t) for t in avgs], [flat(t) for t in sqs],
-                         [flat(t) for t in maxs] if amsgrad else [empty] * len(params), params[0]._data.dtype,
-                         (values[0], values[1], *values[2], *flags[1:]))
+            empty = flat_real(params[0])[:0]
+            foreach.step("adam", [flat_real(p) for p in params], [flat_real(p.__dict__["_grad"]) for p in params],
+                         [flat_real(t) for t in avgs], [flat_real(t) for t in sqs],
+                         [flat_real(t) for t in maxs] if amsgrad else [empty] * len(params),
+                         loop_dtype(params[0]._data.dtype), (values[0], values[1], *values[2], *flags[1:]))
             return
+        complex_ = [p.is_complex() for p in params]
         if (tr := _traced()) is not None:       # the numbers: runtime scalars of a compiled step
+            if any(complex_):
+                tr.abort(f"{type(self).__name__} on complex parameters (updated as their real views, which a "
+                         f"compiled step does not trace)")
             values = tr.step_scalars(self, group, params, values)
         step_size, bc2_sqrt, shared = values
         with no_grad():
-            for p, s, ss, bc in zip(params, states, step_size, bc2_sqrt):
-                _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared, *flags)
+            for p, s, ss, bc, c in zip(params, states, step_size, bc2_sqrt, complex_):
+                if c:
+                    for part in _parts(p, s):
+                        _adam_ops(*part, ss, bc, *shared, *flags)
+                else:
+                    _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared, *flags)
+
+
+def _parts(p, s) -> tuple:
+    """The real view of a complex CPU parameter, its gradient and its state ``s``, as two float
+    updates: ``(p, g, s)`` of the real parts, then of the imaginary parts, each a tensor over the
+    complex tensor's own memory (a NumPy view, written in place) sharing its version counter."""
+    keys = [k for k in _STATE if k in s]
+    ts = [p, p.__dict__["_grad"]] + [s[k] for k in keys]
+    out = []
+    for name in ("real", "imag"):
+        views = [_over(t, getattr(t._data, name)) for t in ts]
+        out.append((views[0], views[1], dict(zip(keys, views[2:]))))
+    return tuple(out)
+
+
+_STATE = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+
+
+def _over(t, a):
+    """A plain tensor over ``a``, a NumPy view of ``t``'s memory, sharing ``t``'s version counter."""
+    v = wrap(a)
+    v.__dict__["_vc"] = version_box(t)
+    return v
 
 
 def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decay, decoupled, amsgrad,

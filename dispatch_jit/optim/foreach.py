@@ -24,11 +24,15 @@ import numba
 import numpy as np
 from numba import types as nbt
 
+from ..errors import ShapeError
 from ..jit import cache
 
 __all__ = ["step", "bucket", "compiled_signatures", "loop", "SCALARS"]
 
 _KIND = "optim"
+# the loops index every list by the parameter's size: anything else would read or write past an array
+_MISMATCH = ("a multi-tensor optimizer loop got a gradient or state array whose size is not its "
+             "parameter's; give each parameter a gradient and state of its own shape")
 
 
 @numba.njit(boundscheck=False)
@@ -37,6 +41,8 @@ def _sgd(params, grads, bufs, n, lr, momentum, damp1, wd, nesterov, maximize, fi
     the first step); d = d + momentum * buf (nesterov) or buf; p = p - lr * d."""
     for k in range(n):
         p, g, b = params[k], grads[k], bufs[k]
+        if g.shape[0] != p.shape[0] or momentum != 0 and b.shape[0] != p.shape[0]:
+            raise ShapeError(_MISMATCH)
         for i in range(p.shape[0]):
             d = -g[i] if maximize else g[i]
             if wd != 0:
@@ -58,7 +64,10 @@ def _adam(params, grads, avgs, sqs, maxs, n, step_size, bc2_sqrt, shrink, beta1c
     for k in range(n):
         p, g, m, v, vm = params[k], grads[k], avgs[k], sqs[k], maxs[k]
         ss, bc = step_size[k], bc2_sqrt[k]
-        for i in range(p.shape[0]):
+        size = p.shape[0]
+        if g.shape[0] != size or m.shape[0] != size or v.shape[0] != size or amsgrad and vm.shape[0] != size:
+            raise ShapeError(_MISMATCH)
+        for i in range(size):
             gi = -g[i] if maximize else g[i]
             if decoupled:
                 if wd != 0:

@@ -37,15 +37,18 @@ import numpy as np
 from ..autograd.grad_mode import no_grad
 from ..autograd.methods import zero_grads
 from ..dispatcher import tls
-from ..errors import SchemaError
+from ..errors import AutogradError, DTypeError, SchemaError, ShapeError
 from ..keys import DispatchKey, key_bits
 from ..tensor import Tensor, bump_version
 from ..writes import before_write
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "written", "lazy_step", "STEP_TRACE", "LAZY_STEP"]
+__all__ = ["Optimizer", "required", "fast_path", "flat", "flat_real", "loop_dtype", "check_params",
+           "read_only_error", "written", "lazy_step", "STEP_TRACE", "LAZY_STEP"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# a complex tensor's real view (PyTorch's view_as_real): its parts, interleaved, as floats
+_REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 # A whole training step compiled by ``dj.compile`` (compiler/steptrace.py) traces the optimizer: it
@@ -85,28 +88,29 @@ class _Required:
 required = _Required()
 
 
-def fast_path(params: list, state: list = ()) -> bool:
+def fast_path(params: list, state: list = (), real_view: bool = False) -> bool:
     """Whether ``params`` (with their gradients, and the optimizer ``state`` tensors the loop also
     writes, list after list) can go through one multi-tensor loop: not while a trace records
     (compiled mode: yes, ``LAZY_STEP``), and only C-contiguous CPU float32/float64 parameters of
-    one dtype whose gradients and state have it too, each state tensor of its parameter's shape
-    (after ``model.double()`` the state keeps its old dtype: the per-tensor form then casts, as
-    PyTorch's does)."""
+    one dtype whose gradients and state have it too, each gradient and state tensor of its
+    parameter's shape, the state writeable (after ``model.double()`` the state keeps its old
+    dtype: the per-tensor form then casts, as PyTorch's does).  ``real_view``: complex64/complex128
+    too, which the loop updates as their real views (``flat_real``, ``loop_dtype``)."""
     if tls.include & _TRACER and lazy_step() is None or not params:
         return False
     dt = params[0]._data.dtype
-    if dt not in _LOOP_DTYPES:
+    if dt not in _LOOP_DTYPES and not (real_view and dt in _REAL):
         return False
     for p in params:
         a, g = p._data, p.__dict__.get("_grad")
         if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or g is None \
-                or g._data.__class__ is not np.ndarray or g._data.dtype != dt:
+                or g._data.__class__ is not np.ndarray or g._data.dtype != dt or g._data.shape != a.shape:
             return False
     k = len(params)
     for j, t in enumerate(state):
         a = None if t is None else t._data
         if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous \
-                or a.shape != params[j % k]._data.shape:
+                or a.shape != params[j % k]._data.shape or not a.flags.writeable:
             return False
     return True
 
@@ -114,6 +118,58 @@ def fast_path(params: list, state: list = ()) -> bool:
 def flat(t) -> np.ndarray:
     """``t``'s data as a 1-D array: a view for a C-contiguous tensor (a copy otherwise: gradients only)."""
     return t._data.reshape(-1)
+
+
+def flat_real(t) -> np.ndarray:
+    """``flat(t)``, of a complex tensor its real view: real and imaginary parts interleaved, as floats
+    (PyTorch's optimizers update a complex parameter as ``view_as_real``)."""
+    a = t._data.reshape(-1)
+    return a.view(_REAL[a.dtype]) if a.dtype in _REAL else a
+
+
+def loop_dtype(dt) -> np.dtype:
+    """The dtype a loop over tensors of ``dt`` computes in: of a complex dtype, its parts'."""
+    return _REAL.get(dt, dt)
+
+
+def check_params(opt, group: dict, params: list, real_view: bool = False) -> None:
+    """Before ``opt`` updates ``params`` (those of ``group`` with a gradient), in every mode: each
+    parameter writeable (every other write path refuses a read-only tensor; a loop would write
+    through NumPy's flag, into an immutable ``bytes`` or a read-only memmap), each gradient of its
+    parameter's shape (``.grad =`` checks it, but ``p.data =`` can change the parameter's since,
+    and the update would broadcast the gradient or read past it).  ``real_view``: the update takes
+    a complex parameter as its real view, which is made of CPU tensors only.  A few attribute reads
+    each: the sizes, not the data (a pending gradient stays pending)."""
+    for p in params:
+        a = p._data
+        if a.__class__ is np.ndarray:
+            if not a.flags.writeable:
+                raise read_only_error(f"{type(opt).__name__}.step()", _which(opt, group, p), a.shape)
+        elif real_view and p.is_complex():
+            raise DTypeError(f"{type(opt).__name__}.step(): {_which(opt, group, p)} is complex, which the update "
+                             f"takes as its real view (as PyTorch's), made for CPU tensors only; it is on "
+                             f"{p.device}: keep complex parameters on the CPU, or optimize their real and "
+                             f"imaginary parts as two real parameters")
+        g = p.__dict__["_grad"]
+        if tuple(g.shape) != a.shape:
+            raise AutogradError(f"{type(opt).__name__}.step(): the gradient of {_which(opt, group, p)} has shape "
+                                f"{tuple(g.shape)} but the parameter has shape {tuple(a.shape)} (its .data "
+                                f"was replaced after the gradient was set); set .grad to a gradient of the "
+                                f"parameter's shape, or to None")
+
+
+def read_only_error(who: str, what: str, shape) -> ShapeError:
+    """The error of an update that would write ``what`` (of ``shape``), a read-only tensor."""
+    return ShapeError(f"{who}: {what} of shape {tuple(shape)} is read-only (a read-only NumPy buffer, e.g. "
+                      f"dj.from_numpy of a read-only array or of np.frombuffer(bytes), or an expand()ed view), "
+                      f"and the update writes it in place; optimize a writeable copy of it "
+                      f"(dj.nn.Parameter(t.clone()))")
+
+
+def _which(opt, group: dict, p) -> str:
+    gi = next(i for i, g in enumerate(opt.param_groups) if g is group)
+    i = next(i for i, q in enumerate(group["params"]) if q is p)
+    return f"parameter {i} of param group {gi}"
 
 
 def written(tensors) -> None:

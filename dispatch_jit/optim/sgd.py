@@ -6,7 +6,7 @@ from ..autograd.grad_mode import no_grad
 from ..errors import SchemaError
 from ..ops import entries
 from . import foreach
-from .optimizer import Optimizer, _traced, fast_path, flat, lazy_step, required, written
+from .optimizer import Optimizer, _traced, check_params, fast_path, flat, lazy_step, required, written
 
 __all__ = ["SGD"]
 
@@ -63,6 +63,7 @@ class SGD(Optimizer):
             params = [p for p in group["params"] if p.__dict__.get("_grad") is not None]
             if not params:
                 continue
+            check_params(self, group, params)
             momentum = group["momentum"]
             states = [self.state.setdefault(p, {}) for p in params]
             first = momentum != 0 and any(s.get("momentum_buffer") is None for s in states)

@@ -14,15 +14,22 @@ forward or forward pre-hook on a layer, one of those hooks removed): every step 
 eager's (compiler/structure.py: a change retraces, never a stale plan)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import dispatch_jit as dj
 from dispatch_jit import nn
 from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.errors import AutogradError, ShapeError
 from dispatch_jit.tensor import version_of
 from fuzz_settings import fuzz_settings
 
 F = nn.functional
+
+try:
+    import torch
+except ImportError:       # the PyTorch comparisons are skipped; the three modes are still compared
+    torch = None
 
 # the tables the fuzzer draws from: activations (smooth: a kink would turn a rounding difference
 # into a different gradient), losses, updates
@@ -204,3 +211,99 @@ def test_fuzz_step_with_changes(n, d, h, c, update, plan, seed):
         _check(compiled(x, y, None).numpy(), want, f"{what}: loss")
         for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, _same, "compiled mode")):
             _compare(m, o, em, eo, check, f"{what}, {how}")
+
+
+# the parameters an optimizer must not trust, and complex ones (issue 25): per example one parameter
+# of the drawn dtype (a complex one is updated as its real view, as PyTorch's) and a float32 one, in
+# one group or two, and what the example does to the first: make it read-only, resize it (``.data =``)
+# while its ``.grad`` keeps the old shape and step once more, or try to assign it a gradient of
+# another shape between steps
+EDGES = ("none", "read-only", "resized", "wrong-shape grad")
+DTYPES = {"float32": np.float32, "complex64": np.complex64, "complex128": np.complex128}
+ADAM_TWINS = {"adam": ("Adam", dict(lr=0.01)), "adam-amsgrad-wd": ("Adam", dict(lr=0.01, weight_decay=0.05, amsgrad=True)),
+              "adamw": ("AdamW", dict(lr=0.01, betas=(0.8, 0.9)))}
+
+
+def _edge_run(how, start, x, update, split, edge, steps=3):
+    """``steps`` steps of ``update`` in ``how`` (eager, compile or compiled), ``edge`` done to the first
+    parameter; the parameters, and the error that stopped the steps (None if none did)."""
+    w0 = start.copy()
+    if edge == "read-only":
+        w0.flags.writeable = False
+        w = dj.from_numpy(w0).requires_grad_(True)
+    else:
+        w = dj.nn.Parameter(dj.tensor(w0))
+    b = dj.nn.Parameter(dj.tensor(np.linspace(-1, 1, 3, dtype=np.float32)))
+    opt = UPDATES[update]([{"params": [w]}, {"params": [b]}] if split else [w, b])
+    xt = dj.tensor(x)
+
+    def step():
+        opt.zero_grad()
+        loss = dj.real(w * xt).sum() + (b * b).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    f = dj.compile(step) if how == "compile" else step
+    error = None
+    for k in range(steps):
+        with dj.mode("compiled" if how == "compiled" else "eager"):
+            run = f
+            if k == steps - 1 and edge == "resized":
+                # after the last step's backward: .grad keeps the old shape, and the step only updates
+                w.data = dj.zeros(start.size + 1, dtype=w.dtype)
+                run = dj.compile(lambda: opt.step()) if how == "compile" else opt.step
+            if k == steps - 1 and edge == "wrong-shape grad":
+                with pytest.raises(AutogradError, match="attempting to assign a gradient of size"):
+                    w.grad = dj.zeros(start.size + 1, dtype=w.dtype)
+            try:
+                run()
+            except (ShapeError, AutogradError) as e:
+                error = e
+                break
+    return [w.detach().numpy().copy(), b.detach().numpy().copy()], error
+
+
+@fuzz_settings(8)
+@given(shape=st.sampled_from([(3,), (2, 3), (1,)]), dtype=st.sampled_from(sorted(DTYPES)),
+       update=st.sampled_from(sorted(k for k in UPDATES if UPDATES[k])), split=st.booleans(),
+       edge=st.sampled_from(EDGES), seed=st.integers(0, 2**16))
+def test_fuzz_complex_read_only_and_wrong_shape_gradients(shape, dtype, update, split, edge, seed):
+    """Eager, a whole step under @dj.compile and compiled mode give the same parameters (compiled
+    mode and complex ones bit for bit), or raise the same error before the step writes anything;
+    complex Adam and AdamW against PyTorch's where it is installed."""
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[dtype]
+    start, x = rng.standard_normal(shape), rng.standard_normal(shape)
+    if dt is not np.float32:
+        start, x = start + 1j * rng.standard_normal(shape), x + 1j * rng.standard_normal(shape)
+    start, x = start.astype(dt), x.astype(dt)
+    what = f"{dtype} {shape}, {update}, {'two groups' if split else 'one group'}, {edge}"
+    want, err = _edge_run("eager", start, x, update, split, edge)
+    for how in ("compile", "compiled"):
+        got, gerr = _edge_run(how, start, x, update, split, edge)
+        assert type(gerr) is type(err) and str(gerr) == str(err), f"{what}: {how} raised {gerr!r}, eager {err!r}"
+        for a, b in zip(got, want):
+            (_same if how == "compiled" or dt is not np.float32 else _check)(a, b, f"{what}: {how}")
+    if edge == "read-only":
+        assert isinstance(err, ShapeError) and "read-only" in str(err), what
+        np.testing.assert_array_equal(want[0], start, err_msg=what)      # refused before any write
+    elif edge == "resized":
+        assert isinstance(err, AutogradError) and "has shape" in str(err), what
+        assert not want[0].any(), what
+    else:
+        assert err is None, what
+        if dt is not np.float32:
+            assert (want[0].imag != start.imag).all(), what            # the imaginary part moves too
+    if torch is None or dt is np.float32 or update not in ADAM_TWINS or err is not None:
+        return
+    name, kw = ADAM_TWINS[update]
+    tw = torch.tensor(start, requires_grad=True)
+    tb = torch.tensor(np.linspace(-1, 1, 3, dtype=np.float32), requires_grad=True)
+    topt = getattr(torch.optim, name)([{"params": [tw]}, {"params": [tb]}] if split else [tw, tb], foreach=False,
+                                      **kw)
+    for _ in range(3):
+        topt.zero_grad()
+        (torch.real(tw * torch.tensor(x)).sum() + (tb * tb).sum()).backward()
+        topt.step()
+    tol = dict(rtol=1e-5, atol=1e-6) if dt is np.complex64 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(want[0], tw.detach().numpy(), **tol, err_msg=what)

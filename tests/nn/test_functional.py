@@ -374,3 +374,25 @@ def test_cuda_runs_the_decompositions():
     np.testing.assert_allclose(s.numpy(), F.log_softmax(dj.tensor(x), dim=1).numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(TargetError, match="Target 7"):
         F.cross_entropy(dj.tensor(x, device="cuda"), dj.tensor([0, 7, 1], device="cuda"))
+
+
+@pytest.mark.parametrize("index", [-1, -4, 4])
+def test_embedding_refuses_an_index_outside_the_rows_in_every_mode(index):
+    """A negative index returned a row counted from the end (``weight[input]`` is indexing); PyTorch's
+    embedding raises ``IndexError: index out of range in self``, for one past the end too."""
+    w = dj.tensor(RNG.standard_normal((4, 2)).astype(np.float32), requires_grad=True)
+    idx = dj.tensor([[0, index]])
+    if torch is not None:
+        with pytest.raises(IndexError, match="index out of range in self"):
+            TF.embedding(torch.tensor(idx.numpy()), torch.tensor(w.detach().numpy()))
+    f = dj.compile(lambda i, w: F.embedding(i, w).sum())
+    for run in (lambda: F.embedding(idx, w), lambda: f(idx, w)):
+        with pytest.raises(IndexError, match=f"embedding: index out of range in self: index {index} "):
+            run()
+    with pytest.raises(IndexError, match="index out of range"):
+        with dj.mode("compiled"):
+            F.embedding(dj.tensor([index]) * 1, w).sum().backward()
+    assert w.grad is None
+    with pytest.raises(SchemaError, match="padding_idx 4 must be within num_embeddings"):
+        F.embedding(dj.tensor([0]), w, padding_idx=4)
+    assert F.embedding(dj.tensor([3, 0]), w, padding_idx=-1).shape == (2, 2)
