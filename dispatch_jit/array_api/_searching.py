@@ -143,7 +143,10 @@ def take(x, indices, /, *, axis=None):
         if x.ndim != 1:
             raise AxisError(f"take: axis is required for a {x.ndim}-dimensional array")
         axis = 0
-    return A.index_select(x, normalize(axis, x.ndim), indices)
+    axis = normalize(axis, x.ndim)
+    # the standard counts a negative index from the end; index_select refuses it, as PyTorch's
+    n = x.shape[axis]
+    return A.index_select(x, axis, A.where(A.lt(indices, 0), A.add(indices, n), indices))
 
 
 def take_along_axis(x, indices, /, *, axis=-1):

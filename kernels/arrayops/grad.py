@@ -70,12 +70,18 @@ def _index_select_grad(g, s, c):
     return A.scatter_add(zeros(shape, dtype=g.dtype), d, idx, g)
 
 
+def _from_end(idx, n: int):
+    """take's and take_along_dim's indices made non-negative (they count a negative one from the
+    end; scatter_add, as PyTorch's, refuses it)."""
+    return A.where(A.lt(idx, 0), A.add(idx, n), idx)
+
+
 def _take_grad(g, s, c):
     shape = c["shapes"][0]
     n = 1
     for k in shape:
         n *= k
-    flat = A.scatter_add(zeros(n, dtype=g.dtype), 0, A.reshape(s["index"], (-1,)), A.reshape(g, (-1,)))
+    flat = A.scatter_add(zeros(n, dtype=g.dtype), 0, A.reshape(_from_end(s["index"], n), (-1,)), A.reshape(g, (-1,)))
     return A.reshape(flat, shape)
 
 
@@ -88,7 +94,7 @@ def _take_along_dim_grad(g, s, c):
     # way, then the kernel sums the broadcast dimensions back
     out = list(g.shape)
     out[d] = shape[d]
-    idx = A.expand(s["indices"], tuple(g.shape))
+    idx = A.expand(_from_end(s["indices"], shape[d]), tuple(g.shape))
     return A.scatter_add(zeros(tuple(out), dtype=g.dtype), d, idx, g)
 
 

@@ -191,14 +191,19 @@ def _triangle(name: str, fn):
     return tri
 
 
-def _indices(index, size: int, op: str) -> np.ndarray:
-    """The index tensor's values, checked against the axis size (negative ones count from the end)."""
+def _indices(index, size: int, op: str, negative: bool = True) -> np.ndarray:
+    """The index tensor's values, checked against the axis size.  Negative ones count from the
+    end where PyTorch's op allows them (``take``, ``take_along_dim`` along a dim); elsewhere
+    (``index_select``, the flattened ``take_along_dim``) they are out of bounds, as PyTorch's."""
     if index.dtype.category != INT:
         raise DTypeError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
     i = index._data.astype(np.int64, copy=False)
-    if i.size and (i.min() < -size or i.max() >= size):
-        bad = i[(i < -size) | (i >= size)].reshape(-1)[0]
-        raise OutOfBoundsError(f"{op}: index {int(bad)} is out of bounds for an axis of size {size}")
+    lo = -size if negative else 0
+    if i.size and (i.min() < lo or i.max() >= size):
+        bad = i[(i < lo) | (i >= size)].reshape(-1)[0]
+        raise OutOfBoundsError(f"{op}: index {int(bad)} is out of bounds for an axis of size {size}"
+                               + ("" if negative or bad >= 0 else " (negative indices are refused here, as "
+                                  "PyTorch's; add the size to count from the end)"))
     return i
 
 
@@ -207,7 +212,7 @@ def index_select(x, dim, index):
     if index.ndim > 1:
         raise ShapeError(f"index_select: index must be 0- or 1-dimensional, got shape {tuple(index.shape)}")
     a = x._data if x.ndim else x._data.reshape(1)
-    i = _indices(index, a.shape[axis], "index_select").reshape(-1)
+    i = _indices(index, a.shape[axis], "index_select", negative=False).reshape(-1)
     out = np.take(a, i, axis=axis)
     return wrap(out.reshape(()) if x.ndim == 0 else out)
 
@@ -220,7 +225,7 @@ def take(x, index):
 def take_along_dim(x, indices, dim=None):
     if dim is None:
         a = x._data.reshape(-1)
-        return wrap(np.take(a, _indices(indices, a.shape[0], "take_along_dim").reshape(-1)))
+        return wrap(np.take(a, _indices(indices, a.shape[0], "take_along_dim", negative=False).reshape(-1)))
     axis = normalize_axis(dim, x.ndim, "take_along_dim")
     if indices.ndim != x.ndim:
         raise ShapeError(f"take_along_dim: indices must have as many dimensions as the input ({x.ndim}), "

@@ -39,10 +39,9 @@ def _advance(coord, ishape, xstrides, sstrides, dim, bases):
 
 
 @numba.njit(cache=False)
-def _wrapped(i, size):
-    """An index counted from the end made positive; -1 when out of range either way."""
-    if i < 0:
-        i += size
+def _checked(i, size):
+    """The index, or -1 when it is outside [0, size): PyTorch's gather and scatter refuse a
+    negative index instead of counting it from the end."""
     return i if 0 <= i < size else -1
 
 
@@ -51,7 +50,7 @@ def _gather(a, astrides, idx, ishape, dim, size, out):
     coord = np.zeros(ishape.shape[0], np.int64)
     bases = np.zeros(2, np.int64)
     for f in range(idx.shape[0]):
-        i = _wrapped(idx[f], size)
+        i = _checked(idx[f], size)
         if i < 0:
             return f
         out[f] = a[bases[0] + i * astrides[dim]]
@@ -65,7 +64,7 @@ def _scatter_loop(accumulate: bool):
         coord = np.zeros(ishape.shape[0], np.int64)
         bases = np.zeros(2, np.int64)
         for f in range(idx.shape[0]):
-            i = _wrapped(idx[f], size)
+            i = _checked(idx[f], size)
             if i < 0:
                 return f
             o = bases[0] + i * ostrides[dim]

@@ -26,14 +26,12 @@ from .op import _ADD_AS, _check
 __all__ = ["CUDA_KERNELS"]
 
 # the offsets of one index element: ``x_off`` in x with the ``dim`` coordinate replaced by the
-# index value (out of range: recorded, and 0 read instead), ``s_off`` in src at the element itself
+# index value (outside [0, size), negative too, as PyTorch's: recorded, and 0 read instead), ``s_off`` in src at the element itself
 _OFFSETS = """\
 rem = i
 x_off = x_o
 s_off = s_o
 v = idx[i]
-if v < 0:
-    v += size
 if v < 0 or v >= size:
     cuda.atomic.max(bad, 0, i)
     v = 0
@@ -70,7 +68,8 @@ def _run(name: str, x, x_o: int, x_st, index, axis: int, s, s_o: int, s_st) -> N
     pos = int(bad.to_host()[0])
     if pos >= 0:
         value = int(idx.to_host().reshape(-1)[pos])
-        raise OutOfBoundsError(f"{name}: index {value} is out of bounds for dimension of size {size}")
+        hint = " (negative indices are refused, as PyTorch's; add the size to count from the end)" if value < 0 else ""
+        raise OutOfBoundsError(f"{name}: index {value} is out of bounds for dimension of size {size}{hint}")
 
 
 def gather(x, dim, index, sparse_grad=False):

@@ -71,7 +71,8 @@ def _check(op: str, x, dim: int, index, src=None) -> int:
 
 def _raise_bad(op: str, index, pos: int, size: int):
     bad = int(index._data.reshape(-1)[pos])
-    raise OutOfBoundsError(f"{op}: index {bad} is out of bounds for dimension of size {size}")
+    hint = " (negative indices are refused, as PyTorch's; add the size to count from the end)" if bad < 0 else ""
+    raise OutOfBoundsError(f"{op}: index {bad} is out of bounds for dimension of size {size}{hint}")
 
 
 def _as_1d(a: np.ndarray) -> np.ndarray:

@@ -21,7 +21,8 @@ def _index_for(ch, a, axis, same_shape):
         shape = [ch.int(1, n) if n else 0 for n in shape]
         shape[axis] = ch.int(0, 4) if a.shape[axis] else 0
     n = a.shape[axis]
-    vals = [ch.int(-n, n - 1) for _ in range(int(np.prod(shape, dtype=np.int64)))] if n else []
+    # in [0, n): PyTorch's gather and scatter_add refuse a negative index (tests/kernels/indexing)
+    vals = [ch.int(0, n - 1) for _ in range(int(np.prod(shape, dtype=np.int64)))] if n else []
     return np.array(vals, np.int64).reshape(shape).tolist()
 
 
@@ -38,7 +39,6 @@ def _gather_params(same_shape):
 def _gather_np(args, p):
     a, i = args[0], np.array(p["index"], np.int64).reshape(np.shape(p["index"]))
     ax = p["axis"] % a.ndim
-    i = np.where(i < 0, i + a.shape[ax], i)
     return np.take_along_axis(a[tuple(slice(0, n) if d != ax else slice(None) for d, n in enumerate(i.shape))], i, ax)
 
 
@@ -46,7 +46,6 @@ def _scatter_add_np(args, p):
     a = args[0]
     ax = p["axis"] % a.ndim
     i = np.array(p["index"], np.int64).reshape(a.shape)
-    i = np.where(i < 0, i + a.shape[ax], i)
     coords = list(np.indices(a.shape))
     coords[ax] = i
     if a.dtype == np.bool_:       # PyTorch's bool scatter_add is an or
@@ -152,7 +151,7 @@ ROWS = [
         _gather_params(False), True),
     Row("scatter_add", "reduce", (lambda a, p: f"dj.scatter_add({a[0]}, {p['axis']}, "
                                                f"dj.tensor({p['index']}, dtype=dj.int64), {a[0]})",),
-        "bif", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i % t.shape[d], t)),
+        "bif", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i, t)),
         lambda args, p, want: None if want.dtype.kind != "f" else (4 * float(np.finfo(want.dtype).eps), 0.0),
         _gather_params(True), True),
     Row("masked_fill", "reduce", (lambda a, p: f"{a[0]}.masked_fill(dj.tensor({p['mask']}, dtype=dj.bool), "

@@ -42,8 +42,8 @@ ORACLE = {
     "roll-flat": (lambda t: dj.roll(t, [3]), lambda a: np.roll(a, 3)),
     "tril": (lambda t: dj.tril(t, 1), lambda a: np.tril(a, 1)),
     "triu": (lambda t: dj.triu(t, -1), lambda a: np.triu(a, -1)),
-    "index_select": (lambda t: dj.index_select(t, 1, dj.tensor([4, 0, -1, 0])),
-                     lambda a: np.take(a, [4, 0, -1, 0], 1)),
+    "index_select": (lambda t: dj.index_select(t, 1, dj.tensor([4, 0, 3, 0])),
+                     lambda a: np.take(a, [4, 0, 3, 0], 1)),
     "take": (lambda t: dj.take(t, dj.tensor([[0, 14], [7, -1]])), lambda a: np.take(a, [[0, 14], [7, -1]])),
     "take_along_dim": (lambda t: dj.take_along_dim(t, dj.tensor([[1], [0], [4]]), 1),
                        lambda a: np.take_along_axis(a, np.array([[1], [0], [4]]), 1)),
@@ -121,6 +121,10 @@ _GRAD_CASES = {
     "index_select, repeated": lambda M, t: M.index_select(t, 1, M.tensor([0, 2, 2, 3])),
     "index_select dim 0": lambda M, t: M.index_select(t, 0, M.tensor([2, 2])),
     "take, repeated": lambda M, t: M.take(t, M.tensor([[0, 5], [5, 11]])),
+    # negative indices count from the end in take and take_along_dim along a dim (PyTorch's too);
+    # their gradient scatters to the element they read
+    "take, negative": lambda M, t: M.take(t, M.tensor([[-1, 5], [-7, -12]])),
+    "take_along_dim, negative": lambda M, t: M.take_along_dim(t, M.tensor([[-1], [2], [-4]]), 1),
     "take_along_dim": lambda M, t: M.take_along_dim(t, M.tensor([[0], [2], [1]]), 1),
     "take_along_dim flattened": lambda M, t: M.take_along_dim(t, M.tensor([1, 1, 7])),
     "take_along_dim broadcast": lambda M, t: M.take_along_dim(t[:1], M.tensor([[0, 1], [2, 2], [3, 3]]), 1),

@@ -12,16 +12,15 @@ from dispatch_jit.errors import DTypeError, NoKernelError, OutOfBoundsError, Sha
 DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int32", "int64", "bool"]
 RNG = np.random.default_rng(0)
 X = RNG.integers(-5, 6, (3, 4)).astype(np.float64)
-IDX = {0: np.array([[2, 0, 1, -1], [0, 0, 2, 1]]), 1: np.array([[3, 0], [1, 1], [-2, 0]])}
+IDX = {0: np.array([[2, 0, 1, 2], [0, 0, 2, 1]]), 1: np.array([[3, 0], [1, 1], [2, 0]])}
 
 
 def _np_gather(a, dim, idx):
-    return np.take_along_axis(a, np.where(idx < 0, idx + a.shape[dim], idx), dim)
+    return np.take_along_axis(a, idx, dim)
 
 
 def _np_scatter(a, dim, idx, src, add):
     out = a.astype(np.float64 if add and a.dtype.kind in "fb" else a.dtype).copy()
-    idx = np.where(idx < 0, idx + a.shape[dim], idx)
     for p in np.ndindex(idx.shape):
         q = list(p)
         q[dim] = idx[p]
@@ -75,6 +74,26 @@ def test_errors_name_the_problem():
         dj.gather(x.cuda(), 1, dj.tensor([[7]]).cuda())
     with pytest.raises(NoKernelError):
         dj.topk(x.cuda(), 1)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_negative_indices_are_refused_as_pytorchs(device):
+    # PyTorch's gather, scatter, scatter_add and index_select raise on a negative index; counting it
+    # from the end instead (as this library did) answered where PyTorch refuses
+    x = dj.tensor(X).to(device)
+    i = dj.tensor([[-1], [0], [0]]).to(device)
+    for call in (lambda: dj.gather(x, 1, i), lambda: dj.scatter(x, 1, i, 2.0),
+                 lambda: dj.scatter_add(x, 1, i, dj.ones(3, 1, dtype=dj.float64).to(device))):
+        with pytest.raises(OutOfBoundsError, match="index -1 is out of bounds.*negative indices are refused"):
+            call()
+    if device == "cpu":
+        with pytest.raises(OutOfBoundsError, match="index -1 is out of bounds.*negative indices are refused"):
+            dj.index_select(x, 0, dj.tensor([-1]))
+        # take and take_along_dim along a dim count from the end, as PyTorch's
+        np.testing.assert_array_equal(dj.take(x, dj.tensor([-1])).numpy(), X.reshape(-1)[[-1]])
+        np.testing.assert_array_equal(dj.take_along_dim(x, dj.tensor([[-1]] * 3), 1).numpy(), X[:, [-1]])
+        with pytest.raises(OutOfBoundsError, match="index -1"):
+            dj.take_along_dim(x, dj.tensor([-1]))
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64", "float16", "int8", "int64", "bool"])
