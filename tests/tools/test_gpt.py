@@ -101,3 +101,31 @@ def test_same_source_on_torch_gives_the_same_gradients_and_losses(tiny, eager_ru
     np.testing.assert_allclose(losses, eager_run[0], rtol=2e-5)
     for (name, p), ours in zip(model.named_parameters(), eager_run[1]):
         np.testing.assert_allclose(p.detach().numpy(), ours, atol=3e-3, err_msg=name)
+
+
+def test_tradeoff_gpt_section(monkeypatch, capsys):
+    from dispatch_jit.tools import gpt, training
+    from dispatch_jit.tools.tradeoff import training_section
+    monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
+    rows = training_section("gpt", steps=2, torch_compile=False)
+    out = capsys.readouterr().out
+    assert "character-level GPT" in out and "per step min / median / max" in out
+    assert [r.mode for r in rows][:4] == ["eager", "compile", "step", "lazy"]
+    for r in rows[:4]:
+        assert r.bitwise is True and r.check == 0.0 and len(r.times) == 2
+        assert r.fastest <= r.step <= r.slowest
+        assert r.mode in training.format_training(r)
+    assert "graph breaks" in out        # the compiled modes name what they ran eagerly
+
+
+def test_cli_tradeoff_gpt_flag_adds_the_gpt_section(monkeypatch, capsys):
+    from dispatch_jit.tools import cli, gpt, tradeoff
+    monkeypatch.setattr(tradeoff, "QUICK_SIZES", (100,))
+    monkeypatch.setattr(tradeoff, "CHAINS", (1,))
+    monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
+    monkeypatch.setattr(tradeoff, "training_section",
+                        lambda size, steps, *a: print(f"section {size} {steps}") or [])
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--gpt"]) == 0
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--training-size", "gpt"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [ln for ln in out if ln.startswith("section")] == ["section mlp 50", "section gpt 50", "section gpt 50"]
