@@ -97,7 +97,7 @@ class ModuleList(Module):
     def extend(self, modules: Iterable) -> "ModuleList":
         if not isinstance(modules, Iterable):
             raise ArgumentTypeError(f"ModuleList.extend should be called with an iterable of modules, "
-                              f"but got {type(modules).__name__}")
+                                    f"but got {type(modules).__name__}")
         for m in modules:
             self.append(m)
         return self
@@ -164,11 +164,11 @@ class ModuleDict(Module):
             pairs = []
             for j, pair in enumerate(modules):
                 if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                    raise ArgumentTypeError(f"ModuleDict update sequence element #{j} should be a (key, module) pair, "
-                                      f"but got {type(pair).__name__}")
+                    raise ArgumentTypeError(f"ModuleDict update sequence element #{j} should be a (key, module) "
+                                            f"pair, but got {type(pair).__name__}")
                 pairs.append(pair)
         else:
-            raise ArgumentTypeError(f"ModuleDict.update should be called with a mapping or an iterable of (key, module) "
-                              f"pairs, but got {type(modules).__name__}")
+            raise ArgumentTypeError(f"ModuleDict.update should be called with a mapping or an iterable of "
+                                    f"(key, module) pairs, but got {type(modules).__name__}")
         for key, m in pairs:
             self[key] = m
