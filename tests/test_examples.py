@@ -97,3 +97,18 @@ def test_train_mlp_learns():
     assert len(losses) >= 2 and losses[-1] < losses[0]
     acc = float(next(ln for ln in lines if ln.startswith("test accuracy")).split()[2])
     assert acc > 0.75, lines
+
+
+def test_train_gpt_trains_in_every_mode_with_eagers_bits():
+    """examples/train_gpt.py: the loss falls in each mode, the compiled modes' parameters equal
+    eager's bit for bit, and the trained model samples text."""
+    lines = run_python(str(ROOT / "examples" / "train_gpt.py"), "--steps", "12", "--sample", "40")
+    assert lines[0].startswith("text: the Zen of Python")
+    for mode in ("eager", "step", "lazy"):
+        part = section(lines, mode)
+        losses = [float(ln.split()[-1]) for ln in part if ln.lstrip().startswith("step ")]
+        assert len(losses) >= 4 and losses[-1] < losses[0], part
+        if mode != "eager":
+            assert "  parameters equal eager's bit for bit: True" in part
+    sample = section(lines, "sample (eager model)")
+    assert sample and sample[0].startswith("B")

@@ -12,11 +12,12 @@ see its work as ordinary op calls.
 
 from __future__ import annotations
 
-from . import functional, init
+from . import functional, init, utils
+from .containers import ModuleDict, ModuleList
 from .module import IncompatibleKeys, Module, Parameter
 from .modules import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, Identity, L1Loss, LayerNorm,
                       Linear, MSELoss, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, Tanh)
 
-__all__ = ["functional", "init", "Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
-           "Sigmoid", "GELU", "SiLU", "LayerNorm", "Dropout", "Embedding", "Identity", "CrossEntropyLoss", "NLLLoss",
-           "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
+__all__ = ["functional", "init", "utils", "Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential",
+           "ModuleList", "ModuleDict", "ReLU", "Tanh", "Sigmoid", "GELU", "SiLU", "LayerNorm", "Dropout", "Embedding",
+           "Identity", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]

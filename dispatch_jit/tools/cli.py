@@ -140,8 +140,9 @@ def _demo_cuda() -> None:
 
 def _cmd_tradeoff(args) -> int:
     from .tradeoff import main as tradeoff
+    sizes = [args.training_size] + (["gpt"] if args.gpt and args.training_size != "gpt" else [])
     return tradeoff(quick=not args.full, plot_path=None if args.no_plot else args.plot, lazy=not args.no_lazy,
-                    training=None if args.no_training else args.training_size, torch_compile=args.torch_compile)
+                    training=None if args.no_training else sizes, torch_compile=args.torch_compile)
 
 
 def _cmd_warmup(args) -> int:
@@ -181,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-plot", action="store_true", help="do not write a plot")
     t.add_argument("--no-lazy", action="store_true", help="skip the global compiled mode column")
     t.add_argument("--no-training", action="store_true", help="skip the training-step section")
-    t.add_argument("--training-size", choices=("mlp", "wide"), default="mlp",
-                   help="the training section's model: issue 14's MLP with SGD (default) or the wide MLP with Adam")
+    t.add_argument("--training-size", choices=("mlp", "wide", "gpt"), default="mlp",
+                   help="the training section's model: issue 14's MLP with SGD (default), the wide MLP with Adam, "
+                        "or the character-level GPT with AdamW (tools/gpt.py)")
+    t.add_argument("--gpt", action="store_true",
+                   help="a GPT section after the MLP one (its compiled modes compile for a while the first time)")
     t.add_argument("--torch-compile", action="store_true",
                    help="also time torch.compile in the training section (its first compile takes a while)")
     w = sub.add_parser("warmup", help="compile (or load) the eager kernels ahead of time, into the disk cache",

@@ -186,8 +186,10 @@ def plot(rows: list[Row], path: str) -> bool:
     return True
 
 
-def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool = True, training: str | None = "mlp",
-         torch_compile: bool = False) -> int:
+def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool = True,
+         training: str | list | None = "mlp", torch_compile: bool = False) -> int:
+    """The report: the elementwise chains, then a training section per size in ``training`` (a
+    size or a list of them: "mlp", "wide", "gpt"; None: none)."""
     sizes = QUICK_SIZES if quick else FULL_SIZES
     budget = 0.12 if quick else 0.4
     print(f"eager vs compiled, float32 elementwise chains (best of 5; {'quick' if quick else 'full'} run)")
@@ -199,24 +201,49 @@ def main(quick: bool = True, plot_path: str | None = "tradeoff.png", lazy: bool 
             print(f"\nplot saved to {plot_path}")
         else:
             print("\nno plot: matplotlib is not installed (pip install 'dispatch_jit[plot]')")
-    if training:
-        training_section(training, 50 if quick else 300, plot_path, torch_compile)
+    for size in ([training] if isinstance(training, str) else training or []):
+        training_section(size, 50 if quick else 300, plot_path, torch_compile)
     return 0
+
+
+def _describe(size: str, steps: int) -> tuple[str, str, str]:
+    """(title, what the modes are, the model's name) of a training section."""
+    if size.startswith("gpt"):
+        from .gpt import SIZES as GPT_SIZES, GPTConfig
+        over, batch = GPT_SIZES[size]
+        c = GPTConfig(**over)
+        return (f"training step: character-level GPT (tools/gpt.py: {c.n_layer} blocks, width {c.n_embd}, "
+                f"{c.n_head} heads, block {c.block_size}, batch {batch}, the Zen of Python), F.cross_entropy, "
+                f"clip_grad_norm_, AdamW (median of {steps} steps; the same source on torch at 2 threads when "
+                f"installed, from the same weights)",
+                "compile = the model's forward under dj.compile (forward and fused backward); step = the whole "
+                "step under @dj.compile; lazy = the whole step under dj.mode('compiled'); torch.compile = the "
+                "model under torch.compile", "GPT")
+    from .training import SIZES
+    n, d, h, c, opt = SIZES[size]
+    return (f"training step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.{opt} "
+            f"(median of {steps} steps; torch at 2 threads when installed)",
+            "compile = the loss under @dj.compile (forward and fused backward); step = the whole step under "
+            "@dj.compile (one plan); lazy = the whole step under dj.mode('compiled')", "MLP")
 
 
 def training_section(size: str = "mlp", steps: int = 50, plot_path: str | None = None,
                      torch_compile: bool = False) -> list:
     """Print (and plot next to ``plot_path``) the training step per mode: tools/training.py."""
-    from .training import SIZES, TRAINING_HEADER, format_training, measure_training, plot_training
-    n, d, h, c, opt = SIZES[size]
-    print(f"\ntraining step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.{opt} "
-          f"(median of {steps} steps; torch at 2 threads when installed)")
-    print("compile = the loss under @dj.compile (forward and fused backward); step = the whole step under "
-          "@dj.compile (one plan); lazy = the whole step under dj.mode('compiled')\n")
+    from .training import TRAINING_HEADER, format_notes, format_training, measure_training, plot_training
+    title, modes, model = _describe(size, steps)
+    print(f"\n{title}")
+    print(f"{modes}\nbits = the parameters after the same steps equal eager's bit for bit\n")
     print(TRAINING_HEADER, flush=True)
-    rows = measure_training(size, steps, torch_compile=torch_compile, log=lambda r: print(format_training(r), flush=True))
+    rows = measure_training(size, steps, torch_compile=torch_compile,
+                            log=lambda r: print(format_training(r), flush=True))
+    notes = format_notes(rows)
+    if notes:
+        print("\nwhat the compiled modes ran eagerly (graph breaks):")
+        print("\n".join(notes))
     if plot_path:
-        path = plot_path[:-4] + "_training.png" if plot_path.endswith(".png") else plot_path + "_training.png"
-        if plot_training(rows, path):
+        stem = plot_path[:-4] if plot_path.endswith(".png") else plot_path
+        path = f"{stem}_training.png" if model == "MLP" else f"{stem}_{size}.png"
+        if plot_training(rows, path, model=model):
             print(f"\nplot saved to {path}")
     return rows

@@ -20,24 +20,31 @@ from the same initial parameters:
 * ``torch eager`` and, with ``torch_compile=True``, ``torch.compile`` of the
   forward, when torch is installed.
 
-Per mode: the first step (tracing and compiling what this mode compiles;
-eager kernels are compiled by the first mode that runs, eager, so they are
-not counted against the compiled modes), the steady per-step time (median),
-and the break-even step: after how many steps the mode's first-step cost is
-paid back by its faster steps, against eager ("never" when it is not faster).
-``check`` is the largest difference between the mode's parameters and eager
-mode's after the steps: the modes must train the same model.
+Per mode: the first and the second step (tracing and compiling what this mode
+compiles: the whole step's trace waits for Adam's state, made by the first;
+eager kernels are compiled by the first mode that runs, eager, so they are not
+counted against the compiled modes), the steady per-step time (min, median,
+max of the steps after those two), and the break-even step: after how many
+steps the mode's first two steps' extra cost is paid back by its faster steps,
+against eager ("never" when it is not faster).  ``check`` is the largest
+difference between the mode's parameters and eager mode's after the steps (the
+modes must train the same model), ``bitwise`` whether they are equal bit for
+bit (dj modes only), and ``note`` what a compiled mode ran eagerly instead.
+
+The GPT of tools/gpt.py (``SIZES`` "gpt", "gpt-tiny") has its own runners in
+tools/gpt_training.py; ``measure_training`` times both kinds alike.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StepRow", "measure_training", "format_training", "plot_training", "SIZES"]
+__all__ = ["StepRow", "measure_training", "format_training", "format_notes", "plot_training", "SIZES"]
 
 # size -> (N, D, H, C, optimizer): issue 14's two models ("tiny": for tests)
 SIZES = {"mlp": (512, 20, 64, 3, "SGD"), "wide": (8192, 256, 1024, 10, "Adam"), "tiny": (16, 4, 8, 3, "SGD")}
@@ -52,11 +59,24 @@ class StepRow:
     step: float            # seconds: median steady step
     check: float           # max |param - eager param| after the same steps (0 for eager; nan: not comparable)
     eager_step: float      # eager mode's median step, for the break-even
+    second: float = math.nan     # seconds: the second step (a whole step's trace, after Adam made its state)
+    times: tuple = ()            # seconds: every steady step (after the first two)
+    bitwise: bool | None = None  # parameters equal to eager's bit for bit (None: not a dj mode)
+    note: str = ""               # what a compiled mode ran eagerly instead ("": nothing)
+
+    @property
+    def fastest(self) -> float:
+        return min(self.times, default=self.step)
+
+    @property
+    def slowest(self) -> float:
+        return max(self.times, default=self.step)
 
     @property
     def overhead(self) -> float:
-        """What the first step cost beyond a steady one (tracing, compiling)."""
-        return max(self.first - self.step, 0.0)
+        """What the first two steps cost beyond two steady ones (tracing, compiling)."""
+        extra = self.first - self.step + (0.0 if math.isnan(self.second) else self.second - self.step)
+        return max(extra, 0.0)
 
     @property
     def break_even(self) -> float | None:
@@ -138,46 +158,94 @@ def _torch_step(x, y, init, compiled: bool, opt_name: str = "SGD"):
     return _step(opt, loss_fn, torch.tensor(x), torch.tensor(y)), w
 
 
-def _time_steps(step, steps: int) -> tuple[float, list[float]]:
-    t0 = time.perf_counter()
-    step()
-    first = time.perf_counter() - t0
+def _time_steps(step, steps: int) -> tuple[float, float, list[float]]:
+    """(first step, second step, the ``steps`` steps after them), in seconds; a step's result is
+    read (``.item()``) inside its timing, as a training loop logs its loss."""
     times = []
-    for _ in range(steps):
+    for _ in range(steps + 2):
         t0 = time.perf_counter()
-        step()
+        out = step()
+        if not isinstance(out, float):
+            out.item()
         times.append(time.perf_counter() - t0)
-    return first, times
+    return times[0], times[1], times[2:]
+
+
+def _runners(x, y, init, opt: str, torch: bool, torch_compile: bool) -> list:
+    """(mode, maker) per mode of the MLP; a maker returns (step, parameters, why-eager function)."""
+    modes = ("eager", "compile", "step", "lazy")
+    runners = [(m, lambda m=m: _dj_step(m, x, y, init, opt) + (lambda: "",)) for m in modes]
+    if torch and _torch_available():
+        runners.append(("torch eager", lambda: _torch_step(x, y, init, False, opt) + (lambda: "",)))
+        if torch_compile:
+            runners.append(("torch.compile", lambda: _torch_step(x, y, init, True, opt) + (lambda: "",)))
+    return runners
+
+
+def _torch_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    torch.set_num_threads(2)
+    return True
+
+
+def _gpt_runners(size: str, torch: bool, torch_compile: bool) -> list:
+    """(mode, maker) per mode of the GPT (tools/gpt_training.py), as ``_runners``."""
+    from ..compiler import lazy_info
+    from . import gpt_training as gt
+    s = gt.setup(size)
+
+    def dj(mode):
+        step, model, compiled = gt.dj_runner(mode, s)
+        after_first = []     # compiled mode's counters after the first step (which makes AdamW's state eagerly)
+
+        def run():
+            out = step()
+            if not after_first:
+                out.item()
+                after_first.append(lazy_info())
+            return out
+        return run, list(model.parameters()), lambda: gt.why_eager(mode, compiled, after_first[0])
+
+    def th(compiled):
+        step, model = gt.torch_runner(compiled, s)
+        return step, list(model.parameters()), lambda: ""
+
+    runners = [(m, lambda m=m: dj(m)) for m in gt.MODES]
+    if torch and _torch_available():
+        runners.append(("torch eager", lambda: th(False)))
+        if torch_compile:
+            runners.append(("torch.compile", lambda: th(True)))
+    return runners
 
 
 def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, torch_compile: bool = False,
                      log=None) -> list[StepRow]:
-    """One row per mode (see the module docstring); ``steps`` steady steps each, after the first."""
-    x, y, init = _data(size)
-    opt = SIZES[size][4]
+    """One row per mode (see the module docstring); ``steps`` steady steps each, after the first two.
+    ``size``: a key of ``SIZES`` (the MLPs) or of tools/gpt.py's ``SIZES`` (the GPT)."""
+    if size.startswith("gpt"):
+        runners = _gpt_runners(size, torch, torch_compile)
+    else:
+        x, y, init = _data(size)
+        runners = _runners(x, y, init, SIZES[size][4], torch, torch_compile)
     rows: list[StepRow] = []
     eager_params = None
-    eager_step = float("nan")
-    runners = [(m, lambda m=m: _dj_step(m, x, y, init, opt)) for m in ("eager", "compile", "step", "lazy")]
-    if torch:
-        try:
-            import torch as _torch
-            _torch.set_num_threads(2)
-            runners.append(("torch eager", lambda: _torch_step(x, y, init, False, opt)))
-            if torch_compile:
-                runners.append(("torch.compile", lambda: _torch_step(x, y, init, True, opt)))
-        except ImportError:
-            pass
+    eager_step = math.nan
     for mode, make in runners:
-        step, params = make()
-        first, times = _time_steps(step, steps)
+        step, params, why = make()
+        first, second, times = _time_steps(step, steps)
         values = [np.asarray(p.detach().numpy()) for p in params]
+        bitwise = None
         if mode == "eager":
             eager_params, eager_step = values, statistics.median(times)
-            check = 0.0
+            check, bitwise = 0.0, True
         else:
             check = max(float(np.max(np.abs(a - b))) for a, b in zip(values, eager_params))
-        row = StepRow(mode, first, statistics.median(times), check, eager_step)
+            if not mode.startswith("torch"):
+                bitwise = all(np.array_equal(a, b) for a, b in zip(values, eager_params))
+        row = StepRow(mode, first, statistics.median(times), check, eager_step, second, tuple(times), bitwise, why())
         rows.append(row)
         if log is not None:
             log(row)
@@ -185,21 +253,30 @@ def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, tor
 
 
 def _fmt(s: float) -> str:
-    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.2f} s"
+    if math.isnan(s):
+        return "-"
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
 
 
-TRAINING_HEADER = (f"{'mode':<14} {'first step':>11} {'per step':>10} {'vs eager':>9} {'break-even steps':>17} "
-                   f"{'max |param - eager|':>20}")
+TRAINING_HEADER = (f"{'mode':<14} {'first step':>11} {'2nd step':>10} {'per step min / median / max':>32} "
+                   f"{'vs eager':>9} {'break-even steps':>17} {'max |param - eager|':>20} {'bits':>5}")
 
 
 def format_training(row: StepRow) -> str:
     be = row.break_even
     be_s = "-" if row.mode == "eager" else "never" if be is None else f"{be:,.0f}"
-    return (f"{row.mode:<14} {_fmt(row.first):>11} {_fmt(row.step):>10} {row.step / row.eager_step:>8.2f}x "
-            f"{be_s:>17} {row.check:>20.2e}")
+    spread = f"{_fmt(row.fastest)} / {_fmt(row.step)} / {_fmt(row.slowest)}"
+    bits = "-" if row.bitwise is None else "equal" if row.bitwise else "DIFF"
+    return (f"{row.mode:<14} {_fmt(row.first):>11} {_fmt(row.second):>10} {spread:>32} "
+            f"{row.step / row.eager_step:>8.2f}x {be_s:>17} {row.check:>20.2e} {bits:>5}")
 
 
-def plot_training(rows: list[StepRow], path: str, steps: int = 2000) -> bool:
+def format_notes(rows: list[StepRow]) -> list[str]:
+    """One line per mode that ran something eagerly: what, and why."""
+    return [f"  {r.mode}: ran eagerly: {r.note}" for r in rows if r.note]
+
+
+def plot_training(rows: list[StepRow], path: str, steps: int = 2000, model: str = "MLP") -> bool:
     """Cumulative time over ``steps`` training steps per mode; False when matplotlib is missing."""
     try:
         import matplotlib
@@ -210,8 +287,9 @@ def plot_training(rows: list[StepRow], path: str, steps: int = 2000) -> bool:
     fig, ax = plt.subplots(figsize=(6, 4.5))
     n = np.arange(1, steps + 1)
     for r in rows:
-        ax.plot(n, r.first + (n - 1) * r.step, label=r.mode)
-    ax.set(xlabel="training steps", ylabel="seconds (cumulative)", title="MLP training: cost of n steps per mode")
+        second = r.step if math.isnan(r.second) else r.second
+        ax.plot(n, r.first + np.minimum(n - 1, 1) * second + np.maximum(n - 2, 0) * r.step, label=r.mode)
+    ax.set(xlabel="training steps", ylabel="seconds (cumulative)", title=f"{model} training: cost of n steps per mode")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,0 +1,131 @@
+"""The tutorial GPT (tools/gpt.py, tools/gpt_training.py): the same source on dispatch_jit
+and on PyTorch, the modes of dispatch_jit training the same parameters bit for bit, and the
+GPT section of ``dispatch-jit tradeoff``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.tools import gpt_training as gt
+from dispatch_jit.tools.gpt import build, corpus, decode, encode
+
+STEPS = 3
+
+
+def test_corpus_is_the_zen_of_python_and_encodes_both_ways():
+    text = corpus()
+    assert text.startswith("The Zen of Python, by Tim Peters") and "Namespaces are one honking great idea" in text
+    assert corpus() == text
+    ids, stoi, itos = encode(text)
+    assert ids.dtype == np.int64 and len(ids) == len(text) and len(stoi) == len(set(text))
+    assert decode(ids, itos) == text
+
+
+def test_model_follows_the_config():
+    g = build(dj)
+    cfg = g.GPTConfig(vocab_size=10, block_size=8, n_layer=3, n_head=2, n_embd=8)
+    model = g.GPT(cfg)
+    assert len(model.h) == 3 and isinstance(model.h, dj.nn.ModuleList)
+    names = list(model.state_dict())
+    assert "h.2.attn.bias" in names and "h.0.mlp.c_fc.weight" in names   # the causal mask is a buffer
+    assert "h.0.attn.bias" not in [n for n, _ in model.named_parameters()]
+    logits, loss = model(dj.zeros((2, 5), dtype=dj.int64))
+    assert logits.shape == (2, 5, 10) and loss is None
+    # causal: a later token changes nothing before it
+    a = model(dj.tensor([[1, 2, 3, 4]]))[0].numpy()
+    b = model(dj.tensor([[1, 2, 3, 9]]))[0].numpy()
+    np.testing.assert_array_equal(a[:, :3], b[:, :3])
+    assert not np.array_equal(a[:, 3], b[:, 3])
+
+
+def _train(mode: str, s, steps: int = STEPS):
+    run, model, compiled = gt.dj_runner(mode, s)
+    losses = [run().item() for _ in range(steps)]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()], compiled
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return gt.setup("gpt-tiny")
+
+
+@pytest.fixture(scope="module")
+def eager_run(tiny):
+    return _train("eager", tiny)
+
+
+@pytest.mark.parametrize("mode", ["compile", "step", "lazy"])
+def test_compiled_modes_train_eagers_parameters_bit_for_bit(tiny, eager_run, mode):
+    losses, params, _ = _train(mode, tiny)
+    ref_losses, ref_params, _ = eager_run
+    assert losses == ref_losses
+    assert losses[-1] < losses[0]
+    for a, b in zip(params, ref_params):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.xfail(strict=True, reason="graph breaks: the forward under dj.compile reads x.size() (the plain "
+                   "tracer does not see sizes); the whole step's trace meets nn.Embedding's advanced indexing "
+                   "(weight[idx]), then contiguous() of a view, then clip_grad_norm_'s in-place mul_ of a "
+                   "gradient the trace made with a reshape")
+@pytest.mark.parametrize("mode", ["compile", "step"])
+def test_compiled_modes_compile_the_gpt(tiny, mode):
+    *_, compiled = _train(mode, tiny)
+    assert gt.why_eager(mode, compiled) == ""
+
+
+def test_same_source_on_torch_gives_the_same_gradients_and_losses(tiny, eager_run):
+    """From dj's initial weights, torch running the same source computes the same loss and
+    gradients (float32 rounding apart), and trains along the same loss trajectory.  (AdamW's
+    first steps move each weight by about lr whatever its gradient's size, so the parameters are
+    compared within a few lr: a gradient near zero may round to either sign.)"""
+    torch = pytest.importorskip("torch")
+    g = {lib: build(lib) for lib in (dj, torch)}
+    grads = {}
+    for lib in (dj, torch):
+        model = g[lib].GPT(tiny.cfg)
+        model.load_state_dict({k: lib.tensor(v) for k, v in tiny.init.items()})
+        x, y = (lib.tensor(a) for a in tiny.batches[0])
+        _, loss = model(x, y)
+        loss.backward()
+        grads[lib] = (loss.item(), {n: p.grad.numpy() for n, p in model.named_parameters()})
+    assert grads[dj][0] == pytest.approx(grads[torch][0], rel=1e-6)
+    assert list(grads[dj][1]) == list(grads[torch][1])
+    for name, ours in grads[dj][1].items():
+        np.testing.assert_allclose(ours, grads[torch][1][name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+    run, model = gt.torch_runner(False, tiny)
+    losses = [run().item() for _ in range(STEPS)]
+    np.testing.assert_allclose(losses, eager_run[0], rtol=2e-5)
+    for (name, p), ours in zip(model.named_parameters(), eager_run[1]):
+        np.testing.assert_allclose(p.detach().numpy(), ours, atol=3e-3, err_msg=name)
+
+
+def test_tradeoff_gpt_section(monkeypatch, capsys):
+    from dispatch_jit.tools import gpt, training
+    from dispatch_jit.tools.tradeoff import training_section
+    monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
+    rows = training_section("gpt", steps=2, torch_compile=False)
+    out = capsys.readouterr().out
+    assert "character-level GPT" in out and "per step min / median / max" in out
+    assert [r.mode for r in rows][:4] == ["eager", "compile", "step", "lazy"]
+    for r in rows[:4]:
+        assert r.bitwise is True and r.check == 0.0 and len(r.times) == 2
+        assert r.fastest <= r.step <= r.slowest
+        assert r.mode in training.format_training(r)
+    assert "graph breaks" in out        # the compiled modes name what they ran eagerly
+
+
+def test_cli_tradeoff_gpt_flag_adds_the_gpt_section(monkeypatch, capsys):
+    from dispatch_jit.tools import cli, gpt, tradeoff
+    monkeypatch.setattr(tradeoff, "QUICK_SIZES", (100,))
+    monkeypatch.setattr(tradeoff, "CHAINS", (1,))
+    monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
+    monkeypatch.setattr(tradeoff, "training_section",
+                        lambda size, steps, *a: print(f"section {size} {steps}") or [])
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--gpt"]) == 0
+    assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--training-size", "gpt"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [ln for ln in out if ln.startswith("section")] == ["section mlp 50", "section gpt 50", "section gpt 50"]
