@@ -26,11 +26,12 @@ class __array_namespace_info__:  # noqa: N801  (the standard's name)
     def default_device(self):
         return CPU_DEVICE
 
-    def devices(self) -> list:
+    def devices(self) -> tuple:
+        # a tuple: the 2025.12 standard's type (__array_api_version__); the versions before it said a list
         from dispatch_jit.cuda import runtime
         if not runtime.is_available():
-            return [CPU_DEVICE]
-        return [CPU_DEVICE] + [device("cuda", i) for i in range(runtime.device_count())]
+            return (CPU_DEVICE,)
+        return (CPU_DEVICE,) + tuple(device("cuda", i) for i in range(runtime.device_count()))
 
     def default_dtypes(self, *, device=None) -> dict:
         return {"real floating": get_default_dtype(), "complex floating": default_complex_dtype(), "integral": int64,
