@@ -17,6 +17,7 @@ from __future__ import annotations
 from .jit import threads as _threads
 
 _threads.configure()
+from .jit.threads import get_num_threads, set_num_threads  # noqa: E402  PyTorch's intra-op threads
 
 from . import autograd, cuda, errors, library, return_types, utils
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
