@@ -8,8 +8,10 @@ product's own count is ``blas_threads(flops)``: one thread below ``BLAS_GRAIN``
 flops per thread, more only where every thread gets that much work, up to the
 cap; it depends only on the sizes and the cap, never on timing, so the same
 inputs give the same bits (OpenBLAS's sgemm rounds differently with one and two
-threads).  kernels/linalg/gemm.py applies it per call, for the calling thread only
-(OpenBLAS's ``openblas_set_num_threads_local``), reading the cap from a C global
+threads).  kernels/linalg/gemm.py applies it per call (OpenBLAS's
+``openblas_set_num_threads_local``, ~0.2 us; in OpenBLAS 0.3.31's pthreads build it sets the
+library's count, not the thread's: the set and the product that follows run in njit code
+that holds the GIL, so no other dispatch_jit product comes between), reading the cap from a C global
 (``NUM_THREADS_SYMBOL``) so that compiled kernels stay cacheable.  Small products
 thus never wake an OpenBLAS worker, and the workers a large one woke sleep at
 once where ``OPENBLAS_THREAD_TIMEOUT`` could still be set (see ``SETTINGS``).
@@ -39,6 +41,9 @@ Two more parts, both measured on the 2-core machines (numbers in docs/ARCHITECTU
    twins compute each element alone, so the results are the same bits
    whichever runs.  Loops whose result depends on how the work is split
    (reductions) are not watched: they keep the split the process started with.
+   The watch is the one place where timing picks a path, and it cannot change
+   a result; it stays because the BLAS rule does not stop this collapse (a 1e6
+   add under two busy processes: 19-20x NumPy without the watch, 1.2-1.4x with).
 
 >>> t = Watch()
 >>> best, calls = {}, []

@@ -14,10 +14,14 @@ Every float product of the library goes through here (kernels/linalg/cpu.py's ``
 product.py's ``product_into`` that the compiled plans call), so eager and compiled products
 call the same gemm with the same transpose flags and get the same bits.
 
-Threads: before each product, the calling thread's OpenBLAS count is set to
+Threads: before each product, the OpenBLAS count is set to
 ``dispatch_jit.jit.threads.blas_threads(2*m*n*k)`` (``openblas_set_num_threads_local`` of the
 library that runs it: NumPy's, or SciPy's for ``np.dot``), the cap read from the C global that
-``dj.set_num_threads`` writes: the count follows from the sizes alone, so the bits do too.
+``dj.set_num_threads`` writes: the count follows from the sizes alone, so the bits do too.  That
+setter sets the library's count (0.3.31, pthreads build), so the set and the gemm must not be
+split by another thread's: every caller of this module is njit code that holds the GIL (no
+``nogil``), which keeps them together.  NumPy's own products in other threads run with
+whatever count dispatch_jit's last product left.
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ def _num_threads(typingctx):
 
 
 def _threads_for(fn):
-    """``f(m, n, k)`` for njit code: set the calling thread's count of the OpenBLAS whose
+    """``f(m, n, k)`` for njit code: set the count of the OpenBLAS whose
     ``openblas_set_num_threads_local`` is ``fn`` for an m x k @ k x n product (threads.blas_threads)."""
     def f(m, n, k):
         return _impl            # for the fingerprint, as _gemm_2d's

@@ -131,3 +131,11 @@ def test_torchs_own_libgomp_does_not_keep_our_spin_count_out():
         pytest.skip(f"this torch shares Numba's libgomp: {r['libgomp']}")
     assert r["info"]["applied"]["GOMP_SPINCOUNT"] == r["env"]["GOMP_SPINCOUNT"] == "30000"
     assert r["info"]["layer"] == "omp"
+
+
+def test_every_gemm_caller_holds_the_gil():
+    # the thread count set before a product is the library's, not the thread's (OpenBLAS 0.3.31's
+    # pthreads build): no other thread's product may come between the set and the gemm
+    from dispatch_jit.kernels.linalg import cpu, product
+    for disp in (gemm.gemm, gemm.dot_into, cpu._blas, product.product_into):
+        assert not disp.targetoptions.get("nogil"), disp
