@@ -83,7 +83,7 @@ __all__ = [
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "from_dask", "no_grad", "enable_grad",
-    "set_grad_enabled", "is_grad_enabled", "inference_mode",
+    "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread
