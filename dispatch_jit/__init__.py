@@ -17,6 +17,7 @@ from __future__ import annotations
 from .jit import threads as _threads
 
 _threads.configure()
+from .jit.threads import get_num_threads, set_num_threads  # noqa: E402  PyTorch's intra-op threads
 
 from . import autograd, cuda, errors, library, return_types, utils
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
@@ -82,7 +83,7 @@ __all__ = [
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "from_dask", "no_grad", "enable_grad",
-    "set_grad_enabled", "is_grad_enabled", "inference_mode",
+    "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",
 ] + sorted(_FUNCTIONS)
 
 # DISPATCH_JIT_MODE=compiled applies to the importing thread

@@ -127,6 +127,8 @@ def _value(v, seen: set) -> str:
     if isinstance(v, (tuple, list, frozenset)):
         items = sorted(v, key=repr) if isinstance(v, frozenset) else v
         return f"{type(v).__name__}(" + ",".join(_value(x, seen) for x in items) + ")"
+    if type(v) is dict:      # a table a kernel's overload picks from (kernels/linalg/gemm.py's _CBLAS)
+        return "dict(" + ",".join(f"{_value(k, seen)}:{_value(x, seen)}" for k, x in sorted(v.items(), key=repr)) + ")"
     raise _Unseen(f"{type(v).__module__}.{type(v).__qualname__}")
 
 

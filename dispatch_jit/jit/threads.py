@@ -1,7 +1,22 @@
-"""Threads for the parallel (``prange``) kernels, on a machine whose cores other
-processes may hold.
+"""Threads for the parallel (``prange``) kernels and the BLAS products, on a machine whose
+cores other processes may hold: one thread policy for the process.
 
-Two parts, both measured on the 2-core machines (numbers in docs/ARCHITECTURE.md,
+``set_num_threads(n)`` / ``get_num_threads()`` (``dj.set_num_threads``, PyTorch's
+intra-op threads): the most threads any parallel region or BLAS product of
+dispatch_jit uses (default: Numba's ``NUMBA_NUM_THREADS``, the cores).  Each
+product's own count is ``blas_threads(flops)``: one thread below ``BLAS_GRAIN``
+flops per thread, more only where every thread gets that much work, up to the
+cap; it depends only on the sizes and the cap, never on timing, so the same
+inputs give the same bits (OpenBLAS's sgemm rounds differently with one and two
+threads).  kernels/linalg/gemm.py applies it per call (OpenBLAS's
+``openblas_set_num_threads_local``, ~0.2 us; in OpenBLAS 0.3.31's pthreads build it sets the
+library's count, not the thread's: the set and the product that follows run in njit code
+that holds the GIL, so no other dispatch_jit product comes between), reading the cap from a C global
+(``NUM_THREADS_SYMBOL``) so that compiled kernels stay cacheable.  Small products
+thus never wake an OpenBLAS worker, and the workers a large one woke sleep at
+once where ``OPENBLAS_THREAD_TIMEOUT`` could still be set (see ``SETTINGS``).
+
+Two more parts, both measured on the 2-core machines (numbers in docs/ARCHITECTURE.md,
 "Threads"):
 
 1. ``configure()``, at import, before Numba starts its thread pool: the
@@ -26,6 +41,9 @@ Two parts, both measured on the 2-core machines (numbers in docs/ARCHITECTURE.md
    twins compute each element alone, so the results are the same bits
    whichever runs.  Loops whose result depends on how the work is split
    (reductions) are not watched: they keep the split the process started with.
+   The watch is the one place where timing picks a path, and it cannot change
+   a result; it stays because the BLAS rule does not stop this collapse (a 1e6
+   add under two busy processes: 19-20x NumPy without the watch, 1.2-1.4x with).
 
 >>> t = Watch()
 >>> best, calls = {}, []
@@ -39,12 +57,23 @@ Two parts, both measured on the 2-core machines (numbers in docs/ARCHITECTURE.md
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from time import perf_counter as _clock
 
-import numba
+# OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when NumPy (imported by Numba, below) loads it
+_TIMEOUT_SET_HERE = "OPENBLAS_THREAD_TIMEOUT" not in os.environ and "numpy" not in sys.modules
+if _TIMEOUT_SET_HERE:
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"     # the value SETTINGS names
 
-__all__ = ["configure", "info", "Watch", "WATCH", "run"]
+import llvmlite.binding as _llvm  # noqa: E402
+import numba  # noqa: E402
+
+from dispatch_jit.errors import DispatchJitError
+
+__all__ = ["configure", "info", "Watch", "WATCH", "run", "set_num_threads", "get_num_threads", "blas_threads",
+           "BLAS_GRAIN", "NUM_THREADS_SYMBOL"]
 
 # What configure() sets when the user has not: (where, name, value, unless any of these
 # environment variables is set).  The spin count is GNU OpenMP's (libgomp reads it once,
@@ -54,7 +83,50 @@ SETTINGS = (
     ("numba", "THREADING_LAYER_PRIORITY", ["omp", "tbb", "workqueue"],
      ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")),
     ("env", "GOMP_SPINCOUNT", "30000", ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")),
+    # an idle OpenBLAS worker sleeps at once instead of spinning ~0.1 s on a core others need
+    # (read when the library is loaded: only where NumPy is imported after dispatch_jit)
+    ("env", "OPENBLAS_THREAD_TIMEOUT", "4", ("OPENBLAS_THREAD_TIMEOUT",)),
 )
+
+# One thread per BLAS_GRAIN flops (2*m*n*k) of a product, at most get_num_threads(): on the
+# 2-core machines a second thread paid from ~1.3e7 flops quiet (512x64 @ 64x192 sgemm 127 ->
+# 77 us) and lost below (128**3: 44 -> 62 us), and a woken worker that waits for a core
+# costs ms, so a thread gets at least 2**24 flops (~0.2 ms of sgemm).
+BLAS_GRAIN = 1 << 24
+NUM_THREADS_SYMBOL = "dispatch_jit_num_threads"
+_NUM_THREADS = ctypes.c_int(max(int(numba.config.NUMBA_NUM_THREADS), 1))
+_llvm.add_symbol(NUM_THREADS_SYMBOL, ctypes.addressof(_NUM_THREADS))
+
+
+def blas_threads(flops: int, cap: int | None = None) -> int:
+    """Threads for a product of ``flops`` (2*m*n*k) under ``cap`` (default ``get_num_threads()``):
+    the rule gemm.py applies, in Python.
+
+    >>> blas_threads(2 * 512 * 64 * 20, 2), blas_threads(2 * 1024 ** 3, 2), blas_threads(2 * 1024 ** 3, 1)
+    (1, 2, 1)
+    """
+    cap = _NUM_THREADS.value if cap is None else cap
+    return max(1, min(cap, flops // BLAS_GRAIN))
+
+
+def get_num_threads() -> int:
+    """The most threads a parallel region or BLAS product of dispatch_jit uses (``torch.get_num_threads``)."""
+    return _NUM_THREADS.value
+
+
+def set_num_threads(n: int) -> None:
+    """Use at most ``n`` threads (``torch.set_num_threads``): for the BLAS products of every Python
+    thread, and for Numba's parallel loops (``numba.set_num_threads``, capped at Numba's pool
+    size, which is fixed when the pool starts: ``NUMBA_NUM_THREADS``) run from the calling thread.
+
+    >>> old = get_num_threads(); set_num_threads(1); get_num_threads()
+    1
+    >>> set_num_threads(old)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise DispatchJitError(f"set_num_threads: expected a positive int, got {n!r}")
+    _NUM_THREADS.value = n
+    numba.set_num_threads(min(n, int(numba.config.NUMBA_NUM_THREADS)))
 
 _INFO: dict = {}
 
@@ -64,13 +136,23 @@ def _pool_started() -> bool:
     return bool(parallel._is_initialized)
 
 
-def _libgomp_loaded() -> bool:
-    """libgomp reads its environment when it is loaded; torch, imported first, loads it too."""
+def _loaded(name: str) -> bool:
+    """Is a library ``name`` that reads its environment when loaded already mapped?  Copies that
+    wheels bundle privately (site-packages/torch/lib/libgomp.so.1, loaded when torch is imported
+    first) are other libraries than the one Numba's OpenMP layer loads, so they do not count for
+    libgomp; NumPy's and SciPy's OpenBLAS (numpy.libs, scipy.libs) do for OpenBLAS."""
     try:
         with open("/proc/self/maps") as f:
-            return "libgomp" in f.read()
+            paths = {line.split()[-1] for line in f if name in line}
     except OSError:
         return False
+    if name == "libgomp":
+        paths = {p for p in paths if "site-packages" not in p and "dist-packages" not in p}
+    return bool(paths)
+
+
+def _libgomp_loaded() -> bool:
+    return _loaded("libgomp")
 
 
 def configure() -> dict:
@@ -80,11 +162,16 @@ def configure() -> dict:
     started, gomp = _pool_started(), _libgomp_loaded()
     applied, kept = {}, {}
     for where, name, value, unless in SETTINGS:
+        if name == "OPENBLAS_THREAD_TIMEOUT" and _TIMEOUT_SET_HERE:
+            applied[name] = value       # set at this module's import, before NumPy loaded OpenBLAS
+            continue
         users = {u: os.environ[u] for u in unless if u in os.environ}
         if where == "numba" and not users and numba.config.THREADING_LAYER != "default":
             users["numba.config.THREADING_LAYER"] = numba.config.THREADING_LAYER   # set in code, not in env
         if users:
             kept[name] = users
+        elif name == "OPENBLAS_THREAD_TIMEOUT":
+            kept[name] = "too late: NumPy (and its OpenBLAS) was imported before dispatch_jit"
         elif started or (where == "env" and gomp):
             kept[name] = "too late: Numba's pool or libgomp was started before dispatch_jit was imported"
         elif where == "numba":
@@ -103,7 +190,7 @@ def info() -> dict:
     layer = None
     if _pool_started():
         layer = numba.threading_layer()
-    return {**_INFO, "layer": layer, "watch": WATCH.counters()}
+    return {**_INFO, "layer": layer, "num_threads": get_num_threads(), "watch": WATCH.counters()}
 
 
 # -- the run-time watch ----------------------------------------------------------------------------

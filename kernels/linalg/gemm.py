@@ -13,6 +13,15 @@ cores.  Where NumPy has no such library (another build, complex dtypes) ``np.dot
 Every float product of the library goes through here (kernels/linalg/cpu.py's ``_blas``,
 product.py's ``product_into`` that the compiled plans call), so eager and compiled products
 call the same gemm with the same transpose flags and get the same bits.
+
+Threads: before each product, the OpenBLAS count is set to
+``dispatch_jit.jit.threads.blas_threads(2*m*n*k)`` (``openblas_set_num_threads_local`` of the
+library that runs it: NumPy's, or SciPy's for ``np.dot``), the cap read from the C global that
+``dj.set_num_threads`` writes: the count follows from the sizes alone, so the bits do too.  That
+setter sets the library's count (0.3.31, pthreads build), so the set and the gemm must not be
+split by another thread's: every caller of this module is njit code that holds the GIL (no
+``nogil``), which keeps them together.  NumPy's own products in other threads run with
+whatever count dispatch_jit's last product left.
 """
 
 from __future__ import annotations
@@ -24,8 +33,11 @@ import os
 import llvmlite.binding as llvm
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types as nbt
-from numba.core.extending import overload
+from numba.core.extending import intrinsic, overload
+
+from dispatch_jit.jit.threads import BLAS_GRAIN, NUM_THREADS_SYMBOL
 
 __all__ = ["LIBRARY", "gemm", "dot_into"]
 
@@ -48,6 +60,64 @@ def _numpy_openblas() -> tuple[str, dict]:
 LIBRARY, _ADDRESSES = _numpy_openblas()   # LIBRARY: the path bound, "" where np.dot runs instead
 
 
+def _local_threads_setter(pattern: str, symbol: str):
+    """The Numba external function ``int symbol(int)``: ``openblas_set_num_threads_local`` of the
+    library ``pattern`` names (each OpenBLAS exports it under that one name), or None."""
+    for path in sorted(glob.glob(pattern)):
+        try:
+            address = ctypes.cast(ctypes.CDLL(path).openblas_set_num_threads_local, ctypes.c_void_p).value
+        except (OSError, AttributeError):
+            continue
+        llvm.add_symbol(symbol, address)
+        return nbt.ExternalFunction(symbol, nbt.intc(nbt.intc))
+    return None
+
+
+def _scipy_openblas() -> str:
+    try:
+        import scipy
+    except ImportError:
+        return ""
+    return os.path.join(os.path.dirname(scipy.__file__), os.pardir, "scipy.libs", "libscipy_openblas-*")
+
+
+_NUMPY_THREADS = _local_threads_setter(LIBRARY, "dispatch_jit_numpy_openblas_threads") if LIBRARY else None
+_SCIPY_THREADS = _local_threads_setter(_scipy_openblas(), "dispatch_jit_scipy_openblas_threads")
+
+
+@intrinsic
+def _num_threads(typingctx):
+    """``dj.get_num_threads()`` inside njit code: a load of the C global it is kept in, named by
+    symbol (no address in the compiled code, which the disk cache can then store)."""
+    def codegen(context, builder, sig, args):
+        gv = builder.module.globals.get(NUM_THREADS_SYMBOL)
+        if gv is None:
+            gv = ir.GlobalVariable(builder.module, ir.IntType(32), NUM_THREADS_SYMBOL)
+            gv.linkage = "external"
+        return builder.load(gv)
+    return nbt.int32(), codegen
+
+
+def _threads_for(fn):
+    """``f(m, n, k)`` for njit code: set the count of the OpenBLAS whose
+    ``openblas_set_num_threads_local`` is ``fn`` for an m x k @ k x n product (threads.blas_threads)."""
+    def f(m, n, k):
+        return _impl            # for the fingerprint, as _gemm_2d's
+
+    @overload(f)
+    def _impl(m, n, k):
+        if fn is None:
+            return lambda m, n, k: None
+
+        def impl(m, n, k):
+            fn(max(1, min(np.int64(_num_threads()), (2 * m * n * k) // BLAS_GRAIN)))
+        return impl
+    return f
+
+
+_numpy_threads, _scipy_threads = _threads_for(_NUMPY_THREADS), _threads_for(_SCIPY_THREADS)
+
+
 def _external(dt: np.dtype):
     """The Numba external function of cblas_?gemm for ``dt``, its symbol registered with LLVM."""
     symbol = f"dispatch_jit_cblas_{dt.char}gemm"
@@ -62,6 +132,9 @@ _CBLAS = {dt: _external(dt) for dt in _ADDRESSES}
 
 def _gemm_2d(a, ta, b, tb, out):
     """out = op(a) @ op(b); a and b C-contiguous, ``ta``/``tb``: use the stored matrix's transpose."""
+    # names the overload below: the disk cache's fingerprint (jit/fingerprint.py) walks what a
+    # function names, and would not otherwise see the implementation's code behind this stub
+    return _gemm_2d_impl
 
 
 @overload(_gemm_2d)
@@ -70,6 +143,8 @@ def _gemm_2d_impl(a, ta, b, tb, out):
     if fn is None:
         # one np.dot call site per layout pair (the layout is part of Numba's type)
         def by_np_dot(a, ta, b, tb, out):
+            m, n = out.shape
+            _scipy_threads(m, n, a.shape[0] if ta else a.shape[1])
             if ta and tb:
                 np.dot(a.T, b.T, out)
             elif ta:
@@ -89,6 +164,7 @@ def _gemm_2d_impl(a, ta, b, tb, out):
         if k == 0:
             out[:] = 0
             return
+        _numpy_threads(m, n, k)
         # row-major: the leading dimension of each stored matrix is its row length
         fn(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k, one,
            a.ctypes, max(a.shape[1], 1), b.ctypes, max(b.shape[1], 1), zero, out.ctypes, max(n, 1))
