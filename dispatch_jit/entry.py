@@ -24,6 +24,7 @@ from typing import Callable
 from .dispatcher import (CLASS, LIST, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_GLOBALS, _TENSOR_TYPE, _MissingArg,
                          key_fields, resolve_call, tls)
 from .errors import DispatchJitError, SchemaError
+from .jit.source import define
 from .registry import OperatorEntry
 from .signature import SIG_NONE, list_sig, scalar_sig
 
@@ -116,9 +117,8 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
         if a.has_default:
             d = a.default
             g[f"_D_{pname}"] = tuple(d) if isinstance(d, list) else d
-    exec(compile(src, f"<dispatch_jit entry {schema.full_name}>", "exec"), g)
+    fn = define(src, fname, g, f"<dispatch_jit entry {schema.full_name}>")
     _GENERATED_GLOBALS.append(g)
-    fn = g[fname]
     fn.__qualname__ = fn.__name__ = public_name or schema.name
     fn.__source__ = src
     fn._op = op

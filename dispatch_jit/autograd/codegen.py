@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import types
 
+from ..jit.source import define
 from ..signature import DTYPE_MASK, DTYPE_SHIFT
 from ..tensor import Tensor as _T
 from .graph import SavedTensor, edge_of, freed_error
@@ -35,8 +36,7 @@ NOSAVED = types.MappingProxyType({})
 
 
 def _exec(lines: list, glb: dict, name: str, filename: str):
-    exec(compile("\n".join(lines) + "\n", filename, "exec"), glb)
-    return glb[name]
+    return define("\n".join(lines) + "\n", name, glb, filename)
 
 
 def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, slow, node_cls, opname, needs,

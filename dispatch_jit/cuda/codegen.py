@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ..jit import cache
+from ..jit.source import define
 from .runtime import cuda_module
 
 __all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers",
@@ -126,8 +127,7 @@ def compile_cuda_counted(src: str, name: str, extra_globals: dict | None = None)
     def build():
         cuda = cuda_module()
         g = {"cuda": cuda, "np": np, "math": math, "cmath": cmath, **device_helpers(), **(extra_globals or {})}
-        exec(compile(src, f"<dispatch_jit cuda {name}>", "exec"), g)
-        return cuda.jit(g[name]), "compiled"
+        return cuda.jit(define(src, name, g, f"<dispatch_jit cuda {name}>")), "compiled"
 
     return cache.lookup(_CACHE_KIND, key, build)
 

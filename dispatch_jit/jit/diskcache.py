@@ -58,7 +58,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import linecache
 import logging
 import os
 import pickle
@@ -72,7 +71,7 @@ import llvmlite
 import numba
 from numba.core.caching import NullCache
 
-from . import fingerprint, trust
+from . import fingerprint, source, trust
 
 __all__ = ["cache_dir", "compile_cached", "source_key", "attach", "entry_path", "target_tag", "DiskSlot"]
 
@@ -337,13 +336,10 @@ def _define(src: str, name: str, glb: dict, options: dict, stem: str):
     module again on load, so the module is registered in ``sys.modules``.  The
     source lives in ``linecache`` under a name that is no file: Numba reads it
     back while pickling, and a file on disk could change under it."""
-    filename = f"<dispatch_jit {stem}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     mod = types.ModuleType(f"_dispatch_jit_loop_{stem}")
     mod.__dict__.update(glb)
     sys.modules[mod.__name__] = mod
-    exec(compile(src, filename, "exec"), mod.__dict__)
-    return numba.njit(**options)(mod.__dict__[name])
+    return numba.njit(**options)(source.define(src, name, mod.__dict__, f"<dispatch_jit {stem}>"))
 
 
 def _source_fingerprint(src: str, options: dict, glb: dict) -> str | None:

@@ -47,6 +47,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..jit.source import namespace
+
 __all__ = ["build", "corpus", "encode", "decode", "GPTConfig", "SIZES"]
 
 
@@ -70,9 +72,8 @@ def corpus() -> str:
     """The Zen of Python (the text of ``import this``), decoded from ``this.py``'s source."""
     spec = importlib.util.find_spec("this")
     src = spec.loader.get_source("this")
-    ns: dict = {}
     # this.py is a rot13 string and a loop that prints it: keep the string, skip the print
-    exec(compile(src.split("\nd = {}")[0], "this.py", "exec"), ns)
+    ns = namespace(src.split("\nd = {}")[0], {}, "this.py")
     return codecs.decode(ns["s"], "rot13")
 
 

@@ -42,6 +42,7 @@ from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import contiguous_copy
 from dispatch_jit.cuda.launch import launch as _launch
 from dispatch_jit.cuda.runtime import is_simulator
+from dispatch_jit.jit.source import define
 
 from .op import check_accumulator, minmax_qparams
 
@@ -95,9 +96,8 @@ def _rint_device():
     if not _RINT_DEV:
         from dispatch_jit.cuda.runtime import cuda_module
         import math
-        ns = {"math": math}
-        exec(_RINT, ns)
-        _RINT_DEV.append(cuda_module().jit(device=True)(ns["_rint"]))
+        rint = define(_RINT, "_rint", {"math": math}, "<dispatch_jit quantized rint>")
+        _RINT_DEV.append(cuda_module().jit(device=True)(rint))
     return _RINT_DEV[0]
 
 
