@@ -48,18 +48,18 @@ from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.tensor import Tensor
 
-from .argkey import Unhashable, arg_key, leaf_key, perturbed
 from .backends import backend_entry
-from .entries import CompiledEntry, EagerEntry, entry_for
-from .guards import Unguardable, find_captures, make_reader, writes_outside
-from .passes import same_graph
-from .recompiles import key_change
-from .step import is_step, step_entry
-from .steps import Stats
-from .structure import EPOCH, changed, fingerprint
-from .trace import flat_tensors as _tensors, install_tracer_fallback, trace
-from .tracer import TraceAbort, _state
-from .views import view_copies
+from .graph.passes import same_graph
+from .graph.views import view_copies
+from .run.cached import CompiledEntry, EagerEntry, entry_for
+from .run.steps import Stats
+from .trace.argkey import Unhashable, arg_key, leaf_key, perturbed
+from .trace.fallback import flat_tensors as _tensors, install_tracer_fallback, trace
+from .trace.guards import Unguardable, find_captures, make_reader, writes_outside
+from .trace.recompiles import key_change
+from .trace.structure import EPOCH, changed, fingerprint
+from .trace.symbolic import TraceAbort, _state
+from .training.whole_step import is_step, step_entry
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
 

@@ -36,7 +36,7 @@ def backend_entry(cf, tensors: list):
         if any(t._sig & bits for t in tensors):
             build = _BUILDERS.get(key)
             if build is None:
-                from .entries import EagerEntry
+                from .run.cached import EagerEntry
                 return EagerEntry(f"the {key.name} backend registered no compiler: its kernels run eagerly")
             return build(cf)
     return None

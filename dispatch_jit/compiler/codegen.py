@@ -48,7 +48,7 @@ from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
 from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS, NB_DTYPE as _NB_DTYPE
 
 from dispatch_jit.jit import cache
-from .ir import Var
+from .graph.ir import Var
 
 __all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "crosswise", "disk_hits", "last_outcome",
            "loop_globals"]

@@ -47,7 +47,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 
 from .codegen import Codegen
-from .steps import EagerStep
+from .run.steps import EagerStep
 
 __all__ = ["CudaFusedStep", "cuda_region_source"]
 

@@ -30,7 +30,7 @@ from dispatch_jit.kernels.reduction.table import REDUCTIONS
 from dispatch_jit.kernels.shape.op import _EMPTY_AXES
 from dispatch_jit.kernels.elementwise.table import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
-from .ir import Node, TensorType, Var
+from .graph.ir import Node, TensorType, Var
 
 __all__ = ["Elementwise", "elementwise_info", "scalar_op_of", "SCALAR_TYPES", "Reduction", "reduction_info",
            "reduction_result", "reduced_shape"]

@@ -10,8 +10,8 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.entries import EagerEntry
-from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.compiler.run.cached import EagerEntry
+from dispatch_jit.compiler.training.whole_step import StepEntry
 from dispatch_jit.tensor import version_of
 
 F = nn.functional

@@ -9,8 +9,8 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.entries import EagerEntry, GradEntry
-from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.compiler.run.cached import EagerEntry, GradEntry
+from dispatch_jit.compiler.training.whole_step import StepEntry
 
 F = nn.functional
 RNG = np.random.default_rng(0)

@@ -12,8 +12,8 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.compiler.cuda import CudaFusedStep
-from dispatch_jit.compiler.plan import FusedStep
-from dispatch_jit.compiler.steps import EagerStep
+from dispatch_jit.compiler.run.plan import FusedStep
+from dispatch_jit.compiler.run.steps import EagerStep
 from dispatch_jit.cuda.codegen import compiled_cuda_kernels
 
 pytestmark = [pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device or simulator"),

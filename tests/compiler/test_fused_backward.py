@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.compiler.partition import min_cut
+from dispatch_jit.compiler.graph.partition import min_cut
 
 
 CASES = {

@@ -3,10 +3,10 @@
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.compiler.ir import Graph, GraphError, Node, TensorType, Var
-from dispatch_jit.compiler.passes import cse, dce, fuse
-from dispatch_jit.compiler.trace import trace
-from dispatch_jit.compiler.views import ViewOp, sink_views
+from dispatch_jit.compiler.graph.ir import Graph, GraphError, Node, TensorType, Var
+from dispatch_jit.compiler.graph.passes import cse, dce, fuse
+from dispatch_jit.compiler.trace.fallback import trace
+from dispatch_jit.compiler.graph.views import ViewOp, sink_views
 
 
 def _traced(fn, *shapes):

@@ -46,7 +46,7 @@ def test_importing_installs_nothing_until_compiled_mode_is_entered():
     code = (
         "import dispatch_jit as dj\n"
         "from dispatch_jit.tensor import Tensor\n"
-        "from dispatch_jit.compiler import trace\n"
+        "from dispatch_jit.compiler.trace import fallback as trace\n"
         "from dispatch_jit.compiler.lazy import mode, LazyTensor\n"
         "from dispatch_jit.autograd import engine\n"
         "hooks = lambda: [hasattr(Tensor.__dict__[n], '__wrapped__') for n in ('__setitem__', 'numpy')]"

@@ -8,7 +8,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.entries import GradEntry
+from dispatch_jit.compiler.run.cached import GradEntry
 
 F = nn.functional
 RNG = np.random.default_rng(3)

@@ -7,7 +7,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.entries import GradEntry
+from dispatch_jit.compiler.run.cached import GradEntry
 from dispatch_jit.kernels.linalg.product import skinny
 
 F = nn.functional

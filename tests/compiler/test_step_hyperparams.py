@@ -10,7 +10,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.compiler.training.whole_step import StepEntry
 from dispatch_jit.tensor import version_of
 
 RNG = np.random.default_rng(7)

@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.step import StepEntry
+from dispatch_jit.compiler.training.whole_step import StepEntry
 from dispatch_jit.errors import AutogradError, ShapeError
 from dispatch_jit.tensor import version_of
 from fuzz_settings import fuzz_settings

@@ -16,8 +16,8 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.signature import DEVICE_MASK, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS
 
-from ..ir import Node, TensorType, Var, runtime_scalar
-from ..views import GETITEM
+from ..graph.ir import Node, TensorType, Var, runtime_scalar
+from ..graph.views import GETITEM
 from .state import state
 from .tensor import CUDA_SIG
 

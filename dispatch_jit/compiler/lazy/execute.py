@@ -16,11 +16,11 @@ from dispatch_jit.errors import InterpreterError
 from dispatch_jit.keys import AUTOGRAD_BITS, DispatchKey, key_bits
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, share_view, wrap
 
-from ..ir import Graph, Var
-from ..passes import optimize
-from ..plan import Plan
-from ..planops import RULES
-from ..tracer import _state
+from ..graph.ir import Graph, Var
+from ..graph.passes import optimize
+from ..run.call_rules import RULES
+from ..run.plan import Plan
+from ..trace.symbolic import _state
 from .encode import FIRST_SLOT, OUT, SPEC
 from .state import MAX_PLANS, state
 from .tensor import FAILED, LazyTensor, get_slot, make_pending, new, set_slot

@@ -28,8 +28,8 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import AUTOCAST_BITS, DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
-from ..ir import Node, TensorType
-from ..tracer import _state
+from ..graph.ir import Node, TensorType
+from ..trace.symbolic import _state
 from .encode import _SCALARS, _Spec, _canon, _device_of, _out_sig, _plain_dense, _sig_type
 from .state import MISS, state
 from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, pending

@@ -29,7 +29,7 @@ from dispatch_jit.autograd.kernel import AutogradKernel, layout
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
-from ..views import VIEW_OPS
+from ..graph.views import VIEW_OPS
 from .state import MISS, state
 from .tensor import LazyTensor, Pending, get_slot
 

@@ -15,8 +15,8 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
-from ..ir import Node, TensorType, Var
-from ..views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
+from ..graph.ir import Node, TensorType, Var
+from ..graph.views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
 from . import execute, generic, grad
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
                      _canon, _device_of, _encode_index, _generic_spec, _out_sig, _plain_dense, _sig_type,

@@ -17,10 +17,10 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
 
 from ..elementwise import result_of, scalar_op_of
-from ..ir import Node, TensorType, Var
-from ..tracer import _state
-from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
+from ..graph.ir import Node, TensorType, Var
+from ..trace.symbolic import _state
 from . import generic, grad
+from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from .record import OF_PENDING, LazyRecorder, _decomposition
 from .state import state
 from .tensor import LazyTensor, Pending, new

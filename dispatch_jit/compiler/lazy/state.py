@@ -11,7 +11,7 @@ import sys
 
 from dispatch_jit import registry
 
-from ..steps import Stats
+from ..run.steps import Stats
 
 # False on a free-threaded interpreter, where LazyRecorder's lock-free handshake is not sound
 GIL = getattr(sys, "_is_gil_enabled", lambda: True)()

@@ -17,8 +17,8 @@ from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.tensor import Tensor
 
-from ..trace import install_tracer_fallback, set_tracer_specializer
-from ..tracer import _state
+from ..trace.fallback import install_tracer_fallback, set_tracer_specializer
+from ..trace.symbolic import _state
 from . import backward, update
 from .record import LazyRecorder
 from .specialize import set_limit, specialize

@@ -17,8 +17,8 @@ from dispatch_jit.errors import TensorStateError
 from dispatch_jit.signature import keyset_sig_bits, sig_device_index
 from dispatch_jit.tensor import CUDA_BITS, CPU_DEVICE, Tensor, device as _device
 
-from ..ir import GraphError, TensorType
-from ..tracer import _state
+from ..graph.ir import GraphError, TensorType
+from ..trace.symbolic import _state
 
 
 class Pending(NamedTuple):

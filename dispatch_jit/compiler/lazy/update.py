@@ -44,9 +44,9 @@ import numpy as np
 from dispatch_jit.optim import foreach, optimizer
 from dispatch_jit.tensor import Tensor, bump_version, wrap
 
-from ..ir import TensorType, is_runtime_scalar
-from ..planops import HELPERS, RULES, RUNTIME_READERS
-from ..tracer import _state
+from ..graph.ir import TensorType, is_runtime_scalar
+from ..run.call_rules import HELPERS, RULES, RUNTIME_READERS
+from ..trace.symbolic import _state
 from .encode import _I64, _Spec, _out_sig, _sig_type
 from .record import LazyRecorder
 from .state import state

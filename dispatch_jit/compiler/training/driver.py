@@ -16,9 +16,9 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.optim import optimizer as _optim
 from dispatch_jit.tensor import Tensor
 
-from .steptrace import OptionRead, StepTensor, StepTrace, StepTracer
-from .trace import active, flat_tensors, rewinding
-from .tracer import STEP_REASONS, TraceAbort, Tracer, _state
+from ..trace.fallback import active, flat_tensors, rewinding
+from ..trace.symbolic import STEP_REASONS, TraceAbort, Tracer, _state
+from .functionalize import OptionRead, StepTensor, StepTrace, StepTracer
 
 __all__ = ["trace_step"]
 

@@ -50,12 +50,12 @@ from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 
-from .codegen import Codegen, loop_globals
-from .elementwise import reduced_shape
-from .ir import Var, is_runtime_scalar, vars_in
-from .passes import lone_region
-from .planops import HELPERS, RULES, RUNTIME_READERS, Site
-from .views import is_view
+from ..codegen import Codegen, loop_globals
+from ..elementwise import reduced_shape
+from ..graph.ir import Var, is_runtime_scalar, vars_in
+from ..graph.passes import lone_region
+from ..graph.views import is_view
+from .call_rules import HELPERS, RULES, RUNTIME_READERS, Site
 
 __all__ = ["PlanFunction", "build", "compiled_functions"]
 

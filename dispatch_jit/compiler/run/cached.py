@@ -10,15 +10,15 @@ from dispatch_jit import autograd as _autograd
 from dispatch_jit.autograd import enable_grad, is_grad_enabled
 from dispatch_jit.creation import zeros
 
+from ..graph.ir import Graph, Var, rebuild, vars_in
+from ..graph.joint import build_joint
+from ..graph.partition import partition
+from ..graph.passes import optimize
+from ..trace.fallback import flat_tensors as _tensors
+from ..trace.owners import make_check, unguarded
 from .fastpath import NEVER, NOT_YET, fast_runner
-from .ir import Graph, Var, rebuild, vars_in
-from .joint import build_joint
-from .owners import make_check, unguarded
-from .partition import partition
-from .passes import optimize
 from .plan import Plan
 from .steps import Stats
-from .trace import flat_tensors as _tensors
 
 __all__ = ["CompiledEntry", "GradEntry", "EagerEntry", "Compiled", "entry_for", "grad_obstacle"]
 

@@ -41,10 +41,10 @@ from dispatch_jit import registry
 from dispatch_jit.errors import RegistrationError
 from dispatch_jit.tensor import TRACE_MARK, Tensor
 
-from .elementwise import scalar_op_of
-from .ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
+from ..elementwise import scalar_op_of
+from ..graph.ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
 from .owners import module_tensors
-from .tracer import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
+from .symbolic import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
                      is_tracing)
 
 __all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_tracer_specializer", "flat_tensors",

@@ -11,7 +11,7 @@ its outputs in it.  plan.py (``FusedStep``, ``Plan``) and cuda.py
 
 from __future__ import annotations
 
-from .ir import Var, is_runtime_scalar, rebuild, scalar_var
+from ..graph.ir import Var, is_runtime_scalar, rebuild, scalar_var
 
 __all__ = ["Stats", "ConstStep", "EagerStep", "subst"]
 

@@ -34,11 +34,11 @@ from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
 from dispatch_jit.signature import CONTIGUOUS_BIT, make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
-from .codegen import Codegen, compile_loop, crosswise
-from .cuda import CudaFusedStep
-from .elementwise import reduced_shape
-from .ir import Graph, Var, is_runtime_scalar, scalar_var
-from .planfn import build as _build_function
+from ..codegen import Codegen, compile_loop, crosswise
+from ..cuda import CudaFusedStep
+from ..elementwise import reduced_shape
+from ..graph.ir import Graph, Var, is_runtime_scalar, scalar_var
+from .function import build as _build_function
 from .steps import ConstStep, EagerStep, Stats, subst
 
 __all__ = ["Plan", "FusedStep"]

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..errors import GraphError
+from ...errors import GraphError
 
-from .elementwise import elementwise_info
+from ..elementwise import elementwise_info
 from .ir import Graph, Node, Var, vars_in
 from .views import is_view
 

@@ -25,9 +25,9 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import TRACE_MARK, Tensor
 
-from .elementwise import scalar_op_of
-from .ir import Var
-from .tracer import Tracer
+from ..elementwise import scalar_op_of
+from ..graph.ir import Var
+from .symbolic import Tracer
 
 __all__ = ["ShapedTracer"]
 

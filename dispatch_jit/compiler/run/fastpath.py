@@ -32,7 +32,7 @@ from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 
-from .ir import Var
+from ..graph.ir import Var
 from .plan import FusedStep
 
 __all__ = ["fast_runner"]

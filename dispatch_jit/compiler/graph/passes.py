@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
+from ..elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, rename_vars, vars_in
 from .views import ViewOp, is_view, sink_views
 

@@ -54,7 +54,7 @@ from dispatch_jit.errors import BroadcastError, ShapeError, SizeDependentError
 from dispatch_jit.kernels.shape.op import getitem
 from dispatch_jit.tensor import wrap_view
 
-from .elementwise import elementwise_info, reduction_info, result_of
+from ..elementwise import elementwise_info, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
 __all__ = ["GETITEM", "VIEW_OPS", "ViewOp", "is_view", "view_type", "normalize_index", "index_type", "view_shape",

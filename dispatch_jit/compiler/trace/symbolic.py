@@ -17,9 +17,9 @@ from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import keyset_sig_bits
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
-from .elementwise import result_of
-from .ir import Graph, Node, TensorType, Var, rebuild
-from .views import GETITEM, index_type, is_view, view_type
+from ..elementwise import result_of
+from ..graph.ir import Graph, Node, TensorType, Var, rebuild
+from ..graph.views import GETITEM, index_type, is_view, view_type
 
 __all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor", "STEP_REASONS"]
 

@@ -44,12 +44,12 @@ from dispatch_jit.optim.adam import Adam, AdamW
 from dispatch_jit.optim.sgd import SGD
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
-from .ir import Var, runtime_scalar, vars_in
-from .joint import grad_rule, walk_back
-from .shaped import ShapedTracer
-from .trace import TRACED_SCALARS, flat_tensors, misplaced_scalars
-from .tracer import _SIZE_READS, _install_guards, _prop_guard, _state
-from .views import GETITEM, is_view
+from ..graph.ir import Var, runtime_scalar, vars_in
+from ..graph.joint import grad_rule, walk_back
+from ..graph.views import GETITEM, is_view
+from ..trace.fallback import TRACED_SCALARS, flat_tensors, misplaced_scalars
+from ..trace.shaped import ShapedTracer
+from ..trace.symbolic import _SIZE_READS, _install_guards, _prop_guard, _state
 
 __all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS", "OptionRead"]
 

@@ -62,15 +62,15 @@ from dispatch_jit.optim.optimizer import Optimizer, read_only_error
 from dispatch_jit.tensor import bump_version
 from dispatch_jit.writes import before_write
 
-from .entries import CompiledEntry
-from .ir import Graph, Var
-from .owners import make_check, module_tensors
-from .passes import optimize
-from .plan import Plan
-from .stepdrive import trace_step
-from .steptrace import OptionRead
-from .trace import flat_tensors
-from .tracer import STEP_REASONS
+from ..graph.ir import Graph, Var
+from ..graph.passes import optimize
+from ..run.cached import CompiledEntry
+from ..run.plan import Plan
+from ..trace.fallback import flat_tensors
+from ..trace.owners import make_check, module_tensors
+from ..trace.symbolic import STEP_REASONS
+from .driver import trace_step
+from .functionalize import OptionRead
 
 __all__ = ["StepEntry", "step_entry", "is_step", "option_key", "MAX_STEP_VARIANTS"]
 

@@ -37,11 +37,11 @@ from dispatch_jit.schema import bind
 from dispatch_jit.signature import DTYPE_MASK, DTYPE_SHIFT
 from dispatch_jit.tensor import TRACE_MARK, Tensor
 
+from ..run.steps import subst
+from ..trace.fallback import TRACED_SCALARS, active, flat_tensors, misplaced_scalars
+from ..trace.shaped import ShapedTracer
+from ..trace.symbolic import TraceAbort
 from .ir import Graph, Var, is_runtime_scalar, rebuild, runtime_scalar, vars_in
-from .shaped import ShapedTracer
-from .steps import subst
-from .trace import TRACED_SCALARS, active, flat_tensors, misplaced_scalars
-from .tracer import TraceAbort
 from .views import GETITEM
 
 __all__ = ["Joint", "build_joint", "grad_rule", "walk_back"]
