@@ -19,6 +19,9 @@ Three rules:
   imported by no library module below the tools.
 * **No cycles** among modules, counting imports inside functions.
 * **Size.**  No library module above ``MAX_LINES`` lines.
+* **One loop generator.**  The compiler takes loop nests, casts, parallel thresholds and
+  chunking from ``dispatch_jit.kernels.support.loops``, never from a kernel backend's
+  internals (``kernels/elementwise/cpu.py``, ...), so fused loops compute as eager ones.
 * **Errors come from errors.py.**  No library module raises a builtin exception
   class itself (``ValueError``, ``TypeError``, ``RuntimeError``, ...): it raises
   one of ``dispatch_jit.errors``' classes, which subclass the builtin a user
@@ -233,6 +236,29 @@ def test_imports_follow_the_layer_order():
 
 def test_no_import_cycles():
     _check("cycle", cycle_members())
+
+
+# kernel backends whose internals the compiler must not reach into: it takes loops, casts, thresholds
+# and chunking from the loop generator (dispatch_jit.kernels.support.loops), as the eager kernels do
+_KERNEL_BACKENDS = ("dispatch_jit.kernels.elementwise.cpu", "dispatch_jit.kernels.elementwise.cuda",
+                    "dispatch_jit.kernels.reduction.cpu", "dispatch_jit.kernels.reduction.cuda",
+                    "dispatch_jit.kernels.reduction.codegen", "dispatch_jit.kernels.shape.cpu")
+
+
+def compiler_backend_imports(graph=None) -> set[str]:
+    graph = GRAPH if graph is None else graph
+    return {f"{m} -> {t}" for m, targets in graph.items() if _layer(m) == "compiler"
+            for t in targets if t in _KERNEL_BACKENDS}
+
+
+def test_compiler_imports_the_loop_generator_not_kernel_backends():
+    found = compiler_backend_imports()
+    assert not found, ("the compiler imports kernel backend internals; take loops, casts, thresholds and "
+                       f"chunking from dispatch_jit.kernels.support.loops: {sorted(found)}")
+    assert any(t.startswith("dispatch_jit.kernels.support.loops") for t in GRAPH["dispatch_jit.compiler.codegen"])
+    # and the rule sees a planted import
+    planted = {"dispatch_jit.compiler.x": {"dispatch_jit.kernels.elementwise.cpu"}}
+    assert compiler_backend_imports(planted) == {"dispatch_jit.compiler.x -> dispatch_jit.kernels.elementwise.cpu"}
 
 
 def test_no_module_above_the_size_budget():

@@ -37,15 +37,14 @@ as CUDA device code compiles them; cuda.py wraps it in a grid-stride kernel.
 from __future__ import annotations
 
 import ast
-import cmath
-import math
 
 import numba
 import numpy as np
 from numba import types as nbt
 
-from dispatch_jit.dtypes import ALL_DTYPES, BOOL, COMPLEX, FLOAT, DType, float16
-from dispatch_jit.kernels.support.numba_types import JIT_HELPERS as _JIT_HELPERS, NB_DTYPE as _NB_DTYPE
+from dispatch_jit.dtypes import BOOL, FLOAT, DType
+from dispatch_jit.kernels.support.loops import Nest, constant, crosswise, loop_globals, read_cast, type_fn
+from dispatch_jit.kernels.support.numba_types import NB_DTYPE as _NB_DTYPE
 
 from dispatch_jit.jit import cache
 from .graph.ir import Var
@@ -54,7 +53,6 @@ __all__ = ["Codegen", "compile_loop", "compile_source", "compiled_loops", "cross
            "loop_globals"]
 
 _NAMES = ("x", "y", "z")
-_TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
 _CACHE_KIND = "loop"      # the compile cache's name for fused loops
 
 
@@ -96,7 +94,7 @@ class Codegen:
         expression = (lambda sop, cat, present, ct: sop.expression(cat, present, ct))
         if target == "cuda":
             from dispatch_jit.cuda.runtime import is_simulator
-            from dispatch_jit.kernels.elementwise.cuda import cuda_expression
+            from dispatch_jit.kernels.support.loops.cuda import cuda_expression
             sim = is_simulator()
             expression = (lambda sop, cat, present, ct: cuda_expression(sop, info.compute, present, sim))
         self.scalars: list = []          # values passed as s0, s1, ... (fixed by the trace)
@@ -110,7 +108,7 @@ class Codegen:
             for lit, val in (("zero", 0), ("one", 1)):
                 if (lit, ct) not in consts:
                     consts.add((lit, ct))
-                    self.preamble.append(f"{lit}_{ct} = _t_{ct}({val})")
+                    self.preamble.append(f"{lit}_{ct} = {constant(val, type_fn(ct))}")
             vid = node.outs[0]
             names = {"_zero": f"zero_{ct}", "_one": f"one_{ct}"}
             raw = {}                     # the Python-number operands as given (a scalar Check reads them)
@@ -133,7 +131,7 @@ class Codegen:
                 # they are literals (alpha=1 folds away: x * 1 is exact)
                 lit = repr(float(value) if info.compute.category == FLOAT else int(value))
                 c = f"{name}{vid}"
-                self.preamble.append(f"{c} = _t_{ct}({lit})")
+                self.preamble.append(f"{c} = {constant(lit, type_fn(ct))}")
                 names[name] = c
             expr = _substitute(expression(info.sop, info.compute.category, tuple(present), ct), names)
             check = info.sop.checks.get(info.compute.category) if target == "cpu" else None
@@ -149,7 +147,7 @@ class Codegen:
                 self.preamble.append(f"e{vid} = 0")
                 self.body.append(f"e{vid} += {_substitute(check.guard, names)}")
             rt = info.result
-            rhs = expr if rt.category == BOOL else f"_t_{rt.name}({expr})"
+            rhs = expr if rt.category == BOOL else f"{type_fn(rt.name)}({expr})"
             self.body.append(f"v{vid} = {rhs}")
             local[vid] = f"v{vid}"
         self.local = local
@@ -164,7 +162,7 @@ class Codegen:
 
     @staticmethod
     def _cast(src: str, cast: str, ct: str) -> str:
-        return {"compute": f"_t_{ct}({src})", "bool": f"({src} != 0)", "none": src}[cast]
+        return read_cast(cast, src, type_fn(ct))
 
     # accumulator steps with reassociation allowed: LLVM inlines them into the strictly compiled
     # loop and vectorizes the reduction (measured: 3.7 ms against 6.4 ms for 1e7 float32 on one core)
@@ -247,8 +245,8 @@ class Codegen:
             else:
                 lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in range(nd))}"]
                 outer = "n0"
-            # chunks as the eager kernel's (kernels/reduction/cpu.py full_chunks): blk each, the last
-            # shorter, merged in order from init_r, so that float sums round as eager's do
+            # chunks of support/loops' full_chunks, eager's split: blk each, the last shorter,
+            # merged in order from init_r, so that float sums round as eager's do
             lines += ["    nc = p0.shape[0]",
                       f"    blk = ({outer} + nc - 1) // nc",
                       "    for ch in prange(nc):",
@@ -310,38 +308,18 @@ class Codegen:
         if r.reduce is not None:
             return self._reduce_source(flat)
         nin, nout, nd = len(r.inputs), len(r.outputs), r.ndim
-        params = [f"a{i}" for i in range(nin)] + [f"s{i}" for i in range(len(self.scalars))] + \
-                 [f"o{j}" for j in range(nout)]
+        ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
+        params = ins + [f"s{i}" for i in range(len(self.scalars))] + outs
         lines = [f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
-        if flat:
-            for i in range(nin):
-                lines.append(f"    f{i} = a{i}" + ("" if nd == 1 else f".reshape(a{i}.size)"))
-            for j in range(nout):
-                lines.append(f"    g{j} = o{j}" + ("" if nd == 1 else f".reshape(o{j}.size)"))
-            lines.append("    for i in prange(g0.shape[0]):")
-            idx, ind, src, dst = "i", "        ", "f", "g"
-        elif nd == 0:
-            idx, ind, src, dst = "()", "    ", "a", "o"
-        elif tiled and nd >= 2:
-            (tr, tc), k = TILE, nd - 2
-            lines.append(f"    {', '.join(f'n{d}' for d in range(nd))} = o0.shape")
-            for d in range(k):
-                lines.append(f"{'    ' * (d + 1)}for i{d} in {'prange' if d == 0 else 'range'}(n{d}):")
-            ind = "    " * (k + 1)
-            lines += [f"{ind}for tt in {'prange' if k == 0 else 'range'}((n{k} + {tr - 1}) // {tr}):",
-                      f"{ind}    for uu in range(0, n{k + 1}, {tc}):",
-                      f"{ind}        for i{k} in range(tt * {tr}, min(tt * {tr} + {tr}, n{k})):",
-                      f"{ind}            for i{k + 1} in range(uu, min(uu + {tc}, n{k + 1})):"]
-            idx, ind, src, dst = ", ".join(f"i{d}" for d in range(nd)), ind + "                ", "a", "o"
-        else:
-            lines.append(f"    {', '.join(f'n{d}' for d in range(nd))}{',' if nd == 1 else ''} = o0.shape")
-            for d in range(nd):
-                lines.append(f"{'    ' * (d + 1)}for i{d} in {'prange' if d == 0 else 'range'}(n{d}):")
-            idx, ind, src, dst = ", ".join(f"i{d}" for d in range(nd)), "    " * (nd + 1), "a", "o"
-        lines += [f"{ind}x{i} = {src}{i}[{idx}]" for i in range(nin)]
-        lines += [f"{ind}{b}" for b in self.body]
-        lines += [f"{ind}{dst}{j}[{idx}] = {self.local[v]}" for j, v in enumerate(r.outputs)]
+        nest = Nest("flat" if flat else "tiled" if tiled else "strided", nd, ins, outs)
+        lines += nest.setup + nest.loop(self._element)
         return "\n".join(lines + self._raises()) + "\n"
+
+    def _element(self, at) -> list[str]:
+        """One element of the region: read the inputs, compute the nodes, store the outputs."""
+        r = self.region
+        return ([f"x{i} = {at(f'a{i}')}" for i in range(len(r.inputs))] + list(self.body)
+                + [f"{at(f'o{j}')} = {self.local[v]}" for j, v in enumerate(r.outputs)])
 
     def argtypes(self, in_dtypes: list[DType], out_dtypes: list[DType], flat: bool) -> tuple:
         """Numba types of the loop's arguments; ``out_dtypes`` are the stored outputs' (not the reduction's)."""
@@ -356,28 +334,6 @@ class Codegen:
             if mode != "rows":
                 types.append(nbt.Array(_NB_DTYPE[red.acc.np], 1 if mode == "full" else nd, "C"))
         return tuple(types)
-
-
-# rows x columns of a block of the last two dimensions in the tiled nest: a transposed operand then
-# reads 256 rows x 16 consecutive elements, whole cache lines, while the others read 16 rows of 256.
-# Measured on (a * 2).T + b, float32, one core: a (2500, 4000): 43 ms untiled, 22 ms tiled; a (5000,
-# 1000): 25 / 12 ms.  Where the inner dimension is short, the untiled nest's lines of the transposed
-# operand stay cached from one outer step to the next and it wins (a (1000, 3000): 4.5 / 7 ms; about
-# even at 2000): tiles only from TILE_MIN_INNER elements, and only with an input read crosswise
-# (untiled is 1.5-2x faster for the others).
-TILE = (16, 256)
-TILE_MIN_INNER = 2048
-
-
-def crosswise(arrays) -> bool:
-    """Whether an input walks memory across a long inner dimension of the loop: its last
-    stride is larger than the one before (a transposed view), so the tiled nest pays."""
-    for a in arrays:
-        if a.ndim >= 2:
-            s1, s0 = abs(a.strides[-1]), abs(a.strides[-2])
-            if s1 > s0 > 0 and a.shape[-1] >= TILE_MIN_INNER and a.shape[-2] > 1:
-                return True
-    return False
 
 
 def compile_source(src: str, name: str, argtypes: tuple, parallel: bool):
@@ -397,12 +353,6 @@ def compile_loop(src: str, name: str, argtypes: tuple, parallel: bool):
     take the outcome from here, not from thread state another caller may have left."""
     return cache.njit_source(_CACHE_KIND, src, name, argtypes, lambda: loop_globals(parallel), parallel=parallel,
                              disk=True)
-
-
-def loop_globals(parallel: bool) -> dict:
-    """The globals a generated loop's source reads (its casts, helpers and ``prange``)."""
-    return {"np": np, "math": math, "cmath": cmath, "prange": numba.prange if parallel else range,
-            **_JIT_HELPERS, **_TYPE_FNS}
 
 
 def last_outcome() -> str | None:

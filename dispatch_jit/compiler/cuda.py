@@ -41,7 +41,7 @@ import numpy as np
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config, run
-from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX, float16
+from dispatch_jit.kernels.support.loops import TYPE_FNS
 from dispatch_jit.cuda.codegen import compile_cuda_counted, grid_stride, operand_args, operand_params, unravel
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
@@ -51,7 +51,6 @@ from .run.steps import EagerStep
 
 __all__ = ["CudaFusedStep", "cuda_region_source"]
 
-_TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d.category != COMPLEX}
 
 
 TPB_MAX = 256      # the shared-memory tree of a reduction epilogue holds one block of partials
@@ -180,8 +179,8 @@ class CudaFusedStep:
         return src
 
     def _globals(self) -> dict:
-        from dispatch_jit.kernels.elementwise.cuda import _helpers
-        g = {**_TYPE_FNS, **_helpers()}
+        from dispatch_jit.kernels.support.loops.cuda import device_globals
+        g = {**TYPE_FNS, **device_globals()}
         if self.region.reduce is not None:
             g.update(_reduce_globals(self.acc_np))
         return g

@@ -22,8 +22,6 @@ computed in float32.
 
 from __future__ import annotations
 
-import cmath
-import math
 import re
 
 import numba
@@ -33,21 +31,17 @@ from numba import types as nbt
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
 from dispatch_jit.jit import cache, threads
+from dispatch_jit.jit.source import define
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
-from ..support.numba_types import JIT_HELPERS, NB_DTYPE, NB_PY
-from ..support.sincos_f32 import GUARD_GLOBALS
-from .table import (READ_CASTS, ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
+from ..support.loops import PARALLEL_MIN, Nest, loop_globals, read_cast, type_fn
+from ..support.numba_types import NB_DTYPE, NB_PY
+from .table import (ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
                     kernel_prelude, output_tensor)
 from ..shape.cpu import loop_operands
 
 __all__ = ["ElementwiseCPU", "PARALLEL_MIN", "compiled_kernels"]
-
-# Below this many output elements one core is faster than waking the pool:
-# a serial float32 add of 2**18 elements takes ~60-100 us, a parallel region
-# costs 5-10 us to start on a quiet machine and far more on a busy one.
-PARALLEL_MIN = 1 << 18
 
 _NAMES = ("x", "y", "z")
 
@@ -61,87 +55,48 @@ def compiled_kernels() -> int:
 
 def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
                 static_names: tuple) -> str:
-    """One loop nest.  ``kinds[i]`` is "array", "scalar" or "none" per input."""
+    """One loop nest (support/loops: a region of one node).  ``kinds[i]`` is "array", "scalar" or
+    "none" per input."""
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = op.expression(compute.category, present, compute.name)
     guarded = op.fast.get(compute.name) if ndim else None
     check = op.checks.get(compute.category)
+    ct = type_fn(compute.name)
     params = [f"a{i}" for i, k in enumerate(kinds) if k != "none"] + list(static_names) + ["out"]
-    lines = [f"def kernel({', '.join(params)}):"] + kernel_prelude(static_names)
+    lines = [f"def kernel({', '.join(params)}):"] + kernel_prelude(static_names, ct)
     if check is not None and check.scalar:
         # tested once, on the Python numbers as given (see Check); where they are tensors, no check
         raw = {_NAMES[i]: f"a{i}" for i, k in enumerate(kinds) if k == "scalar"}
         if check.names() <= raw.keys():
             lines += [f"    if {_substitute(check.guard, raw)}:", f"        {check.raise_stmt()}"]
         check = None
-    reads = {}
-    for i, (k, c) in enumerate(zip(kinds, casts)):
-        if k == "none":
-            continue
-        cast = READ_CASTS[c]
+    arrays = [f"a{i}" for i, k in enumerate(kinds) if k == "array"]
+    for i, k in enumerate(kinds):
         if k == "scalar":
-            lines.append(f"    s{i} = {cast.format(f'a{i}')}")
-            reads[i] = f"s{i}"
-        else:
-            reads[i] = cast.format(f"f{i}[IDX]" if flat else f"a{i}[IDX]")
-    if flat:
-        # reshape costs ~100 ns of reference counting per call: only for ndim != 1
-        for i, k in enumerate(kinds):
-            if k == "array":
-                lines.append(f"    f{i} = a{i}" + ("" if ndim == 1 else f".reshape(a{i}.size)"))
-        lines.append("    fo = out" + ("" if ndim == 1 else ".reshape(out.size)"))
-        lines.append("    n0 = fo.shape[0]")
-        outer, inner, store = [], "i", "fo[{}]"
-    elif ndim == 0:
-        lines += [f"    {_NAMES[i]} = {r.replace('IDX', '()')}" for i, r in reads.items()]
-        if check is not None:
-            lines += [f"    if {check.guard}:", f"        {check.raise_stmt()}"]
-        return "\n".join(lines + [f"    out[()] = {expr}"]) + "\n"
-    else:
-        lines.append(f"    {', '.join(f'n{d}' for d in range(ndim))}{',' if ndim == 1 else ''} = out.shape")
-        outer, inner = [f"i{d}" for d in range(ndim - 1)], f"i{ndim - 1}"
-        store = "out[" + ", ".join(outer + ["{}"]) + "]"
-    indent = "    " * (len(outer) + 1)
-    last = f"n{ndim - 1}" if not flat else "n0"
-    par = "prange" if not outer else "range"
+            lines.append(f"    s{i} = {read_cast(casts[i], f'a{i}', ct)}")
+    nest = Nest("flat" if flat else "strided", ndim, arrays, ["out"])
+    lines += nest.setup
 
-    def headers() -> list:
-        return [f"{'    ' * (d + 1)}for {v} in {'prange' if d == 0 else 'range'}(n{d}):" for d, v in enumerate(outer)]
-
-    def loop(ind: str, over: str, stmt: str) -> list:
-        idx = ", ".join(outer + [inner]) if not flat else inner
-        out = [f"{ind}for {inner} in {over}:"]
-        out += [f"{ind}    {_NAMES[i]} = {r.replace('IDX', idx)}" for i, r in reads.items()]
-        return out + [f"{ind}    {stmt}"]
+    def element(stmt: str):
+        def body(at) -> list:
+            reads = [f"{_NAMES[i]} = " + (f"s{i}" if k == "scalar" else read_cast(casts[i], at(f"a{i}"), ct))
+                     for i, k in enumerate(kinds) if k != "none"]
+            return reads + [stmt.format(out=at("out"))]
+        return body
 
     if check is not None:
         # Count the refused elements (a prange reduction), raise once: a raise inside prange is lost
         # with its thread.  Counting first, in its own vectorized pass, leaves in-place and out=
         # operands untouched when the kernel raises.
-        lines += ["    bad = 0"] + headers() + loop(indent, f"{par}({last})", f"bad += {check.guard}")
+        lines += ["    bad = 0"] + nest.loop(element(f"bad += {check.guard}"))
         lines += ["    if bad:", f"        {check.raise_stmt()}"]
-    lines += headers()
     if guarded is None:
-        lines += loop(indent, f"{par}({last})", f"{store.format(inner)} = {expr}")
-        return "\n".join(lines) + "\n"
-    # A fast form valid only where a guard holds (support/sincos_f32.py): per chunk, a vectorized scan
-    # of the guard, then the fast loop or the exact one.  Both give the same bits where the
-    # guard holds, so the result of an element never depends on its neighbours.
-    fast, guard = guarded
-    lines += [f"{indent}for c in {par}(({last} + {_CHUNK - 1}) // {_CHUNK}):",
-              f"{indent}    lo = c * {_CHUNK}",
-              f"{indent}    hi = min(lo + {_CHUNK}, {last})",
-              f"{indent}    ok = True"]
-    lines += loop(indent + "    ", "range(lo, hi)", f"ok &= {guard}")
-    lines.append(f"{indent}    if ok:")
-    lines += loop(indent + "        ", "range(lo, hi)", f"{store.format(inner)} = {fast}")
-    lines.append(f"{indent}    else:")
-    lines += loop(indent + "        ", "range(lo, hi)", f"{store.format(inner)} = {expr}")
+        lines += nest.loop(element(f"{{out}} = {expr}"))
+    else:
+        fast, guard = guarded
+        lines += nest.loop_guarded(element(f"ok &= {guard}"), element(f"{{out}} = {fast}"),
+                                   element(f"{{out}} = {expr}"))
     return "\n".join(lines) + "\n"
-
-
-# elements per guard scan: a chunk's inputs stay in L1 between the scan and the loop
-_CHUNK = 2048
 
 
 def _substitute(expr: str, names: dict) -> str:
@@ -151,8 +106,7 @@ def _substitute(expr: str, names: dict) -> str:
 
 def _compile(src: str, compute_np: np.dtype, argtypes: tuple, parallel: bool):
     def glb():
-        return {"np": np, "math": math, "cmath": cmath, "_ct": np.dtype(compute_np).type,
-                "prange": numba.prange if parallel else range, **JIT_HELPERS, **GUARD_GLOBALS}
+        return loop_globals(parallel)
     return cache.njit_source(_CACHE_KIND, src, "kernel", argtypes, glb, parallel=parallel, key=np.dtype(compute_np),
                              disk=True)[0]
 
@@ -310,8 +264,7 @@ class _Plan:
              "_pool_empty": pool.empty,
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
-        exec(compile("\n".join(body) + "\n", f"<dispatch_jit {self.opname} fast path>", "exec"), g)
-        return g["run"]
+        return define("\n".join(body) + "\n", "run", g, f"<dispatch_jit {self.opname} fast path>")
 
     # -- everything else: broadcasting, strides, out=, in-place, float16 ----------------------
     def general(self, *args):

@@ -22,10 +22,11 @@ from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bool_, float1
                                  int64)
 from dispatch_jit.errors import ArgumentTypeError
 
+from ..support.loops import constant
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
 
 __all__ = ["Check", "ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
-           "check_output", "ELEMENTWISE_SCHEMAS", "READ_CASTS",
+           "check_output", "ELEMENTWISE_SCHEMAS",
            "kernel_prelude", "check_statics", "output_tensor", "ElementwiseKernel"]
 
 ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
@@ -424,13 +425,11 @@ ELEMENTWISE_SCHEMAS: dict[str, tuple[str, str | None]] = {op.name: _schemas(op) 
 
 
 # -- what both backends' generated kernels and per-call checks share ------------------------------------
-# how a generated kernel reads input i: converted to the compute dtype, tested against 0, or as is
-READ_CASTS = {"compute": "_ct({})", "bool": "({} != 0)", "none": "{}"}
-
-
-def kernel_prelude(static_names: tuple) -> list[str]:
-    """A generated kernel's first lines: 0 and 1 and the statics (alpha), in the compute dtype ``_ct``."""
-    return ["    _zero = _ct(0)", "    _one = _ct(1)"] + [f"    {s} = _ct({s})" for s in static_names]
+def kernel_prelude(static_names: tuple, ct: str = "_ct") -> list[str]:
+    """A generated kernel's first lines: 0 and 1 and the statics (alpha), in the compute dtype
+    (``ct`` names its constructor; how operands are read is support/loops' ``read_cast``)."""
+    return ["    _zero = " + constant(0, ct), "    _one = " + constant(1, ct)] + \
+        [f"    {s} = {constant(s, ct)}" for s in static_names]
 
 
 def check_statics(opname: str, static_idx: tuple, static_names: tuple, args) -> None:

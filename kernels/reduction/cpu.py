@@ -20,7 +20,7 @@ each call onto one of those kernels.  The loop shapes:
 * parallel (prange): rows split across threads, one long run split into
   chunks with per-chunk partial states, or column blocks; used above
   ``PARALLEL_THRESHOLD`` elements where a one-time probe finds that two
-  threads really run at once (see ``_threads_run_in_parallel``).
+  threads really run at once (``support/loops/parallel.py``).
 
 Every input is planned as a 4-D strided view ``(K1, K2, R1, R2)`` of one
 1-D contiguous buffer (kept dims K, reduced dims R, element strides), dims
@@ -41,7 +41,6 @@ array([[4, 9]], dtype=int8)
 from __future__ import annotations
 
 import math
-import time
 from types import SimpleNamespace
 from typing import Callable
 
@@ -54,22 +53,17 @@ from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS
 
+from ..support.loops.parallel import MIN_CHUNK, REDUCE_PARALLEL_MIN, chunk_length, reduce_pieces, use_parallel
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
                               spec_of, state_dtypes)
 
-__all__ = ["CPU", "REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype", "full_chunks",
-           "compiled_signatures", "warmup", "PARALLEL_THRESHOLD", "PARALLEL"]
+__all__ = ["CPU", "REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype",
+           "compiled_signatures", "warmup", "PARALLEL_THRESHOLD"]
 
-# From this many input elements on, a parallel variant may run (where threads
-# pay, see _use_parallel): 4 MB of float32 take ~100 us on one core, waking
-# the thread pool ~10-20 us; below that the serial kernel wins.
-PARALLEL_THRESHOLD = 1 << 20
-# None: use threads above the threshold if a one-time probe finds that two
-# threads really run at once here; True/False: force (tests, benchmarks).
-PARALLEL: bool | None = None
-# A chunk of a full reduction is at least this long, so partials stay few.
-_MIN_CHUNK = 1 << 16
+# From this many input elements on, a parallel variant may run where threads pay
+# (support/loops/parallel.py: its ``PARALLEL`` forces the choice for tests and benchmarks).
+PARALLEL_THRESHOLD = REDUCE_PARALLEL_MIN
 
 
 # ---------------------------------------------------------------- planning
@@ -192,80 +186,19 @@ def _flat(a: np.ndarray, how: int, extra) -> np.ndarray:
 
 # ---------------------------------------------------------------- parallel or not
 
-def _threads_run_in_parallel() -> bool:
-    """Measure once whether two threads really run at once on this machine.
-
-    Two CPU-bound, GIL-free NumPy loops on two threads take about as long as
-    one on two real cores, and twice as long where the "cores" share one
-    (measured on the 2-vCPU VMs: 2.3x, and an OpenMP prange sum of 1e7
-    float32 ran 8x slower than the serial kernel).  About 40 ms, once.
-    """
-    import threading
-
-    x = np.linspace(0.0, 1.0, 1 << 15)
-    ys = [np.empty_like(x), np.empty_like(x)]
-
-    def work(y):
-        for _ in range(8):
-            np.sin(x, out=y)
-
-    def timed(nthreads):
-        th = [threading.Thread(target=work, args=(ys[i],)) for i in range(nthreads)]
-        t = time.perf_counter()
-        for h in th:
-            h.start()
-        for h in th:
-            h.join()
-        return time.perf_counter() - t
-
-    timed(1)   # warm up (clock ramp, first-touch)
-    ones, twos = [], []
-    for _ in range(7):
-        ones.append(timed(1))
-        twos.append(timed(2))
-    # Best single run (what one core does undisturbed) against the median
-    # pair (what two threads typically get): noise only biases towards serial.
-    return sorted(twos)[3] < 1.3 * min(ones)
-
-
-_PARALLEL_OK: list[bool] = []
-
-
-def _use_parallel() -> bool:
-    if PARALLEL is not None:
-        return PARALLEL
-    if numba.get_num_threads() < 2:
-        return False
-    if not _PARALLEL_OK:
-        # twice: a VM whose vCPUs share a core passes one probe now and then
-        _PARALLEL_OK.append(_threads_run_in_parallel() and _threads_run_in_parallel())
-    return _PARALLEL_OK[0]
-
-
 def _parallel_plan(p) -> tuple[str, int]:
     """The parallel variant for a plan, and its block: (variant, blk)."""
     K1, K2, R1, R2, mode = p[2], p[3], p[4], p[5], p[12]
     nt = numba.get_num_threads()
-    pieces = 4 * nt
+    pieces = reduce_pieces()
     if mode == 2:
         # one block of columns per thread: long row segments stream best
         nb = max(1, min(-(-nt // K1), -(-K2 // 256)))
         return "cols", -(-K2 // nb)                          # columns per block
     K, R = K1 * K2, R1 * R2
-    if K < pieces and R >= 2 * _MIN_CHUNK:
-        return "chunks", -(-R // min(pieces, R // _MIN_CHUNK))  # chunk length
+    if K < pieces and R >= 2 * MIN_CHUNK:
+        return "chunks", chunk_length(R, pieces)             # chunk length (one rule with the fused epilogues)
     return "rows", -(-K // pieces)                           # rows per block
-
-
-def full_chunks(n: int) -> int:
-    """How many chunks a full reduction of ``n`` contiguous elements folds separately and then
-    merges in order (1: one serial run).  Float sums and products round differently per split, so
-    the fused epilogues of compiled mode split their loops exactly so (compiler/codegen.py): a
-    fused ``(x * 2).sum()`` then has the eager kernel's bits."""
-    if n < PARALLEL_THRESHOLD or not _use_parallel():
-        return 1
-    _, blk = _parallel_plan((None, 0, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0))
-    return -(-n // blk)
 
 
 # ---------------------------------------------------------------- the callable
@@ -351,7 +284,7 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
             p = (src.reshape(-1) if how == _FLAT_C else _flat(src, how, extra), *ints)
         out = np.empty(K, kout)
         scratch = tuple(np.empty(K, sdt) for sdt in sdts) if p[12] == 2 else nostate
-        if K * R < PARALLEL_THRESHOLD or not _use_parallel():
+        if K * R < PARALLEL_THRESHOLD or not use_parallel():
             variant, blk = "lanes" if lanes and p[12] == 0 and p[9] == 1 and p[5] >= LANE_MIN else "serial", 1
         else:
             variant, blk = _parallel_plan(p)
@@ -369,7 +302,7 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
         with nothing to decide per call but the variant (the same kernel and arguments, so
         the same bits); empty and parallel-sized inputs take ``reduce``."""
         n = a.size
-        if n == 0 or (n >= PARALLEL_THRESHOLD and _use_parallel()):
+        if n == 0 or (n >= PARALLEL_THRESHOLD and use_parallel()):
             return reduce(a)
         variant = "lanes" if lanes and n >= LANE_MIN else "serial"
         ep = compiled.get(variant)

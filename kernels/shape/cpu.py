@@ -15,6 +15,7 @@ from dispatch_jit.broadcast import broadcast_shapes  # noqa: F401  (re-exported:
 from dispatch_jit.errors import ShapeError, SchemaError
 from dispatch_jit.tensor import wrap, wrap_view
 
+from ..support.loops import MAX_LOOP_NDIM
 from . import op as rules
 from .op import normalize_axes, normalize_axis  # noqa: F401  (re-exported)
 
@@ -22,8 +23,6 @@ __all__ = ["SHAPE_KERNELS", "normalize_axis", "normalize_axes", "broadcast_shape
            "MAX_LOOP_NDIM"]
 
 
-# The strided loops nest one ``for`` per dimension, and Python compiles at most 20 nested blocks.
-MAX_LOOP_NDIM = 16
 
 
 def coalesce_dims(shape: tuple, arrays: list) -> tuple:

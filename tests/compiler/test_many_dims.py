@@ -1,7 +1,7 @@
 """The compiled mode past NumPy's 32 dimensions (issue 12): tensors go to 64, and the compiler's
 own broadcasting used ``np.broadcast_shapes``, which raised NumPy's RuntimeError ("only supports
 up to 32 dimensions") from inside the compiler.  It now uses dispatch_jit.broadcast; a fused
-region deeper than the generated loop nest (kernels.shape.cpu.MAX_LOOP_NDIM) whose inputs are not all
+region deeper than the generated loop nest (kernels.support.loops.MAX_LOOP_NDIM) whose inputs are not all
 contiguous runs eagerly and says so.  The reference is eager, and NumPy written by hand."""
 
 import numpy as np

@@ -13,7 +13,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.kernels.reduction import cpu as reduction
-from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
+from dispatch_jit.kernels.support.loops import PARALLEL_MIN, parallel as loops_parallel
 
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 INTS = SIGNED + [np.uint8, np.uint16, np.uint32, np.uint64]
@@ -125,9 +125,9 @@ def test_float32_transcendentals_at_special_values(name):
 @pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: d.__name__)
 def test_fused_full_sum_is_bit_identical_to_eager(dt, parallel, monkeypatch):
-    # eager splits a full reduction into chunks where threads pay (reduction.full_chunks); the fused
+    # eager splits a full reduction into chunks where threads pay (support/loops full_chunks); the fused
     # epilogue used its own split (n >> 16 chunks) and rounded float64 sums differently
-    monkeypatch.setattr(reduction, "PARALLEL", parallel)
+    monkeypatch.setattr(loops_parallel, "PARALLEL", parallel)
     rng = np.random.default_rng(3)
     f_sum = dj.compile(lambda v: (v * 2).sum())
     f_mean = dj.compile(lambda v: (v * 2 + 1).mean())

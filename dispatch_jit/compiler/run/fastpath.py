@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.bufferpool import pool
-from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
+from dispatch_jit.kernels.support.loops import PARALLEL_MIN
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 

@@ -44,9 +44,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.jit import cache
-from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
-from dispatch_jit.kernels.reduction.cpu import full_chunks
-from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
+from dispatch_jit.kernels.support.loops import MAX_LOOP_NDIM, PARALLEL_MIN, full_chunks
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
 

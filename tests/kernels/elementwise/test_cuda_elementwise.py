@@ -297,7 +297,7 @@ class _Wrapping(int):
 
 @pytest.mark.parametrize("bits", [8, 16, 32, 64])
 def test_cuda_integer_helpers_never_divide_min_by_minus_one(bits):
-    from dispatch_jit.kernels.elementwise.cuda import _ifloordiv_cuda, _iremainder_cuda
+    from dispatch_jit.kernels.support.loops.cuda import _ifloordiv_cuda, _iremainder_cuda
     mn = -(1 << (bits - 1))
     a, m1 = _Wrapping.of(mn, bits), _Wrapping.of(-1, bits)
     assert _ifloordiv_cuda(a, m1) == mn            # wraps to MIN, as NumPy and torch
@@ -332,7 +332,7 @@ def test_hardware_products_are_never_contracted():
     # NVVM would fuse a product feeding an add into one FMA; a fused region (one kernel) would then
     # round once where eager (two kernels) rounds twice.  On hardware every float product is
     # libdevice's mul.rn in the compute dtype; nextafter goes to libdevice too (NumPy's has no CUDA lowering)
-    from dispatch_jit.kernels.elementwise.cuda import cuda_expression
+    from dispatch_jit.kernels.support.loops.cuda import cuda_expression
     add, mul, nxt = SCALAR_OPS["add"], SCALAR_OPS["mul"], SCALAR_OPS["nextafter"]
     assert cuda_expression(add, dj.float32, ("x", "y"), False) == "x + _ld.fmul_rn(alpha, y)"
     assert cuda_expression(mul, dj.float64, ("x", "y"), False) == "_ld.dmul_rn(x, y)"

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from dispatch_jit.kernels.reduction import codegen as RC, cpu as R
+from dispatch_jit.kernels.support.loops import parallel as loops_parallel
 
 DTypeError, ShapeError = R.DTypeError, R.ShapeError
 dt = np.dtype
@@ -335,7 +336,7 @@ def test_callables_and_kernels_are_cached():
 
 
 def test_parallel_variant_just_above_threshold(monkeypatch):
-    monkeypatch.setattr(R, "PARALLEL", True)   # whatever the probe says on this machine
+    monkeypatch.setattr(loops_parallel, "PARALLEL", True)   # whatever the probe says on this machine
     n = R.PARALLEL_THRESHOLD + 1001
     x = np.random.default_rng(5).random(n, dtype=np.float32)
     x[n // 2 + 3] = 2.0

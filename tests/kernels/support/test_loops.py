@@ -1,0 +1,73 @@
+"""The loop generator (kernels/support/loops): one source of loop nests for eager and fused loops."""
+
+import linecache
+
+import numba
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.jit.source import define
+from dispatch_jit.kernels.support.loops import Nest, loop_globals, read_cast
+
+
+def _copy_kernel(kind, ndim):
+    """A generated kernel o0 = a0 * 2 + a1 over a nest of ``kind``, compiled serially."""
+    nest = Nest(kind, ndim, ["a0", "a1"], ["o0"])
+    body = lambda at: [f"{at('o0')} = {read_cast('compute', at('a0'), '_t_float64')} * 2 + {at('a1')}"]
+    src = "\n".join(["def k(a0, a1, o0):"] + nest.setup + nest.loop(body)) + "\n"
+    return numba.njit(define(src, "k", loop_globals(False), "<dispatch_jit test loops>")), src
+
+
+@pytest.mark.parametrize("kind,shape", [("flat", (3, 5)), ("strided", (3, 5)), ("strided", ()), ("tiled", (2, 3, 5)),
+                                        ("strided", (4,))])
+def test_every_nest_shape_visits_every_element_once(kind, shape):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape)
+    if kind != "flat" and len(shape) >= 2:
+        b = np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2)   # a crosswise operand
+    out = np.full(shape, np.nan)
+    k, src = _copy_kernel(kind, len(shape))
+    k(a, b, out)
+    np.testing.assert_array_equal(out, a.astype(np.float64) * 2 + b)
+    assert ("prange" in src) == (len(shape) > 0)
+
+
+def test_guarded_nest_takes_the_fast_body_only_for_whole_chunks_that_pass():
+    nest = Nest("strided", 1, ["a0"], ["o0"])
+    lines = nest.setup + nest.loop_guarded(lambda at: [f"ok &= {at('a0')} >= 0"],
+                                           lambda at: [f"{at('o0')} = 1.0"], lambda at: [f"{at('o0')} = 2.0"])
+    k = define("\n".join(["def k(a0, o0):"] + lines) + "\n", "k", loop_globals(False), "<dispatch_jit test loops>")
+    a = np.ones(5000)
+    a[4500] = -1.0                    # spoils the third chunk of 2048 only
+    out = np.zeros(5000)
+    numba.njit(k)(a, out)
+    assert (out[:4096] == 1.0).all() and (out[4096:] == 2.0).all()
+
+
+def test_cast_rule_is_the_one_both_layers_use():
+    assert read_cast("compute", "v", "_t_int64") == "_t_int64(v)"
+    assert read_cast("bool", "v", "_t_int64") == "(v != 0)"
+    assert read_cast("none", "v", "_t_int64") == "v"
+
+
+def test_eager_and_fused_loops_share_the_nest():
+    """A one-node fused region and the eager kernel of the op loop the same way: the for lines
+    of their generated sources are the same."""
+    from dispatch_jit.compiler.codegen import compiled_loops  # noqa: F401 (the compiler is loaded)
+    from dispatch_jit.kernels.elementwise.cpu import _gen_source
+    from dispatch_jit.kernels.elementwise.table import SCALAR_OPS
+    from dispatch_jit.dtypes import float64
+    eager = _gen_source(SCALAR_OPS["mul"], ("array", "array", "none"), ("none", "none", "none"), float64, 2, False, ())
+    fused = Nest("strided", 2, ["a0", "a1"], ["out"])
+    fors = [ln for ln in eager.splitlines() if ln.lstrip().startswith(("for ", "n0"))]
+    assert fors == [ln for ln in fused.setup + fused.loop(lambda at: ["pass"]) if ln.lstrip().startswith(("for ", "n0"))]
+
+
+def test_eager_fast_path_source_is_shown_in_tracebacks():
+    """The flat fast path is generated code made through jit/source.py: linecache holds its lines."""
+    x = dj.ones(3, dtype=dj.float64)
+    (x - x).sum()
+    names = [n for n in linecache.cache if n.startswith("<dispatch_jit aten::sub.Tensor fast path")]
+    assert names and any("def run(" in ln for n in names for ln in linecache.getlines(n))
