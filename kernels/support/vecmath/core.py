@@ -15,11 +15,13 @@ compile, and straight-line code with selects is what LLVM's loop vectorizer need
 * ``LOG``: ``{u}`` a positive normal float64 -> ``{p}ef`` (its exponent e, as float64) and
   ``{p}lm`` = log(m), ``{u}`` = 2**e * m with m in [sqrt(1/2), sqrt(2)).  With f = m - 1
   (exact) and s = f / (2 + f), log(m) = 2 atanh(s) = 2s + 2s(z/3 + z**2/5 + ... + z**7/15),
-  z = s*s <= 0.0295; the first term left out, 2s z**8/17, is below 2**-40 relative.
+  z = s*s <= 0.0295; the first term left out, 2s z**8/17, is below 2**-40 relative
+  (``log(terms)``: fewer terms where 2**-34 is enough).
   Other inputs (0, inf, NaN, negatives) give garbage that the caller selects away.
 * ``EXP2``: ``{w}`` a float64 in [-200, 200] -> ``{p}v`` = 2**w.  w = n + r, n an integer,
   |r| <= 1/2; 2**r = e**t with t = r ln 2, |t| <= 0.347, as its Taylor series to t**11
-  (the rest below 2**-44 relative); 2**n built from the bits.  Subnormal float32 results are
+  (the rest below 2**-44 relative; ``exp2(terms)``: fewer where less is enough); 2**n
+  built from the bits.  Subnormal float32 results are
   normal float64 ones, so they round once, as libm's and torch's do.
 """
 
@@ -33,7 +35,7 @@ from numba.extending import intrinsic
 
 from ..intrinsics import _bitcast
 
-__all__ = ["LOG", "EXP2", "exp2", "CONSTS", "estrin"]
+__all__ = ["LOG", "EXP2", "log", "exp2", "CONSTS", "estrin"]
 
 f64_from_bits = intrinsic(_bitcast("f64_from_bits", types.int64, types.float64, ir.DoubleType()))
 bits_from_f64 = intrinsic(_bitcast("bits_from_f64", types.float64, types.int64, ir.IntType(64)))
@@ -55,8 +57,7 @@ def estrin(var: str, coeffs: list, sq: str | None = None) -> str:
     return terms[0]
 
 
-# 2 atanh(s) = 2s + s * z * sum_k 2 z**(k-1) / (2k + 1), k = 1..7
-_LOG_POLY = estrin("{p}z", [2.0 / (2 * k + 1) for k in range(1, 8)])
+
 
 
 def _exp_poly(terms: int) -> str:
@@ -70,15 +71,24 @@ CONSTS = {
     "_F64_INF": math.inf, "_F64_NAN": math.nan,
 }
 
-LOG = """
+
+
+def log(terms: int = 7) -> str:
+    """The LOG block with ``terms`` terms of the atanh series after 2s: 2s z**k / (2k + 1),
+    k = 1..terms (7: the rest below 2**-40 relative; 5: below 2**-34)."""
+    poly = estrin("{p}z", [2.0 / (2 * k + 1) for k in range(1, terms + 1)])
+    return """
     {p}b = _i64({u}) - _SQRT_HALF_BITS
     {p}k = {p}b >> 52
     {p}m = _f64(_i64({u}) - ({p}k << 52))
     {p}f = {p}m - 1.0
     {p}s = {p}f / (2.0 + {p}f)
     {p}z = {p}s * {p}s
-    {p}lm = ({p}s + {p}s) + {p}s * {p}z * """ + _LOG_POLY + """
+    {p}lm = ({p}s + {p}s) + {p}s * {p}z * """ + poly + """
     {p}ef = np.float64({p}k)"""
+
+
+LOG = log()
 
 
 

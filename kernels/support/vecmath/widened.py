@@ -19,7 +19,7 @@ import numpy as np
 
 from dispatch_jit.jit.source import define
 
-from .core import CONSTS, EXP2, LOG, estrin, exp2
+from .core import CONSTS, EXP2, LOG, estrin, exp2, log
 
 __all__ = ["SOURCES", "functions"]
 
@@ -27,16 +27,18 @@ _F32 = {"_INF": np.float32(np.inf), "_NINF": np.float32(-np.inf), "_NAN": np.flo
         "_ONE": np.float32(1.0), "_TWO24": np.float32(2.0 ** 24)}
 
 
-def _log(p: str, u: str) -> str:
-    return LOG.format(p=p, u=u)
+def _log(p: str, u: str, terms: int = 7) -> str:
+    return (LOG if terms == 7 else log(terms)).format(p=p, u=u)
 
 
-def _exp2(p: str, w: str) -> str:
-    return EXP2.format(p=p, w=w)
+def _exp2(p: str, w: str, terms: int = 12) -> str:
+    """2**w; 9 terms (error 2**-32 relative, 1/256 ulp of float32) where the result is not
+    amplified, 12 where it is (pow's exponent reaches 150: 150 * 2**-44)."""
+    return (EXP2 if terms == 12 else exp2(terms)).format(p=p, w=w)
 
 
-# exp(x) - 1 for |x| < 1/4: x (1 + x/2! + ... + x**10/11!), the rest below 2**-46 relative
-_EXPM1_SMALL = estrin("h", [1.0 / math.factorial(k + 1) for k in range(11)])
+# exp(x) - 1 for |x| < 1/4: x (1 + x/2! + ... + x**7/8!), the rest below 2**-34 relative
+_EXPM1_SMALL = estrin("h", [1.0 / math.factorial(k + 1) for k in range(8)])
 # Both erf polynomials are numpy Chebyshev fits at 2000 Chebyshev nodes to math.erf/math.erfc,
 # converted to the power basis.  erf(x) / x for |x| < 1, in t = x*x: degree 8, max relative
 # error 9.3e-13.  erfc(a) e**(a*a) on [1, 4], in u = (a - 2.5) / 1.5: degree 12, max error of
@@ -56,14 +58,14 @@ SOURCES = {
 def _expm1_f32(x):
     h = np.float64(x)
     small = h * """ + _EXPM1_SMALL + """
-    w = min(max(h * _LOG2E, -200.0), 200.0)""" + _exp2("", "w") + """
+    w = min(max(h * _LOG2E, -200.0), 200.0)""" + _exp2("", "w", 10) + """
     r = np.float32(small if abs(h) < 0.25 else v - 1.0)
     return r if x == x else x
 """,
     # log2: exact at powers of two (m = 1 gives lm = 0)
     "_log2_f32": """
 def _log2_f32(x):
-    xd = np.float64(x)""" + _log("", "xd") + """
+    xd = np.float64(x)""" + _log("", "xd", 5) + """
     r = np.float32(ef + lm * _LOG2E)
     r = r if x < _INF else x
     return r if x > 0 else (_NINF if x == 0 else _NAN)
@@ -74,7 +76,7 @@ def _log2_f32(x):
 def _log1p_f32(x):
     xd = np.float64(x)
     u = 1.0 + xd
-    c = (xd - (u - 1.0)) / u""" + _log("", "u") + """
+    c = (xd - (u - 1.0)) / u""" + _log("", "u", 5) + """
     r = np.float32(ef * _LN2 + lm + c)
     r = r if x < _INF else x
     r = r if x > -_ONE else (_NINF if x == -_ONE else _NAN)
@@ -107,7 +109,7 @@ def _tanh_f32(x):
     xd = np.float64(x)
     h = min(abs(xd) * 2.0, 20.0)
     small = h * """ + _EXPM1_SMALL + """
-    w = h * _LOG2E""" + _exp2("", "w") + """
+    w = h * _LOG2E""" + _exp2("", "w", 10) + """
     e = small if h < 0.25 else v - 1.0
     r = np.float32(math.copysign(e / (e + 2.0), xd))
     return r if x == x else x
@@ -115,7 +117,7 @@ def _tanh_f32(x):
     # sigmoid = 1 / (1 + exp(-x)): subnormal down to x = -103.3, 0 below; +-inf -> 1, 0
     "_sigmoid_f32": """
 def _sigmoid_f32(x):
-    w = min(max(np.float64(x) * -_LOG2E, -200.0), 200.0)""" + _exp2("", "w") + """
+    w = min(max(np.float64(x) * -_LOG2E, -200.0), 200.0)""" + _exp2("", "w", 9) + """
     r = np.float32(1.0 / (1.0 + v))
     return r if x == x else x
 """,
