@@ -177,3 +177,17 @@ def test_loops_over_the_float32_forms_vectorize(name):
     ir = k.inspect_llvm(sig)
     assert not re.search(r"call \S+ @\S*" + name, ir), f"{name} is called per element, not inlined"
     assert re.search(r"<(4|8|16) x (float|double)>", ir), f"the loop over {name} is not vectorized"
+
+
+def test_compiled_fused_loops_equal_eager_bit_for_bit():
+    # one scalar definition: a fused loop calls the same float32 forms as the eager kernels
+    def chain(a, b):
+        return (dj.sigmoid(dj.log1p(a * a)) + dj.erf(a) * dj.tanh(b) + dj.expm1(b * 0.1)
+                + dj.log2(a * a + 1.0) - dj.log(dj.abs(b) + 0.5) + (dj.abs(a) + 0.1) ** b + dj.exp(-b))
+
+    rng = np.random.default_rng(2)
+    a = dj.asarray(rng.standard_normal(257).astype(F32) * 3)
+    b = dj.asarray(rng.standard_normal(257).astype(F32) * 3)
+    eager = chain(a, b).numpy()
+    fused = dj.compile(chain)(a, b).numpy()
+    np.testing.assert_array_equal(fused.view(np.uint32), eager.view(np.uint32))
