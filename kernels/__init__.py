@@ -27,6 +27,7 @@ from . import (arrayops, autocast_policy, composite, composite_torch, derivative
                reduction, shape, sparse)
 from .aten import aten as _aten_def, fallbacks as _fallbacks
 from .support.scalar_helpers import HELPERS
+from .support.vecmath import CUDA_FORMS
 
 # definitions in this order; their kernels in the same order, key by key
 FAMILIES = (elementwise, shape, reduction, linalg, nn, composite, derivatives, autocast_policy, sparse, quantized,
@@ -64,6 +65,6 @@ for _family in FAMILIES:
             register_conversion(_name, _device, _fn)
 for _key, _kernel in FALLBACKS.items():
     _fallbacks.fallback(_kernel, _key)
-register_scalar_helpers(HELPERS)
+register_scalar_helpers({**HELPERS, **CUDA_FORMS})    # CUDA: libm in place of vecmath's CPU forms
 
 from . import surface  # noqa: E402,F401  (the public names; quantized_* look their ops up)

@@ -134,17 +134,23 @@ _WRAP64 = {
 
 
 _U, _B = 1, 2
+# Rows marked "vecmath": their float32 forms are support/vecmath's (and support/sincos_f32's)
+# vectorizable functions, within 1 ulp (bounds in their docstrings); float64 keeps libm
 _OPS = [
     # -- unary --------------------------------------------------------------------------------
     ScalarOp("abs", 1, "abs(x)", rule="abs", cats=NUM, operator=("__abs__",)),
     ScalarOp("neg", 1, "-x", cats=NUM, by_cat={"int64": _WRAP64["neg"]}, operator=("__neg__",)),
     ScalarOp("sign", 1, "_sign(x)", cats=ALL, by_cat={COMPLEX: "_csign(x)"}),
     ScalarOp("exp", 1, "math.exp(x)", rule="float", cats=FLT_C,
-             by_cat={COMPLEX: "cmath.exp(x)", "float32": "_exp_f32(x)"}),
-    ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_cexpm1(x)"}),
-    ScalarOp("log", 1, "math.log(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log(x)"}),
-    ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_clog1p(x)"}),
-    ScalarOp("log2", 1, "math.log2(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_clog2(x)"}),
+             by_cat={COMPLEX: "cmath.exp(x)", "float32": "_exp_f32(x)"}),                 # vecmath
+    ScalarOp("expm1", 1, "math.expm1(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "_cexpm1(x)", "float32": "_expm1_f32(x)"}),                # vecmath
+    ScalarOp("log", 1, "math.log(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "cmath.log(x)", "float32": "_log_f32(x)"}),                 # vecmath
+    ScalarOp("log1p", 1, "math.log1p(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "_clog1p(x)", "float32": "_log1p_f32(x)"}),                 # vecmath
+    ScalarOp("log2", 1, "math.log2(x)", rule="float", cats=FLT_C,
+             by_cat={COMPLEX: "_clog2(x)", "float32": "_log2_f32(x)"}),                   # vecmath
     ScalarOp("log10", 1, "math.log10(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.log10(x)"}),
     ScalarOp("sqrt", 1, "math.sqrt(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "cmath.sqrt(x)"}),
     ScalarOp("rsqrt", 1, "_one / math.sqrt(x)", rule="float", cats=FLT_C,
@@ -167,10 +173,10 @@ _OPS = [
     ScalarOp("sinh", 1, "math.sinh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_csinh(x)"}),
     ScalarOp("cosh", 1, "math.cosh(x)", rule="float", cats=FLT_C, by_cat={COMPLEX: "_ccosh(x)"}),
     ScalarOp("tanh", 1, "math.tanh(x)", rule="float", cats=FLT_C,
-             by_cat={COMPLEX: "_ctanh(x)", "float32": "_tanh_f32(x)"}),
-    ScalarOp("erf", 1, "math.erf(x)", rule="float", cats=FLT),
+             by_cat={COMPLEX: "_ctanh(x)", "float32": "_tanh_f32(x)"}),                   # vecmath
+    ScalarOp("erf", 1, "math.erf(x)", rule="float", cats=FLT, by_cat={"float32": "_erf_f32(x)"}),   # vecmath
     ScalarOp("sigmoid", 1, "_one / (_one + math.exp(-x))", rule="float", cats=FLT,
-             by_cat={"float32": "_one / (_one + _exp_f32(-x))"}),
+             by_cat={"float32": "_sigmoid_f32(x)"}),                                            # vecmath
     ScalarOp("relu", 1, "x if not (x <= _zero) else _zero", cats=REAL),
     ScalarOp("floor", 1, "np.floor(x)", cats=REAL, by_cat={INT: "x"}),
     ScalarOp("ceil", 1, "np.ceil(x)", cats=REAL, by_cat={INT: "x"}),
@@ -203,7 +209,8 @@ _OPS = [
              operator=("__floordiv__", "__rfloordiv__", "__ifloordiv__")),
     ScalarOp("remainder", 2, "x % y", cats=REAL, by_cat={INT: "_iremainder(x, y)"}, checks={INT: _MOD0},
              operator=("__mod__", "__rmod__", "__imod__")),
-    ScalarOp("pow", 2, "x ** y", cats=NUM, by_cat={INT: "_ipow(x, y)", "int64": _WRAP64["pow"]}, checks={INT: _NEGPOW},
+    ScalarOp("pow", 2, "x ** y", cats=NUM, checks={INT: _NEGPOW},
+             by_cat={INT: "_ipow(x, y)", "int64": _WRAP64["pow"], "float32": "_pow_f32(x, y)"},   # vecmath
              operator=("__pow__", "__rpow__", "__ipow__")),
     ScalarOp("maximum", 2, "_maximum(x, y)", cats=REAL_B),
     ScalarOp("minimum", 2, "_minimum(x, y)", cats=REAL_B),

@@ -19,4 +19,6 @@ __all__ = ["NB_DTYPE", "NB_PY", "JIT_HELPERS"]
 
 NB_DTYPE = {d.np: numba.from_dtype(d.np) for d in ALL_DTYPES if d is not float16}
 NB_PY = {bool: nbt.boolean, int: nbt.int64, float: nbt.float64, complex: nbt.complex128}
-JIT_HELPERS = {name: numba.njit(error_model="numpy")(fn) for name, fn in HELPERS.items()}
+# numba_inline: helpers too large for LLVM's inliner (support/vecmath) are inlined by Numba
+JIT_HELPERS = {name: numba.njit(error_model="numpy", inline=getattr(fn, "numba_inline", "never"))(fn)
+               for name, fn in HELPERS.items()}

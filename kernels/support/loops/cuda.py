@@ -107,8 +107,8 @@ def _simulator_math() -> dict:
         exp=np.exp, log=np.log, log10=np.log10, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tan=np.tan, sinh=np.sinh,
         cosh=np.cosh, tanh=np.tanh, isinf=np.isinf, isfinite=np.isfinite, isnan=np.isnan, asin=np.arcsin,
         acos=np.arccos, atan=np.arctan, asinh=np.arcsinh, acosh=np.arccosh, atanh=np.arctanh)
-    return {"math": m, "cmath": c, "_exp_f32": np.exp, "_tanh_f32": np.tanh, "_sin_f32": np.sin,
-            "_cos_f32": np.cos}
+    from ..vecmath import SIMULATOR_FORMS
+    return {"math": m, "cmath": c, "_exp_f32": np.exp, "_sin_f32": np.sin, "_cos_f32": np.cos, **SIMULATOR_FORMS}
 
 
 # -- source generation -----------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""Vectorized float32 math (issue 26, part 3): float32 exp, log, tanh, sigmoid, sin (and the
+other vecmath rows) against NumPy and torch, at 3e4 and 1e6 elements.
+
+Each parameter set times the three in turn, interleaved (``ROUNDS`` rounds of ``REPS``
+calls each, the same input), and reports ratios of minima (the least disturbed runs on a
+shared machine):
+
+* ``track_dj_over_numpy``: dj / NumPy (the ufunc; sigmoid as 1 / (1 + exp(-x)), erf none).
+  Target <= 1.0.
+* ``track_dj_over_torch``: dj / torch (2 threads), when torch is installed.  Target <= 1.2.
+* ``time_dj``: dj alone.
+
+Before support/vecmath (libm per element; quiet machine, interleaved, min of 7): log 9.5x
+NumPy and 14.8x torch at 3e4, tanh 3.5x / 4.1x, sin 3.7x / 5.0x, exp 1.8x / 3.3x.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+OPS = ["exp", "log", "tanh", "sigmoid", "sin", "log1p", "expm1", "log2", "erf"]
+SIZES = [30_000, 1_000_000]
+
+
+def _numpy(op):
+    if op == "sigmoid":
+        return lambda a: 1.0 / (1.0 + np.exp(-a))
+    return getattr(np, op, None)
+
+
+class VecMath:
+    params = [OPS, SIZES]
+    param_names = ["op", "n"]
+    unit = "ratio"
+    timeout = 300
+    ROUNDS = 15
+
+    def setup(self, op, n):
+        import dispatch_jit as dj
+        try:
+            import torch
+            torch.set_num_threads(2)
+        except ImportError:
+            torch = None
+        x = np.random.default_rng(0).uniform(-4.0, 4.0, n).astype(np.float32)
+        if op in ("log", "log2"):
+            x = np.abs(x) + np.float32(0.01)
+        if op == "log1p":
+            x = np.abs(x)
+        d = dj.asarray(x)
+        dj_fn, np_fn = getattr(dj, op), _numpy(op)
+        self.runs = {"dj": lambda: dj_fn(d)}
+        if np_fn is not None:
+            self.runs["numpy"] = lambda: np_fn(x)
+        if torch is not None:
+            t, t_fn = torch.from_numpy(x), getattr(torch, op)
+            self.runs["torch"] = lambda: t_fn(t)
+        self.reps = max(3, int(3e6 // n))
+        for f in self.runs.values():
+            f()
+        self.best = None
+
+    def _measure(self):
+        if self.best is None:
+            best = {k: float("inf") for k in self.runs}
+            for _ in range(self.ROUNDS):
+                for k, f in self.runs.items():
+                    t0 = time.perf_counter()
+                    for _ in range(self.reps):
+                        f()
+                    best[k] = min(best[k], (time.perf_counter() - t0) / self.reps)
+            self.best = best
+        return self.best
+
+    def track_dj_over_numpy(self, op, n):
+        b = self._measure()
+        return b["dj"] / b["numpy"] if "numpy" in b else float("nan")
+
+    def track_dj_over_torch(self, op, n):
+        b = self._measure()
+        return b["dj"] / b["torch"] if "torch" in b else float("nan")
+
+    def time_dj(self, op, n):
+        self.runs["dj"]()
+
+
+class Gelu:
+    """``F.gelu`` on a transformer MLP's activations, (16, 32, 256) float32 (before: 969 us vs
+    torch's 40 us)."""
+
+    params = [["none", "tanh"]]
+    param_names = ["approximate"]
+    unit = "ratio"
+    timeout = 300
+    ROUNDS = 15
+    REPS = 20
+
+    def setup(self, approximate):
+        import dispatch_jit as dj
+        x = np.random.default_rng(0).standard_normal((16, 32, 256)).astype(np.float32)
+        d = dj.asarray(x)
+        self.runs = {"dj": lambda: dj.nn.functional.gelu(d, approximate=approximate)}
+        try:
+            import torch
+            torch.set_num_threads(2)
+            t = torch.from_numpy(x)
+            self.runs["torch"] = lambda: torch.nn.functional.gelu(t, approximate=approximate)
+        except ImportError:
+            pass
+        for f in self.runs.values():
+            f()
+
+    def track_dj_over_torch(self, approximate):
+        if "torch" not in self.runs:
+            return float("nan")
+        best = {k: float("inf") for k in self.runs}
+        for _ in range(self.ROUNDS):
+            for k, f in self.runs.items():
+                t0 = time.perf_counter()
+                for _ in range(self.REPS):
+                    f()
+                best[k] = min(best[k], (time.perf_counter() - t0) / self.REPS)
+        return best["dj"] / best["torch"]
+
+    def time_dj(self, approximate):
+        self.runs["dj"]()
