@@ -21,7 +21,7 @@ from ..ir import Node, TensorType, Var
 from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from . import generic, grad
-from .record import OF_PENDING, LazyRecorder, _decomposition
+from .record import LazyRecorder, _decomposition, of_pending
 from .state import state
 from .tensor import LazyTensor, Pending, new
 
@@ -256,11 +256,11 @@ def _grad_recorder(call, op, boxed):
     if how is None:
         return boxed              # no AutogradKernel: grad.py's generic path runs it eagerly
     split = _splitter(call)
-    # an op with a meta function that is not recorded otherwise of a pending value (OF_PENDING: a
+    # an op with a meta function that is not recorded otherwise of a pending value (of_pending: a
     # reduction, a view) is a generic record whatever its arguments: straight there; an elementwise
     # op's signature that the generated recorders record, through one (tensors that require grad
     # are plain inputs of the graph, as in LazyRecorder._record)
-    rec = generic.record if generic.meta_of(op) is not None and OF_PENDING.get(op.name()) is None else None
+    rec = generic.record if generic.meta_of(op) is not None and of_pending(op) is None else None
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
     fast = _elementwise_recorder(call, op, cuda, boxed, _none) if scalar_op_of(op) is not None else None
 
