@@ -1,10 +1,10 @@
 """The generated recorders: the Tracer fallback's kernel specialized per call signature.
 
-Lazy mode plugs ``specialize`` into the Tracer fallback (``trace.set_tracer_specializer``)
-when compiled mode is first entered; the dispatcher memoizes its result per signature, so
-recording an elementwise op costs about what eager dispatch of it does.  This is the hot
-path: the records it builds are plain tuples (encode.py), its pending states ``Pending``
-named tuples built by the tuple constructor (tensor.py)."""
+Compiled mode's first entry registers ``recording_fallback`` at the Tracer key (the Tracer
+fallback, with ``specialize``: trace.install_tracer_fallback); the dispatcher memoizes what
+``specialize`` returns per signature, so recording an elementwise op costs about what eager
+dispatch of it does.  This is the hot path: the records it builds are plain tuples (encode.py),
+its pending states ``Pending`` named tuples built by the tuple constructor (tensor.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dispatch_jit.tensor import Tensor
 
 from ..elementwise import result_of, scalar_op_of
 from ..ir import Node, TensorType, Var
+from ..trace import tracer_fallback
 from ..tracer import _state
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
 from . import generic, grad
@@ -287,3 +288,12 @@ def _grad_recorder(call, op, boxed):
         return out
     return record
 
+
+def recording_fallback(op, keyset, args, kwargs):
+    """The Tracer key's fallback from compiled mode's first entry on: ``trace.tracer_fallback``,
+    which the dispatcher asks to ``specialize`` per call signature (dispatcher.py: a backend
+    fallback with ``.specialize``)."""
+    return tracer_fallback(op, keyset, args, kwargs)
+
+
+recording_fallback.specialize = specialize
