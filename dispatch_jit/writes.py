@@ -50,9 +50,10 @@ def observe_writes(before: Callable, watched):
 def before_write(t) -> None:
     """Run what must run before ``t``'s storage is written outside an op, or replaced (``x.data =
     y``, an optimizer's multi-tensor loop): every observer watching something."""
-    for before, watched in _observers:
-        if watched:
-            before(t)
+    if _observers:             # the common case, no observer: one truth test, as cheap as no call
+        for before, watched in _observers:
+            if watched:
+                before(t)
 
 
 def guard_writes(op, metas: tuple, fn: Callable) -> Callable:
