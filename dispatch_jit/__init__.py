@@ -39,6 +39,7 @@ from .keys import DispatchKey, DispatchKeySet
 from .library import Library
 from .modes import DispatchMode
 from .ops import OpOverload, OpOverloadPacket, ops
+from .registry import Tag
 from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
 
 from . import kernels as _kernels  # noqa: E402,F401  defines "aten" and registers its kernels
@@ -75,7 +76,7 @@ __all__ = [
     "save", "load", "set_printoptions", "get_printoptions",
     # dispatch
     "DispatchKey", "DispatchKeySet", "dispatch_keys", "Library", "library", "ops", "OpOverload",
-    "OpOverloadPacket", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
+    "OpOverloadPacket", "Tag", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
     "QuantizedTensor", "qint8", "quint8", "quantize_per_tensor", "quantized_matmul", "quantized_add",

@@ -41,12 +41,12 @@ from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
 from .registry import KernelKind, OperatorEntry
 from .signature import SIG_NONE, decode, list_sig, scalar_sig
-# the write hook lives in writes.py; set_write_guard and before_write stay importable from here
-from .writes import before_write, guard_writes, set_write_guard  # noqa: F401
+# the write observers live in writes.py; before_write stays importable from here
+from .writes import before_write, guard_writes  # noqa: F401
 
 __all__ = ["IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "show_dispatch_trace", "Call",
            "redispatch", "tls", "set_tensor_type", "set_op_handle", "memo_key", "key_fields",
-           "is_tracing_dispatch", "set_write_guard", "before_write", "resolve_call"]
+           "is_tracing_dispatch", "before_write", "resolve_call"]
 
 
 class _MissingArg:

@@ -37,6 +37,11 @@ class OpOverload:
         return self._entry.name
 
     @property
+    def tags(self) -> set:
+        """The operator's kinds (``dj.Tag``): read live, so a tag added later is seen."""
+        return self._entry.tags
+
+    @property
     def overloadpacket(self) -> "OpOverloadPacket":
         return OpOverloadPacket(self._entry.packet_name)
 

@@ -28,7 +28,7 @@ from .schema import FunctionSchema, parse_schema
 
 __all__ = ["OperatorEntry", "CompiledSignature", "RegistrationHandle", "fallthrough_kernel", "lookup", "all_operators",
            "compute_table_entry", "KernelKind", "FALLTHROUGH_KINDS", "backend_fallbacks", "registry_lock", "on_change",
-           "calls_of"]
+           "calls_of", "Tag"]
 
 _K = DispatchKey
 
@@ -79,6 +79,28 @@ class RegistrationHandle:
     def __repr__(self) -> str:
         state = "active" if self._undo else "removed"
         return f"<RegistrationHandle {self.description} ({state})>"
+
+
+class Tag(enum.StrEnum):
+    """What kind of op an operator is, as PyTorch's ``torch.Tag``: facts every layer reads from
+    ``OperatorEntry.tags`` (and ``OpOverload.tags``) instead of keeping its own list of names.
+    Set where an op is defined (``Library.define(..., tags=...)``; the op library's families
+    declare theirs in a ``TAGS`` table); ``inplace`` is set from the schema.  A member is its
+    string, so ``"view" in op.tags`` reads the same.
+
+    >>> import dispatch_jit as dj
+    >>> sorted(map(str, dj.ops.aten.reshape.default.tags))
+    ['view', 'view_may_copy']
+    >>> dj.Tag.inplace in dj.ops.aten.add_.Tensor.tags
+    True
+    """
+
+    view = "view"                          # the output re-describes the input's memory (a shape rule types it)
+    view_may_copy = "view_may_copy"        # a view that copies where the strides cannot express it (reshape)
+    reduction = "reduction"                # reduces its first argument over ``axis`` (keepdims): sum, amax, ...
+    inplace = "inplace"                    # ``name_``: writes its ``self`` argument (from the schema)
+    nondeterministic_seeded = "nondeterministic_seeded"   # draws from a random generator
+    non_differentiable = "non_differentiable"   # outputs never require grad (Autograd falls through)
 
 
 class KernelKind(enum.StrEnum):
@@ -257,10 +279,17 @@ def define(schema: FunctionSchema | str, debug: str = "") -> OperatorEntry:
                                     f"(schema: {_OPERATORS[schema.full_name].schema}); "
                                     f"use a new overload name or Library(ns, 'IMPL') to add kernels")
         op = OperatorEntry(schema)
+        if _is_inplace(schema):
+            op.tags.add(Tag.inplace)
         op.refresh()
         _OPERATORS[op.name] = op
         _PACKETS.setdefault(op.packet_name, []).append(op)
     return op
+
+
+def _is_inplace(schema: FunctionSchema) -> bool:
+    """PyTorch's in-place convention: ``name_`` whose ``self`` is written (``Tensor(a!) self``)."""
+    return schema.name.endswith("_") and any(a.name == "self" and a.is_mutable for a in schema.arguments)
 
 
 def undefine(op: OperatorEntry) -> None:

@@ -2,8 +2,9 @@
 
 Like TORCH_LIBRARY / TORCH_LIBRARY_IMPL, but written once, as a loop over
 tables: each family (a folder, or a table module at the top) declares
-``SCHEMAS``, the ops it defines (and ``SHAPE_RULES``, the views' shape rules
-the compiler types them with), and ``KERNELS``, ``{dispatch key: {op:
+``SCHEMAS``, the ops it defines (with ``TAGS``, ``{op: dj.Tag members}``, the
+kinds every layer reads, and ``SHAPE_RULES``, the views' shape rules the
+compiler types them with), and ``KERNELS``, ``{dispatch key: {op:
 kernel}}``.  Importing this package defines every schema first (a kernel
 may only be registered for a defined op), then registers every family's
 kernels key by key, with the device conversions a family gives the engine
@@ -51,8 +52,9 @@ FALLBACKS = {
 IMPL: dict[str, Library] = {}
 
 for _family in FAMILIES:
+    _tags = getattr(_family, "TAGS", {})
     for _schema in getattr(_family, "SCHEMAS", ()):
-        _aten_def.define(_schema)
+        _aten_def.define(_schema, tags=_tags.get(_schema.split("(")[0], ()))
     for _op, _rule in getattr(_family, "SHAPE_RULES", {}).items():
         _aten_def.impl_shape(_op, _rule)
 for _family in FAMILIES:

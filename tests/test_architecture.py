@@ -342,3 +342,145 @@ def test_no_test_folder_passes_for_an_optional_package():
         spec = importlib.machinery.PathFinder.find_spec(name, on_path)
         assert spec is None, (f"a test folder is named {name!r}, like an optional package a dependency "
                               f"probes: {list(spec.submodule_search_locations or [spec.origin])}; rename it")
+
+
+# -- no compiled-mode slots below the compiler ---------------------------------------------------
+# The compiler plugs into the layers below it through their general mechanisms (a backend fallback
+# at the Tracer key, write observers, a tensor subclass's ``__backward__``), never by assigning a
+# name or an item of a lower layer's module.  Until the optimizers' updates are dispatcher ops
+# (issue 28), dj.optim's two step slots remain: this list may only shrink.
+SLOTS_PENDING = {"dispatch_jit.optim.optimizer.STEP_TRACE", "dispatch_jit.optim.optimizer.LAZY_STEP"}
+
+
+def slot_assignments(source: str, package: str, layer_of=None) -> set[str]:
+    """``module.name`` for each assignment in ``source`` (of a module in ``package``) to a name or
+    an item of a module of a lower layer than the compiler: ``mod.X = v``, ``mod.X[0] = v``,
+    ``setattr(mod, "X", v)``, with ``mod`` a module bound by an import anywhere in the module
+    (a lower layer's objects, ``tls`` or a class, are its mechanisms, not slots)."""
+    layer_of = layer_of or _layer
+    tree = ast.parse(source)
+    modules = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    modules[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            mod = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            for a in node.names:
+                modules[a.asname or a.name] = f"{mod}.{a.name}"
+    lower = {n: m for n, m in modules.items() if m in MODULES and LAYERS[layer_of(m)] < LAYERS["compiler"]}
+    found = set()
+
+    def target(t):
+        while isinstance(t, ast.Subscript):
+            t = t.value
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in lower:
+            found.add(f"{lower[t.value.id]}.{t.attr}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                target(t)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            target(node.target)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in lower \
+                and isinstance(node.args[1], ast.Constant):
+            found.add(f"{lower[node.args[0].id]}.{node.args[1].value}")
+    return found
+
+
+def slot_setters(source: str) -> set[str]:
+    """The functions of a module that rebind one of its module-level names (``global X; X = v``) or
+    replace the item of a module-level one-element list (``X[0] = v``): slot setters."""
+    tree = ast.parse(source)
+    boxes = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             if isinstance(t, ast.Name) and isinstance(n.value, ast.List) and len(n.value.elts) == 1}
+    found = set()
+    for f in tree.body:
+        if not isinstance(f, ast.FunctionDef):
+            continue
+        rebound = {g for n in ast.walk(f) if isinstance(n, ast.Global) for g in n.names}
+        for n in ast.walk(f):
+            for t in (n.targets if isinstance(n, ast.Assign) else []):
+                if isinstance(t, ast.Name) and t.id in rebound or isinstance(t, ast.Subscript) \
+                        and isinstance(t.value, ast.Name) and t.value.id in boxes:
+                    found.add(f.name)
+    return found
+
+
+def slot_setter_calls(source: str, package: str, setters: dict) -> set[str]:
+    """``module.function`` for each call in ``source`` of a lower layer's slot setter (``setters``:
+    module -> its setters), called as ``mod.f(...)`` or imported by name."""
+    tree = ast.parse(source)
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            base = package.split(".")
+            mod = (".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+                   if isinstance(node, ast.ImportFrom) and node.level else getattr(node, "module", None))
+            for a in node.names:
+                full = a.name if isinstance(node, ast.Import) else f"{mod}.{a.name}"
+                names[a.asname or a.name.split(".")[0]] = full
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in names:
+            mod, _, fn = names[f.id].rpartition(".")
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in names:
+            mod, fn = names[f.value.id], f.attr
+        else:
+            continue
+        if fn in setters.get(mod, ()):
+            found.add(f"{mod}.{fn}")
+    return found
+
+
+def test_the_compiler_calls_no_slot_setter_below_it():
+    setters = {m: slot_setters(p.read_text()) for m, p in MODULES.items() if LAYERS[_layer(m)] < LAYERS["compiler"]}
+    found = set()
+    for m, p in MODULES.items():
+        if _layer(m) == "compiler":
+            package = m if _is_package(m) else m.rpartition(".")[0]
+            found |= slot_setter_calls(p.read_text(), package, setters)
+    assert not found, (f"the compiler sets lower layers' module-level slots through {sorted(found)}: have the "
+                       f"lower layer expose a general mechanism and plug in through it")
+
+
+def test_slot_setter_finder_finds_planted_setters():
+    lower = ("_HOOK = None\n_BOX: list = [None]\ndef set_hook(f):\n    global _HOOK\n    _HOOK = f\n"
+             "def set_box(f):\n    _BOX[0] = f\ndef plain(f):\n    x = [f]\n    x[0] = f\n")
+    assert slot_setters(lower) == {"set_hook", "set_box"}
+    setters = {"dispatch_jit.autograd.engine": {"set_hook", "set_box"}}
+    src = ("from dispatch_jit.autograd import engine\nfrom dispatch_jit.autograd.engine import set_box\n"
+           "engine.set_hook(print)\nset_box(print)\nengine.plain(print)\n")
+    assert slot_setter_calls(src, "dispatch_jit.compiler", setters) == {
+        "dispatch_jit.autograd.engine.set_hook", "dispatch_jit.autograd.engine.set_box"}
+
+
+def test_the_compiler_assigns_no_slot_below_it():
+    found = set()
+    for m, p in MODULES.items():
+        if _layer(m) == "compiler":
+            package = m if _is_package(m) else m.rpartition(".")[0]
+            found |= slot_assignments(p.read_text(), package)
+    assert found - SLOTS_PENDING == set(), (
+        f"the compiler assigns into lower layers' modules {sorted(found - SLOTS_PENDING)}: have the lower layer "
+        f"expose a general mechanism (a dispatch key's kernel, an observer with a handle, a class protocol) and "
+        f"plug in through it")
+    assert SLOTS_PENDING <= found, f"{sorted(SLOTS_PENDING - found)} are gone: take them off SLOTS_PENDING"
+
+
+def test_slot_finder_finds_planted_slots():
+    src = ("from dispatch_jit.autograd import engine\nimport dispatch_jit.writes as w\n"
+           "from ..optim import optimizer as _o\nfrom .tracer import _state\n"
+           "def f():\n    engine._backward_hook = f\n    w._WRITE_GUARD[0] = (f, [])\n"
+           "    setattr(_o, 'STEP', 1)\n    _state.tracer = None\n")
+    assert slot_assignments(src, "dispatch_jit.compiler") == {
+        "dispatch_jit.autograd.engine._backward_hook", "dispatch_jit.writes._WRITE_GUARD",
+        "dispatch_jit.optim.optimizer.STEP"}

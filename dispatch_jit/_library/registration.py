@@ -49,7 +49,10 @@ class Library:
         self._handles: list[RegistrationHandle] = []
 
     def define(self, schema: str, alias_analysis: str = "", *, tags=()) -> str:
-        """Define an operator from a schema string; returns its qualified name."""
+        """Define an operator from a schema string; returns its qualified name.  ``tags``: its
+        kinds (``dj.Tag`` members or their strings), which every layer reads: a ``"view"`` with a
+        shape rule (``impl_shape``) is traced and fused as a view, a ``"reduction"`` is recorded
+        as one in compiled mode, as the op library's own are."""
         if self.kind == "IMPL":
             raise RegistrationError(f"cannot define '{schema}' in an IMPL library; use 'DEF' or 'FRAGMENT'")
         s = parse_schema(schema)

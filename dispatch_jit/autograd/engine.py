@@ -19,20 +19,7 @@ from ..tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 from .grad_mode import _set as _set_grad_enabled, is_grad_enabled
 from .graph import AccumulateGrad, edge_of
 
-__all__ = ["backward", "grad", "run_backward", "set_backward_hook"]
-
-# compiled mode's replayed backward (compiler/lazy/backward.py), once compiled mode was entered:
-# called with the root of a plain ``t.backward()`` whose root is not a plain Tensor (a pending
-# one); True when it did that backward, False to walk the graph here as always
-_backward_hook = None
-
-
-def set_backward_hook(fn) -> None:
-    """Install ``fn(root) -> bool``, tried first by ``t.backward()`` of a one-element ``t`` that is
-    not a plain Tensor, without gradient=, retain_graph, create_graph or inputs= (engine < compiler:
-    the compiler plugs in here)."""
-    global _backward_hook
-    _backward_hook = fn
+__all__ = ["backward", "grad", "run_backward"]
 
 
 def _accumulate(buf: list, idx: int, g):
@@ -132,12 +119,21 @@ def _seed(t):
 _new = object.__new__
 
 
+def _own_backward(root) -> bool:
+    """A tensor subclass may run a plain ``t.backward()`` of its own (``t`` one element, no
+    gradient=, retain_graph, create_graph or inputs=): its class's ``__backward__(t)``, True when
+    it did (compiled mode's pending tensors replay a compiled backward), False to walk the graph
+    here as always."""
+    own = getattr(root.__class__, "__backward__", None)
+    return own is not None and own(root)
+
+
 def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
                  allow_unused: bool = False):
     """Backpropagate from ``roots``.  With ``inputs`` (autograd.grad), return
     their gradients instead of accumulating into ``.grad``."""
-    if (_backward_hook is not None and len(roots) == 1 and roots[0].__class__ is not Tensor and inputs is None
-            and grad_roots[0] is None and not retain_graph and not create_graph and _backward_hook(roots[0])):
+    if (len(roots) == 1 and roots[0].__class__ is not Tensor and inputs is None and grad_roots[0] is None
+            and not retain_graph and not create_graph and _own_backward(roots[0])):
         return None
     root_edges = _root_edges(roots, grad_roots)
     deps = _count_dependencies(root_edges)

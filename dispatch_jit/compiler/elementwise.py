@@ -28,6 +28,7 @@ from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
 from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction.table import REDUCTIONS
 from dispatch_jit.kernels.shape.op import _EMPTY_AXES
+from dispatch_jit.registry import Tag
 from dispatch_jit.kernels.elementwise.table import SCALAR_OPS, WHERE_CONDITION_DTYPES, ScalarOp, type_rule
 
 from .graph.ir import Node, TensorType, Var
@@ -121,8 +122,8 @@ def result_of(node: Node, types: dict[int, TensorType]) -> TensorType | None:
 
 
 # -- reductions as region epilogues --------------------------------------------------------
-_REDUCTION_OPS = {"aten::sum": "sum", "aten::prod": "prod", "aten::mean": "mean", "aten::max": "max",
-                  "aten::min": "min"}
+# the reductions (ops tagged dj.Tag.reduction) that codegen.py's loops end a region with
+_EPILOGUES = frozenset(["sum", "prod", "mean", "max", "min"])
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ class Reduction:
 
 def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction | None, str]:
     """(info, "") when ``node`` can end a fused region, else (None, why not)."""
-    kind = None if isinstance(node.op, str) else _REDUCTION_OPS.get(node.op.name())
-    if kind is None:
+    kind = node.op.name().split("::")[-1] if Tag.reduction in getattr(node.op, "tags", ()) else None
+    if kind not in _EPILOGUES:
         return None, "not a reduction"
     if len(node.outs) > 1 or not node.args or not isinstance(node.args[0], Var):
         return None, f"{kind}: unexpected arguments"

@@ -55,7 +55,8 @@ _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): 
 # plugs in here an object whose ``step(opt, closure, run)`` (which calls ``run(closure)``, the update),
 # ``zero_grad(opt, set_to_none)`` and ``step_scalars(opt, group, params, values)`` (``values``: what
 # ``step_values`` gave, returned as the trace's runtime scalars) see each step while its trace runs
-# (the compiler sits above this layer, so it registers itself, as the dispatcher's write guard does)
+# (the compiler sits above this layer, so it registers itself; issue 28: to become the Tracer key's
+# capture of dispatcher ops, as the write observers and the Tracer fallback are)
 STEP_TRACE: list = [None]
 
 
@@ -174,7 +175,7 @@ def _which(opt, group: dict, p) -> str:
 
 def written(tensors) -> None:
     """Before an in-place loop writes ``tensors``: run any pending compiled-mode graph that reads
-    them (the dispatcher's write guard); after: bump their version counters."""
+    them (writes.py's observers); after: bump their version counters."""
     for t in tensors:
         before_write(t)
     for t in tensors:

@@ -9,12 +9,14 @@ differentiable: they fall through Autograd.
 from __future__ import annotations
 
 from dispatch_jit.library import fallthrough_kernel
+from dispatch_jit.registry import Tag
 
 from . import cpu, cuda, op
 
-__all__ = ["SCHEMAS", "KERNELS"]
+__all__ = ["SCHEMAS", "TAGS", "KERNELS"]
 
 SCHEMAS = op.SCHEMAS
+TAGS = dict.fromkeys(op.EXTRA, (Tag.reduction,))     # every op here reduces over ``axis``
 KERNELS = {
     "CPU": op.kernels("cpu", cpu.CPU),
     "CUDA": op.kernels("cuda", cuda.CUDA),

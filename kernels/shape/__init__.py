@@ -11,9 +11,9 @@ from dispatch_jit.creation import empty_like
 
 from . import cuda
 from .cpu import SHAPE_KERNELS
-from .op import RULES
+from .op import RULES, TAGS
 
-__all__ = ["SCHEMAS", "SHAPE_RULES", "KERNELS"]
+__all__ = ["SCHEMAS", "SHAPE_RULES", "TAGS", "KERNELS"]
 
 SCHEMAS = list(SHAPE_KERNELS)
 SHAPE_RULES = RULES      # one rule per view: the kernels' checks, tracing's and lazy mode's shapes

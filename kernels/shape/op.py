@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 
 from dispatch_jit.errors import ShapeError, SizeDependentError
+from dispatch_jit.registry import Tag
 
-__all__ = ["RULES", "getitem", "normalize_axis", "normalize_axes"]
+__all__ = ["RULES", "TAGS", "getitem", "normalize_axis", "normalize_axes"]
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
@@ -207,3 +208,6 @@ def getitem(s: tuple, index: tuple) -> tuple:
 # op name -> its rule: (input shape, *static arguments) -> output shape
 RULES = {"reshape": reshape, "view": view, "permute": permute, "transpose.int": transpose, "expand": expand,
          "squeeze": squeeze, "unsqueeze": unsqueeze, "flatten": flatten, "narrow": narrow}
+# the views' kinds (dj.Tag), which every layer reads: reshape and flatten copy where the strides
+# cannot express the new shape (NumPy's reshape), the others never do
+TAGS = {name: (Tag.view, Tag.view_may_copy) if name in ("reshape", "flatten") else (Tag.view,) for name in RULES}

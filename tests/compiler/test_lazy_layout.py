@@ -45,22 +45,23 @@ def test_modules_import_one_way():
 def test_importing_installs_nothing_until_compiled_mode_is_entered():
     code = (
         "import dispatch_jit as dj\n"
+        "from dispatch_jit import registry, writes\n"
+        "from dispatch_jit.keys import DispatchKey\n"
         "from dispatch_jit.tensor import Tensor\n"
-        "from dispatch_jit.compiler.trace import fallback as trace\n"
         "from dispatch_jit.compiler.lazy import mode, LazyTensor\n"
-        "from dispatch_jit.autograd import engine\n"
         "hooks = lambda: [hasattr(Tensor.__dict__[n], '__wrapped__') for n in ('__setitem__', 'numpy')]"
-        " + [engine._backward_hook is not None]\n"
-        "print(trace._SPECIALIZER[0] is None, *hooks())\n"
+        " + [hasattr(LazyTensor, '__backward__'), bool(writes._observers)]\n"
+        "fallback = lambda: registry.backend_fallbacks()[DispatchKey.Tracer]\n"
+        "print(hasattr(fallback(), 'specialize'), *hooks())\n"
         "x = dj.tensor([1.0, 2.0])\n"
         "with mode('compiled'):\n"
         "    y = x * 2.0\n"
-        "    print(type(y).__name__, trace._SPECIALIZER[0].__module__, *hooks())\n"
+        "    print(type(y).__name__, fallback().specialize.__module__, *hooks())\n"
         "print(y.numpy().tolist())\n")
     env = {k: v for k, v in os.environ.items() if k != "DISPATCH_JIT_MODE"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     before, during, result = out.stdout.splitlines()
-    assert before.split() == ["True", "False", "False", "False"]
-    assert during.split() == ["LazyTensor", "dispatch_jit.compiler.lazy.specialize", "True", "True", "True"]
+    assert before.split() == ["False", "False", "False", "False", "False"]
+    assert during.split() == ["LazyTensor", "dispatch_jit.compiler.lazy.specialize", "True", "True", "True", "True"]
     assert result == "[2.0, 4.0]"

@@ -1,8 +1,9 @@
 """Views in compiled mode: how they are traced, and the pass that sinks them
 out of fused chains so that one loop computes the whole chain.
 
-A view (permute, transpose, expand, unsqueeze, reshape, view, flatten,
-narrow, basic indexing ``t[1:, ::2, None, 0]``) moves no data: it is new
+A view (an op tagged ``dj.Tag.view``: permute, transpose, expand, squeeze,
+unsqueeze, reshape, view, flatten, narrow, a user's view op with a shape
+rule; basic indexing ``t[1:, ::2, None, 0]``) moves no data: it is new
 strides over the same buffer.  Elementwise ops commute with views: for an
 elementwise tree ``y = E(x1, ..., xk)`` whose output shape is ``S`` (the
 broadcast of the leaves' shapes),
@@ -19,7 +20,7 @@ fused region as its consumers.  At call time a ``ViewOp`` step builds the
 leaves' views as zero-copy NumPy strided views, and the region's loop reads
 them with their strides (the "index arithmetic"); the common shape ``S`` is
 only computed when the leaves' shapes differ, and a broadcast leaf becomes a
-stride-0 view.  Only ``reshape``/``flatten`` may copy, where NumPy must
+stride-0 view.  Only views tagged ``view_may_copy`` (``reshape``/``flatten``) copy, where NumPy must
 (strides that cannot express the new shape: a non-contiguous or broadcast
 leaf); the step counts that and ``explain()`` says so.
 
@@ -52,17 +53,20 @@ import numpy as np
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.errors import BroadcastError, ShapeError, SizeDependentError
 from dispatch_jit.kernels.shape.op import getitem
+from dispatch_jit.registry import Tag
 from dispatch_jit.tensor import wrap_view
 
 from ..elementwise import elementwise_info, reduction_info, result_of
 from .ir import Graph, Node, TensorType, Var, rename_vars, vars_in
 
-__all__ = ["GETITEM", "VIEW_OPS", "ViewOp", "is_view", "view_type", "normalize_index", "index_type", "view_shape",
+__all__ = ["GETITEM", "is_view_op", "may_copy", "ViewOp", "is_view", "view_type", "normalize_index", "index_type", "view_shape",
            "index_shape", "sink_views", "hoist_input_views", "view_copies"]
 
 
 class _GetItem:
     """The pseudo-op of basic indexing in a graph: ``getitem(t, index)`` is ``t[index]``."""
+
+    tags = frozenset([Tag.view])
 
     def name(self) -> str:
         return "getitem"
@@ -76,24 +80,22 @@ class _GetItem:
 
 GETITEM = _GetItem()
 
-# view op -> whether it may copy (NumPy's reshape copies when the strides cannot express the new shape)
-VIEW_OPS = {"aten::permute": False, "aten::transpose.int": False, "aten::expand": False, "aten::unsqueeze": False,
-            "aten::view": False, "aten::narrow": False, "getitem": False, "aten::reshape": True,
-            "aten::flatten": True}
+def is_view_op(op) -> bool:
+    """Whether ``op`` (an OpOverload, GETITEM, or another pseudo-op of a graph) is a view: its
+    ``dj.Tag.view``."""
+    return Tag.view in getattr(op, "tags", ())
 
 
-def _op_name(op) -> str | None:
-    if isinstance(op, str):
-        return None
-    if isinstance(op, ViewOp):
-        return "view-group"
-    return op.name()
+def may_copy(op) -> bool:
+    """Whether view ``op`` may copy (``dj.Tag.view_may_copy``: NumPy's reshape copies when the
+    strides cannot express the new shape)."""
+    return Tag.view_may_copy in getattr(op, "tags", ())
 
 
 def is_view(n: Node) -> bool:
-    """A node that only re-describes memory (one of VIEW_OPS, or a ViewOp group)."""
-    name = _op_name(n.op)
-    return name == "view-group" or name in VIEW_OPS
+    """A node that only re-describes memory (an op tagged ``view``, or a ViewOp group)."""
+    op = n.op
+    return not isinstance(op, str) and (isinstance(op, ViewOp) or is_view_op(op))
 
 
 def _fmt_index_item(i) -> str:
@@ -117,7 +119,7 @@ class ViewOp:
 
     def __init__(self, op, statics: tuple, kwargs: dict):
         self.op, self.statics, self.kwargs = op, tuple(statics), dict(kwargs)
-        self.may_copy = VIEW_OPS.get(op.name(), False)
+        self.may_copy = may_copy(op)
         self.copies = 0
         self.key = (op.name(), repr(self.statics), repr(sorted(self.kwargs.items())))
 
@@ -308,7 +310,7 @@ def _sink_one(g: Graph, view: Node, producers: dict, uses: dict, outputs: set, c
     # 0-d leaves broadcast to any shape and keep their (lower) promotion rank: they stay as they are
     nd = g.types[src.id].ndim
     viewed = [x for x in leaves if nd == 0 or g.types[x].ndim > 0]
-    if VIEW_OPS[view.op.name()] or view.op.name() == "aten::view":
+    if may_copy(view.op) or view.op.name() == "aten::view":
         # a reshape of a permuted or sliced leaf copies it: materializing the chain (contiguous) and
         # reshaping that for free is the cheaper order
         if any(_strided_view(producers.get(x)) for x in viewed):
@@ -327,7 +329,7 @@ def _sink_one(g: Graph, view: Node, producers: dict, uses: dict, outputs: set, c
             vid = g.next_id + len(outs)
             types[vid] = TensorType(g.types[x].dtype, out_ty.ndim, out_ty.device)
             outs.append(vid)
-        if len(viewed) == 1 and not VIEW_OPS[op.name()]:
+        if len(viewed) == 1 and not may_copy(op):
             new_nodes.append(Node(op, (Var(viewed[0]),) + tuple(view.args[1:]), dict(view.kwargs), tuple(outs)))
         else:
             new_nodes.append(Node(ViewOp(op, view.args[1:], view.kwargs), tuple(Var(x) for x in viewed), {},
@@ -397,7 +399,7 @@ def hoist_input_views(g: Graph) -> Graph:
             consts.append(n)
         elif is_view(n) and all(v in base for v in n.inputs()) and \
                 all(g.types[v].device == "cpu" for v in n.outs):
-            if not isinstance(n.op, ViewOp) and VIEW_OPS.get(n.op.name(), False):
+            if not isinstance(n.op, ViewOp) and may_copy(n.op):
                 n = Node(ViewOp(n.op, n.args[1:], n.kwargs), n.args[:1], {}, n.outs)
             hoisted.append(n)
             base.update(n.outs)

@@ -8,8 +8,9 @@ in ``LazyRecorder.record``.  A fusible elementwise op (the same test as
 *recorded*: it appends a node to the thread's pending graph and returns a ``LazyTensor``, a
 real ``dj.Tensor`` whose ``_data`` is not computed yet (its shape, dtype and ndim are known).  So are, of a value
 pending in the graph: a reduction (it becomes the epilogue of the loop that
-computes the value), a view (permute, transpose, expand, unsqueeze, view,
-reshape, flatten, narrow; views.py's VIEW_OPS) with int arguments, and basic
+computes the value), a view (an op tagged ``dj.Tag.view`` with a shape
+rule: permute, transpose, expand, squeeze, unsqueeze, view, reshape, flatten,
+narrow) with int arguments, and basic
 indexing (``t[1:, ::2]``, ``t[0]``, ``t[None]``, ``t[..., 1]``), whose output
 shapes are computed from the input's (views.py: ``view_shape``,
 ``index_shape``) and whose static arguments are part of the record, so that

@@ -52,8 +52,8 @@ _SEEDED = (None,)         # a key whose walk read the seed eagerly: walk it agai
 
 
 def backward(root) -> bool:
-    """``engine.run_backward``'s hook for a plain ``root.backward()`` of a tensor that is not a
-    plain Tensor: True when it did the backward (replayed, or walked and kept), False: the engine
+    """A LazyTensor's ``__backward__``, which ``engine.run_backward`` tries first for a plain
+    ``root.backward()``: True when it did the backward (replayed, or walked and kept), False: the engine
     walks the graph itself."""
     z = get_slot(root, Tensor)
     if z.__class__ is not Pending or root._sig & CUDA_SIG or math.prod(z.shape) != 1:
@@ -259,5 +259,6 @@ def _replay(r, rep: tuple, order: list, z) -> bool:
 
 
 def install() -> None:
-    """Compiled mode's first entry plugs the replay into the engine."""
-    engine.set_backward_hook(backward)
+    """Compiled mode's first entry makes the replay a pending tensor's own backward (the engine
+    asks a tensor subclass's ``__backward__`` first: autograd/engine.py)."""
+    LazyTensor.__backward__ = staticmethod(backward)

@@ -29,7 +29,7 @@ from dispatch_jit.autograd.kernel import AutogradKernel, layout
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
-from ..graph.views import VIEW_OPS
+from ..graph.views import is_view_op
 from .state import MISS, state
 from .tensor import LazyTensor, Pending, get_slot
 
@@ -58,7 +58,7 @@ def autograd_of(op):
         how = None
         fn, _ = op._entry.table[_K.AutogradCPU.value]
         sch = op.schema
-        if (isinstance(fn, AutogradKernel) and op.name() not in VIEW_OPS and len(sch.returns) == 1
+        if (isinstance(fn, AutogradKernel) and not is_view_op(op) and len(sch.returns) == 1
                 and sch.returns[0].type.base == "Tensor" and not sch.returns[0].type.is_list):
             lay = layout(sch)
             if not lay[1]:

@@ -12,11 +12,12 @@ from typing import NamedTuple
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
+from dispatch_jit.registry import Tag
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..graph.ir import Node, TensorType, Var
-from ..graph.views import GETITEM, VIEW_OPS, index_shape, normalize_index, view_shape
+from ..graph.views import GETITEM, index_shape, normalize_index, view_shape
 from . import execute, generic, grad
 from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
                      _canon, _device_of, _encode_index, _generic_spec, _out_sig, _plain_dense, _sig_type,
@@ -27,7 +28,6 @@ from .tensor import (CUDA_SIG, SLOT_DATA, LazyTensor, Pending, PendingGraph, get
 from .watch import _exported, _is_exported, _snapshot, _storage_root, _unwatch, _watch
 
 _K = DispatchKey
-_REDUCTION_NAMES = frozenset(["aten::sum", "aten::prod", "aten::mean", "aten::max", "aten::min"])
 
 
 class _Known(NamedTuple):
@@ -151,7 +151,7 @@ class LazyRecorder(PendingGraph):
         if args and args[0].__class__ is LazyTensor:
             how = state.of_pending.get(op, MISS)
             if how is MISS:
-                how = state.of_pending[op] = OF_PENDING.get(op.name())
+                how = state.of_pending[op] = of_pending(op)
             if how is not None:
                 t = how(self, op, args, kwargs)
                 if t is not None:
@@ -368,7 +368,12 @@ class LazyRecorder(PendingGraph):
 
 
 
-# ops recorded when their first argument is a value pending in the graph: reductions (they become
-# the epilogue of the loop computing it) and views (sink_views moves them into the loops around them)
-OF_PENDING = dict.fromkeys(_REDUCTION_NAMES, LazyRecorder._record_reduction)
-OF_PENDING.update(dict.fromkeys((n for n in VIEW_OPS if n != "getitem"), LazyRecorder._record_view))
+def of_pending(op):
+    """How a call of ``op`` whose first argument is a value pending in the graph is recorded, by
+    the op's kind (``dj.Tag``), or None: a reduction becomes the epilogue of the loop computing the
+    value (where the fused loops have its epilogue: else it runs eagerly), a view is moved by
+    sink_views into the loops around it."""
+    tags = op.tags
+    if Tag.reduction in tags:
+        return LazyRecorder._record_reduction
+    return LazyRecorder._record_view if Tag.view in tags and op._entry.shape_fn is not None else None

@@ -1,10 +1,10 @@
 """The generated recorders: the Tracer fallback's kernel specialized per call signature.
 
-Lazy mode plugs ``specialize`` into the Tracer fallback (``trace.set_tracer_specializer``)
-when compiled mode is first entered; the dispatcher memoizes its result per signature, so
-recording an elementwise op costs about what eager dispatch of it does.  This is the hot
-path: the records it builds are plain tuples (encode.py), its pending states ``Pending``
-named tuples built by the tuple constructor (tensor.py)."""
+Compiled mode's first entry registers ``recording_fallback`` at the Tracer key (the Tracer
+fallback, with ``specialize``: trace.install_tracer_fallback); the dispatcher memoizes what
+``specialize`` returns per signature, so recording an elementwise op costs about what eager
+dispatch of it does.  This is the hot path: the records it builds are plain tuples (encode.py),
+its pending states ``Pending`` named tuples built by the tuple constructor (tensor.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from dispatch_jit.tensor import Tensor
 
 from ..elementwise import result_of, scalar_op_of
 from ..graph.ir import Node, TensorType, Var
+from ..trace.fallback import tracer_fallback
 from ..trace.symbolic import _state
 from . import generic, grad
 from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
-from .record import OF_PENDING, LazyRecorder, _decomposition
+from .record import LazyRecorder, _decomposition, of_pending
 from .state import state
 from .tensor import LazyTensor, Pending, new
 
@@ -256,11 +257,11 @@ def _grad_recorder(call, op, boxed):
     if how is None:
         return boxed              # no AutogradKernel: grad.py's generic path runs it eagerly
     split = _splitter(call)
-    # an op with a meta function that is not recorded otherwise of a pending value (OF_PENDING: a
+    # an op with a meta function that is not recorded otherwise of a pending value (of_pending: a
     # reduction, a view) is a generic record whatever its arguments: straight there; an elementwise
     # op's signature that the generated recorders record, through one (tensors that require grad
     # are plain inputs of the graph, as in LazyRecorder._record)
-    rec = generic.record if generic.meta_of(op) is not None and OF_PENDING.get(op.name()) is None else None
+    rec = generic.record if generic.meta_of(op) is not None and of_pending(op) is None else None
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
     fast = _elementwise_recorder(call, op, cuda, boxed, _none) if scalar_op_of(op) is not None else None
 
@@ -287,3 +288,12 @@ def _grad_recorder(call, op, boxed):
         return out
     return record
 
+
+def recording_fallback(op, keyset, args, kwargs):
+    """The Tracer key's fallback from compiled mode's first entry on: ``trace.tracer_fallback``,
+    which the dispatcher asks to ``specialize`` per call signature (dispatcher.py: a backend
+    fallback with ``.specialize``)."""
+    return tracer_fallback(op, keyset, args, kwargs)
+
+
+recording_fallback.specialize = specialize

@@ -32,7 +32,7 @@ class LazyState:
         # cleared on every registration change (registrations_changed):
         self.specs: dict = {}        # (op, arg signatures/types, kwarg names/types) -> known, or None: not recorded
         self.decomps: dict = {}      # (op, on CUDA) -> the decomposition to record through, or None
-        self.of_pending: dict = {}   # op -> how a call on a pending value records (record.OF_PENDING), or None
+        self.of_pending: dict = {}   # op -> how a call on a pending value records (record.of_pending), or None
         self.view_lists: dict = {}   # view op -> per static argument, whether its schema type is an int list
         self.plans: dict = {}        # a flush's structural key -> Plan
         self.meta_fns: dict = {}     # op -> the meta function its generic records are typed by, or None

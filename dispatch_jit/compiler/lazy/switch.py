@@ -1,7 +1,7 @@
 """The mode switch: ``set_mode``/``get_mode``/``mode``/``flush``/``init_mode_from_env``, and the
 hooks compiled mode installs the first time any thread enters it: the generated recorders
-(``trace.set_tracer_specializer``), the dispatcher's write guard, and the Tensor methods
-that write or export memory outside the dispatcher."""
+(the Tracer key's fallback, specialized per call signature), a write observer (writes.py), and
+the Tensor methods that write or export memory outside the dispatcher."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ import threading
 import numpy as np
 
 from dispatch_jit.bufferpool import pool as _pool
-from dispatch_jit.dispatcher import set_write_guard, tls
+from dispatch_jit.dispatcher import tls
 from dispatch_jit.errors import InvalidArgumentError
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.tensor import Tensor
+from dispatch_jit.writes import observe_writes
 
-from ..trace.fallback import install_tracer_fallback, set_tracer_specializer
+from ..trace.fallback import install_tracer_fallback
 from ..trace.symbolic import _state
 from . import backward, update
 from .record import LazyRecorder
-from .specialize import set_limit, specialize
+from .specialize import recording_fallback, set_limit
 from .state import state
 from .tensor import CUDA_SIG
 from .watch import _before_write, _mark_exported, _watched
@@ -167,7 +168,7 @@ _hooks_lock = threading.Lock()
 def _install_forcing_hooks():
     """On entering compiled mode the first time (in any thread): the Tracer fallback specializes
     per signature (the generated recorders), writes outside the dispatcher (item assignment,
-    NumPy views) run the pending readers first, and the dispatcher's write guard does it for ops."""
+    NumPy views) run the pending readers first, and a write observer (writes.py) does it for ops."""
     with _hooks_lock:
         if _hooks:
             return
@@ -176,9 +177,9 @@ def _install_forcing_hooks():
 
 
 def _install():
-    # the engine has a hook point for writes by ops (the dispatcher's write guard) but none for
-    # item assignment and NumPy exports: those Tensor methods are wrapped, once, process-wide
-    set_tracer_specializer(specialize)
+    # the engine takes write observers for writes by ops (writes.py) but has none for item
+    # assignment and NumPy exports: those Tensor methods are wrapped, once, process-wide
+    install_tracer_fallback(recording_fallback)
     backward.install()        # a pending loss's backward: replayed per structure (backward.py)
 
     def writes_first(orig):
@@ -202,7 +203,7 @@ def _install():
     Tensor.__setitem__ = writes_first(Tensor.__dict__["__setitem__"])
     for name in ("numpy", "__array__"):
         setattr(Tensor, name, exports(Tensor.__dict__[name]))
-    set_write_guard(_before_write, _watched)
+    _hooks.append(observe_writes(_before_write, _watched))
     # dj.optim's steps record their updates into the pending graph (update.py)
     update.install()
 

@@ -2,8 +2,8 @@
 
 A graph reads its inputs when it runs, eager mode when each op runs: a write in between must
 run the graph first.  Each recorder lists the storages its inputs view (``read_keys``); while
-it has any, it is in ``_watched``, and a write looks there (``_before_write``: the dispatcher's
-write guard, item assignment, ``.numpy()``/``__array__``).  So writing into a tensor that no
+it has any, it is in ``_watched``, and a write looks there (``_before_write``: a write observer,
+writes.py; item assignment, ``.numpy()``/``__array__``).  So writing into a tensor that no
 pending graph reads costs the look at an empty list, or one set lookup per recording thread.
 
 Storages handed out as writable NumPy arrays are ``_exported``: a graph reads them from a copy
@@ -53,8 +53,8 @@ def _storage_key(a) -> int:
 
 def _before_write(t) -> None:
     """Run every pending graph, of any thread, that reads ``t``'s storage: the dispatcher calls
-    this before an op writes into ``t`` (in place, ``out=``; dispatcher.set_write_guard), and so
-    do item assignment (``copy_`` too) and ``.numpy()``/``__array__``, whose array may be written."""
+    this before an op writes into ``t`` (in place, ``out=``: switch.py registers it as a write
+    observer), and so do item assignment (``copy_`` too) and ``.numpy()``/``__array__``, whose array may be written."""
     a = getattr(t, "_data", None)       # a pending tensor is computed first: the write forces it anyway
     if a is None:
         return

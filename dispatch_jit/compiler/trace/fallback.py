@@ -47,7 +47,7 @@ from .owners import module_tensors
 from .symbolic import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
                      is_tracing)
 
-__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "set_tracer_specializer", "flat_tensors",
+__all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "flat_tensors",
            "active", "misplaced_scalars", "TRACED_SCALARS"]
 
 _K = DispatchKey
@@ -89,27 +89,6 @@ def tracer_fallback(op, keyset, args, kwargs):
             return op(*args, **kwargs)
     return tracer.record(op, args, kwargs)
 
-
-# Lazy mode (compiler/lazy) records through this fallback too, but specializes it per call
-# signature: the dispatcher memoizes ``tracer_fallback.specialize(call, boxed)`` per signature
-# (dispatcher.py: backend fallbacks with .specialize), which asks the specializer plugged in here.
-_SPECIALIZER: list = [None]
-
-
-def set_tracer_specializer(fn) -> None:
-    """Plug in ``fn(call, boxed)``, which returns the Tracer key's kernel for one call signature
-    (``boxed``: the generic one, ``tracer_fallback``).  Memo entries resolved before are dropped."""
-    _SPECIALIZER[0] = fn
-    for op in registry.all_operators():
-        op.memo.clear()
-
-
-def _specialize(call, boxed):
-    fn = _SPECIALIZER[0]
-    return boxed if fn is None else fn(call, boxed)
-
-
-tracer_fallback.specialize = _specialize
 
 class _Active:
     """``with _Active(tracer):`` the thread's active trace is ``tracer`` (joint.py traces a backward)."""
@@ -327,14 +306,19 @@ def _scalar_stand_ins(tracer, args, kwargs, scalars):
 _handle = []
 
 
-def install_tracer_fallback():
-    """Register ``tracer_fallback`` at the Tracer key (the op library registers nothing
-    there: the key is the compiler's)."""
-    if _handle:
-        return _handle[0]
+def install_tracer_fallback(fn=None):
+    """Register a fallback at the Tracer key (the op library registers nothing there: the key is
+    the compiler's): ``tracer_fallback`` (no ``fn``: kept if one is registered), or, from compiled
+    mode's first entry on, ``fn``, the form of it that also specializes per call signature
+    (lazy/specialize.py's ``recording_fallback``), which replaces it.  Memo entries resolved
+    before are dropped (the registry recomputes every table)."""
     current = registry.backend_fallbacks().get(_K.Tracer)
-    if current is not None:
+    if _handle and (fn is None or current is fn):
+        return _handle[0]
+    if current is not None and not _handle:
         raise RegistrationError(f"a Tracer backend fallback is already registered ({current!r}); "
-                           f"compiled mode needs its own")
-    _handle.append(registry.register_fallback(_K.Tracer, tracer_fallback))
+                                f"compiled mode needs its own")
+    if _handle:
+        _handle.pop().remove()
+    _handle.append(registry.register_fallback(_K.Tracer, fn or tracer_fallback))
     return _handle[0]

@@ -42,6 +42,7 @@ from dispatch_jit.keys import DispatchKey
 from dispatch_jit.ops import entries
 from dispatch_jit.optim.adam import Adam, AdamW
 from dispatch_jit.optim.sgd import SGD
+from dispatch_jit.registry import Tag
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
 from ..graph.ir import Var, runtime_scalar, vars_in
@@ -229,7 +230,7 @@ class StepTracer(ShapedTracer):
         (arg, dest), = mutated if len(mutated) == 1 else self.abort(
             f"{entry.name} writes into several arguments (not compiled)")
         base = entry.name.split("::")[-1].split(".")[0]
-        if arg.name != "self" or not base.endswith("_") or getattr(A, base[:-1], None) is None:
+        if arg.name != "self" or Tag.inplace not in entry.tags or getattr(A, base[:-1], None) is None:
             self.abort(f"{entry.name} writes into its argument '{arg.name}' (out= and this in-place op are "
                        f"not compiled)")
         self.in_meta -= 1     # the out-of-place op is the function's own call, recorded as any

@@ -19,7 +19,7 @@ first run is one compiled function (planfn.py).  Per call:
    numbers (``step_values``: the learning rate, ..., Adam's bias corrections, computed as
    eager's update computes them; Adam's step counts advance), so a learning-rate schedule
    runs one plan;
-3. the plan runs (the write guard first, as ``optim.written``); each written tensor gets its
+3. the plan runs (the write observers first, as ``optim.written``); each written tensor gets its
    new value, copied in, or written in place by the plan function where no alias can see the
    difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
    (or None), and the function's result is returned.  A result tensor that required grad in
