@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
-from dispatch_jit.compiler.ir import Node, Var
+from dispatch_jit.compiler.graph.ir import Node, Var
 from dispatch_jit.compiler.lazy import LazyTensor, lazy_info, mode
 from dispatch_jit.compiler.graph.views import is_view, may_copy
 
