@@ -1,0 +1,143 @@
+"""dj.func.vmap over the Batched key: results equal the stacked per-example loop."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.func import vmap
+
+
+def _loop(f, xs, in_dims=0):
+    """The reference: f on each example, stacked at 0."""
+    B = next(x.shape[d] for x, d in zip(xs, in_dims) if d is not None)
+    outs = []
+    for i in range(B):
+        ex = [x if d is None else dj.tensor(np.take(x.numpy(), i, axis=d)) for x, d in zip(xs, in_dims)]
+        outs.append(f(*ex).numpy())
+    return np.stack(outs)
+
+
+X = dj.tensor(np.arange(24, dtype=np.float64).reshape(3, 2, 4) / 7.0)
+W = dj.tensor(np.linspace(-1, 1, 20).reshape(4, 5))
+
+
+@pytest.mark.parametrize("name,f,dims", [
+    ("pointwise", lambda x, w: (x * 2 + 1).exp().tanh(), (0, None)),
+    ("broadcast unbatched", lambda x, w: x + w[0, :4], (0, None)),
+    ("sum axis", lambda x, w: x.sum(1), (0, None)),
+    ("sum all", lambda x, w: x.sum(), (0, None)),
+    ("mean keepdims", lambda x, w: dj.mean(x, [0], True), (0, None)),
+    ("softmax", lambda x, w: dj.softmax(x, -1), (0, None)),
+    ("log_softmax", lambda x, w: dj.log_softmax(x, 0), (0, None)),
+    ("argmax", lambda x, w: dj.argmax(x), (0, None)),
+    ("reshape", lambda x, w: x.reshape(4, 2).t(), (0, None)),
+    ("permute", lambda x, w: x.permute(1, 0).unsqueeze(0), (0, None)),
+    ("matmul", lambda x, w: dj.matmul(x, w), (0, None)),
+    ("mm", lambda x, w: dj.mm(x, w), (0, None)),
+    ("matmul vec", lambda x, w: dj.matmul(x[0], w), (0, None)),
+    ("linear", lambda x, w: dj.nn.functional.linear(x, w.t()), (0, None)),
+    ("cat", lambda x, w: dj.cat([x, x * 2], 1), (0, None)),
+    ("stack", lambda x, w: dj.stack([x, x], 0), (0, None)),
+    ("where", lambda x, w: dj.where(x > 1, x, -x), (0, None)),
+    ("cumsum", lambda x, w: dj.cumsum(x, 1), (0, None)),
+    ("expand", lambda x, w: x[0].expand(3, 4), (0, None)),
+])
+def test_vmap_equals_loop(name, f, dims):
+    got = vmap(f, in_dims=dims)(X, W)
+    want = _loop(f, [X, W], dims)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_batched_weight_in_dims_1_and_out_dims():
+    Ws = dj.tensor(np.arange(60.0).reshape(4, 3, 5))       # batch at dim 1
+    x = dj.tensor(np.arange(8.0).reshape(2, 4))
+    f = lambda x, w: dj.matmul(x, w)                       # noqa: E731
+    got = vmap(f, in_dims=(None, 1), out_dims=2)(x, Ws)
+    want = np.stack([x.numpy() @ Ws.numpy()[:, i] for i in range(3)], axis=2)
+    np.testing.assert_allclose(got.numpy(), want)
+
+
+def test_nested_in_dims_and_outputs():
+    xs = {"a": dj.ones(3, 2), "b": (dj.arange(3.0), dj.tensor(5.0))}
+    out = vmap(lambda d: (d["a"] * d["b"][0], d["b"][1]), in_dims=({"a": 0, "b": (0, None)},))(xs)
+    np.testing.assert_allclose(out[0].numpy(), np.ones((3, 2)) * np.arange(3.0)[:, None])
+    assert out[1].shape == (3,)         # an unbatched output is expanded to the batch
+
+
+def test_nested_vmap_levels():
+    x = dj.tensor(np.arange(6.0).reshape(2, 3))
+    y = dj.tensor(np.arange(4.0))
+    got = vmap(vmap(lambda a, b: a * b, in_dims=(None, 0)), in_dims=(0, None))(x, y)   # outer product per row
+    np.testing.assert_allclose(got.numpy(), x.numpy()[:, None, :] * y.numpy()[None, :, None])
+    got = vmap(vmap(lambda a: a.sum()))(x)
+    np.testing.assert_allclose(got.numpy(), x.numpy())
+
+
+def test_chunk_size_equals_whole_batch():
+    f = lambda x: (x * x).sum(0)          # noqa: E731
+    np.testing.assert_allclose(vmap(f, chunk_size=2)(X).numpy(), vmap(f)(X).numpy())
+
+
+def test_in_dims_errors_name_the_problem():
+    with pytest.raises(ValueError, match="in_dims is not compatible"):
+        vmap(lambda a, b: a + b, in_dims=(0,))(X, X)
+    with pytest.raises(ValueError, match="same size in the mapped dimension"):
+        vmap(lambda a, b: a + b)(X, dj.ones(2, 2, 4))
+    with pytest.raises(ValueError, match="in_dim=3"):
+        vmap(lambda a: a, in_dims=3)(X)
+    with pytest.raises(ValueError, match="non-Tensor"):
+        vmap(lambda a, n: a * n, in_dims=(0, 0))(X, 2)
+    with pytest.raises(ValueError, match="randomness"):
+        vmap(lambda a: a, randomness="sometimes")
+    with pytest.raises(ValueError, match="truth value"):
+        vmap(lambda a: a if a.sum() > 0 else -a)(X)
+
+
+def test_randomness_modes():
+    x = dj.zeros(4, 3)
+    with pytest.raises(ValueError, match="randomness error mode"):
+        vmap(lambda a: a + dj.rand(3))(x)
+    same = vmap(lambda a: a + dj.rand(3), randomness="same")(x).numpy()
+    assert (same == same[0]).all()
+    diff = vmap(lambda a: a + dj.rand(3), randomness="different")(x).numpy()
+    assert diff.shape == (4, 3) and len({tuple(r) for r in diff}) == 4
+
+
+def test_library_impl_at_batched_and_fallback_warning():
+    lib = dj.Library("vmaptest", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: dj.tensor(x.numpy() * 2), "CPU")
+    op = dj.ops.vmaptest.twice
+    x = dj.tensor(np.arange(6.0).reshape(3, 2))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r1 = vmap(op)(x)
+        r2 = vmap(op)(x)
+    msgs = [str(m.message) for m in w if "batching rule" in str(m.message)]
+    assert len(msgs) == 1 and "vmaptest::twice" in msgs[0]
+    np.testing.assert_allclose(r1.numpy(), x.numpy() * 2)
+    np.testing.assert_allclose(r2.numpy(), x.numpy() * 2)
+
+    calls = []
+
+    def rule(x):        # a Batched kernel: sees the BatchedTensor, computes on its value
+        from dispatch_jit.func.batched import unwrap_at, wrap_batched
+        calls.append(1)
+        value, bdim = unwrap_at(x, x._level)
+        return wrap_batched(op(value), bdim, x._level)
+    h = lib.impl("twice", rule, "Batched")
+    np.testing.assert_allclose(vmap(op)(x).numpy(), x.numpy() * 2)
+    assert calls == [1]
+    del h
+
+
+def test_no_fallback_for_the_mlp_ops():
+    from dispatch_jit.kernels.batching.core import FALLBACK_WARNED
+    before = set(FALLBACK_WARNED)
+    x = dj.tensor(np.arange(12.0).reshape(3, 4))
+    w = dj.tensor(np.ones((2, 4)))
+    f = lambda x: dj.nn.functional.cross_entropy(dj.relu(dj.nn.functional.linear(x, w)), dj.tensor(1))  # noqa
+    vmap(f)(x)
+    assert FALLBACK_WARNED == before
