@@ -8,6 +8,8 @@ import pytest
 import dispatch_jit as dj
 from dispatch_jit.func import vmap
 
+F = dj.nn.functional
+
 
 def _loop(f, xs, in_dims=0):
     """The reference: f on each example, stacked at 0."""
@@ -23,7 +25,7 @@ X = dj.tensor(np.arange(24, dtype=np.float64).reshape(3, 2, 4) / 7.0)
 W = dj.tensor(np.linspace(-1, 1, 20).reshape(4, 5))
 
 
-@pytest.mark.parametrize("name,f,dims", [
+CASES = [
     ("pointwise", lambda x, w: (x * 2 + 1).exp().tanh(), (0, None)),
     ("broadcast unbatched", lambda x, w: x + w[0, :4], (0, None)),
     ("sum axis", lambda x, w: x.sum(1), (0, None)),
@@ -43,7 +45,27 @@ W = dj.tensor(np.linspace(-1, 1, 20).reshape(4, 5))
     ("where", lambda x, w: dj.where(x > 1, x, -x), (0, None)),
     ("cumsum", lambda x, w: dj.cumsum(x, 1), (0, None)),
     ("expand", lambda x, w: x[0].expand(3, 4), (0, None)),
-])
+    ("max min std", lambda x, w: dj.amax(x, [1]) + dj.min(x) + dj.std(x, [0]).sum() + dj.prod(x), (0, None)),
+    ("logsumexp var", lambda x, w: dj.logsumexp(x, [0]) * dj.var(x), (0, None)),
+    ("gather", lambda x, w: dj.gather(x, 1, dj.tensor([[0, 3], [1, 1]])), (0, None)),
+    ("index_select", lambda x, w: dj.index_select(x, 1, dj.tensor([2, 0])), (0, None)),
+    ("sort", lambda x, w: dj.sort(x, 0, True)[0] + dj.sort(x, 1)[1], (0, None)),
+    ("topk", lambda x, w: dj.topk(x, 2)[0], (0, None)),
+    ("flip narrow", lambda x, w: dj.flip(x, [1]).narrow(1, 1, 2), (0, None)),
+    ("squeeze flatten", lambda x, w: x.unsqueeze(1).squeeze().flatten(), (0, None)),
+    ("transpose", lambda x, w: x.transpose(0, 1), (0, None)),
+    ("dot outer", lambda x, w: dj.outer(x[0], x[1]) * dj.dot(x[0], x[1]), (0, None)),
+    ("bmm", lambda x, w: dj.bmm(x.unsqueeze(0), x.t().unsqueeze(0)), (0, None)),
+    ("matmul batched both", lambda x, w: dj.matmul(x, x.t()), (0, None)),
+    ("mse_loss", lambda x, w: F.mse_loss(x, x.flip([0]) * 2), (0, None)),
+    ("nll_loss 2d", lambda x, w: F.nll_loss(dj.log_softmax(x, 1), dj.tensor([3, 1])), (0, None)),
+    ("cross_entropy sum", lambda x, w: F.cross_entropy(x, dj.tensor([0, 2]), reduction="sum"), (0, None)),
+    ("gelu silu clamp", lambda x, w: dj.clamp(F.gelu(x) + F.silu(x), dj.tensor(0.2), dj.tensor(1.5)), (0, None)),
+    ("masked_fill", lambda x, w: dj.masked_fill(x, x > 1.0, dj.tensor(0.0)), (0, None)),
+]
+
+
+@pytest.mark.parametrize("name,f,dims", CASES)
 def test_vmap_equals_loop(name, f, dims):
     got = vmap(f, in_dims=dims)(X, W)
     want = _loop(f, [X, W], dims)
@@ -135,9 +157,34 @@ def test_library_impl_at_batched_and_fallback_warning():
 
 def test_no_fallback_for_the_mlp_ops():
     from dispatch_jit.kernels.batching.core import FALLBACK_WARNED
-    before = set(FALLBACK_WARNED)
+    saved = set(FALLBACK_WARNED)
+    FALLBACK_WARNED.clear()
     x = dj.tensor(np.arange(12.0).reshape(3, 4))
     w = dj.tensor(np.ones((2, 4)))
     f = lambda x: dj.nn.functional.cross_entropy(dj.relu(dj.nn.functional.linear(x, w)), dj.tensor(1))  # noqa
-    vmap(f)(x)
-    assert FALLBACK_WARNED == before
+    try:
+        vmap(f)(x)
+        assert not FALLBACK_WARNED
+    finally:
+        FALLBACK_WARNED.update(saved)
+
+
+def test_inplace_on_a_batched_tensor_and_refused_on_an_unbatched_one():
+    x = dj.tensor(np.arange(6.0).reshape(3, 2))
+    out = vmap(lambda a: a.clone().mul_(2).add_(dj.ones(2)))(x)
+    np.testing.assert_allclose(out.numpy(), x.numpy() * 2 + 1)
+    with pytest.raises(ValueError, match="out-of-place"):
+        vmap(lambda a: dj.ones(2).add_(a))(x)
+
+
+def test_every_case_has_a_rule():
+    """No op of the cases above takes the looping fallback (each has a rule or a decomposition)."""
+    from dispatch_jit.kernels.batching.core import FALLBACK_WARNED
+    saved = set(FALLBACK_WARNED)
+    FALLBACK_WARNED.clear()
+    try:
+        for name, f, dims in CASES:
+            vmap(f, in_dims=dims)(X, W)
+        assert not FALLBACK_WARNED
+    finally:
+        FALLBACK_WARNED.update(saved)
