@@ -188,3 +188,22 @@ def test_every_case_has_a_rule():
         assert not FALLBACK_WARNED
     finally:
         FALLBACK_WARNED.update(saved)
+
+
+def test_custom_op_register_vmap():
+    @dj.library.custom_op("vmaptest::scale3", mutates_args=())
+    def scale3(x: dj.Tensor) -> dj.Tensor:
+        return dj.tensor(x.numpy() * 3)
+    seen = []
+
+    def rule(info, in_dims, x):
+        seen.append((info.batch_size, in_dims))
+        return scale3(x), in_dims[0]
+    try:
+        scale3.register_vmap(rule)
+        x = dj.tensor(np.arange(6.0).reshape(2, 3))
+        out = vmap(scale3, in_dims=1)(x)
+        np.testing.assert_allclose(out.numpy(), (x.numpy() * 3).T)
+        assert seen == [(3, (1,))]
+    finally:
+        scale3._destroy()
