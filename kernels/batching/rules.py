@@ -198,6 +198,41 @@ def index_select_rule(op, args, bdims):
     return invoke(op, [v, _norm(args[1], v.ndim - 1) + 1, args[2]]), 0
 
 
+def last_two_rule(op, args, bdims):
+    """tril/triu: the op works on the last two dims, so a batch in front is one more leading dim."""
+    v = front(args[0], bdims[0])
+    if v.ndim - 1 < 2:
+        return NotImplemented       # the per-example call raises the op's own error
+    new = list(args)
+    new[0] = v
+    return invoke(op, new), 0
+
+
+def roll_rule(op, args, bdims):
+    v = front(args[0], bdims[0])
+    B, shifts, dims = v.shape[0], args[1], args[2]
+    if not dims:        # rolled as if flattened
+        return invoke(op, [v.reshape((B, -1)), shifts, [1]]).reshape(tuple(v.shape)), 0
+    lr = v.ndim - 1
+    return invoke(op, [v, shifts, [_norm(d, lr) + 1 for d in dims]]), 0
+
+
+def take_along_dim_rule(op, args, bdims):
+    if args[2] is None:
+        return NotImplemented
+    return dims_rule("dim", expand=True)(op, args, bdims)
+
+
+def take_rule(op, args, bdims):
+    """take: the input read as flat, so one flat row per example; an unbatched index selects in each."""
+    if bdims[1] is not None:
+        return NotImplemented
+    v = front(args[0], bdims[0])
+    B, idx = v.shape[0], args[1]
+    flat = _op("index_select")(v.reshape((B, -1)), 1, idx.reshape((-1,)))
+    return flat.reshape((B,) + tuple(idx.shape)), 0
+
+
 # -- matmul family ----------------------------------------------------------------------
 def matmul_rule(op, args, bdims):
     a, b = args[0], args[1]
@@ -326,14 +361,15 @@ RULES.update({
     "softmax": dims_rule("axis"), "log_softmax": dims_rule("axis"),
     "_softmax_backward_data": dims_rule("axis"), "_log_softmax_backward_data": dims_rule("axis"),
     "cumsum": dims_rule("dim"), "cumprod": dims_rule("dim"),
-    "sort": dims_rule("dim"), "topk": dims_rule("dim"),
+    "sort": dims_rule("dim"), "topk": dims_rule("dim"), "argsort": dims_rule("dim"), "take": take_rule,
     "transpose.int": dims_rule("dim0", "dim1"), "narrow": dims_rule("axis"), "flip": dims_rule("dims"),
     "unsqueeze": dims_rule("axis", extra_rank=1),
     "gather": dims_rule("dim", expand=True), "scatter_add": dims_rule("dim", expand=True),
     "scatter": dims_rule("dim", expand=True),
     "view": reshape_rule, "reshape": reshape_rule, "permute": permute_rule, "expand": expand_rule,
     "squeeze": squeeze_rule, "flatten": flatten_rule, "cat": cat_rule, "stack": cat_rule,
-    "index_select": index_select_rule,
+    "index_select": index_select_rule, "tril": last_two_rule, "triu": last_two_rule, "roll": roll_rule,
+    "take_along_dim": take_along_dim_rule,
     "matmul": matmul_rule, "dot": dot_rule, "linear": linear_rule,
     "nll_loss": loss_rule, "cross_entropy_loss": loss_rule,
     "nll_loss_backward": loss_backward_rule, "cross_entropy_loss_backward": loss_backward_rule,

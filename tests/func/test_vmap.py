@@ -62,6 +62,10 @@ CASES = [
     ("cross_entropy sum", lambda x, w: F.cross_entropy(x, dj.tensor([0, 2]), reduction="sum"), (0, None)),
     ("gelu silu clamp", lambda x, w: dj.clamp(F.gelu(x) + F.silu(x), dj.tensor(0.2), dj.tensor(1.5)), (0, None)),
     ("masked_fill", lambda x, w: dj.masked_fill(x, x > 1.0, dj.tensor(0.0)), (0, None)),
+    ("tril triu", lambda x, w: dj.tril(x, 1) - dj.triu(x), (0, None)),
+    ("roll", lambda x, w: dj.roll(x, [1], [1]) + dj.roll(x, [3]), (0, None)),
+    ("argsort take", lambda x, w: dj.argsort(x, 0) + dj.take(x, dj.tensor([[7, 0, 1, 1], [2, 2, 3, 4]])), (0, None)),
+    ("take_along_dim", lambda x, w: dj.take_along_dim(x, dj.tensor([[1], [0]]), 1), (0, None)),
 ]
 
 
