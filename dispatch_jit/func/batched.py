@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, ShapeError, VmapError
+from ..errors import InvalidArgumentError, OutOfBoundsError, ShapeError, VmapError
 from ..keys import AUTOGRAD_BITS, BATCHED_BITS, DispatchKey, key_bits
 from ..signature import keyset_sig_bits, make_sig
 from ..tensor import Tensor
@@ -155,19 +155,52 @@ class BatchedTensor(Tensor):
         return self
 
     def __getitem__(self, index):
-        # basic indexing of the examples: the batch dim first, then the user's index
-        d = self.__dict__
-        if self.requires_grad:
-            from ..errors import AutogradError
-            raise AutogradError("vmap: indexing a batched tensor that requires grad (grad inside vmap) is not "
-                                "supported yet; use dj.index_select/dj.gather/dj.narrow, which have batching rules")
-        value = movedim_front(d["_value"], d["_bdim"])
+        """Basic indexing of one example (ints, slices, None, ..., a 1-D integer tensor), written
+        as narrow/squeeze/unsqueeze/index_select on this tensor: each has a batching rule and a
+        derivative, so indexing works under grad inside vmap too."""
         if not isinstance(index, tuple):
             index = (index,)
-        if any(isinstance(i, Tensor) for i in index):
-            raise VmapError("vmap: indexing a batched tensor with a tensor index is not supported; use "
-                            "dj.index_select, dj.gather or dj.take_along_dim")
-        return wrap_batched(value[(slice(None),) + index], 0, d["_level"])
+        n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            index = index[:at] + (slice(None),) * (self.ndim - n_real) + index[at + 1:]
+        if n_real > self.ndim:
+            raise OutOfBoundsError(f"too many indices for tensor of dimension {self.ndim}")
+        t, d = self, 0
+        for i in index:
+            if i is None:
+                t = t.unsqueeze(d)
+                d += 1
+            elif isinstance(i, bool) or not isinstance(i, (int, slice, Tensor)):
+                raise VmapError(f"vmap: indexing a batched tensor with {type(i).__name__} is not supported; "
+                                f"use ints, slices, None, ... or dj.index_select/dj.gather")
+            elif isinstance(i, int):
+                size = t.shape[d]
+                if not -size <= i < size:
+                    raise OutOfBoundsError(f"index {i} is out of bounds for dimension {d} with size {size}")
+                t = t.narrow(d, i % size, 1).squeeze(d)
+            elif isinstance(i, slice):
+                start, stop, step = i.indices(t.shape[d])
+                if step <= 0:
+                    raise VmapError("step must be greater than zero")
+                if step == 1:
+                    t = t.narrow(d, start, max(0, stop - start))
+                else:
+                    from ..creation import arange
+                    t = index_select_op()(t, d, arange(start, stop, step))
+                d += 1
+            else:
+                if i.__class__ is BatchedTensor or i.ndim != 1 or i.dtype.category != 1:
+                    raise VmapError("vmap: indexing a batched tensor with a tensor index is supported for one "
+                                    "unbatched 1-D integer tensor only; use dj.gather or dj.take_along_dim")
+                t = index_select_op()(t, d, i)
+                d += 1
+        return t
+
+
+def index_select_op():
+    from ..registry import lookup
+    return lookup("aten::index_select").entry
 
 
 def is_batched(x) -> bool:

@@ -152,3 +152,26 @@ def test_functional_call_leaves_the_module_unchanged():
     assert m.weight is w0
     with pytest.raises(ValueError, match="no parameter or buffer"):
         functional_call(m, {"nope": dj.ones(1)}, (dj.tensor([1.0, 2.0]),))
+
+
+def test_indexing_under_grad_inside_vmap():
+    x = dj.tensor(RNG.standard_normal((3, 4, 5)))
+
+    def f(r):
+        return (r[0] * r[1, 1:3].sum() + r[..., ::2].sum() + r[None, 2, dj.tensor([0, 3])].sum()).sum()
+    got = vmap(grad(f))(x).numpy()
+    for i in range(3):
+        np.testing.assert_allclose(got[i], grad(f)(dj.tensor(x.numpy()[i])).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got[0], _fd_jac(f, x.numpy()[0]).reshape(4, 5), rtol=1e-6, atol=1e-6)
+
+
+def test_vmap_of_hessian_and_jacfwd_and_nested_vmap_of_grad():
+    x = dj.tensor(RNG.standard_normal((3, 4)))
+    f = lambda r: (r.sin() * r).sum()      # noqa: E731
+    H = vmap(hessian(f))(x).numpy()
+    np.testing.assert_allclose(H[1], hessian(f)(dj.tensor(x.numpy()[1])).numpy(), rtol=1e-12)
+    g = vmap(vmap(grad(f)))(x.reshape(3, 2, 2)).numpy()
+    np.testing.assert_allclose(g.reshape(3, 4), vmap(grad(lambda r: (r.sin() * r).sum()))(x.reshape(12, 1))
+                               .numpy().reshape(3, 4), rtol=1e-12)
+    gg = grad(lambda x: vmap(grad(f))(x).sum())(x).numpy()
+    np.testing.assert_allclose(gg, H.sum(axis=1), rtol=1e-12)
