@@ -133,7 +133,8 @@ def batched_fallback(op, keyset, args, kwargs):
         FALLBACK_WARNED.add(entry.name)
         warnings.warn(f"There is a performance drop because we have not yet implemented the batching rule for "
                       f"{entry.name}. It runs once per example (a Python loop) and the results are stacked; "
-                      f"register a rule with Library(...).impl(op, fn, 'Batched').", UserWarning, stacklevel=3)
+                      f"register a rule with Library(...).impl(op, fn, 'Batched').", UserWarning,
+                      stacklevel=_user_stacklevel())
     vals, bdims = _unwrap_all(list(args) + list(kwargs.values()), level)
     B = batch_size(vals, bdims)
     npos = len(args)
@@ -158,6 +159,19 @@ def batched_fallback(op, keyset, args, kwargs):
         raise VmapError(f"vmap: {entry.name} returned {type(results[0]).__name__}; the fallback can only stack "
                         f"tensors")
     return wrap_batched(stack(results), 0, level)
+
+
+def _user_stacklevel() -> int:
+    """The warning's stack level that names the user's line: the first frame outside the library
+    (dispatch_jit, its kernels, the generated entries)."""
+    import os
+    import sys
+    from dispatch_jit import errors
+    roots = (os.path.dirname(errors.__file__), os.path.dirname(os.path.dirname(__file__)), "<dispatch_jit")
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(roots):
+        f, level = f.f_back, level + 1
+    return level
 
 
 def _stack_op():

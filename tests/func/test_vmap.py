@@ -141,8 +141,9 @@ def test_library_impl_at_batched_and_fallback_warning():
         warnings.simplefilter("always")
         r1 = vmap(op)(x)
         r2 = vmap(op)(x)
-    msgs = [str(m.message) for m in w if "batching rule" in str(m.message)]
-    assert len(msgs) == 1 and "vmaptest::twice" in msgs[0]
+    msgs = [m for m in w if "batching rule" in str(m.message)]
+    assert len(msgs) == 1 and "vmaptest::twice" in str(msgs[0].message)
+    assert msgs[0].filename == __file__       # the warning names the user's line
     np.testing.assert_allclose(r1.numpy(), x.numpy() * 2)
     np.testing.assert_allclose(r2.numpy(), x.numpy() * 2)
 
