@@ -212,3 +212,22 @@ def test_custom_op_register_vmap():
         assert seen == [(3, (1,))]
     finally:
         scale3._destroy()
+
+
+def test_out_dims_variants_and_errors():
+    x = dj.tensor(np.arange(6.0).reshape(3, 2))
+    a, b = vmap(lambda r: (r * 2, r.sum()), out_dims=(1, 0))(x)
+    np.testing.assert_allclose(a.numpy(), (x.numpy() * 2).T)
+    np.testing.assert_allclose(b.numpy(), x.numpy().sum(1))
+    c = vmap(lambda r, k: (r + 1, k), in_dims=(0, None), out_dims=(0, None))(x, dj.ones(2))
+    assert c[1].shape == (2,)
+    with pytest.raises(ValueError, match="out_dims is not compatible"):
+        vmap(lambda r: (r, r), out_dims=(0, 0, 0))(x)
+    with pytest.raises(ValueError, match="when out_dim is None"):
+        vmap(lambda r: r, out_dims=None)(x)
+    with pytest.raises(ValueError, match="must only return Tensors"):
+        vmap(lambda r: 3)(x)
+    with pytest.raises(ValueError, match="chunk_size"):
+        vmap(lambda r: r, chunk_size=0)
+    with pytest.raises(ValueError, match="cannot be read|no data"):
+        vmap(lambda r: r.numpy())(x)
