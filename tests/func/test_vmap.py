@@ -231,3 +231,23 @@ def test_out_dims_variants_and_errors():
         vmap(lambda r: r, chunk_size=0)
     with pytest.raises(ValueError, match="cannot be read|no data"):
         vmap(lambda r: r.numpy())(x)
+
+
+def test_ensemble_linear_with_batched_weights():
+    rng = np.random.default_rng(3)
+    x = dj.tensor(rng.standard_normal((2, 4)))
+    Ws, bs = dj.tensor(rng.standard_normal((3, 5, 4))), dj.tensor(rng.standard_normal((3, 5)))
+    got = vmap(F.linear, in_dims=(None, 0, 0))(x, Ws, bs).numpy()
+    want = np.stack([x.numpy() @ Ws.numpy()[i].T + bs.numpy()[i] for i in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_weighted_loss_takes_the_fallback_and_equals_the_loop():
+    from dispatch_jit.kernels.batching.core import FALLBACK_WARNED
+    logits = dj.tensor(np.random.default_rng(4).standard_normal((3, 2, 4)))
+    target, weight = dj.tensor([1, 3]), dj.tensor([1.0, 2.0, 0.5, 3.0])
+    f = lambda z: F.cross_entropy(z, target, weight=weight)     # noqa: E731
+    FALLBACK_WARNED.discard("aten::cross_entropy_loss")
+    with pytest.warns(UserWarning, match="aten::cross_entropy_loss"):
+        got = vmap(f)(logits)
+    np.testing.assert_allclose(got.numpy(), [f(dj.tensor(z)).numpy() for z in logits.numpy()], rtol=1e-12)
