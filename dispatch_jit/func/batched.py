@@ -102,7 +102,8 @@ class _LogicalMeta:
                         "the function and read it outside vmap")
 
     def __getattr__(self, name):
-        raise VmapError(f"vmap: a batched tensor has no data to read ({name!r}); only its shape and dtype "
+        # an AttributeError, so hasattr() probes (is it a CUDA array? a NumPy one?) answer "no"
+        raise AttributeError(f"vmap: a batched tensor has no data to read ({name!r}); only its shape and dtype "
                         f"are known inside the vmapped function; return the tensor and read it outside vmap")
 
 
