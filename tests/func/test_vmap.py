@@ -251,3 +251,13 @@ def test_weighted_loss_takes_the_fallback_and_equals_the_loop():
     with pytest.warns(UserWarning, match="aten::cross_entropy_loss"):
         got = vmap(f)(logits)
     np.testing.assert_allclose(got.numpy(), [f(dj.tensor(z)).numpy() for z in logits.numpy()], rtol=1e-12)
+
+
+def test_batched_key_order_and_signatures():
+    K = dj.DispatchKey
+    assert K.CPU < K.PrivateUse1 < K.Batched < K.ADInplaceOrView < K.AutogradCPU < K.AutocastCPU
+    # Batched sits below autograd, and dense CPU signatures with autograd stay one CPython digit
+    assert dj.tensor([1.0], requires_grad=True)._sig < 2 ** 30
+    seen = []
+    vmap(lambda r: seen.append(dj.dispatch_keys(r)) or r)(dj.ones(2, 2))
+    assert seen[0].highest() is K.Batched
