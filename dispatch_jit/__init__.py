@@ -50,6 +50,8 @@ from .kernels.surface import quantized_add, quantized_linear, quantized_matmul  
 from .kernels.warmup import WarmupInfo, warmup  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
 from . import nn, optim  # noqa: E402  (above the op library: modules, losses, optimizers)
+from . import func  # noqa: E402  torch.func's transforms (vmap over the Batched key, grad, jacrev, ...)
+from .func import vmap  # noqa: E402
 
 _FUNCTIONS = _install(globals(), _kernels.surface)
 
@@ -75,6 +77,7 @@ __all__ = [
     "as_tensor", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli", "multinomial",
     "save", "load", "set_printoptions", "get_printoptions",
     # dispatch
+    "func", "vmap",
     "DispatchKey", "DispatchKeySet", "dispatch_keys", "Library", "library", "ops", "OpOverload",
     "OpOverloadPacket", "Tag", "IncludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "DispatchMode",
     # introspection

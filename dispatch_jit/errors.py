@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 
-__all__ = [
+__all__ = ["VmapError", 
     "DispatchJitError",
     "SchemaParseError",
     "SchemaError",
@@ -154,6 +154,11 @@ class StateDictError(DispatchJitError, RuntimeError):
 class InvalidArgumentError(DispatchJitError, ValueError):
     """An argument's value is outside what the call accepts (a negative size, an unknown option,
     a malformed index array); the message names the argument, the value seen and what is accepted."""
+
+
+class VmapError(InvalidArgumentError):
+    """A vmap used wrongly (torch.func's messages): in_dims/out_dims that do not fit the inputs,
+    batch sizes that disagree, a random op in randomness="error" mode, reading a batched tensor's data."""
 
 
 class ArgumentTypeError(DispatchJitError, TypeError):

@@ -16,7 +16,7 @@ from typing import Iterable
 from .errors import InvalidArgumentError, RegistrationError
 
 __all__ = ["DispatchKey", "DispatchKeySet", "RUNTIME_KEYS", "ALIAS_KEYS", "key_bits", "bits_below", "AUTOGRAD_BITS",
-           "AUTOCAST_BITS", "CUDA_KEY_BITS", "PRIVATEUSE1_KEY_BITS", "rename_privateuse1_backend",
+           "AUTOCAST_BITS", "BATCHED_BITS", "CUDA_KEY_BITS", "PRIVATEUSE1_KEY_BITS", "rename_privateuse1_backend",
            "privateuse1_backend_name"]
 
 
@@ -42,15 +42,16 @@ class DispatchKey(enum.IntEnum):
     SparseCsrCPU = 6
     SparseCsrCUDA = 7
     PrivateUse1 = 8     # a backend that is not built in (rename_privateuse1_backend names it)
-    ADInplaceOrView = 9
-    AutogradOther = 10  # autograd for backends without a key of their own
-    AutogradCPU = 11
-    AutogradCUDA = 12
-    AutogradPrivateUse1 = 13
-    AutocastCPU = 14
-    AutocastCUDA = 15
-    Tracer = 16         # compiled mode: records ops instead of running them
-    Python = 17         # dispatch modes (DispatchMode.__dispatch__)
+    Batched = 9         # vmap's BatchedTensor: batching rules (dispatch_jit.func, kernels/batching)
+    ADInplaceOrView = 10
+    AutogradOther = 11  # autograd for backends without a key of their own
+    AutogradCPU = 12
+    AutogradCUDA = 13
+    AutogradPrivateUse1 = 14
+    AutocastCPU = 15
+    AutocastCUDA = 16
+    Tracer = 17         # compiled mode: records ops instead of running them
+    Python = 18         # dispatch modes (DispatchMode.__dispatch__)
     # -- alias keys: registration targets only, never in a runtime key set ---
     CompositeExplicitAutograd = 32
     CompositeImplicitAutograd = 33
@@ -89,7 +90,8 @@ AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
 ALIAS_EXPANSION: dict[DispatchKey, tuple[DispatchKey, ...]] = {
     _K.Autograd: (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.AutogradPrivateUse1),
     _K.CompositeExplicitAutograd: BACKEND_KEYS,
-    _K.CompositeImplicitAutograd: BACKEND_KEYS + (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA),
+    # and Batched: an op with no batching rule decomposes there, as functorch's OP_DECOMPOSE does
+    _K.CompositeImplicitAutograd: BACKEND_KEYS + (_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.Batched),
 }
 
 
@@ -98,7 +100,7 @@ class DispatchKeySet:
 
     >>> ks = DispatchKeySet(DispatchKey.CPU) | DispatchKey.AutogradCPU
     >>> ks.highest()
-    <DispatchKey.AutogradCPU: 11>
+    <DispatchKey.AutogradCPU: 12>
     >>> DispatchKey.CPU in ks, (ks - DispatchKey.AutogradCPU).highest().name
     (True, 'CPU')
     """
@@ -200,6 +202,7 @@ def _key_bit(key: DispatchKey) -> int:
 
 AUTOGRAD_BITS = key_bits(_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.AutogradPrivateUse1)
 AUTOCAST_BITS = key_bits(_K.AutocastCPU, _K.AutocastCUDA)
+BATCHED_BITS = key_bits(_K.Batched)
 CUDA_KEY_BITS = key_bits(_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA, _K.AutocastCUDA)
 PRIVATEUSE1_KEY_BITS = key_bits(_K.PrivateUse1, _K.AutogradPrivateUse1)
 

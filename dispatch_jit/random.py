@@ -27,7 +27,13 @@ __all__ = ["rand", "randn", "rand_like", "randn_like", "randint", "randint_like"
            "multinomial"]
 
 
+# vmap's randomness check (dispatch_jit/func/randomness.py sets it while a vmap runs): every draw asks it first
+VMAP_RANDOM_HOOK: list = [None]
+
+
 def _rng(generator, fname: str) -> np.random.Generator:
+    if VMAP_RANDOM_HOOK[0] is not None:
+        VMAP_RANDOM_HOOK[0](fname)
     if generator is None:
         return default_generator.rng
     if not isinstance(generator, Generator):

@@ -13,7 +13,7 @@ Bit layout of a tensor signature::
     bits 1-7     ndim (0..64, PyTorch's and NumPy's limit; 7 bits hold up to 127)
     bits 8-11    dtype index (dtypes.ALL_DTYPES)
     bits 12-16   device index (cuda:N)
-    bits 18-33   dispatch key set bits
+    bits 17-35   dispatch key set bits
 
 The dense CPU and CPU-with-autograd signatures stay below 2**30, one CPython
 digit, so hashing the memo key costs what it did with 5 ndim bits.
@@ -36,7 +36,7 @@ MAX_NDIM = 64
 CONTIGUOUS_BIT = 1               # bit 0
 NDIM_SHIFT, NDIM_MASK = 1, 127   # 7 bits from bit 1
 DTYPE_SHIFT, DTYPE_MASK = 8, 15
-KS_SHIFT = 18
+KS_SHIFT = 17
 DEVICE_SHIFT = 12
 DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
 

@@ -24,15 +24,15 @@ from dispatch_jit.conversions import register_conversion
 from dispatch_jit.cuda.codegen import register_scalar_helpers
 from dispatch_jit.library import Library, fallthrough_kernel
 
-from . import (arrayops, autocast_policy, composite, composite_torch, derivatives, elementwise, indexing, lapack, linalg, nn, quantized,
-               reduction, shape, sparse)
+from . import (arrayops, autocast_policy, batching, composite, composite_torch, derivatives, elementwise, indexing, lapack, linalg, nn,
+               quantized, reduction, shape, sparse)
 from .aten import aten as _aten_def, fallbacks as _fallbacks
 from .support.scalar_helpers import HELPERS
 from .support.vecmath import CUDA_FORMS
 
 # definitions in this order; their kernels in the same order, key by key
 FAMILIES = (elementwise, shape, reduction, linalg, nn, composite, derivatives, autocast_policy, sparse, quantized,
-            arrayops, lapack, indexing, composite_torch)
+            arrayops, lapack, indexing, composite_torch, batching)
 
 # backend fallbacks: the kernel at a key for every op, present and future, that has none there
 FALLBACKS = {
@@ -46,6 +46,8 @@ FALLBACKS = {
     "ADInplaceOrView": fallthrough_kernel,
     "AutocastCPU": fallthrough_kernel,
     "AutocastCUDA": fallthrough_kernel,
+    # ops with no batching rule run once per example (vmap), with a one-time warning naming the op
+    "Batched": batching.FALLBACK,
 }
 
 # one Library("aten", "IMPL", key) per dispatch key, holding that key's registrations

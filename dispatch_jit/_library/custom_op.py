@@ -319,6 +319,16 @@ class CustomOpDef:
         key = AUTOCAST_KEY_FOR_DEVICE[device_type]
         self._register(key, key, AutocastKernel.to_dtype(as_dtype(cast_inputs)), f"autocast to {cast_inputs}")
 
+    def register_vmap(self, fn: Callable | None = None):
+        """Register the op's batching rule (``torch.library.register_vmap``): under ``dj.func.vmap``,
+        ``fn(info, in_dims, *args, **kwargs)`` gets the per-batch arguments (``in_dims``: each positional
+        argument's batch dim, or None) and returns ``(output, out_dims)``.  Usable as a decorator."""
+        if fn is None:
+            return lambda f: self.register_vmap(f)
+        from ..func.custom import CustomVmapKernel
+        self._register("vmap", DispatchKey.Batched, CustomVmapKernel(self._qualname, fn), "vmap")
+        return fn
+
     def register_fake(self, fn: Callable) -> Callable:
         """Register the fake (meta) kernel: same arguments as the kernel,
         returns tensors of the output's shape and dtype (small real tensors

@@ -27,7 +27,7 @@ import types
 from ..jit.source import define
 from ..signature import DTYPE_MASK, DTYPE_SHIFT
 from ..tensor import Tensor as _T
-from .graph import SavedTensor, edge_of, freed_error
+from .graph import SavedTensor, _output_data, edge_of, freed_error
 
 __all__ = ["recorder", "node_apply", "NOSAVED"]
 
@@ -100,7 +100,7 @@ def recorder(nargs, tensor_pos, out_pos, statics, save_pos, save_result, below, 
             lines += _save_lines("so", "out", "result", True) + ["    saved['result'] = so"]
     lines.append("    return out")
     g = {"_slow": slow, "_below": below, "_T": _T, "_DIFF": differentiable, "_edge": edge_of, "_Saved": SavedTensor,
-         "_new": object.__new__, "_Node": node_cls, "_AG": ag_bits, "_NOSAVED": NOSAVED, "_P": pending}
+         "_new": object.__new__, "_outdata": _output_data, "_Node": node_cls, "_AG": ag_bits, "_NOSAVED": NOSAVED, "_P": pending}
     return _exec(lines, g, "run", f"<dispatch_jit autograd {opname}>")
 
 
@@ -118,11 +118,14 @@ def _save_lines(var: str, src: str, name: str, is_output: bool) -> list:
              f"{var}.is_output = {is_output}",
              f"{var}.name = {name!r}"]
     if is_output:
-        lines += [f"{var}t = _new(_T)",
-                  f"{var}t._data = {src}._data",
-                  f"{var}t._sig = {src}._sig",
-                  f"{var}t.__dict__['_vc'] = {var}b",
-                  f"{var}t.__dict__['requires_grad'] = {src}.requires_grad",
+        lines += [f"if {src}.__class__ is not _T:",      # a subclass saves its own twin (BatchedTensor)
+                  f"    {var}t = _outdata({src}, {var}b)",
+                  "else:",
+                  f"    {var}t = _new(_T)",
+                  f"    {var}t._data = {src}._data",
+                  f"    {var}t._sig = {src}._sig",
+                  f"    {var}t.__dict__['_vc'] = {var}b",
+                  f"    {var}t.__dict__['requires_grad'] = {src}.requires_grad",
                   f"{var}.data_tensor = {var}t"]
     else:
         lines.append(f"{var}.data_tensor = {src}")

@@ -251,7 +251,7 @@ def layout(schema) -> tuple:
     return tensor_pos, list_pos, out_pos, names, statics
 
 
-_DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA)
+_DENSE_KS = key_bits(DispatchKey.CPU, DispatchKey.CUDA, DispatchKey.Batched)   # Batched: vmap's per-example view
 _AG_KS = key_bits(DispatchKey.AutogradCPU, DispatchKey.AutogradCUDA)
 
 
