@@ -161,7 +161,7 @@ CANNED = {
          "ratios": {"cupy": [1.25, 1.5, 1.75], "torch": [0.5, 0.6, 0.7]}},
         {"file": "bench_cuda", "class": "SumBandwidth", "name": "track_fraction_of_copy", "status": "ok",
          "value": 0.81234, "unit": "fraction"},
-        {"file": "bench_cuda_linalg", "class": "MatmulCUDARatioCupy", "name": "track_ratio_vs_cupy",
+        {"file": "bench_cuda_linalg", "class": "MatmulCUDARatioCupy", "name": "track_add16_dj_over_cupy",
          "status": "skipped", "why": "cupy is not importable"},
     ],
 }
@@ -177,7 +177,7 @@ def test_summary_of_a_canned_result():
     assert "1.25 / 1.50 / 1.75x, dj slower" in row and "0.50 / 0.60 / 0.70x, dj faster" in row
     assert "dj time (ms)" in s and "dj / cupy" in s and "dj / torch" in s
     assert "0.8123 fraction" in s
-    assert "SKIPPED bench_cuda_linalg MatmulCUDARatioCupy.track_ratio_vs_cupy: cupy is not importable" in s
+    assert "SKIPPED bench_cuda_linalg MatmulCUDARatioCupy.track_add16_dj_over_cupy: cupy is not importable" in s
     assert s.splitlines()[-1] == "verdict: FAIL"                # two tests failed
     ok = dict(CANNED, tests=CANNED["tests"][:1])
     assert gc.format_summary(ok).splitlines()[-1] == "verdict: PASS"
