@@ -62,3 +62,10 @@ def test_every_python_block_runs(path, tmp_path, monkeypatch):
 
 def test_readme_is_a_guide_of_at_most_300_lines():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_the_site_lists_every_page():
+    """mkdocs.yml's nav names every docs/*.md page, and every page it names exists."""
+    nav = re.findall(r"^  - [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(nav) == pages
