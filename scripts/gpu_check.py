@@ -23,7 +23,8 @@ numba, numba-cuda, scipy and pytest (with hypothesis, which the tests use);
 CuPy and torch are compared against where importable.  No network, no pip.
 
 Exit status: 0 when everything passed, 1 when a test or a benchmark failed,
-2 on a usage error or when there is no GPU (one line saying so).
+2 on a usage error or when there is no GPU (one line saying so), 3 when
+nothing failed but the time budget (``--budget``) cut a phase short.
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ def run_benchmarks(outdir: Path, samples: int, timeout: float) -> list[dict]:
     for path in files:
         left = deadline - time.perf_counter()
         if left < 10:
-            records.append({"file": path.stem, "class": "-", "name": "-", "status": "error",
+            records.append({"file": path.stem, "class": "-", "name": "-", "status": "cut",
                             "why": "not run: the check's time budget was spent"})
             continue
         out = outdir / f"bench_{path.stem}.json"
@@ -306,13 +307,15 @@ def run_benchmarks(outdir: Path, samples: int, timeout: float) -> list[dict]:
                 r = subprocess.run(cmd, cwd=ROOT, env=child_env(), stdout=f, stderr=subprocess.STDOUT,
                                    timeout=left)
                 why = None if r.returncode == 0 else f"exited {r.returncode} (see bench.log)"
+                status = "error"
             except subprocess.TimeoutExpired:
                 why = f"killed after {left:.0f} s (the check's time budget)"
+                status = "cut"
         if out.exists():
             records += json.loads(out.read_text())
             out.unlink()
         if why:
-            records.append({"file": path.stem, "class": "-", "name": "-", "status": "error", "why": why})
+            records.append({"file": path.stem, "class": "-", "name": "-", "status": status, "why": why})
     return records
 
 
@@ -341,7 +344,8 @@ def format_summary(result: dict) -> str:
         lines.append("tests (on the real GPU)")
         for t in result["tests"]:
             c = t["counts"]
-            state = " CUT SHORT by the time budget" if t["timed_out"] else ""
+            state = " CUT SHORT by the time budget" if t["timed_out"] else \
+                "" if t["returncode"] in (0, 5) else f" pytest EXITED {t['returncode']} (collection error?)"
             lines.append(f"  {t['name']:<12} {c['passed']} passed, {c['failed']} failed, {c['error']} errors, "
                          f"{c['skipped']} skipped, {c['xfail']} xfailed in {t['seconds']:.0f} s{state} "
                          f"(log: {t['log']})")
@@ -374,14 +378,23 @@ def format_summary(result: dict) -> str:
             lines.append("")
             lines += [f"  {r['status'].upper()} {r['file']} {r['class']}.{r['name']}: {r['why']}" for r in other]
         lines.append("")
-    lines.append(f"verdict: {'PASS' if passed(result) else 'FAIL'}")
+    lines.append(f"verdict: {verdict(result)}")
     return "\n".join(lines)
 
 
-def passed(result: dict) -> bool:
-    tests_ok = all(t["counts"]["failed"] == t["counts"]["error"] == 0 and not t["timed_out"]
-                   and t["returncode"] in (0, 5) for t in result.get("tests", []))
-    return tests_ok and not any(r["status"] == "error" for r in result.get("benchmarks") or [])
+def verdict(result: dict) -> str:
+    """FAIL: a test or a benchmark failed; INCOMPLETE: none failed, but the time budget cut a phase
+    short; PASS: everything ran and passed."""
+    tests, bench = result.get("tests", []), result.get("benchmarks") or []
+    if any(t["counts"]["failed"] or t["counts"]["error"] or t["returncode"] not in (0, 5, None) for t in tests) \
+            or any(r["status"] == "error" for r in bench):
+        return "FAIL"
+    if any(t["timed_out"] for t in tests) or any(r["status"] == "cut" for r in bench):
+        return "INCOMPLETE"
+    return "PASS"
+
+
+EXIT = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 3}
 
 
 def _commit() -> str:
@@ -453,7 +466,7 @@ def main(argv=None) -> int:
     print()
     print(summary)
     print(f"\nsummary written to {outdir / SUMMARY}")
-    return 0 if passed(result) else 1
+    return EXIT[verdict(result)]
 
 
 if __name__ == "__main__":

@@ -182,4 +182,11 @@ def test_summary_of_a_canned_result():
     ok = dict(CANNED, tests=CANNED["tests"][:1])
     assert gc.format_summary(ok).splitlines()[-1] == "verdict: PASS"
     cut = dict(CANNED, tests=[dict(CANNED["tests"][0], timed_out=True, returncode=None)])
-    assert "CUT SHORT" in gc.format_summary(cut) and not gc.passed(cut)
+    assert "CUT SHORT" in gc.format_summary(cut) and gc.verdict(cut) == "INCOMPLETE"
+    uncollected = dict(CANNED, tests=[dict(CANNED["tests"][0], returncode=2)])
+    assert "pytest EXITED 2" in gc.format_summary(uncollected) and gc.verdict(uncollected) == "FAIL"
+    late = dict(ok, benchmarks=CANNED["benchmarks"] + [
+        {"file": "bench_cuda_linalg", "class": "-", "name": "-", "status": "cut", "why": "killed after 9 s"}])
+    assert gc.verdict(late) == "INCOMPLETE" and "CUT bench_cuda_linalg" in gc.format_summary(late)
+    broken = dict(ok, benchmarks=[dict(CANNED["benchmarks"][2], status="error", why="setup: boom")])
+    assert gc.verdict(broken) == "FAIL" and gc.EXIT[gc.verdict(broken)] == 1
