@@ -64,7 +64,7 @@ def test_without_a_gpu_it_exits_2_with_one_line(tmp_path):
 
 
 def test_missing_modules_are_named():
-    assert gc.missing_modules(["numpy", "numba.cuda"]) == []
+    assert gc.missing_modules(gc.REQUIRED) == [] and gc.missing_modules(gc.TEST_NEEDS) == []
     assert gc.missing_modules(["numpy", "no_such_module_q", "no_such_pkg_q.sub"]) == \
         ["no_such_module_q", "no_such_pkg_q.sub"]
 
@@ -183,6 +183,8 @@ def test_summary_of_a_canned_result():
     assert gc.format_summary(ok).splitlines()[-1] == "verdict: PASS"
     cut = dict(CANNED, tests=[dict(CANNED["tests"][0], timed_out=True, returncode=None)])
     assert "CUT SHORT" in gc.format_summary(cut) and gc.verdict(cut) == "INCOMPLETE"
+    no_pytest = dict(ok, tests=[dict(CANNED["tests"][0], not_run="pytest not importable by python")])
+    assert "NOT RUN: pytest not importable" in gc.format_summary(no_pytest) and gc.verdict(no_pytest) == "INCOMPLETE"
     uncollected = dict(CANNED, tests=[dict(CANNED["tests"][0], returncode=2)])
     assert "pytest EXITED 2" in gc.format_summary(uncollected) and gc.verdict(uncollected) == "FAIL"
     late = dict(ok, benchmarks=CANNED["benchmarks"] + [
