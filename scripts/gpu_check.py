@@ -389,12 +389,16 @@ def format_summary(result: dict) -> str:
 
 def verdict(result: dict) -> str:
     """FAIL: a test or a benchmark failed; INCOMPLETE: none failed, but the time budget cut a phase
-    short or the tests could not run; PASS: everything ran and passed."""
+    short, the tests could not run, or a phase passed nothing (all skipped); PASS: everything ran and passed."""
     tests, bench = result.get("tests", []), result.get("benchmarks") or []
     if any(t["counts"]["failed"] or t["counts"]["error"] or t["returncode"] not in (0, 5, None) for t in tests) \
             or any(r["status"] == "error" for r in bench):
         return "FAIL"
     if any(t["timed_out"] or t.get("not_run") for t in tests) or any(r["status"] == "cut" for r in bench):
+        return "INCOMPLETE"
+    # on a GPU, a phase that passed nothing (every test skipped, every benchmark skipped) checked nothing
+    if any(t["counts"]["passed"] == 0 for t in tests) or \
+            ("benchmarks" in result and not any(r["status"] == "ok" for r in bench)):
         return "INCOMPLETE"
     return "PASS"
 

@@ -185,6 +185,10 @@ def test_summary_of_a_canned_result():
     assert "CUT SHORT" in gc.format_summary(cut) and gc.verdict(cut) == "INCOMPLETE"
     no_pytest = dict(ok, tests=[dict(CANNED["tests"][0], not_run="pytest not importable by python")])
     assert "NOT RUN: pytest not importable" in gc.format_summary(no_pytest) and gc.verdict(no_pytest) == "INCOMPLETE"
+    skipped = dict(ok, tests=[dict(CANNED["tests"][0], counts=dict(CANNED["tests"][0]["counts"], passed=0,
+                                                                   skipped=3))])
+    assert gc.verdict(skipped) == "INCOMPLETE"             # on a GPU, everything skipped checked nothing
+    assert gc.verdict(dict(ok, benchmarks=CANNED["benchmarks"][2:])) == "INCOMPLETE"
     uncollected = dict(CANNED, tests=[dict(CANNED["tests"][0], returncode=2)])
     assert "pytest EXITED 2" in gc.format_summary(uncollected) and gc.verdict(uncollected) == "FAIL"
     late = dict(ok, benchmarks=CANNED["benchmarks"] + [
