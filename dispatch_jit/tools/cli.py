@@ -59,6 +59,8 @@ def _cmd_demo(args) -> int:
     import numpy as np
     import dispatch_jit as dj
 
+    from .tradeoff import machine_line
+    print(machine_line() + "\n")
     print("== The seed scenario: two float32 CPU tensors, dj.add ==")
     x = dj.tensor([1.0, 2.0], dtype=dj.float32)
     w = dj.tensor([3.0, 4.0], dtype=dj.float32)

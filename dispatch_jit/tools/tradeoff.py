@@ -30,8 +30,8 @@ import numpy as np
 
 from .training import ratio_text
 
-__all__ = ["Row", "chain", "measure", "format_table", "plot", "QUICK_SIZES", "SIZES", "FULL_SIZES", "CHAINS",
-           "RUNS"]
+__all__ = ["Row", "chain", "measure", "format_table", "plot", "machine_line", "QUICK_SIZES", "SIZES", "FULL_SIZES",
+           "CHAINS", "RUNS"]
 
 CHAINS = (1, 4, 16)
 SIZES = (10**2, 10**3, 10**4, 10**5, 10**6)
@@ -213,6 +213,22 @@ def plot(rows: list[Row], path: str) -> bool:
     return True
 
 
+def machine_line() -> str:
+    """When and where a report was measured: the date, the machine, its load, the versions."""
+    import datetime
+    import platform
+    import numba
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    versions = f"numba {numba.__version__}, numpy {np.__version__}"
+    try:
+        import torch
+        versions += f", torch {torch.__version__}"
+    except ImportError:
+        pass
+    return f"measured {when} on {platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}; {versions}"
+
+
 def main(run: str = "standard", outdir: str | None = None, lazy: bool = True,
          training: str | list | None = "mlp", torch_compile: bool = False) -> int:
     """The report: the elementwise chains, then a training section per size in ``training`` (a
@@ -220,6 +236,7 @@ def main(run: str = "standard", outdir: str | None = None, lazy: bool = True,
     ``outdir``: where the plots go (None: no plots)."""
     sizes_name, budget, steps = RUNS[run]
     sizes = globals()[sizes_name]
+    print(machine_line())
     print(f"eager vs compiled, float32 elementwise chains ({run} run: sizes "
           f"{', '.join(f'{n:.0e}' for n in sizes)}; per call, min / median / max of 5 samples)")
     print("lazy mode = `with dj.mode('compiled')`: record the chain, flush at .numpy()\n")

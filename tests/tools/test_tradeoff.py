@@ -45,6 +45,7 @@ def test_quick_measures_fewer_sizes_than_the_default(monkeypatch, capsys):
     for flags, sizes in ((["--quick"], ["1e+02"]), ([], ["1e+02", "1e+03"])):
         assert cli.main(["tradeoff", "--no-plot", "--no-lazy", "--no-training", *flags]) == 0
         out = capsys.readouterr().out
+        assert out.startswith("measured ") and " UTC on " in out.splitlines()[0] and "numba " in out
         got = [line.split()[1] for line in out.splitlines() if line.startswith("    1 ")]
         assert got == sizes, out
 
