@@ -49,15 +49,26 @@ def test_every_python_block_runs(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = {"__name__": "__doc_block__"}
     rel = path.relative_to(ROOT).as_posix()
-    for line, needs, code in blocks(path.read_text()):
-        for need in sorted(needs):
-            why = _missing(need)
-            if why:
-                pytest.skip(f"{rel}:{line} needs {need}: {why}")
-        try:
-            exec(compile(code, f"{rel}:{line}", "exec"), ns)
-        except Exception as e:
-            pytest.fail(f"the block at {rel}:{line} raised {type(e).__name__}: {e}")
+    try:
+        for line, needs, code in blocks(path.read_text()):
+            for need in sorted(needs):
+                why = _missing(need)
+                if why:
+                    pytest.skip(f"{rel}:{line} needs {need}: {why}")
+            try:
+                exec(compile(code, f"{rel}:{line}", "exec"), ns)
+            except Exception as e:
+                pytest.fail(f"the block at {rel}:{line} raised {type(e).__name__}: {e}")
+    finally:
+        _unregister(ns)
+
+
+def _unregister(ns: dict) -> None:
+    """The operators a page defined leave with it: the rest of the suite may define the same names."""
+    import dispatch_jit as dj
+    for value in list(ns.values()):
+        if isinstance(value, (dj.Library, dj.library.CustomOpDef)):
+            value._destroy()
 
 
 def test_readme_is_a_guide_of_at_most_300_lines():
