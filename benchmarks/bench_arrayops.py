@@ -95,22 +95,22 @@ def _ratio(op: str, size: int = 1_000_000, repeats: int = 7) -> float:
     return min(t_dj) / min(t_np)
 
 
-def track_ratio_sort():
+def track_sort_dj_over_numpy():
     return _ratio("sort")
 
 
-def track_ratio_argsort():
+def track_argsort_dj_over_numpy():
     return _ratio("argsort")
 
 
-def track_ratio_cumsum():
+def track_cumsum_dj_over_numpy():
     return _ratio("cumsum")
 
 
-def track_ratio_searchsorted():
+def track_searchsorted_dj_over_numpy():
     return _ratio("searchsorted")
 
 
-for _f in (track_ratio_sort, track_ratio_argsort, track_ratio_cumsum, track_ratio_searchsorted):
+for _f in (track_sort_dj_over_numpy, track_argsort_dj_over_numpy, track_cumsum_dj_over_numpy, track_searchsorted_dj_over_numpy):
     _f.unit = "dj / NumPy"
     _f.slow = True

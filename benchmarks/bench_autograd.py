@@ -4,15 +4,15 @@ Targets (the autograd issue), reported as ratios by the ``track_*`` benchmarks
 (min of interleaved repeats, see bench_dispatch):
 
 * ``dj.add`` on 16 float32 with ``requires_grad=True``, forward only:
-  < 1.0 x ``torch.add`` on the same data            (track_add16_grad_ratio_vs_torch)
+  < 1.0 x ``torch.add`` on the same data            (track_add16_grad_dj_over_torch)
 * forward + backward of a 10-op elementwise chain on 1e6 float32:
-  <= 1.5 x PyTorch eager                             (track_chain_fwd_bwd_ratio_vs_torch)
+  <= 1.5 x PyTorch eager                             (track_chain_fwd_bwd_dj_over_torch)
 * forward + backward of a 20,000-op chain on one element (per-node overhead,
   the cycle collector's passes over the graph included), reported against
-  PyTorch eager                                      (track_long_chain_ratio_vs_torch)
+  PyTorch eager                                      (track_long_chain_dj_over_torch)
 * ``(exp(x) * x).sum().backward()`` on 16 float32 (recording, the engine, the
   formulas' own dispatches: what a tiny training step pays per op), issue 14:
-  <= 1.0 x PyTorch eager                             (track_fwd_bwd16_ratio_vs_torch)
+  <= 1.0 x PyTorch eager                             (track_fwd_bwd16_dj_over_torch)
 
 Without torch these benchmarks are skipped (setup raises NotImplementedError).
 """
@@ -74,7 +74,7 @@ class AddGrad:
     def time_dj_add_grad(self):
         dj.add(self.ns["x"], self.ns["w"])
 
-    def track_add16_grad_ratio_vs_torch(self):
+    def track_add16_grad_dj_over_torch(self):
         ours, theirs = _interleaved_best(["dj.add(x, w)", "torch.add(tx, tw)"], self.ns, 2000, 7)
         return ours / theirs
 
@@ -102,12 +102,12 @@ class ChainForwardBackward:
     def time_torch(self):
         self.run_torch()
 
-    def track_chain_fwd_bwd_ratio_vs_torch(self):
+    def track_chain_fwd_bwd_dj_over_torch(self):
         ours, theirs = _interleaved_best(["run_dj()", "run_torch()"],
                                          {"run_dj": self.run_dj, "run_torch": self.run_torch}, 1, 5)
         return ours / theirs
 
-    track_chain_fwd_bwd_ratio_vs_torch.slow = True
+    track_chain_fwd_bwd_dj_over_torch.slow = True
 
 
 class LongChain:
@@ -138,12 +138,12 @@ class LongChain:
     def time_dj(self):
         self.run_dj()
 
-    def track_long_chain_ratio_vs_torch(self):
+    def track_long_chain_dj_over_torch(self):
         ours, theirs = _interleaved_best(["run_dj()", "run_torch()"],
                                          {"run_dj": self.run_dj, "run_torch": self.run_torch}, 1, 5)
         return ours / theirs
 
-    track_long_chain_ratio_vs_torch.slow = True
+    track_long_chain_dj_over_torch.slow = True
 
 
 class TinyForwardBackward:
@@ -168,7 +168,7 @@ class TinyForwardBackward:
     def time_dj(self):
         self.run_dj()
 
-    def track_fwd_bwd16_ratio_vs_torch(self):
+    def track_fwd_bwd16_dj_over_torch(self):
         ours, theirs = _interleaved_best(["(dj.exp(x) * x).sum().backward()",
                                           "(torch.exp(tx) * tx).sum().backward()"], self.ns, 500, 15)
         return ours / theirs

@@ -10,7 +10,7 @@ process after the first loads its kernels (a few ms each) instead of compiling t
 * ``WarmCache.timeraw_first_mlp_step``: ``import dispatch_jit`` plus the first training step
   of a 2-layer MLP (N=512, D=20, H=64, 3 classes, tanh, log-softmax cross-entropy, SGD
   update): forward, backward and update, every kernel loaded from disk.
-* ``WarmCache.track_first_mlp_step_vs_torch``: that step including the import, over the same
+* ``WarmCache.track_first_mlp_step_dj_over_torch``: that step including the import, over the same
   step written in PyTorch including ``import torch`` (min of a few fresh interpreters each,
   in the same run); torch optional (skipped without it).
 
@@ -99,14 +99,14 @@ class WarmCacheVsTorch(WarmCache):
             raise NotImplementedError("torch is not installed") from None
         super().setup()
 
-    def track_first_mlp_step_vs_torch(self):
+    def track_first_mlp_step_dj_over_torch(self):
         """(import dispatch_jit + first MLP step, warm cache) / (import torch + the same step),
         min of IMPORT_RUNS fresh interpreters each."""
         dj_code = _env_line(self.dir) + _TIMED.format(body="import dispatch_jit as dj\n" + STEP)
         torch_code = _TIMED.format(body="import torch\n" + TORCH_STEP)
         return self._best(dj_code) / self._best(torch_code)
 
-    track_first_mlp_step_vs_torch.unit = "ratio"
+    track_first_mlp_step_dj_over_torch.unit = "ratio"
 
 
 if __name__ == "__main__":      # python benchmarks/bench_coldstart.py: the figures, without asv

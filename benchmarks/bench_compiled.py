@@ -4,12 +4,12 @@ part 10 and ``dispatch-jit tradeoff``).
 ``f(a, b, c) = maximum((a*b + c)*2 - a, 0) * exp(-b)`` on 1e7 float32
 (the ``slow`` ones; test_benchmarks_import skips them):
 
-* ``track_speedup_vs_numpy``: NumPy eager time / ``dj.compile(f)`` time.  Target >= 3.5.
-* ``track_ratio_vs_njit_parallel``: ``dj.compile(f)`` time / a hand-written
+* ``track_numpy_over_dj_compiled``: NumPy eager time / ``dj.compile(f)`` time.  Target >= 3.5.
+* ``track_dj_compiled_over_njit_parallel``: ``dj.compile(f)`` time / a hand-written
   ``@numba.njit(parallel=True)`` loop writing into a NumPy-allocated output.  Target <= 1.2.
-* ``track_speedup_vs_torch_compile``: ``torch.compile(f)`` time / ``dj.compile(f)``
+* ``track_torch_compile_over_dj_compiled``: ``torch.compile(f)`` time / ``dj.compile(f)``
   time; skipped when torch (or its compiler toolchain) is missing.  Target > 1.
-* ``track_bandwidth_fraction``: bytes moved per second by the compiled
+* ``track_bandwidth_over_numpy_copy``: bytes moved per second by the compiled
   bandwidth-bound chain ``x*2 + 1`` / ``np.copyto``'s.  Target >= 0.7.
 
 Small and fast:
@@ -116,16 +116,16 @@ class TargetsBig:
     def _compiled(self):
         return _best(lambda: self.cf(self.ta, self.tb, self.tc), self.number)
 
-    def track_speedup_vs_numpy(self):
+    def track_numpy_over_dj_compiled(self):
         return _best(lambda: f_numpy(self.a, self.b, self.c), self.number) / self._compiled()
-    track_speedup_vs_numpy.unit = "x"
+    track_numpy_over_dj_compiled.unit = "x"
 
-    def track_ratio_vs_njit_parallel(self):
+    def track_dj_compiled_over_njit_parallel(self):
         run = njit_f()
         return self._compiled() / _best(lambda: run(self.a, self.b, self.c), self.number)
-    track_ratio_vs_njit_parallel.unit = "ratio"
+    track_dj_compiled_over_njit_parallel.unit = "ratio"
 
-    def track_bandwidth_fraction(self):
+    def track_bandwidth_over_numpy_copy(self):
         cg = dj.compile(lambda x: x * 2.0 + 1.0)
         cg(self.ta)
         dst = np.empty_like(self.a)
@@ -133,7 +133,7 @@ class TargetsBig:
         # from the output pool, as the previous call's output is dropped at once
         t_chain, t_copy = _best_interleaved([lambda: cg(self.ta), lambda: np.copyto(dst, self.a)], self.number, 9)
         return t_copy / t_chain
-    track_bandwidth_fraction.unit = "fraction"
+    track_bandwidth_over_numpy_copy.unit = "fraction"
 
 
 class TorchBig:
@@ -162,10 +162,10 @@ class TorchBig:
         self.cf = dj.compile(f)
         self.cf(*self.t)
 
-    def track_speedup_vs_torch_compile(self):
+    def track_torch_compile_over_dj_compiled(self):
         t_torch = _best(lambda: self.tg(*self.pt), self.number)
         return t_torch / _best(lambda: self.cf(*self.t), self.number)
-    track_speedup_vs_torch_compile.unit = "x"
+    track_torch_compile_over_dj_compiled.unit = "x"
 
 
 def track_sizes_without_recompile():

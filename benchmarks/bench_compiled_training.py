@@ -163,18 +163,18 @@ class TrainingStepVsTorch(_Training):
                 out.append(time.perf_counter() - t)
         return float(np.median(ours) / np.median(theirs))
 
-    def track_eager_ratio_vs_torch(self):
+    def track_eager_dj_over_torch(self):
         return self._ratio(self.step_eager)
 
-    def track_compiled_loss_ratio_vs_torch(self):
+    def track_compiled_loss_dj_over_torch(self):
         return self._ratio(self.step_compiled)
 
-    def track_global_compiled_mode_ratio_vs_torch(self):
+    def track_global_compiled_mode_dj_over_torch(self):
         return self._ratio(self.step_lazy)
 
-    def track_compiled_step_ratio_vs_torch(self):
+    def track_compiled_step_dj_over_torch(self):
         return self._ratio(self.step_whole)
 
-    track_eager_ratio_vs_torch.unit = track_compiled_loss_ratio_vs_torch.unit = "x torch eager"
-    track_compiled_step_ratio_vs_torch.unit = "x torch eager"
-    track_global_compiled_mode_ratio_vs_torch.unit = "x torch eager"
+    track_eager_dj_over_torch.unit = track_compiled_loss_dj_over_torch.unit = "x torch eager"
+    track_compiled_step_dj_over_torch.unit = "x torch eager"
+    track_global_compiled_mode_dj_over_torch.unit = "x torch eager"

@@ -7,7 +7,7 @@ Targets (issue 4), as ratios measured in one process on the GPU machine:
 * ``sum`` of 1e8 float32 reaches at least 70% of it
   (``SumBandwidth.track_fraction_of_copy``);
 * a tiny CUDA op (launch + dispatch, no synchronize) costs at most 2x
-  CuPy's (``TinyOp.track_ratio_vs_cupy``; ``track_us`` states the
+  CuPy's (``TinyOp.track_add16_dj_over_cupy``; ``track_us`` states the
   microseconds).
 
 Bandwidth counts the bytes each computation must move: a copy of n float32
@@ -73,6 +73,7 @@ class ElementwiseBandwidth(_Big):
 
     def track_copy_gbs(self):
         return self.copy_gbs
+    track_copy_gbs.unit = "GB/s"
 
 
 class SumBandwidth(_Big):
@@ -116,8 +117,9 @@ class TinyOp:
 
     def track_us(self):
         return self._per_call(lambda: dj.add(self.a, self.b)) * 1e6
+    track_us.unit = "us"
 
-    def track_ratio_vs_cupy(self):
+    def track_add16_dj_over_cupy(self):
         try:
             import cupy
         except Exception as e:

@@ -3,9 +3,9 @@
 ``f(a, b, c) = maximum((a*b + c)*2 - a, 0) * exp(-b)`` on float32 inputs that live on the
 workers (persisted), the result persisted there too (nothing returns to the client):
 
-* ``track_speedup_vs_dask_numpy``: the same expression in dask.array over NumPy chunks /
+* ``track_dask_numpy_over_dj_dask``: the same expression in dask.array over NumPy chunks /
   ``dj.compile(f)`` on Dask tensors, on the same cluster.  Target >= 3.
-* ``track_ratio_vs_single_process``: ``dj.compile(f)`` on Dask tensors / ``dj.compile(f)`` on
+* ``track_dj_dask_over_dj_single_process``: ``dj.compile(f)`` on Dask tensors / ``dj.compile(f)`` on
   CPU tensors in this process.  Target <= 1.5.
 * ``track_graph_tasks_over_chunks``: the compiled graph's tasks beyond its inputs' / the number
   of chunks, for a 1-op and a 12-op chain.  Target 1 (independent of the chain's length).
@@ -102,11 +102,11 @@ class DaskTargets:
                                      lambda: self.host_compiled(*self.host)], self.repeat)
         return {"dask.array over NumPy": t_dask, "dj.compile on Dask": t_dj, "dj.compile single process": t_one}
 
-    def track_speedup_vs_dask_numpy(self):
+    def track_dask_numpy_over_dj_dask(self):
         t = self.times()
         return t["dask.array over NumPy"] / t["dj.compile on Dask"]
 
-    def track_ratio_vs_single_process(self):
+    def track_dj_dask_over_dj_single_process(self):
         t = self.times()
         return t["dj.compile on Dask"] / t["dj.compile single process"]
 

@@ -13,10 +13,10 @@ Targets (DESIGN.md, "Measured, not assumed"), reported by the ``track_*``
 benchmarks as ratios measured in one process with ``timeit`` (min of
 repeats, interleaved so a load spike hits both sides alike):
 
-* ``dj.add`` on 16 float32 <= 2.0 x ``np.add``   (track_add16_ratio_vs_numpy)
-* ``dj.add`` on 16 float32 <  1.0 x ``torch.add`` (track_add16_ratio_vs_torch)
-* ``dj.sum`` of 16 float32 <= 1.5 x ``torch.sum`` (track_sum16_ratio_vs_torch, issue 14)
-* ``dj.matmul`` 64x64 float32 <= 1.1 x ``torch.matmul`` (track_matmul64_ratio_vs_torch, issue 14)
+* ``dj.add`` on 16 float32 <= 2.0 x ``np.add``   (track_add16_dj_over_numpy)
+* ``dj.add`` on 16 float32 <  1.0 x ``torch.add`` (track_add16_dj_over_torch)
+* ``dj.sum`` of 16 float32 <= 1.5 x ``torch.sum`` (track_sum16_dj_over_torch, issue 14)
+* ``dj.matmul`` 64x64 float32 <= 1.1 x ``torch.matmul`` (track_matmul64_dj_over_torch, issue 14)
 
 Why the cache-hit ``time_*`` benchmarks make 100 calls each (``...X100``:
 divide by 100): the asv_runner installed here re-runs ``setup`` before every
@@ -225,16 +225,16 @@ class _RatioBase:
 class Ratios(_RatioBase):
     """dispatch_jit against NumPy and the hand-written Numba loop."""
 
-    def track_add16_ratio_vs_numpy(self):
+    def track_add16_dj_over_numpy(self):
         """dj.add / np.add, 16 float32, cache hit.  Target: <= 2.0."""
         return self._ratio("dj_add(x, w)", "np_add(a, b)")
 
-    def track_add16_ratio_vs_njit(self):
+    def track_add16_dj_over_njit(self):
         """dj.add / a direct call of a hand-written njit loop into a preallocated
         output: the dispatcher's whole cost over the bare kernel call.  No target."""
         return self._ratio("dj_add(x, w)", "kernel(a, b, out)")
 
-    def track_operator_add16_ratio_vs_numpy(self):
+    def track_operator_add16_dj_over_numpy(self):
         """``x + w`` / ``a + b``, 16 float32.  Same target as dj.add: <= 2.0."""
         return self._ratio("x + w", "a + b")
 
@@ -247,7 +247,7 @@ class TorchRatios(_RatioBase):
         _RatioBase.setup(self)
         self.ns.update(torch_add=torch_add, ta=ta, tb=tb)
 
-    def track_add16_ratio_vs_torch(self):
+    def track_add16_dj_over_torch(self):
         """dj.add / torch.add, 16 float32, cache hit.  Target: < 1.0."""
         return self._ratio("dj_add(x, w)", "torch_add(ta, tb)")
 
@@ -277,10 +277,10 @@ class SmallOpsVsTorch(_RatioBase):
     def time_dj_matmul64(self):
         dj.matmul(self.ns["m"], self.ns["m"])
 
-    def track_sum16_ratio_vs_torch(self):
+    def track_sum16_dj_over_torch(self):
         """dj.sum / torch.sum, 16 float32.  Target: <= 1.5."""
         return self._ratio("dj.sum(s)", "torch.sum(ts)")
 
-    def track_matmul64_ratio_vs_torch(self):
+    def track_matmul64_dj_over_torch(self):
         """dj.matmul / torch.matmul, 64x64 float32.  Target: <= 1.1."""
         return self._ratio("dj.matmul(m, m)", "torch.matmul(tm, tm)")

@@ -298,31 +298,31 @@ class Targets:
         return a, b, dj.from_numpy(a), dj.from_numpy(b)
 
     @_slow
-    def track_add_1e7_float32_ratio_vs_numpy(self):
+    def track_add_1e7_float32_dj_over_numpy(self):
         """dj.add / np.add, 1e7 float32, new output each call.  Target: <= 1.0."""
         a, b, x, y = self._vectors()
         return self._ratio(lambda: dj.add(x, y), lambda: np.add(a, b), number=3)
 
     @_slow
-    def track_exp_1e7_float32_ratio_vs_numpy(self):
+    def track_exp_1e7_float32_dj_over_numpy(self):
         """dj.exp / np.exp, 1e7 float32, new output each call.  Target: <= 1.0."""
         a, _, x, _ = self._vectors()
         return self._ratio(lambda: dj.exp(x), lambda: np.exp(a), number=2)
 
     @_slow
-    def track_sum_1e7_float32_ratio_vs_numpy(self):
+    def track_sum_1e7_float32_dj_over_numpy(self):
         """dj.sum / np.sum over all 1e7 float32 elements.  Target: <= 1.3."""
         a, _, x, _ = self._vectors()
         return self._ratio(lambda: dj.sum(x), lambda: np.sum(a), number=3)
 
     @_slow
-    def track_matmul_1024_float32_ratio_vs_numpy(self):
+    def track_matmul_1024_float32_dj_over_numpy(self):
         """dj.matmul / np.matmul, 1024x1024 float32.  Target: <= 1.2."""
         a, b = _data((1024, 1024), "float32", seed=1), _data((1024, 1024), "float32", seed=2)
         x, y = dj.from_numpy(a), dj.from_numpy(b)
         return self._ratio(lambda: dj.matmul(x, y), lambda: np.matmul(a, b), number=1)
 
-    def track_sin_huge_args_1e6_float32_ratio_vs_numpy(self):
+    def track_sin_huge_args_1e6_float32_dj_over_numpy(self):
         """dj.sin / np.sin, 1e6 float32 with one |x| = 1e30 in every 2048 elements: each chunk
         runs the exact form (Payne-Hanek table reduction for the large element)."""
         a = _data((1_000_000,), "float32", seed=3) * np.float32(3)     # a new array: _data is cached
@@ -346,6 +346,6 @@ class SinCosVsTorch:
         a = _data((1_000_000,), "float32", seed=3) * np.float32(3)
         self.x, self.tx, self.torch = dj.from_numpy(a), torch.from_numpy(a), torch
 
-    def track_sincos_1e6_float32_ratio_vs_torch(self):
+    def track_sincos_1e6_float32_dj_over_torch(self):
         x, tx, torch = self.x, self.tx, self.torch
         return Targets()._ratio(lambda: (dj.sin(x), dj.cos(x)), lambda: (torch.sin(tx), torch.cos(tx)), number=5)

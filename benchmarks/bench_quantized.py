@@ -149,17 +149,17 @@ class QuantizedTargets:
         return t[num] / t[den]
 
     @_slow
-    def track_quantized_matmul_1024_ratio_vs_dj_float32(self):
+    def track_matmul_1024_int8_over_dj_float32(self):
         """quantized int8 matmul / dj.matmul float32 (Numba path), 1024x1024.  Target: < 1.0."""
         return self._ratio("int8", "dj float32")
 
     @_slow
-    def track_quantized_matmul_1024_ratio_vs_numpy_float32(self):
+    def track_matmul_1024_int8_over_numpy_float32(self):
         """quantized int8 matmul / np.matmul float32 (OpenBLAS sgemm), 1024x1024.  Reported."""
         return self._ratio("int8", "np float32")
 
     @_slow
-    def track_quantized_matmul_auto_1024_ratio_vs_dj_float32(self):
+    def track_matmul_1024_int8_auto_over_dj_float32(self):
         """dj.matmul on qint8 (min/max output parameters) / dj.matmul float32, 1024x1024."""
         return self._ratio("int8 auto", "dj float32")
 

@@ -6,11 +6,11 @@ parallel grain, while other processes hold the cores (dispatch_jit/jit/threads.p
 medians, dispatch_jit / NumPy, of calls interleaved in one run (a median, not a minimum:
 a collapse shows in the typical call, which a minimum hides):
 
-* ``Loaded.track_add_1e6_ratio_vs_numpy``: ``dj.add``, 1e6 float32.  Target <= 2.0
+* ``Loaded.track_add_1e6_dj_over_numpy``: ``dj.add``, 1e6 float32.  Target <= 2.0
   (it was 8-60x before the threads' watch and spin count).
-* ``Loaded.track_exp_1e6_ratio_vs_numpy``, ``track_add_2p18_ratio_vs_numpy`` (the
+* ``Loaded.track_exp_1e6_dj_over_numpy``, ``track_add_2p18_dj_over_numpy`` (the
   smallest parallel size, where launch latency matters) and
-  ``track_chain_1e6_ratio_vs_numpy`` (a ``dj.compile``'d fused chain against NumPy's
+  ``track_chain_1e6_dj_over_numpy`` (a ``dj.compile``'d fused chain against NumPy's
   eager chain): no targets of their own; they must not collapse either.
 * ``Quiet.*``: the same ratios without the load; they must not get worse than
   without the watch (run with ``DISPATCH_JIT_WATCH_THREADS=0`` to compare).
@@ -76,17 +76,17 @@ class _Ratios:
                 out.append((time.perf_counter() - t0) / number)
         return statistics.median(ts) / statistics.median(refs)
 
-    def track_add_1e6_ratio_vs_numpy(self):
+    def track_add_1e6_dj_over_numpy(self):
         return self._ratio(lambda: dj.add(self.x, self.y), lambda: np.add(self.a, self.b), 5)
 
-    def track_exp_1e6_ratio_vs_numpy(self):
+    def track_exp_1e6_dj_over_numpy(self):
         return self._ratio(lambda: dj.exp(self.x), lambda: np.exp(self.a), 3)
 
-    def track_add_2p18_ratio_vs_numpy(self):
+    def track_add_2p18_dj_over_numpy(self):
         a, b = self.small
         return self._ratio(lambda: dj.add(self.xs, self.ys), lambda: np.add(a, b), 20)
 
-    def track_chain_1e6_ratio_vs_numpy(self):
+    def track_chain_1e6_dj_over_numpy(self):
         return self._ratio(lambda: self.chain(self.x, self.y, self.z), lambda: _np_chain(self.a, self.b, self.c), 2)
 
 

@@ -98,7 +98,7 @@ class Targets:
         a = sparse_csr_tensor(indptr, indices, data, (4096, 4096))
         return a, dj.from_numpy(b), (indptr, indices, data, b)
 
-    def track_csr_matmul_4096_ratio_vs_dense(self):
+    def track_csr_matmul_4096_csr_over_dense(self):
         """CSR @ dense / dense dj.matmul.  Target: <= 0.2."""
         a, b, _ = self._inputs()
         d = a.to_dense()
@@ -108,7 +108,7 @@ class Targets:
         t, ref = _interleaved_best(calls, 3, self.samples)
         return t / ref
 
-    def track_csr_matmul_4096_ratio_vs_scipy(self):
+    def track_csr_matmul_4096_dj_over_scipy(self):
         """CSR @ dense / scipy.sparse csr_matrix @ ndarray.  Target: <= 1.5."""
         try:
             import scipy.sparse as sp

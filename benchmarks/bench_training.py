@@ -3,8 +3,8 @@
 Targets:
 
 * The MLP step (N=512, D=20, H=64, 3 classes, tanh, ``F.cross_entropy``, ``dj.optim.SGD``):
-  dj eager <= 1.0 x torch eager (``track_mlp_eager_ratio_vs_torch``); dj compiled, either mode,
-  <= 0.5 x (``track_mlp_compile_ratio_vs_torch``, ``track_mlp_lazy_ratio_vs_torch``: the
+  dj eager <= 1.0 x torch eager (``track_mlp_eager_dj_over_torch``); dj compiled, either mode,
+  <= 0.5 x (``track_mlp_compile_dj_over_torch``, ``track_mlp_lazy_dj_over_torch``: the
   forward under ``@dj.compile``, and the whole step under ``dj.mode("compiled")``, as they are
   today, so that a fused backward shows up here).
 * The wide MLP (N=8192, D=256, H=1024, 10 classes, ``dj.optim.Adam``): the same three ratios
@@ -135,13 +135,13 @@ class MLPStep(_Steps):
     unit = "ratio"
     needs_torch = True
 
-    def track_mlp_eager_ratio_vs_torch(self):
+    def track_mlp_eager_dj_over_torch(self):
         return self._ratio("step_eager")
 
-    def track_mlp_compile_ratio_vs_torch(self):
+    def track_mlp_compile_dj_over_torch(self):
         return self._ratio("step_compile")
 
-    def track_mlp_lazy_ratio_vs_torch(self):
+    def track_mlp_lazy_dj_over_torch(self):
         return self._ratio("step_lazy")
 
 
@@ -153,13 +153,13 @@ class WideMLPStep(_Steps):
     timeout = 300
     slow = True          # seconds per step at this size: asv runs it, the smoke test does not
 
-    def track_wide_eager_ratio_vs_torch(self):
+    def track_wide_eager_dj_over_torch(self):
         return self._ratio("step_eager")
 
-    def track_wide_compile_ratio_vs_torch(self):
+    def track_wide_compile_dj_over_torch(self):
         return self._ratio("step_compile")
 
-    def track_wide_lazy_ratio_vs_torch(self):
+    def track_wide_lazy_dj_over_torch(self):
         return self._ratio("step_lazy")
 
 
@@ -195,10 +195,10 @@ class MLPStepPartsVsTorch:
         ours, theirs = _interleaved_best(list(self._STMTS[part]), self.ns, self.number, self.repeat)
         return ours / theirs
 
-    def track_loss_fwd_bwd_ratio_vs_torch(self):
+    def track_loss_fwd_bwd_dj_over_torch(self):
         """F.cross_entropy on (512, 3) float32 logits, forward and backward, / torch's."""
         return self._ratio("loss")
 
-    def track_head_linear_fwd_bwd_ratio_vs_torch(self):
+    def track_head_linear_fwd_bwd_dj_over_torch(self):
         """F.linear (512 x 64 -> 3, with bias) and its backward (through a sum), / torch's."""
         return self._ratio("linear")

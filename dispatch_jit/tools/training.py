@@ -1,7 +1,7 @@
 """The compile-vs-eager tradeoff of a training step: the training section of
 ``dispatch-jit tradeoff`` and of the demo.
 
-One step of an MLP of issue 14 (``N`` samples of ``D`` features, one tanh
+One step of an MLP (``N`` samples of ``D`` features, one tanh
 hidden layer of ``H`` units, ``C`` classes, ``F.cross_entropy``; ``SIZES``:
 "mlp" with ``dj.optim.SGD``, "wide" with ``dj.optim.Adam``), written as a
 user writes it (zero_grad, forward, loss, backward, step), run in each mode
@@ -24,9 +24,11 @@ Per mode: the first and the second step (tracing and compiling what this mode
 compiles: the whole step's trace waits for Adam's state, made by the first;
 eager kernels are compiled by the first mode that runs, eager, so they are not
 counted against the compiled modes), the steady per-step time (min, median,
-max of the steps after those two), and the break-even step: after how many
-steps the mode's first two steps' extra cost is paid back by its faster steps,
-against eager ("never" when it is not faster).  ``check`` is the largest
+max of the steps after those two), the ratio of its median step to dj eager's,
+and the break-even step: after how many steps the mode's first two steps'
+extra cost is paid back by its faster steps, against dj eager ("never" when
+it is not faster; none for torch's rows, which compile nothing of dj's).
+Below the table, each dj mode's median step over torch eager's.  ``check`` is the largest
 difference between the mode's parameters and eager mode's after the steps (the
 modes must train the same model), ``bitwise`` whether they are equal bit for
 bit (dj modes only), and ``note`` what a compiled mode ran eagerly instead.
@@ -44,9 +46,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StepRow", "measure_training", "format_training", "format_notes", "plot_training", "SIZES"]
+__all__ = ["StepRow", "measure_training", "format_training", "format_vs_torch", "format_notes", "plot_training",
+           "ratio_text", "SIZES"]
 
-# size -> (N, D, H, C, optimizer): issue 14's two models ("tiny": for tests)
+# size -> (N, D, H, C, optimizer): a small and a wide model ("tiny": for tests)
 SIZES = {"mlp": (512, 20, 64, 3, "SGD"), "wide": (8192, 256, 1024, 10, "Adam"), "tiny": (16, 4, 8, 3, "SGD")}
 # the optimizers' settings, the same in both libraries
 _OPT_ARGS = {"SGD": {"lr": 0.1}, "Adam": {"lr": 1e-3}}
@@ -85,6 +88,10 @@ class StepRow:
         if self.mode == "eager":
             return 0.0
         return None if gain <= 0 else self.overhead / gain
+
+    @property
+    def is_torch(self) -> bool:
+        return self.mode.startswith("torch")
 
 
 def _data(size: str):
@@ -252,23 +259,45 @@ def measure_training(size: str = "mlp", steps: int = 50, torch: bool = True, tor
     return rows
 
 
-def _fmt(s: float) -> str:
+def _ms(s: float) -> str:
+    """Seconds as milliseconds, the training table's one unit."""
     if math.isnan(s):
         return "-"
-    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
+    ms = s * 1e3
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:,.0f}"
 
 
-TRAINING_HEADER = (f"{'mode':<14} {'first step':>11} {'2nd step':>10} {'per step min / median / max':>32} "
-                   f"{'vs eager':>9} {'break-even steps':>17} {'max |param - eager|':>20} {'bits':>5}")
+def ratio_text(r: float, faster: str, slower: str) -> str:
+    """A ratio of times and which side it favours: ``0.66x, dj faster`` (``faster`` below 1)."""
+    if math.isnan(r):
+        return "-"
+    if r == 1:
+        return "1.00x, even"
+    figure = f"{r:.2f}" if r >= 0.095 else f"{r:.2g}"      # 0.0047x, not 0.00x
+    return f"{figure}x, {faster if r < 1 else slower}"
+
+
+TRAINING_HEADER = (f"{'mode':<14} {'first step ms':>13} {'2nd step ms':>11} {'per step ms: min / median / max':>32} "
+                   f"{'step / dj eager step':>21} {'break-even steps':>17} {'max |param - eager|':>20} {'bits':>5}")
 
 
 def format_training(row: StepRow) -> str:
     be = row.break_even
-    be_s = "-" if row.mode == "eager" else "never" if be is None else f"{be:,.0f}"
-    spread = f"{_fmt(row.fastest)} / {_fmt(row.step)} / {_fmt(row.slowest)}"
+    be_s = "-" if row.mode == "eager" or row.is_torch else "never" if be is None else f"{be:,.0f}"
+    spread = f"{_ms(row.fastest)} / {_ms(row.step)} / {_ms(row.slowest)}"
     bits = "-" if row.bitwise is None else "equal" if row.bitwise else "DIFF"
-    return (f"{row.mode:<14} {_fmt(row.first):>11} {_fmt(row.second):>10} {spread:>32} "
-            f"{row.step / row.eager_step:>8.2f}x {be_s:>17} {row.check:>20.2e} {bits:>5}")
+    ratio = "1.00x" if row.mode == "eager" else ratio_text(row.step / row.eager_step, "faster", "slower")
+    return (f"{row.mode:<14} {_ms(row.first):>13} {_ms(row.second):>11} {spread:>32} "
+            f"{ratio:>21} {be_s:>17} {row.check:>20.2e} {bits:>5}")
+
+
+def format_vs_torch(rows: list[StepRow]) -> list[str]:
+    """Each dj mode's median step over torch eager's, when torch ran: which library is faster."""
+    torch = next((r for r in rows if r.mode == "torch eager"), None)
+    if torch is None:
+        return []
+    return [f"  dj {r.mode} / torch eager, median step: {ratio_text(r.step / torch.step, 'dj faster', 'dj slower')}"
+            for r in rows if not r.is_torch]
 
 
 def format_notes(rows: list[StepRow]) -> list[str]:

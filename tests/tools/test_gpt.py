@@ -109,7 +109,7 @@ def test_tradeoff_gpt_section(monkeypatch, capsys):
     monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
     rows = training_section("gpt", steps=2, torch_compile=False)
     out = capsys.readouterr().out
-    assert "character-level GPT" in out and "per step min / median / max" in out
+    assert "character-level GPT" in out and "per step ms: min / median / max" in out
     assert [r.mode for r in rows][:4] == ["eager", "compile", "step", "lazy"]
     for r in rows[:4]:
         assert r.bitwise is True and r.check == 0.0 and len(r.times) == 2
@@ -120,7 +120,7 @@ def test_tradeoff_gpt_section(monkeypatch, capsys):
 
 def test_cli_tradeoff_gpt_flag_adds_the_gpt_section(monkeypatch, capsys):
     from dispatch_jit.tools import cli, gpt, tradeoff
-    monkeypatch.setattr(tradeoff, "QUICK_SIZES", (100,))
+    monkeypatch.setattr(tradeoff, "SIZES", (100,))
     monkeypatch.setattr(tradeoff, "CHAINS", (1,))
     monkeypatch.setitem(gpt.SIZES, "gpt", gpt.SIZES["gpt-tiny"])
     monkeypatch.setattr(tradeoff, "training_section",
