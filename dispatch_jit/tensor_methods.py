@@ -20,6 +20,7 @@ from .autograd.grad_mode import is_grad_enabled
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
 from .tensor import Tensor, _AUTOGRAD_SIG_BITS, _sig_for
+from .tensor_factories import METHODS as _FACTORIES
 from .writes import before_write
 
 __all__ = ["METHODS"]
@@ -201,5 +202,5 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 METHODS = {
     "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"),
     "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_, "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
-    "scatter_add_": scatter_add_,
+    "scatter_add_": scatter_add_, **_FACTORIES,
 }
