@@ -24,13 +24,13 @@ from dispatch_jit.cuda.codegen import register_scalar_helpers
 from dispatch_jit.library import Library, fallthrough_kernel
 
 from . import (arrayops, autocast_policy, composite, composite_torch, derivatives, elementwise, indexing, lapack, linalg, nn, quantized,
-               reduction, shape, sparse, composite_math, unique)
+               reduction, shape, sparse, composite_math, unique, torch_kwargs)
 from .aten import aten as _aten_def, fallbacks as _fallbacks
 from .support.scalar_helpers import HELPERS
 
 # definitions in this order; their kernels in the same order, key by key
 FAMILIES = (elementwise, shape, reduction, linalg, nn, composite, derivatives, autocast_policy, sparse, quantized,
-            arrayops, lapack, indexing, composite_torch, composite_math, unique)
+            arrayops, lapack, indexing, composite_torch, composite_math, unique, torch_kwargs)
 
 # backend fallbacks: the kernel at a key for every op, present and future, that has none there
 FALLBACKS = {

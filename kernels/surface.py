@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dispatch_jit.registry import lookup
 
-from . import composite, composite_math, composite_torch, torch_functions, unique
+from . import composite, composite_math, composite_torch, torch_functions, torch_kwargs, unique
 from .arrayops import op as arrayops_ops
 from .indexing import op as indexing_ops
 from .nn import op as nn_ops
@@ -42,7 +42,7 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 # dj.<name> (and Tensor.<name> where flagged) that are Python functions over the ops, as PyTorch's
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
-                    **unique.PY_FUNCTIONS)
+                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
 FUNCTIONS.pop("where")    # dj.where is torch_functions.where: where(cond) alone is nonzero(as_tuple=True)
 
 # Python array API spellings of the same ops
