@@ -43,6 +43,7 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
                     **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
+torch_kwargs.attach_ops()
 FUNCTIONS.pop("where")    # dj.where is torch_functions.where: where(cond) alone is nonzero(as_tuple=True)
 
 # Python array API spellings of the same ops

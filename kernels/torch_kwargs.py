@@ -182,6 +182,26 @@ def _int64():
     return int64
 
 
+def divide(input, other, *, rounding_mode=None, out=None):  # noqa: A002
+    return div(input, other, rounding_mode=rounding_mode, out=out)
+
+
+divide.__doc__ = div.__doc__.replace("dj.div(", "dj.divide(").replace(".div(", ".divide(")
+
 KERNELS = {"CPU": {"scatter.reduce": scatter_reduce_kernel}}
-PY_FUNCTIONS = {"div": (div, True), "divide": (div, True), "round": (round, True), "nonzero": (nonzero, True),
+PY_FUNCTIONS = {"div": (div, True), "divide": (divide, True), "round": (round, True), "nonzero": (nonzero, True),
                 "scatter": (scatter, True), "searchsorted": (searchsorted, False)}
+# each function's op without the keyword: what introspection (dj.dump_table(dj.div)) and the
+# docstring's first line (its schema, as every op function's) name
+_OPS = {"div": "div.Tensor", "divide": "div.Tensor", "round": "round", "nonzero": "nonzero", "scatter": "scatter",
+        "searchsorted": "searchsorted.Tensor"}
+
+
+def attach_ops() -> None:
+    """Give each function its op (``_op``) and put the op's schema first in its docstring; called by
+    surface.py once the ops are defined."""
+    for name, opname in _OPS.items():
+        fn, op = PY_FUNCTIONS[name][0], lookup(f"aten::{opname}")
+        if getattr(fn, "_op", None) is None:
+            fn._op = op
+            fn.__doc__ = f"{op.schema}\n\n{fn.__doc__}"

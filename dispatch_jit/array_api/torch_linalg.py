@@ -100,7 +100,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):  # noqa
     raise ShapeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dims)}")
 
 
-def _op(name: str, doc: str, result=None):
+def _wrap_op(name: str, doc: str, result=None):
     op = lookup(f"aten::linalg_{name}").entry
 
     def fn(A, *, out=None):  # noqa: N803
@@ -111,12 +111,12 @@ def _op(name: str, doc: str, result=None):
     return fn
 
 
-inv = _op("inv", "The inverse of each square matrix, as ``torch.linalg.inv``.")
-det = _op("det", "The determinant of each square matrix, as ``torch.linalg.det``.")
-slogdet = _op("slogdet", "``(sign, logabsdet)`` of each square matrix's determinant, as ``torch.linalg.slogdet``.",
+inv = _wrap_op("inv", "The inverse of each square matrix, as ``torch.linalg.inv``.")
+det = _wrap_op("det", "The determinant of each square matrix, as ``torch.linalg.det``.")
+slogdet = _wrap_op("slogdet", "``(sign, logabsdet)`` of each square matrix's determinant, as ``torch.linalg.slogdet``.",
               _SLOGDET)
-eig = _op("eig", "``(eigenvalues, eigenvectors)`` (complex) of each square matrix, as ``torch.linalg.eig``.", _EIG)
-eigvals = _op("eigvals", "The (complex) eigenvalues of each square matrix, as ``torch.linalg.eigvals``.")
+eig = _wrap_op("eig", "``(eigenvalues, eigenvectors)`` (complex) of each square matrix, as ``torch.linalg.eig``.", _EIG)
+eigvals = _wrap_op("eigvals", "The (complex) eigenvalues of each square matrix, as ``torch.linalg.eigvals``.")
 
 
 def solve(A, B, *, left=True, out=None):  # noqa: N803
