@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, INT
+from dispatch_jit.dtypes import FLOAT, INT
 from dispatch_jit.errors import DTypeError, InvalidArgumentError, SchemaError
 from dispatch_jit.ops import entries
 from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, wrap
 
-from .indexing import cpu as indexing_cpu
 from .indexing.op import _as_1d, _check, _raise_bad
 
 __all__ = ["SCHEMAS", "KERNELS", "PY_FUNCTIONS"]
@@ -141,8 +140,9 @@ def scatter_reduce_kernel(x, dim, index, src, reduce):
     """CPU kernel of ``scatter.reduce``: NumPy's unbuffered ``ufunc.at`` over the flat positions."""
     axis = _check("scatter", x, dim, index, src)
     a = _as_1d(x._data)
-    if a.dtype == np.bool_ or x.dtype.category not in (INT, FLOAT, COMPLEX, BOOL):
-        raise DTypeError(f"scatter(reduce={reduce!r}): not implemented for '{x.dtype.name}'")
+    if a.dtype == np.bool_ or a.dtype in (np.uint16, np.uint32, np.uint64):
+        raise DTypeError(f"scatter(reduce={reduce!r}): not implemented for '{x.dtype.name}' (as PyTorch); convert "
+                         f"first: x.to(dj.int64)")
     i = _as_1d(index._data)
     bad = np.flatnonzero((i < 0) | (i >= a.shape[axis]))
     if bad.size:

@@ -10,8 +10,6 @@ lapack family's ``linalg_*`` ops and the array API namespace's norms (``dispatch
 
 from __future__ import annotations
 
-import math
-
 from dispatch_jit.errors import InvalidArgumentError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.registry import lookup

@@ -1,4 +1,5 @@
-"""The fuzzers' rows for diag, diagonal, addmm, xlogy, cross and median (kernels/composite_math.py).
+"""The fuzzers' rows for diag, diagonal, addmm, xlogy, cross and median (kernels/composite_math.py), and
+scatter with reduce="multiply" (the op scatter.reduce, kernels/torch_kwargs.py).
 fuzz_ops.py adds them to its ROWS (its last lines import this module, once the names used here are
 defined)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzz_ops import EXACT, OracleError, Row, _f64, binary, tol_matmul, ulps
+from fuzz_ops_torch import _gather_params
 
 
 def _diag_params(ch, args):
@@ -86,7 +88,25 @@ ROWS = [
         _addmm_np, lambda t, p: __import__("torch").addmm(t[0][:1, :1], t[0], t[1], beta=2, alpha=3),
         _tol_addmm, None, True, arity=2),
     binary("xlogy", _f64(_xlogy_np), "float", "bif", ulps(8), grad=True, pos=(1,)),
+    Row("scatter_multiply", "reduce", (lambda a, p: f"dj.scatter({a[0]}, {p['axis']}, "
+                                                    f"dj.tensor({p['index']}, dtype=dj.int64), {a[0]}, "
+                                                    f"reduce='multiply')",),
+        "if", lambda args, p: _scatter_mul_np(args, p), None, EXACT, _gather_params(True), False),
 ]
+
+
+def _scatter_mul_np(args, p):
+    a = args[0]
+    if a.dtype.kind not in "iuf" or a.dtype in (np.uint16, np.uint32, np.uint64):
+        raise OracleError("scatter(reduce='multiply'): PyTorch has no uint16/32/64 kernel")
+    ax = p["axis"] % a.ndim
+    i = np.array(p["index"], np.int64).reshape(a.shape)
+    coords = list(np.indices(a.shape))
+    coords[ax] = i
+    out = a.copy()
+    with np.errstate(all="ignore"):
+        np.multiply.at(out, tuple(coords), a)
+    return out
 
 
 def _cross_np(a, ax):
