@@ -120,12 +120,7 @@ eigvals = _wrap_op("eigvals", "The (complex) eigenvalues of each square matrix, 
 def solve(A, B, *, left=True, out=None):  # noqa: N803
     """The solution X of ``A X = B`` (``left=False``: ``X A = B``), as ``torch.linalg.solve``."""
     _no_out("solve", out)
-    if left:
-        return _ops.linalg_solve(A, B)
-    # X A = B is A^T X^T = B^T (the op's kernel solves from the left only)
-    if B.ndim == 1:
-        return _ops.linalg_solve(A.mT, B)
-    return _ops.linalg_solve(A.mT, B.mT).mT
+    return _ops.linalg_solve(A, B, left=left)
 
 
 def eigh(A, UPLO="L", *, out=None):  # noqa: N803

@@ -138,6 +138,15 @@ def test_names_exist_in_torch():
         assert not missing, (ns, missing)
 
 
+def test_solve_left_false_is_x_times_a():
+    # the op itself (kernels/lapack) solves X A = B for left=False, matrix and vector B
+    a, b = dj.tensor(M), dj.tensor(B3[0, :, :3])
+    for x in (dj.linalg.solve(a, b, left=False), dj.ops.aten.linalg_solve(a, b, left=False)):
+        np.testing.assert_allclose((x @ a).numpy(), b.numpy(), rtol=1e-10, atol=1e-10)
+    v = dj.tensor(V[:3])
+    np.testing.assert_allclose((dj.linalg.solve(a, v, left=False) @ a).numpy(), V[:3], rtol=1e-10, atol=1e-10)
+
+
 def test_errors():
     with pytest.raises(SchemaError, match="out= is not supported"):
         dj.linalg.inv(dj.eye(2), out=dj.eye(2))
