@@ -61,6 +61,14 @@ from .dask import from_dask  # noqa: E402  the Dask backend (PrivateUse1), enabl
 
 array_api.install()
 
+# PyTorch's namespaces torch.linalg, torch.fft, torch.special (over the array API layer's kernels);
+# also importable as modules: ``import dispatch_jit.linalg``
+from .array_api import torch_fft as fft, torch_linalg as linalg, torch_special as special  # noqa: E402
+import sys as _sys  # noqa: E402
+
+for _ns in (fft, linalg, special):
+    _sys.modules[f"{__name__}.{_ns.__name__.rsplit('_', 1)[-1]}"] = _ns
+
 # PyTorch's dtype aliases (dj.float is float32, dj.long int64, ...); bound last: from here on
 # the names float and int in this module are dtypes, not the builtins
 from .dtypes import float16 as half, float32 as float, float64 as double, int32 as int, int64 as long  # noqa: E402,A001
@@ -86,7 +94,7 @@ __all__ = [
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "from_dlpack", "from_dask", "no_grad", "enable_grad",
+    "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "linalg", "fft", "special", "from_dlpack", "from_dask", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",
 ] + sorted(_FUNCTIONS)
 

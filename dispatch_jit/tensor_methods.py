@@ -13,13 +13,17 @@ so the gradient flows to whatever the values were computed from (the functional 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .dtypes import COMPLEX, FLOAT
 from .autograd.grad_mode import is_grad_enabled
+from .creation import full
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError
 from .registry import lookup
 from .tensor import Tensor, _AUTOGRAD_SIG_BITS, _sig_for
+from .tensor_factories import METHODS as _FACTORIES
 from .writes import before_write
 
 __all__ = ["METHODS"]
@@ -183,9 +187,25 @@ def masked_fill_(self, mask, value) -> Tensor:
     return _write("masked_fill_", self, lookup("aten::masked_fill").entry(self, mask, value))
 
 
-def scatter_(self, dim, index, src) -> Tensor:
-    """``scatter`` written into this tensor (``src`` a tensor of its dtype, or a number)."""
-    return _write("scatter_", self, lookup("aten::scatter").entry(self, dim, index, src))
+def scatter_(self, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+    """``scatter`` written into this tensor (``src`` a tensor of its dtype, or a number: ``value``);
+    ``reduce="add"``/``"multiply"`` combines with what is there, as PyTorch's.
+
+    >>> import dispatch_jit as dj
+    >>> dj.ones(3).scatter_(0, dj.tensor([0, 0]), 2.0, reduce="multiply")
+    tensor([4., 1., 1.])
+    """
+    if src is None:
+        src = value
+    if reduce is None:
+        return _write("scatter_", self, lookup("aten::scatter").entry(self, dim, index, src))
+    if reduce not in ("add", "multiply"):
+        raise InvalidArgumentError("reduce argument must be either add or multiply.")
+    if not isinstance(src, Tensor):
+        src = full(tuple(index.shape), src, dtype=self.dtype, device=self.device)
+    op = lookup("aten::scatter_add").entry if reduce == "add" else \
+        functools.partial(lookup("aten::scatter.reduce").entry, reduce=reduce)
+    return _write("scatter_", self, op(self, dim, index, src))
 
 
 def scatter_add_(self, dim, index, src) -> Tensor:
@@ -201,5 +221,5 @@ def scatter_add_(self, dim, index, src) -> Tensor:
 METHODS = {
     "data": property(_get_data, _set_data), "real": _part("real"), "imag": _part("imag"),
     "is_floating_point": is_floating_point, "is_complex": is_complex, "fill_": fill_, "zero_": zero_, "normal_": normal_, "uniform_": uniform_, "masked_fill_": masked_fill_, "scatter_": scatter_,
-    "scatter_add_": scatter_add_,
+    "scatter_add_": scatter_add_, **_FACTORIES,
 }

@@ -159,4 +159,11 @@ EXAMPLES = {  # public name -> ">>> call\nexpected repr"
     'trunc': '>>> dj.trunc(dj.tensor([0.25, 0.5, 2.0]))\ntensor([0., 0., 2.])',
     'unsqueeze': '>>> dj.unsqueeze(dj.tensor([1, 2]), 1)\ntensor([[1],\n        [2]])',
     'var': '>>> dj.var(dj.tensor([[1.0, -2.0], [3.0, 4.0]]), 0)\ntensor([ 2., 18.])',
+    'addmm': '>>> dj.addmm(dj.tensor([1.0, 1.0]), dj.tensor([[1.0, 2.0], [3.0, 4.0]]), dj.eye(2), beta=2.0)\ntensor([[3., 4.],\n        [5., 6.]])',
+    'addmv': '>>> dj.addmv(dj.tensor([1.0, 1.0]), dj.tensor([[1.0, 2.0], [3.0, 4.0]]), dj.tensor([1.0, -1.0]))\ntensor([0., 0.])',
+    'baddbmm': '>>> dj.baddbmm(dj.zeros(1, 2, 2), dj.ones(1, 2, 3), dj.ones(1, 3, 2), alpha=0.5)\ntensor([[[1.5000, 1.5000],\n         [1.5000, 1.5000]]])',
+    'cross': '>>> dj.cross(dj.tensor([1.0, 0.0, 0.0]), dj.tensor([0.0, 1.0, 0.0]), dim=0)\ntensor([0., 0., 1.])',
+    'diag': '>>> dj.diag(dj.tensor([1, 2]))\ntensor([[1, 0],\n        [0, 2]])',
+    'diagonal': '>>> dj.diagonal(dj.tensor([[1, 2], [3, 4]]), 1)\ntensor([2])',
+    'xlogy': '>>> dj.xlogy(dj.tensor([0.0, 1.0, 2.0]), dj.tensor([0.0, 1.0, 4.0]))\ntensor([0.0000, 0.0000, 2.7726])',
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dispatch_jit.registry import lookup
 
-from . import composite, composite_torch, torch_functions
+from . import composite, composite_math, composite_torch, torch_functions, torch_kwargs, unique
 from .arrayops import op as arrayops_ops
 from .indexing import op as indexing_ops
 from .nn import op as nn_ops
@@ -30,7 +30,8 @@ for _op in SCALAR_OPS.values():
     FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
 _NN_PUBLIC = [s for s in nn_ops.SCHEMAS if s.split("(")[0] in nn_ops.PUBLIC]
 for _schema in (list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC
-                + arrayops_ops.SCHEMAS + indexing_ops.SCHEMAS + composite_torch.SCHEMAS):
+                + arrayops_ops.SCHEMAS + indexing_ops.SCHEMAS + composite_torch.SCHEMAS
+                + composite_math.SCHEMAS):
     _full = _schema.split("(")[0]
     FUNCTIONS.setdefault(_full.split(".")[0], _full)
 FUNCTIONS.pop("to", None)
@@ -40,7 +41,9 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 
 # dj.<name> (and Tensor.<name> where flagged) that are Python functions over the ops, as PyTorch's
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
-PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS)
+PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
+                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
+torch_kwargs.attach_ops()
 FUNCTIONS.pop("where")    # dj.where is torch_functions.where: where(cond) alone is nonzero(as_tuple=True)
 
 # Python array API spellings of the same ops
@@ -63,7 +66,7 @@ for _op in SCALAR_OPS.values():
 for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone", "narrow",
               *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS, *nn_ops.METHODS,
               *arrayops_ops.METHODS, *indexing_ops.METHODS,
-              *composite_torch.METHODS):
+              *composite_torch.METHODS, *composite_math.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"
 METHODS["amax"], METHODS["amin"] = FUNCTIONS["amax"], FUNCTIONS["amin"]

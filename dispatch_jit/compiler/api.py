@@ -51,6 +51,7 @@ from dispatch_jit.tensor import Tensor
 from .backends import backend_entry
 from .graph.passes import same_graph
 from .graph.views import view_copies
+from .module_wrapper import compile_module
 from .run.cached import CompiledEntry, EagerEntry, entry_for
 from .run.steps import Stats
 from .trace.argkey import Unhashable, arg_key, leaf_key, perturbed
@@ -485,9 +486,12 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
     >>> f.cache_info().traces
     1
     """
+    def make(f):
+        return CompiledFunction(f, parallel=parallel, max_recompiles=max_recompiles)
     if fn is None:
-        return lambda f: CompiledFunction(f, parallel=parallel, max_recompiles=max_recompiles)
-    return CompiledFunction(fn, parallel=parallel, max_recompiles=max_recompiles)
+        return lambda f: compile_module(f, make) or make(f)
+    # a dj.nn.Module: an OptimizedModule (module_wrapper.py), as torch.compile(module) returns
+    return compile_module(fn, make) or make(fn)
 
 
 install_tracer_fallback()

@@ -1,5 +1,6 @@
 """``dj.optim``: optimizers with PyTorch's names, options and defaults, each step one Numba loop
-per dtype for all parameters (foreach.py).
+per dtype for all parameters (foreach.py; RMSprop and Adagrad: eager tensor ops), and
+``dj.optim.lr_scheduler``, PyTorch's learning-rate schedulers.
 
 >>> import dispatch_jit as dj
 >>> model = dj.nn.Linear(2, 1)
@@ -10,8 +11,11 @@ per dtype for all parameters (foreach.py).
 
 from __future__ import annotations
 
+from . import lr_scheduler
+from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

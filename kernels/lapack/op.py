@@ -41,6 +41,9 @@ def _matrix_rank(a, rtol=None, hermitian=False):
 
 def _solve(a, b, left=True):
     _square(a, "linalg_solve")
+    if not left:    # X A = B is A^T X^T = B^T (PyTorch's left=False; a vector B is a row)
+        return _solve(np.swapaxes(a, -1, -2), b) if b.ndim == 1 else \
+            np.swapaxes(_solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
     if b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1]):
         return np.linalg.solve(a, b[..., None])[..., 0]
     return np.linalg.solve(a, b)
