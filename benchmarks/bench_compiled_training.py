@@ -111,7 +111,7 @@ class _Training:
 
     def step_lazy(self):
         ps = self.params["lazy"]
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             loss_fn(self.x, self.y, *ps).backward()
             _sgd(ps)
         ps[0].numpy()             # a read forces whatever is pending

@@ -16,7 +16,7 @@ Chains on float32, ``params`` = (chain, elements), 1e6 and 1e7:
 * ``track_dj_eager_over_dj_compiled``: dj eager time / compiled time.  Target >= 1.
 * ``track_compiled_ms``: the compiled call, milliseconds.
 * ``track_numpy_over_dj_lazy``: the same chain written in the global
-  compiled mode (``with dj.mode("compiled")``, result read with
+  compiled mode (``with dj.execution_mode("compiled")``, result read with
   ``.numpy()``), where views of pending values are recorded and fused too.
   Target >= 1 at 1e7.
 
@@ -92,7 +92,7 @@ class ViewChains:
         return t_o / t_c
 
     def _lazy(self):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             return self.fdj(*self.tensors).numpy()
 
     def track_numpy_over_dj_compiled(self, chain, n):

@@ -7,7 +7,7 @@ MLP, width 64, 4 heads, block 32, batch 16, ``F.cross_entropy`` on the ``(B*T, V
 logits, ``clip_grad_norm_``, ``AdamW``; the Zen of Python as text.  The step in each
 mode comes from tools/gpt_training.py: ``eager``; ``compile`` (the model's forward under
 ``dj.compile``); ``step`` (the whole step under ``@dj.compile``); ``lazy`` (the step
-under ``dj.mode("compiled")``); ``torch eager`` and ``torch.compile`` (the model compiled)
+under ``dj.execution_mode("compiled")``); ``torch eager`` and ``torch.compile`` (the model compiled)
 from dj's initial weights, torch at 2 threads.
 
 Targets (issue 26):
@@ -16,7 +16,7 @@ Targets (issue 26):
 * the whole step under ``@dj.compile`` <= 0.6 x torch eager
   (``track_ratio_dj_step_over_torch_eager``) and faster than torch.compile
   (``track_ratio_dj_step_over_torch_compile`` < 1);
-* ``dj.mode("compiled")`` <= dj eager (``track_ratio_dj_lazy_over_dj_eager``);
+* ``dj.execution_mode("compiled")`` <= dj eager (``track_ratio_dj_lazy_over_dj_eager``);
 * the first step in a fresh process with a warm disk cache <= 1 s
   (``timeraw_first_step``, per mode).
 

@@ -5,7 +5,7 @@ Targets:
 * The MLP step (N=512, D=20, H=64, 3 classes, tanh, ``F.cross_entropy``, ``dj.optim.SGD``):
   dj eager <= 1.0 x torch eager (``track_mlp_eager_dj_over_torch``); dj compiled, either mode,
   <= 0.5 x (``track_mlp_compile_dj_over_torch``, ``track_mlp_lazy_dj_over_torch``: the
-  forward under ``@dj.compile``, and the whole step under ``dj.mode("compiled")``, as they are
+  forward under ``@dj.compile``, and the whole step under ``dj.execution_mode("compiled")``, as they are
   today, so that a fused backward shows up here).
 * The wide MLP (N=8192, D=256, H=1024, 10 classes, ``dj.optim.Adam``): the same three ratios
   (``slow``); the compiled target is <= 0.7 x torch eager.
@@ -105,7 +105,7 @@ class _Steps:
         self.opt.step()
 
     def step_lazy(self):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             self.opt.zero_grad()
             F.cross_entropy(self.model(self.x), self.y).backward()
             self.opt.step()

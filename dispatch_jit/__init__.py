@@ -45,7 +45,7 @@ from .tensor import Tensor, device, dispatch_keys, is_tensor, strided
 from . import kernels as _kernels  # noqa: E402,F401  defines "aten" and registers its kernels
 from ._install import install as _install  # noqa: E402
 from .compiler import CompiledFunction, compile  # noqa: E402,A001  registers the Tracer fallback
-from .compiler import get_mode, mode, set_mode  # noqa: E402
+from .compiler import execution_mode, get_mode, set_mode  # noqa: E402
 from .kernels.surface import quantized_add, quantized_linear, quantized_matmul  # noqa: E402
 from .kernels.warmup import WarmupInfo, warmup  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
@@ -93,7 +93,7 @@ __all__ = [
     "QuantizedTensor", "qint8", "quint8", "quantize_per_tensor", "quantized_matmul", "quantized_add",
     "quantized_linear",
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
-    "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
+    "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "execution_mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "linalg", "fft", "special", "from_dlpack", "from_dask", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",
 ] + sorted(_FUNCTIONS)

@@ -11,7 +11,7 @@ Each mode trains a fresh model from the same seed on the same batches:
 
 * ``eager``: every op runs as it is called;
 * ``step``: the whole training step under ``@dj.compile``;
-* ``lazy``: the step under ``dj.mode("compiled")`` (ops recorded, run as one graph).
+* ``lazy``: the step under ``dj.execution_mode("compiled")`` (ops recorded, run as one graph).
 
 It prints the loss falling, the step times, whether each compiled mode's parameters equal
 eager's bit for bit, and a string sampled from the trained model.
@@ -42,7 +42,7 @@ def train(g, cfg, data, mode: str, steps: int, batch_size: int, log_every: int):
         step = dj.compile(lambda x, y: g.train_step(model, optimizer, x, y))
     elif mode == "lazy":
         def step(x, y):
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 return g.train_step(model, optimizer, x, y)
     else:
         def step(x, y):

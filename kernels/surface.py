@@ -44,6 +44,9 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
                     **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
 torch_kwargs.attach_ops()
+# dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
+PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)
+arrayops_ops._MODE.append(lookup("aten::mode").entry)
 FUNCTIONS.pop("where")    # dj.where is torch_functions.where: where(cond) alone is nonzero(as_tuple=True)
 
 # Python array API spellings of the same ops

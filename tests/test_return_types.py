@@ -31,7 +31,7 @@ def test_compiled_and_lazy_return_the_same_type(name, x):
     call = CASES[name]
     eager = call(x)
     compiled = dj.compile(lambda t: call(t))(x)
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         lazy = call(x)
         lazy_values, lazy_indices = lazy.values.numpy(), lazy.indices.numpy()
     for r in (compiled, lazy):

@@ -189,7 +189,7 @@ def test_float_values_into_integer_tensors_as_torch(form, mode):
         want = torch.tensor([1, 2, 3, 4], dtype=getattr(torch, dtype))
         _ASSIGNMENTS[form](want, torch)
         got = dj.tensor([1, 2, 3, 4], dtype=getattr(dj, dtype))
-        with dj.mode(mode):
+        with dj.execution_mode(mode):
             _ASSIGNMENTS[form](got, dj)
     assert got.tolist() == want.tolist() and got.dtype.name == str(want.dtype).split(".")[1]
 

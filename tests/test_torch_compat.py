@@ -370,7 +370,7 @@ def test_mse_loss_of_integers_raises_naming_mse_loss(reduction, mode):
     run = {"eager": dj.mse_loss, "compile": dj.compile(dj.mse_loss)}.get(mode)
     with pytest.raises(DTypeError, match="mse_loss: expected floating point input and target, got int64 and int64"):
         if run is None:
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 dj.mse_loss(a, b, reduction=reduction).numpy()
         else:
             run(a, b, reduction=reduction)
@@ -391,7 +391,7 @@ def test_copy_source_must_broadcast_to_the_destination(mode):
         dst, src = dj.zeros(*dst_shape), dj.ones(*src_shape)
         with pytest.raises(BroadcastError, match=r"copy_: the source of shape .* does not broadcast"):
             if run is None:
-                with dj.mode("compiled"):
+                with dj.execution_mode("compiled"):
                     f(dst, src).numpy()
             else:
                 run(dst, src)
@@ -424,7 +424,7 @@ def test_all_any_of_uint8_are_uint8(mode):
             if mode == "compile":
                 got = dj.compile(_all_any_run)(x, op, axis, keepdim).numpy()
             elif mode == "lazy":
-                with dj.mode("compiled"):
+                with dj.execution_mode("compiled"):
                     got = (_all_any_run(x, op, axis, keepdim) * 1).numpy()     # recorded, then fused
                 if dt == np.uint8:
                     assert got.dtype == np.uint8

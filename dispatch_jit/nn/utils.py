@@ -5,7 +5,7 @@
 ``clamp(max_norm / (total + 1e-6), max=1.0)`` that every gradient is multiplied
 by in place, with no Python branch on the total's value, so the clipping is
 recorded and fused like any other ops inside a step under ``@dj.compile`` or
-``dj.mode("compiled")``.  It returns the total norm (a 0-d tensor), as PyTorch's.
+``dj.execution_mode("compiled")``.  It returns the total norm (a 0-d tensor), as PyTorch's.
 
 >>> import dispatch_jit as dj
 >>> w = dj.nn.Parameter(dj.tensor([3.0, 4.0]))

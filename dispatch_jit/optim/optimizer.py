@@ -6,7 +6,7 @@ cannot: while ``@dj.compile`` traces a whole step (the ops are recorded and fuse
 others, their writes functionalized), and for CUDA, float16 or non-contiguous parameters.
 ``fast_path`` decides, per group.
 
-Compiled mode (``dj.mode("compiled")``): ``step()`` is the sync point, as ``xm.mark_step()``
+Compiled mode (``dj.execution_mode("compiled")``): ``step()`` is the sync point, as ``xm.mark_step()``
 is torch_xla's.  Each group that eager mode would update with its multi-tensor loop (C-contiguous
 CPU float32/float64 parameters and state, none a view of another tensor or handed to NumPy, not
 the step that creates the state) has that loop recorded as one step of the pending graph that holds the

@@ -9,7 +9,7 @@ Modes (``MODES``):
   torch.compile(model)``: the forward and its fused backward; clipping and AdamW stay eager);
 * ``step``: the whole step (zero_grad, forward, backward, clipping, AdamW) under
   ``@dj.compile``: AdamW's first step makes its state eagerly, the second traces;
-* ``lazy``: the whole step under ``dj.mode("compiled")``;
+* ``lazy``: the whole step under ``dj.execution_mode("compiled")``;
 * ``torch eager`` and ``torch.compile`` (the model compiled), when torch is installed, with
   the dj model's initial weights loaded into the same source's torch model, at 2 threads.
 
@@ -90,7 +90,7 @@ def dj_runner(mode: str, s: SimpleNamespace):
         step = compiled
     elif mode == "lazy":
         def step(x, y):
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 loss = g.train_step(model, opt, x, y)
             return loss
     else:

@@ -239,7 +239,7 @@ def main(run: str = "standard", outdir: str | None = None, lazy: bool = True,
     print(machine_line())
     print(f"eager vs compiled, float32 elementwise chains ({run} run: sizes "
           f"{', '.join(f'{n:.0e}' for n in sizes)}; per call, min / median / max of 5 samples)")
-    print("lazy mode = `with dj.mode('compiled')`: record the chain, flush at .numpy()\n")
+    print("lazy mode = `with dj.execution_mode('compiled')`: record the chain, flush at .numpy()\n")
     print(HEADER)
     print(SUBHEADER, flush=True)
     rows = measure(sizes, CHAINS, budget, lazy, log=lambda r: print(format_row(r), flush=True))
@@ -263,14 +263,14 @@ def _describe(size: str, steps: int) -> tuple[str, str, str]:
                 f"clip_grad_norm_, AdamW ({steps} steps per mode; the same source on torch at 2 threads when "
                 f"installed, from the same weights)",
                 "compile = the model's forward under dj.compile (forward and fused backward); step = the whole "
-                "step under @dj.compile; lazy = the whole step under dj.mode('compiled'); torch.compile = the "
+                "step under @dj.compile; lazy = the whole step under dj.execution_mode('compiled'); torch.compile = the "
                 "model under torch.compile", "GPT")
     from .training import SIZES
     n, d, h, c, opt = SIZES[size]
     return (f"training step: MLP {n}x{d} -> tanh({h}) -> {c} classes, F.cross_entropy, dj.optim.{opt} "
             f"({steps} steps per mode; torch at 2 threads when installed)",
             "compile = the loss under @dj.compile (forward and fused backward); step = the whole step under "
-            "@dj.compile (one plan); lazy = the whole step under dj.mode('compiled')", "MLP")
+            "@dj.compile (one plan); lazy = the whole step under dj.execution_mode('compiled')", "MLP")
 
 
 def training_section(size: str = "mlp", steps: int = 50, outdir: str | None = None,

@@ -15,7 +15,7 @@ from the same initial parameters:
   (compiler/step.py; Adam's first step, which makes its state, runs eagerly
   and the second traces, so the second step's compile is in the median's
   steps, not in "first step");
-* ``lazy``: the whole step under ``dj.mode("compiled")`` (recorded, flushed
+* ``lazy``: the whole step under ``dj.execution_mode("compiled")`` (recorded, flushed
   when the loss is read);
 * ``torch eager`` and, with ``torch_compile=True``, ``torch.compile`` of the
   forward, when torch is installed.
@@ -145,7 +145,7 @@ def _dj_step(mode: str, x, y, init, opt_name: str = "SGD"):
 
     if mode == "lazy":
         def lazy_step():
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 return step()
         return lazy_step, list(model.parameters())
     return step, list(model.parameters())

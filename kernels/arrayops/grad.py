@@ -17,7 +17,7 @@ from dispatch_jit.creation import zeros
 from dispatch_jit.ops import entries
 
 from ..derivatives import _cj
-from .op import SortResult, _int_list
+from .op import ModeResult, SortResult, _int_list
 
 __all__ = ["DERIVATIVES", "KERNELS"]
 
@@ -27,6 +27,17 @@ A = entries("aten")
 def sort_autograd(x, dim=-1, descending=False, stable=False):
     idx = A.argsort(x, dim, descending, stable=stable)
     return SortResult(A.gather(x, dim, idx) if x.ndim else A.clone(x), idx)
+
+
+def mode_autograd(x, dim=-1, keepdim=False):
+    # the mode's value is a gather of the input at its index: the gradient flows to that element
+    idx = A.mode(x.detach(), dim, True).indices
+    if x.ndim == 0:
+        return ModeResult(A.clone(x), A.reshape(idx, ()))
+    values = A.gather(x, dim, idx)
+    if not keepdim:
+        values, idx = A.squeeze(values, dim), A.squeeze(idx, dim)
+    return ModeResult(values, idx)
 
 
 def _reverse_cumsum(g, d: int):
@@ -113,4 +124,4 @@ DERIVATIVES = {
     "cumprod": Derivative("CumprodBackward", (Grad(_cumprod_grad, ("self", "result")),), unbroadcast=False),
 }
 
-KERNELS = {"Autograd": {"sort": sort_autograd, **{name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}}
+KERNELS = {"Autograd": {"sort": sort_autograd, "mode": mode_autograd, **{name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}}

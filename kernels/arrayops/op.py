@@ -16,7 +16,7 @@ import numpy as np
 
 from dispatch_jit import return_types
 from dispatch_jit.dtypes import BOOL, COMPLEX, INT, as_dtype, int64, promote_types, uint64
-from dispatch_jit.errors import DTypeError, OutOfBoundsError, ShapeError
+from dispatch_jit.errors import ArgumentTypeError, AxisError, DTypeError, OutOfBoundsError, ShapeError
 from dispatch_jit.tensor import wrap
 
 from ..shape.op import normalize_axes, normalize_axis
@@ -27,6 +27,7 @@ __all__ = ["SCHEMAS", "CPU_KERNELS", "METHODS"]
 SCHEMAS = [
     "sort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> (Tensor values, Tensor indices)",
     "argsort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> Tensor",
+    "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
     "searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, "
     "str? side=None) -> Tensor",
     "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
@@ -40,11 +41,12 @@ SCHEMAS = [
     "take(Tensor self, Tensor index) -> Tensor",
     "take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor",
 ]
-METHODS = ["sort", "argsort", "cumsum", "cumprod", "nonzero", "flip", "roll", "tril", "triu", "index_select",
+METHODS = ["sort", "argsort", "mode", "cumsum", "cumprod", "nonzero", "flip", "roll", "tril", "triu", "index_select",
            "take", "take_along_dim"]
 
 # what sort returns, as torch.return_types.sort
 SortResult = return_types.named("sort", ("values", "indices"))
+ModeResult = return_types.named("mode", ("values", "indices"))
 
 # Numba has no float16 arithmetic and no bool ordering: those rows are sorted as the type
 # that holds them exactly, and converted back
@@ -104,6 +106,47 @@ def sort(x, dim=-1, descending=False, stable=False):
 
 def argsort(x, dim=-1, descending=False, stable=False):
     return wrap(np.asarray(_order(x, dim, descending, "argsort")[0], order="C"))
+
+
+def mode(x, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest of those tied) and the index of its last
+    occurrence, as torch.mode; NaNs count as one value."""
+    _real(x, "mode")
+    a = x._data
+    axis = normalize_axis(dim, max(a.ndim, 1), "mode")
+    if a.ndim and a.shape[axis] == 0:
+        raise AxisError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
+    idx, _ = _order(x, axis, False, "mode")
+    rows, moved = _rows(np.take_along_axis(a, idx, axis) if a.ndim else a, axis)
+    if rows.dtype in _SORT_AS:
+        rows = rows.astype(_SORT_AS[rows.dtype])
+    at = sorting.mode_rows(rows, _rows(idx, axis)[0])
+    shape = moved[:-1] if a.ndim else ()
+    at = np.moveaxis(at.reshape(shape + (1,)), -1, axis) if a.ndim else at.reshape(())
+    values = np.take_along_axis(a, at, axis) if a.ndim else a.copy()
+    if not keepdim and a.ndim:
+        at, values = np.squeeze(at, axis), np.squeeze(values, axis)
+    return ModeResult(wrap(np.array(values, order="C")), wrap(np.array(at, dtype=np.int64, order="C")))
+
+
+def mode_function(input, dim=-1, keepdim=False):  # noqa: A002  (PyTorch's argument name)
+    """The most frequent value of each row of ``input`` along ``dim`` (the smallest of the values
+    tied for it) and the index of its last occurrence, as ``torch.mode``; NaNs count as one value.
+    Differentiable: the gradient flows to the element the value was read from.
+
+    The execution-mode context manager is ``dj.execution_mode("compiled")``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.execution_mode(dj.tensor([[3, 1, 3, 1, 2], [5, 5, 4, 4, 4]]))
+    mode(values=tensor([1, 4]), indices=tensor([3, 4]))
+    """
+    if isinstance(input, str):
+        raise ArgumentTypeError(f"dj.mode(input, dim) is torch.mode, the most frequent value of a tensor; "
+                                f"for the execution mode write dj.execution_mode({input!r})")
+    return _MODE[0](input, dim, keepdim)
+
+
+_MODE: list = []
 
 
 def searchsorted(sorted_sequence, x, out_int32=False, right=False, side=None):
@@ -243,7 +286,7 @@ def take_along_dim(x, indices, dim=None):
 
 
 CPU_KERNELS = {
-    "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumsum": _cumulate("cumsum"),
+    "sort": sort, "argsort": argsort, "mode": mode, "searchsorted": searchsorted, "cumsum": _cumulate("cumsum"),
     "cumprod": _cumulate("cumprod"), "nonzero": nonzero, "flip": flip, "roll": roll,
     "tril": _triangle("tril", np.tril), "triu": _triangle("triu", np.triu), "index_select": index_select,
     "take": take, "take_along_dim": take_along_dim,

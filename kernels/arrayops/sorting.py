@@ -11,7 +11,7 @@ import numpy as np
 
 from dispatch_jit.jit import cache
 
-__all__ = ["sort_rows", "argsort_rows", "searchsorted", "cumulate_rows", "nonzero_flat", "compiled_signatures"]
+__all__ = ["sort_rows", "argsort_rows", "searchsorted", "cumulate_rows", "nonzero_flat", "mode_rows", "compiled_signatures"]
 
 _KIND = __name__
 
@@ -89,7 +89,26 @@ def _nonzero(a, out):
             k += 1
 
 
-_LOOPS = {"sort": _sort, "argsort": _argsort, "cumsum": _cumsum, "cumprod": _cumprod}
+@numba.njit(cache=False)
+def _mode(a, idx, out):
+    """Per row of ``a`` sorted stably (``idx``: where each element came from): the position, in the
+    original row, of the last occurrence of the most frequent value; ties go to the smallest value
+    (the first run), NaNs count as one value, as torch.mode."""
+    n = a.shape[1]
+    for r in range(a.shape[0]):
+        best, best_at, start = 0, 0, 0
+        for j in range(1, n + 1):
+            if j < n:
+                x, y = a[r, j], a[r, j - 1]
+                if x == y or (x != x and y != y):
+                    continue
+            if j - start > best:
+                best, best_at = j - start, j - 1
+            start = j
+        out[r] = idx[r, best_at]
+
+
+_LOOPS = {"mode": _mode, "sort": _sort, "argsort": _argsort, "cumsum": _cumsum, "cumprod": _cumprod}
 
 
 def _array_type(dt: np.dtype, ndim: int):
@@ -110,6 +129,15 @@ def sort_rows(a: np.ndarray) -> np.ndarray:
 def argsort_rows(a: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape, np.int64)
     _entry("argsort", a.dtype, (_array_type(a.dtype, 2), _array_type(np.dtype(np.int64), 2)))(a, out)
+    return out
+
+
+def mode_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The index of each row's mode: ``a`` the rows sorted stably, ``idx`` their argsort (both
+    C-contiguous ``(rows, n)``, n > 0)."""
+    out = np.empty(a.shape[0], np.int64)
+    i64 = _array_type(np.dtype(np.int64), 2)
+    _entry("mode", a.dtype, (_array_type(a.dtype, 2), i64, _array_type(np.dtype(np.int64), 1)))(a, idx, out)
     return out
 
 

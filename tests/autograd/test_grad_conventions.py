@@ -145,7 +145,7 @@ def test_full_extremes_in_compiled_modes(name, fn, inputs, upstream, expected, m
     if mode == "compile":
         dj.compile(lambda x: fn(dj, x * 1.0))(x).backward(g)
     else:
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             fn(dj, x * 1.0).backward(g)
     _same([np.asarray(x.grad.tolist())], expected)
 

@@ -139,7 +139,7 @@ def test_returning_an_input_runs_eagerly():
 def test_global_compiled_mode_gradients():
     fn, shapes, _ = CASES["issue"]
     _, g_e = _grads(fn, shapes, (True, True, False))
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         _, g_c = _grads(fn, shapes, (True, True, False))
     for x, y in zip(g_e, g_c):
         assert (x is None) == (y is None)

@@ -94,7 +94,7 @@ WARM_SCRIPT = textwrap.dedent("""
     import json
     import dispatch_jit as dj
     x = dj.tensor([1.0, 2.0, 3.0])
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         y = (x * 2.0 + 1.0) * x
         y.numpy()
     f = dj.compile(lambda a: (a - 3.0) * a * 0.5)

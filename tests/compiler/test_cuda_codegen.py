@@ -248,7 +248,7 @@ def test_lazy_mode_keeps_cuda_tensors_eager_and_correct():
     x, y = _data(3, 4), _data(3, 4, seed=1)
     a, b = _cuda(x), _cuda(y)
     ref = (a * b + 1.0).relu().sum().numpy()
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         out = (a * b + 1.0).relu().sum()
         mixed = out.cpu() + dj.tensor(x).sum()
         assert out.is_cuda
@@ -262,7 +262,7 @@ def test_global_compiled_mode_records_cuda_ops_and_fuses_them():
     a0, b0, c0 = _data(4, 8, seed=1), _data(4, 8, seed=2), _data(8, seed=3)
     a, b, c = _cuda(a0), _cuda(b0), _cuda(c0)
     want = _f(a, b, c)
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         before = lazy_info()
         y = _f(a, b, c)
         s = y.sum()
@@ -282,7 +282,7 @@ def test_global_compiled_mode_cuda_views_and_device_errors():
     from dispatch_jit.errors import DeviceMismatchError
     a = _cuda(_data(4, 8, seed=4))
     want = (a * 2.0).T[1:].cpu().numpy()
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         v = (a * 2.0).T[1:]                                    # recorded views of a pending CUDA value
         assert v.shape == (7, 4) and v.is_cuda
         np.testing.assert_array_equal(v.cpu().numpy(), want)

@@ -43,7 +43,7 @@ def test_forty_dim_broadcast_chain_matches_eager(mode):
             got = f(x, y).numpy()
         assert "40 dimensions" in f.explain()    # said, not silent
     else:
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             got = _chain(x, y).numpy()
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
@@ -61,7 +61,7 @@ def test_forty_dim_contiguous_chain_with_reductions(mode):
     if mode == "compile":
         got = [g.numpy() for g in dj.compile(f)(t)]
     else:
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             got = [g.numpy() for g in f(t)]
     u = c * 2.0 + 1.0
     assert got[0] == 144.0 and got[0] == u.sum()
@@ -73,7 +73,7 @@ def test_forty_dim_chain_then_view_in_lazy_mode():
     # the view is sunk to the leaves of different shapes, which are expanded first (views._expand_all)
     a, b, x, y = _operands()
     want = np.swapaxes(_want(a, b), 0, 39)
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         got = _chain(x, y).transpose(0, 39).numpy()
     np.testing.assert_array_equal(got, want)
 

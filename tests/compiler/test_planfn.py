@@ -203,6 +203,6 @@ def test_a_float16_plan_stays_interpreted_past_its_third_run(n):
 
     want = f(dj.from_numpy(a)).numpy()
     for _ in range(5):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             got = f(dj.from_numpy(a))
         np.testing.assert_array_equal(got.numpy(), want)

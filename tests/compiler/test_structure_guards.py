@@ -3,7 +3,7 @@ through and the hooks on what it reached.  A change after the first calls (a mod
 ``Sequential``, a parameter or buffer added, a gradient hook or a module's forward hook registered
 or removed) must be seen by every way of compiling a call: ``@dj.compile`` of a forward (its
 backward run outside), of a loss with its ``backward()``, of a whole training step (forward,
-backward and optimizer step), and ``dj.mode("compiled")``.  Each runs beside an eager twin of the
+backward and optimizer step), and ``dj.execution_mode("compiled")``.  Each runs beside an eager twin of the
 same model, changed the same way at the same call, and must agree with it call for call."""
 
 import numpy as np
@@ -43,7 +43,7 @@ def _twin(ctx):
 
 def _call(ctx, fn, x):
     if ctx == "mode":
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             return fn(x).numpy()
     loss = fn(x)
     if ctx == "forward":

@@ -73,7 +73,7 @@ def test_leaves_stay_and_regions_fuse_over_them():
 def test_global_compiled_mode_fuses_what_it_materializes():
     (a, b, c), cpu = _inputs()
     f = chain(8)
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         y = f(a, b, c)
         assert _tasks(y) == sum(_tasks(x) for x in (a, b, c)) + a.dask.npartitions
         np.testing.assert_array_equal(y.numpy(), f(*cpu).numpy())

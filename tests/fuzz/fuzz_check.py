@@ -11,7 +11,7 @@
    mode's views do) where the values are exact;
 3. under ``@dj.compile``: several calls of one compiled function (the same
    inputs twice, new values, new layouts, new sizes), and
-4. in ``dj.mode("compiled")``, materialized inside or after the block,
+4. in ``dj.execution_mode("compiled")``, materialized inside or after the block,
 
 comparing 3 and 4 with eager mode bit for bit (NaNs equal whatever their
 payload): outputs, inputs' final states, which outputs and inputs share
@@ -192,7 +192,7 @@ def call_lazy(f, g, specs, inside: bool):
     import dispatch_jit as dj
     inputs = fg.make_inputs(g, specs)
     try:
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             outs = f(*inputs)
             if inside:
                 for t in outs:
@@ -313,7 +313,7 @@ def _mode_check_src(mode, calls, k):
         lines.append(f"for got, want in zip(r{k}, eager):")
     else:
         lines.append(f"eager = [t.numpy() for t in f(*{calls[k]}())]")
-        lines.append('with dj.mode("compiled"):')
+        lines.append('with dj.execution_mode("compiled"):')
         lines.append(f"    lazy = f(*{calls[k]}())")
         lines.append("lazy = [t.numpy() for t in lazy]")
         lines.append("for got, want in zip(lazy, eager):")
@@ -333,7 +333,7 @@ def _error_check_src(mode, calls, k):
             lines.append(f"outcome(lambda: fc(*{calls[i]}()))")
         lines.append(f"print('compiled:', outcome(lambda: fc(*{calls[k]}())))")
     else:
-        lines += ["def lazy():", '    with dj.mode("compiled"):', f"        r = f(*{calls[k]}())",
+        lines += ["def lazy():", '    with dj.execution_mode("compiled"):', f"        r = f(*{calls[k]}())",
                   "    return r", "print('lazy:', outcome(lazy))"]
     del call
     return "\n".join(lines) + "\n"

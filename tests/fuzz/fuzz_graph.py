@@ -4,7 +4,7 @@ A graph is a list of inputs (shape, dtype, layout, value seed and flavor) and
 a list of nodes, each a row of fuzz_ops.ROWS applied to earlier values
 (or Python scalars) with static parameters.  It renders to the source of one
 plain Python function ``f(x0, x1, ...)`` of dj calls, which is what runs
-eagerly, under ``@dj.compile`` and in ``dj.mode("compiled")``, and what a
+eagerly, under ``@dj.compile`` and in ``dj.execution_mode("compiled")``, and what a
 reproducer prints.
 
 Generation runs every node in NumPy as it goes (``fuzz_ops.Row.np`` on the

@@ -1,4 +1,5 @@
-"""The fuzzers' rows for diag, diagonal, addmm, xlogy, cross and median (kernels/composite_math.py), and
+"""The fuzzers' rows for diag, diagonal, addmm, xlogy, cross and median (kernels/composite_math.py), mode
+(kernels/arrayops), and
 scatter with reduce="multiply" (the op scatter.reduce, kernels/torch_kwargs.py).
 fuzz_ops.py adds them to its ROWS (its last lines import this module, once the names used here are
 defined)."""
@@ -39,6 +40,22 @@ def _median_np(args, p):
     if a.dtype.kind == "f":
         out = np.where(np.isnan(a).any(axis=ax), np.nan, out).astype(a.dtype)
     return out
+
+
+def _mode_np(args, p, part):
+    """torch.mode along the axis: the smallest of the most frequent values, the index of its last
+    occurrence (NaN rows are PyTorch's sort order's business: not judged)."""
+    a, ax = args[0], p["axis"]
+    if a.dtype.kind == "f" and np.isnan(a).any():
+        raise OracleError("mode: rows with NaN are not judged")
+    rows = np.moveaxis(a, ax, -1).reshape(-1, a.shape[ax])
+    vals, idx = np.empty(rows.shape[0], a.dtype), np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        u, c = np.unique(row, return_counts=True)
+        vals[r] = u[np.argmax(c)]                 # argmax: the first (smallest) of the tied values
+        idx[r] = np.flatnonzero(row == vals[r])[-1]
+    shape = np.moveaxis(a, ax, -1).shape[:-1]
+    return (vals if part == 0 else idx).reshape(shape)
 
 
 def _xlogy_np(x, y):
@@ -82,6 +99,12 @@ ROWS = [
     Row("median", "reduce", (lambda a, p: f"dj.median({a[0]}, {p['axis']}).values",
                              lambda a, p: f"{a[0]}.median({p['axis']})[0]"), "if", _median_np,
         lambda t, p: t[0].median(p["axis"]).values, EXACT, _median_params, True),
+    Row("mode", "reduce", (lambda a, p: f"dj.mode({a[0]}, {p['axis']}).values",
+                           lambda a, p: f"{a[0]}.mode({p['axis']})[0]"), "if", lambda args, p: _mode_np(args, p, 0),
+        lambda t, p: t[0].mode(p["axis"]).values, EXACT, _median_params, True),
+    Row("mode_indices", "reduce", (lambda a, p: f"dj.mode({a[0]}, {p['axis']}).indices",), "if",
+        lambda args, p: _mode_np(args, p, 1), lambda t, p: t[0].mode(p["axis"]).indices, EXACT, _median_params,
+        False),
     Row("cross", "reduce", (lambda a, p: f"dj.cross({a[0]}, {a[0]}.flip({p['axis']}) + 1, dim={p['axis']})",), "if",
         lambda args, p: _cross_np(args[0], p["axis"]), None, EXACT, _cross_params, True),
     Row("addmm", "matmul", (lambda a, p: f"dj.addmm({a[0]}[:1, :1], {a[0]}, {a[1]}, beta=2, alpha=3)",), "if",

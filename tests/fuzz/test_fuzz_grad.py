@@ -1,5 +1,5 @@
 """Gradients of random float64 graphs (the table's differentiable rows) against finite differences, in
-eager mode, under @dj.compile and in dj.mode("compiled"); and compiled/lazy gradients against eager's (bit for
+eager mode, under @dj.compile and in dj.execution_mode("compiled"); and compiled/lazy gradients against eager's (bit for
 bit, except where additions may be reordered: float reductions, and @dj.compile's fused backward
 (compiler/joint.py), which evaluates the same formulas but sums the gradients of a value used three times
 or more in its own order; lazy mode records the forward with eager mode's nodes and the backward's ops
@@ -7,7 +7,7 @@ or more in its own order; lazy mode records the forward with eager mode's nodes 
 why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
 function reads (lifted inputs, compiler/owners.py: mode "captured"); and on a second call of the same
 sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again");
-and the third backward of a graph in dj.mode("compiled"), replayed from the records of the walks before it
+and the third backward of a graph in dj.execution_mode("compiled"), replayed from the records of the walks before it
 where it can be (compiler/lazy/backward.py: mode "lazy_again")."""
 
 import numpy as np
@@ -100,16 +100,16 @@ def grads(loss, g, mode):
         _check_backward_mode(loss)
         _check_plan_functions(loss)
     elif mode == "lazy":
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             out = loss(*xs)
             out.backward()
     elif mode == "lazy_again":
         # the third backward of a structure is replayed from the records of the walks before it
         # where it can be (compiler/lazy/backward.py: the second walks with the seed pending)
         for _ in range(2):
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 loss(*fg.make_inputs(g)).backward()
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             out = loss(*xs)
             out.backward()
     else:
@@ -175,13 +175,13 @@ def test_random_graph_gradients(g):
         fn = dj.compile(loss) if mode == "compile" else loss
         try:
             if mode == "lazy":
-                with dj.mode("compiled"):
+                with dj.execution_mode("compiled"):
                     ok = dj.autograd.gradcheck(fn, xs)
             else:
                 ok = dj.autograd.gradcheck(fn, xs)
         except Exception as e:      # noqa: BLE001
             raise AssertionError(f"gradcheck failed in {mode} mode: {type(e).__name__}: {e}\n\n" + _repro(
-                g, "xs = inputs()\n" + ("with dj.mode('compiled'):\n    " if mode == "lazy" else "") +
+                g, "xs = inputs()\n" + ("with dj.execution_mode('compiled'):\n    " if mode == "lazy" else "") +
                 f"print(dj.autograd.gradcheck({'dj.compile(loss)' if mode == 'compile' else 'loss'}, xs))\n")) \
                 from None
         assert ok
@@ -205,9 +205,9 @@ def test_random_graph_gradients(g):
                         "cf = dj.compile(loss); cf(*inputs()).backward(); ys = inputs(); cf(*ys).backward()\n"
                         if mode == "again" else
                         "from test_fuzz_grad import captured\nfn, ys = captured(loss, inputs()); fn().backward()\n" if mode == "captured" else
-                        "for _ in range(2):\n    with dj.mode('compiled'):\n        loss(*inputs()).backward()\n"
-                        "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n" if mode == "lazy_again" else
-                        "ys = inputs()\nwith dj.mode('compiled'):\n    loss(*ys).backward()\n")
+                        "for _ in range(2):\n    with dj.execution_mode('compiled'):\n        loss(*inputs()).backward()\n"
+                        "ys = inputs()\nwith dj.execution_mode('compiled'):\n    loss(*ys).backward()\n" if mode == "lazy_again" else
+                        "ys = inputs()\nwith dj.execution_mode('compiled'):\n    loss(*ys).backward()\n")
                      + "print(eager, [y.grad for y in ys], sep='\\n')\n")
             raise AssertionError(f"{mode} gradients differ from eager's: {why}\n\n" + _repro(g, check))
     if fc.torch is not None:
@@ -236,7 +236,7 @@ def test_skinny_linear_gradients():
         if mode == "again":
             fn(*inputs()).backward()
         if mode == "lazy":
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 fn(*xs).backward()
         else:
             fn(*xs).backward()

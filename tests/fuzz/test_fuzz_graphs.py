@@ -1,4 +1,4 @@
-"""Random op graphs: eager vs NumPy/PyTorch node by node, and eager vs @dj.compile vs dj.mode("compiled")."""
+"""Random op graphs: eager vs NumPy/PyTorch node by node, and eager vs @dj.compile vs dj.execution_mode("compiled")."""
 
 from hypothesis import given, strategies as st
 

@@ -7,7 +7,7 @@ linear (NumPy's dot against its own loop nest), so floats agree to 1e-5 relative
 the state exists must have run the compiled plan (``explain()`` otherwise says why not).  With a
 schedule, every numeric option of the optimizer changes before every step (both twins alike): the
 numbers are runtime scalars of the plan, so a schedule traces no more than a constant setting.
-A third twin runs the same steps under ``dj.mode("compiled")`` (the update recorded into the step's
+A third twin runs the same steps under ``dj.execution_mode("compiled")`` (the update recorded into the step's
 pending graph, lazy/update.py): it must equal eager mode bit for bit.  ``test_fuzz_step_with_changes``
 changes the three models alike between steps (a layer appended, a gradient hook on a parameter, a
 forward or forward pre-hook on a layer, one of those hooks removed): every step must still equal
@@ -132,7 +132,7 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
         if schedule and co is not None:
             _schedule(co, k), _schedule(eo, k), _schedule(lo, k)
         want = estep(x, y, t).numpy()
-        with dj.mode("compiled"):      # compiled mode: the update recorded into the step's graph
+        with dj.execution_mode("compiled"):      # compiled mode: the update recorded into the step's graph
             lazy = lstep(x, y, t)
         _same(lazy.numpy(), want, f"{what}: compiled mode's loss of step {k}")
         _check(compiled(x, y, t).numpy(), want, f"{what}: loss of step {k}")
@@ -205,7 +205,7 @@ def test_fuzz_step_with_changes(n, d, h, c, update, plan, seed):
                 handles.append(made)
         what = f"{update}, changes {plan}: step {k} (after {change!r})"
         want = estep(x, y, None).numpy()
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             lazy = lstep(x, y, None)
         _same(lazy.numpy(), want, f"{what}: compiled mode's loss")
         _check(compiled(x, y, None).numpy(), want, f"{what}: loss")
@@ -246,7 +246,7 @@ def _edge_run(how, start, x, update, split, edge, steps=3):
     f = dj.compile(step) if how == "compile" else step
     error = None
     for k in range(steps):
-        with dj.mode("compiled" if how == "compiled" else "eager"):
+        with dj.execution_mode("compiled" if how == "compiled" else "eager"):
             run = f
             if k == steps - 1 and edge == "resized":
                 # after the last step's backward: .grad keeps the old shape, and the step only updates

@@ -149,7 +149,7 @@ def test_compiled_mode_is_thread_local():
     x = dj.from_numpy(np.arange(6.0).reshape(2, 3))
 
     def a(_):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             entered.set()
             checked.wait(30)
             seen["a_mode"] = dj.get_mode()

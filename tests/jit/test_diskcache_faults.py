@@ -199,7 +199,7 @@ WARM = textwrap.dedent("""
     a, b = (rng.standard_normal((5, 7)).astype(np.float32) for _ in range(2))
     f = dj.compile(lambda x, y: dj.exp(x * 2.0 - y) + y)
     ok = [bool(np.allclose(f(dj.from_numpy(a), dj.from_numpy(b)).numpy(), np.exp(a * 2 - b) + b))]
-    with dj.mode("compiled"):                  # the global lazy mode: its own chain, flushed by .numpy()
+    with dj.execution_mode("compiled"):                  # the global lazy mode: its own chain, flushed by .numpy()
         x, y = dj.from_numpy(a), dj.from_numpy(b)
         z = (dj.maximum(x - y, 0.0) * 3.0 + x).numpy()
     ok.append(bool(np.allclose(z, np.maximum(a - b, 0) * 3 + a)))

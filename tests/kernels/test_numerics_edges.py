@@ -153,7 +153,7 @@ def test_fused_int64_overflow_wraps_before_a_comparison():
 
     want = [t.numpy() for t in f(dj.from_numpy(a), u, z)]
     assert want[0][0, 2] == 0 and want[1][0] == 0          # 7**11760 and 4e9**3 wrap negative
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         lazy = f(dj.from_numpy(a), u, z)
     for got in (dj.compile(f)(dj.from_numpy(a), u, z), lazy):
         for g, w in zip(got, want):

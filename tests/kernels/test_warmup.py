@@ -34,7 +34,7 @@ def test_after_warmup_a_forward_and_backward_compiles_nothing():
 
 
 def test_warmup_runs_eagerly_in_compiled_mode():
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         info = dj.warmup(["neg"], ["int32"])
     assert info.skipped == [] and dj.get_mode() == "eager"
 

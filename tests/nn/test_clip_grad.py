@@ -79,7 +79,7 @@ def test_get_total_norm_and_clip_grad_value_match_torch():
 
 
 def test_clip_inside_compiled_step_equals_eager():
-    """The clipping is ops with no Python branch on the norm: a step under dj.mode("compiled")
+    """The clipping is ops with no Python branch on the norm: a step under dj.execution_mode("compiled")
     gives eager mode's bits."""
     def run(lazy):
         dj.manual_seed(0)
@@ -88,7 +88,7 @@ def test_clip_inside_compiled_step_equals_eager():
         x = dj.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]])
         norms = []
         for _ in range(3):
-            with dj.mode("compiled" if lazy else "eager"):
+            with dj.execution_mode("compiled" if lazy else "eager"):
                 opt.zero_grad()
                 (model(x) ** 2).sum().backward()
                 norms.append(clip_grad_norm_(model.parameters(), 0.1))

@@ -296,7 +296,7 @@ def test_a_bad_target_raises_when_only_the_backward_runs(loss):
     t = dj.tensor([0, 1, 5, 2])
     f = getattr(F, loss)
     with pytest.raises(TargetError, match=f"{loss}: Target 5 is out of bounds"):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             f(x, t).backward()
             x.grad.numpy()
     backward = getattr(dj.ops.aten, "cross_entropy_loss_backward" if loss == "cross_entropy" else "nll_loss_backward")
@@ -347,7 +347,7 @@ def test_compiled_and_lazy_losses_and_gradients_equal_eager():
     f = dj.compile(_mlp_loss)
     compiled = run(f)
     assert "eager step aten::cross_entropy_loss" in f.explain()      # traced (Meta kernel), not aborted
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         lazy = run(_mlp_loss)
     for a, b, c in zip(eager, compiled, lazy):
         assert np.array_equal(a, b) and np.array_equal(a, c)
@@ -390,7 +390,7 @@ def test_embedding_refuses_an_index_outside_the_rows_in_every_mode(index):
         with pytest.raises(IndexError, match=f"embedding: index out of range in self: index {index} "):
             run()
     with pytest.raises(IndexError, match="index out of range"):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             F.embedding(dj.tensor([index]) * 1, w).sum().backward()
     assert w.grad is None
     with pytest.raises(SchemaError, match="padding_idx 4 must be within num_embeddings"):

@@ -38,7 +38,7 @@ def _run_dj(cls, kw, dtype, steps=4, mode=None):
         if mode is None:
             opt.step()
         else:
-            with dj.mode(mode):
+            with dj.execution_mode(mode):
                 opt.step()
     return [p.detach().numpy().copy() for p in params], opt
 

@@ -1,7 +1,7 @@
 """What an optimizer must not trust (issue 25): a ``.grad`` of another shape, dtype or device (refused
 at the assignment, as PyTorch's), a gradient that no longer fits after ``p.data =``, a read-only
 parameter, and a complex parameter, which PyTorch's Adam updates as its real view.  Each runs in
-eager mode, as a whole step under ``@dj.compile`` and under ``dj.mode("compiled")``: the three must
+eager mode, as a whole step under ``@dj.compile`` and under ``dj.execution_mode("compiled")``: the three must
 give the same values, or raise the same error before anything is written."""
 
 import numpy as np
@@ -20,7 +20,7 @@ def _run(mode, step, n):
     f = dj.compile(step) if mode == "compile" else step
     for _ in range(n):
         if mode == "compiled":
-            with dj.mode("compiled"):
+            with dj.execution_mode("compiled"):
                 f()
         else:
             f()

@@ -1,4 +1,4 @@
-"""Global compiled mode: ``dj.set_mode('compiled')``, ``with dj.mode('compiled'):``,
+"""Global compiled mode: ``dj.set_mode('compiled')``, ``with dj.execution_mode('compiled'):``,
 ``DISPATCH_JIT_MODE=compiled``.
 
 In compiled mode the Tracer key is in the thread's include set and the

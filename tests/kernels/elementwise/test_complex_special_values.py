@@ -117,7 +117,7 @@ def test_division_by_a_complex_zero_is_inf_or_nan_never_an_exception(dt):
     check(dj.rsqrt(dj.tensor([0j], dtype=dt)), np.array([complex(math.inf, math.nan)]))
     check(dj.tensor([2.0, 0.0]) / 0j, _numpy_quotient(np.array([2.0, 0.0], np.float32), np.complex64(0)))
     check(dj.compile(lambda a, b: a / b)(x, z), want)
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         check(x / z, want)
     big = 2 ** 18 + 3                                          # the parallel loop
     check(dj.from_numpy(np.full(big, 1 + 1j, dt.np)) / dj.from_numpy(np.zeros(big, dt.np)),

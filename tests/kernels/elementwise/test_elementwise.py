@@ -732,7 +732,7 @@ def test_square_of_bool_is_int64_as_torch():
     b = dj.tensor([True, False])
     for got in (b.square(), dj.square(b), dj.compile(lambda t: dj.square(t))(b)):
         assert got.dtype is dj.int64 and got.tolist() == [1, 0]
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         assert (dj.square(b) + 1).numpy().tolist() == [2, 1]
     with pytest.raises(CastingError, match="int64 can't be cast to the desired output type bool"):
         b.clone().square_()

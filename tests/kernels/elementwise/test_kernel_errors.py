@@ -36,7 +36,7 @@ def _operands(n, pos, dtype=np.int64):
 
 def _lazy(fn):
     def run(a, b):
-        with dj.mode("compiled"):
+        with dj.execution_mode("compiled"):
             return fn(a, b).numpy()
     return run
 
