@@ -41,7 +41,7 @@ f = dj.compile(lambda x, y: dj.maximum((x * y + x) * 2.0 - y, 0.0) * dj.exp(-y))
 got = f(dj.from_numpy(a), dj.from_numpy(a + 1)).numpy()
 want = np.maximum((a * (a + 1) + a) * 2 - (a + 1), 0) * np.exp(-(a + 1))
 assert np.allclose(got, want, rtol=1e-5), (got, want)
-with dj.mode("compiled"):
+with dj.execution_mode("compiled"):
     z = (dj.from_numpy(a) * 3.0 - 1.0).sum().item()
 assert abs(z - float((a * 3 - 1).sum())) < 1e-3, z
 print(f.cache_info().compiles, f.cache_info().disk_hits)
