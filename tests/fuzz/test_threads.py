@@ -1,6 +1,6 @@
 """Threads: first-use compile races, thread-local dispatch state, shared compiled functions.
 
-(Lazy mode across threads is tests/compiler's; here a thread's dj.mode only has to stay in that thread.)
+(Lazy mode across threads is tests/compiler's; here a thread's dj.execution_mode only has to stay in that thread.)
 """
 
 import threading
