@@ -13,8 +13,11 @@ input arrives already zero-padded (op code pads it with NumPy), pooling pads imp
 - ``avg_pool``/``avg_pool_backward``: PyTorch's divisor rule (the window clipped to the padded
   plane with count_include_pad, to the plane without it, or ``divisor_override``).
 
-Planes are independent, so the pooling loops and im2col/col2im run ``prange`` over them; a
-plane's result never depends on the thread count.  Every sum accumulates in float64.  Outputs
+Planes are independent, so the pooling loops run ``prange`` over them (a plane's result never
+depends on the thread count).  im2col/col2im stay serial: each sits between two BLAS calls, and
+a Numba thread pool waking while OpenBLAS's threads still spin slows both (kernels/linalg/cpu.py
+measured 25x on small products; here the parallel copy gained nothing on the loaded 2-core
+machine).  Every sum accumulates in float64.  Outputs
 are allocated by the caller and passed in; ``get(name, dtype)`` compiles once per dtype through
 the compile cache (kind "nn_windows").
 
@@ -38,39 +41,52 @@ _KIND = "nn_windows"
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@numba.njit(boundscheck=False, parallel=True)
+@numba.njit(boundscheck=False)
 def im2col(xp, kh, kw, sh, sw, dh, dw, c0, oh, ow, cols):
-    """cols[(c*kh + i)*kw + j, n*L + y*ow + x] = xp[n, c0 + c, y*sh + i*dh, x*sw + j*dw]."""
+    """cols[(c*kh + i)*kw + j, n*L + y*ow + x] = xp[n, c0 + c, y*sh + i*dh, x*sw + j*dw].  The unit
+    stride's row copy is its own loop: contiguous on both sides, it vectorizes (1.6x on the benchmark)."""
     n_, cg = xp.shape[0], cols.shape[0] // (kh * kw)
     L = oh * ow
-    for r in numba.prange(cg * kh * kw):
+    for r in range(cg * kh * kw):
         c = r // (kh * kw)
         i = (r - c * kh * kw) // kw
         j = r - c * kh * kw - i * kw
+        q0 = j * dw
         for n in range(n_):
             base = n * L
             for y in range(oh):
-                row = y * sh + i * dh
-                for x in range(ow):
-                    cols[r, base + y * ow + x] = xp[n, c0 + c, row, x * sw + j * dw]
+                src = xp[n, c0 + c, y * sh + i * dh]
+                dst = cols[r, base + y * ow: base + y * ow + ow]
+                if sw == 1:
+                    for x in range(ow):
+                        dst[x] = src[q0 + x]
+                else:
+                    for x in range(ow):
+                        dst[x] = src[q0 + x * sw]
 
 
-@numba.njit(boundscheck=False, parallel=True)
+@numba.njit(boundscheck=False)
 def col2im(cols, kh, kw, sh, sw, dh, dw, c0, oh, ow, gxp):
     """gxp[n, c0 + c, ...] += im2col's adjoint of ``cols`` (each channel's taps summed in a fixed
     order: the result does not depend on the thread count)."""
     n_, cg = gxp.shape[0], cols.shape[0] // (kh * kw)
     L = oh * ow
-    for c in numba.prange(cg):
+    for c in range(cg):
         for i in range(kh):
             for j in range(kw):
                 r = (c * kh + i) * kw + j
+                q0 = j * dw
                 for n in range(n_):
                     base = n * L
                     for y in range(oh):
-                        row = y * sh + i * dh
-                        for x in range(ow):
-                            gxp[n, c0 + c, row, x * sw + j * dw] += cols[r, base + y * ow + x]
+                        dst = gxp[n, c0 + c, y * sh + i * dh]
+                        src = cols[r, base + y * ow: base + y * ow + ow]
+                        if sw == 1:
+                            for x in range(ow):
+                                dst[q0 + x] += src[x]
+                        else:
+                            for x in range(ow):
+                                dst[q0 + x * sw] += src[x]
 
 
 @numba.njit(boundscheck=False, parallel=True)
