@@ -4,8 +4,8 @@ and ``out_proj``: the same ``state_dict`` keys, so a PyTorch checkpoint loads), 
 initialization, ``batch_first``, unbatched inputs, ``key_padding_mask`` and ``attn_mask``
 (boolean: True masks out, the opposite of SDPA's; or float, added), ``need_weights`` and
 ``average_attn_weights``.  Without weights it runs ``F.scaled_dot_product_attention``; with
-them the same math with the softmax kept.  ``add_bias_kv`` and ``add_zero_attn`` are not
-supported (refused at construction).
+them the same math with the softmax kept.  ``add_bias_kv`` appends learned ``bias_k``/``bias_v``
+to the keys and values, ``add_zero_attn`` a zero key and value per head, as PyTorch's.
 
 >>> import dispatch_jit as dj
 >>> _ = dj.manual_seed(0)
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..creation import empty
+from ..creation import empty, zeros
 from ..errors import DTypeError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
@@ -62,8 +62,6 @@ class MultiheadAttention(Module):
                               f"num_heads={num_heads} instead")
         if embed_dim % num_heads:
             raise SchemaError("embed_dim must be divisible by num_heads")
-        if add_bias_kv or add_zero_attn:
-            raise SchemaError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported; leave them False")
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -84,8 +82,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        if add_bias_kv:
+            self.bias_k = Parameter(empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -97,6 +99,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:     # xavier_normal_ of a (1, 1, E) tensor: std sqrt(2 / (E + E))
+            for b in (self.bias_k, self.bias_v):
+                init.normal_(b, 0.0, math.sqrt(1.0 / self.embed_dim))
 
     def _projections(self, query, key, value):
         e = self.embed_dim
@@ -133,9 +138,15 @@ class MultiheadAttention(Module):
             raise ShapeError(f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)} or the "
                              f"query's batch ({N})")
         q, k, v = self._projections(query, key, value)
+        if self.bias_k is not None:
+            k = A.cat([k, A.expand(self.bias_k, [1, N, E])], 0)
+            v = A.cat([v, A.expand(self.bias_v, [1, N, E])], 0)
         h, hd = self.num_heads, self.head_dim
         q, k, v = (A.permute(A.reshape(t, [t.shape[0], N, h, hd]), [1, 2, 0, 3]) for t in (q, k, v))   # (N, h, *, hd)
-        mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, N, L, S)
+        if self.add_zero_attn:
+            zero = zeros(N, h, 1, hd, dtype=k.dtype, device=k.device)
+            k, v = A.cat([k, zero], 2), A.cat([v, zero], 2)
+        mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, N, L, S, k.shape[2] - S)
         p = self.dropout if self.training else 0.0
         if not need_weights:
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
@@ -158,9 +169,10 @@ class MultiheadAttention(Module):
             out = A.transpose(out, 0, 1)
         return out, weights
 
-    def _merged_mask(self, attn_mask, key_padding_mask, dtype, N, L, S):
+    def _merged_mask(self, attn_mask, key_padding_mask, dtype, N, L, S, extra):
         """attn_mask (L, S) or (N*heads, L, S) and key_padding_mask (N, S) as one float mask
-        broadcastable to (N, heads, L, S), or None."""
+        broadcastable to (N, heads, L, S + extra), or None: the ``extra`` keys (bias_k, the zero
+        key) are never masked, as PyTorch pads its masks for them."""
         h = self.num_heads
         am = _float_mask(attn_mask, dtype, "attn_mask")
         if am is not None:
@@ -171,11 +183,12 @@ class MultiheadAttention(Module):
             else:
                 raise ShapeError(f"The shape of the attn_mask is {tuple(am.shape)}, but should be {(L, S)} or "
                                  f"{(N * h, L, S)}.")
+            am = F.pad(am, (0, extra)) if extra else am
         kpm = _float_mask(key_padding_mask, dtype, "key_padding_mask")
         if kpm is not None:
             if tuple(kpm.shape) != (N, S):
                 raise ShapeError(f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}")
-            kpm = A.reshape(kpm, [N, 1, 1, S])
+            kpm = A.reshape(F.pad(kpm, (0, extra)) if extra else kpm, [N, 1, 1, S + extra])
             am = kpm if am is None else A.add(am, kpm)
         return am
 

@@ -76,7 +76,7 @@ def pool_geometry(who: str, shape: tuple, kernel_size, stride, padding, dilation
         raise SchemaError(f"{who}: dilation should be greater than zero, but got dilationH: {dh} dilationW: {dw}")
     if ph < 0 or pw < 0:
         raise SchemaError(f"{who}: negative padding is not supported, got padH: {ph} padW: {pw}")
-    if ph > (dh * (kh - 1) + 1) // 2 or pw > (dw * (kw - 1) + 1) // 2:
+    if ph > kh // 2 or pw > kw // 2:     # PyTorch checks half the kernel size, whatever the dilation
         raise SchemaError(f"{who}: pad should be at most half of effective kernel size, but got pad={max(ph, pw)}, "
                           f"kernel_size={max(kh, kw)} and dilation={max(dh, dw)}")
     h, w = shape[-2:]

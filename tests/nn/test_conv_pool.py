@@ -170,6 +170,8 @@ def test_pool_errors_name_what_was_wrong():
     x = dj.ones(1, 1, 4, 4)
     with pytest.raises(SchemaError, match="pad should be at most half of effective kernel size"):
         F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(SchemaError, match="pad should be at most half"):    # half the kernel, not the dilated one
+        F.max_pool2d(x, 3, padding=2, dilation=2)
     with pytest.raises(ShapeError, match="Output size is too small"):
         F.max_pool2d(dj.ones(1, 1, 2, 2), 3)
     with pytest.raises(ShapeError, match="Expected 3D or 4D"):

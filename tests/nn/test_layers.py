@@ -166,7 +166,9 @@ def test_sdpa_gradients_dropout_and_errors():
 @pytest.mark.parametrize("kw,call", [
     ({}, {}), ({"batch_first": True}, {"need_weights": False}), ({}, {"average_attn_weights": False}),
     ({"kdim": 3, "vdim": 5, "bias": False}, {}), ({"batch_first": True}, {"kpm": True, "mask": "bool"}),
-    ({}, {"mask": "float", "need_weights": False}), ({}, {"mask": "per_head"}), ({}, {"unbatched": True})])
+    ({}, {"mask": "float", "need_weights": False}), ({}, {"mask": "per_head"}), ({}, {"unbatched": True}),
+    ({"add_bias_kv": True, "add_zero_attn": True}, {"kpm": True, "mask": "per_head"}),
+    ({"add_zero_attn": True, "batch_first": True}, {"mask": "bool", "need_weights": False})])
 def test_multihead_attention_matches_torch_with_its_state_dict(kw, call):
     dj.manual_seed(0)
     ours = nn.MultiheadAttention(8, 2, **kw).to(dj.float64)
