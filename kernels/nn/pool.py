@@ -132,14 +132,14 @@ def max_pool2d_backward_cpu(grad_output, x, kernel_size, stride, padding, dilati
     return wrap(gx.reshape(x._data.shape).astype(x._data.dtype, copy=False))
 
 
-def _avg_check(kernel_size, padding, divisor_override) -> None:
+def _avg_check(divisor_override) -> None:
     if divisor_override is not None and divisor_override == 0:
         raise SchemaError("avg_pool2d: divisor must be not zero")
 
 
 def avg_pool2d_cpu(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     _float("avg_pool2d", x)
-    _avg_check(kernel_size, padding, divisor_override)
+    _avg_check(divisor_override)
     kh, kw, sh, sw, ph, pw, _, _, oh, ow = pool_geometry("avg_pool2d", tuple(x.shape), kernel_size, stride,
                                                          padding, 1, ceil_mode)
     a4, cd = _as4(x._data)
@@ -152,7 +152,7 @@ def avg_pool2d_cpu(x, kernel_size, stride, padding, ceil_mode, count_include_pad
 
 def avg_pool2d_backward_cpu(grad_output, input_size, kernel_size, stride, padding, ceil_mode, count_include_pad,
                             divisor_override):
-    _avg_check(kernel_size, padding, divisor_override)
+    _avg_check(divisor_override)
     shape = tuple(input_size)
     kh, kw, sh, sw, ph, pw, _, _, oh, ow = pool_geometry("avg_pool2d", shape, kernel_size, stride, padding, 1,
                                                          ceil_mode)
