@@ -351,3 +351,55 @@ def test_small_cnn_trains_and_compiles_to_eager_bits():
         return model(x).sum()
     eager = fn(x).numpy()
     assert np.array_equal(dj.compile(fn)(x).numpy(), eager)
+
+
+NEW_FUNCTIONS = ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+                 "pad", "batch_norm", "normalize", "scaled_dot_product_attention", "binary_cross_entropy",
+                 "dropout1d", "dropout2d", "alpha_dropout"]
+NEW_MODULES = ["Flatten", "Unflatten", "Softmax", "LogSoftmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d",
+               "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
+               "AlphaDropout", "MultiheadAttention", "BCELoss"]
+
+
+def _params(fn):
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except ValueError:       # a builtin without a signature: its docstring's first line
+        return None
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values() if p.name != "self"]
+
+
+def _torch_params(fn):
+    import inspect
+    import re
+    got = _params(fn)
+    if got is not None and got != [("args", inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.empty),
+                                   ("kwargs", inspect.Parameter.VAR_KEYWORD, inspect.Parameter.empty)]:
+        return got
+    # torch's boolean-dispatch wrappers (max_pool2d, ...) document the signature in the docstring
+    lines = [ln.strip() for ln in fn.__doc__.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(fn.__name__ + "("))
+    text = ""
+    for ln in lines[start:]:       # the signature may run over several lines: up to its closing parenthesis
+        text += " " + ln
+        if text.count("(") == text.count(")"):
+            break
+    src = "def " + re.sub(r"\s*->.*$", "", text.strip()) + ": pass"
+    ns = {}
+    exec(src, ns)            # noqa: S102 -- a test parsing torch's documented signature
+    return _params(ns[fn.__name__])
+
+
+@needs_torch
+@pytest.mark.parametrize("name", NEW_FUNCTIONS)
+def test_functional_signatures_are_torchs(name):
+    assert _params(getattr(F, name)) == _torch_params(getattr(TF, name))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", NEW_MODULES)
+def test_module_constructor_and_forward_signatures_are_torchs(name):
+    assert _params(getattr(nn, name).__init__) == _params(getattr(torch.nn, name).__init__)
+    ours, theirs = _params(getattr(nn, name).forward), _params(getattr(torch.nn, name).forward)
+    assert [p[0] for p in ours] == [p[0] for p in theirs] and [p[2] for p in ours] == [p[2] for p in theirs]
