@@ -6,7 +6,10 @@ The CPU kernel is im2col + the BLAS product: per group, windows.py's ``im2col`` 
 (zero-padded) input out as a (Cg*kh*kw, N*L) matrix and one ``get_matmul`` product with the
 group's (Og, Cg*kh*kw) weight gives every output position of the whole batch.  The backward
 reuses the same layout: grad_weight = g @ cols.T, grad_input = col2im(W.T @ g) (im2col's
-adjoint, a scatter-add), grad_bias a float64 sum.  Direct loops lost to this on the benchmark
+adjoint, a scatter-add), grad_bias a float64 sum.  A recorded backward (create_graph=True)
+calls ``convolution_backward_input``/``_weight`` instead, ops of one output with derivative rows
+of their own (each is bilinear: its gradients are a convolution and the other op), so double
+backward works.  Direct loops lost to this on the benchmark
 shape (N=32, C=16, 28x28, k=3): the product is where BLAS's blocking pays.  A 1-D op runs as a
 2-D one of height 1.  float16 computes in float32; integer and complex inputs are refused.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.creation import empty
 from dispatch_jit.dtypes import FLOAT
@@ -40,6 +44,10 @@ SCHEMAS = [
     f"convolution(Tensor input, Tensor weight, Tensor? bias, {_ARGS}) -> Tensor",
     f"convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[]? bias_sizes, {_ARGS}, "
     f"bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+    # the two gradients as ops of one output each, with derivative rows: what a recorded backward
+    # (create_graph=True) calls, so double (and higher) backward works
+    f"convolution_backward_input(Tensor grad_output, Tensor weight, int[] input_size, {_ARGS}) -> Tensor",
+    f"convolution_backward_weight(Tensor grad_output, Tensor input, int[] weight_size, {_ARGS}) -> Tensor",
 ]
 _F16 = np.dtype(np.float16)
 
@@ -141,17 +149,19 @@ def convolution_backward_cpu(grad_output, x, weight, bias_sizes, stride, padding
                                                         groups)
     a = x._data
     cd = _cd(a)
-    x4, w4 = _as4(a, cd), _as4(weight._data, cd)
+    # only what a gradient reads is copied: the input for the weight's, the weight for the input's (the
+    # other may be a zero-strided stand-in of the right shape, convolution_backward_input/_weight's)
+    x4 = _as4(a, cd) if output_mask[1] else None
+    w2 = _as4(weight._data, cd).reshape(weight.shape[0], -1) if output_mask[0] else None
     g4 = _as4(np.broadcast_to(grad_output._data, tuple(grad_output.shape)), cd)
-    n, c, h, w = x4.shape
-    o = w4.shape[0]
+    n, c, h, w = a.shape if a.ndim == 4 else a.shape[:2] + (1,) + a.shape[2:]
+    o = weight.shape[0]
     cg, og, L = c // groups, o // groups, oh * ow
     mm = get_matmul(cd)
-    w2 = w4.reshape(o, -1)
     gg = g4.reshape(n, o, L)
     xp = np.pad(x4, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if (ph or pw) and output_mask[1] else x4
     gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), cd) if output_mask[0] else None
-    gw = np.zeros(w2.shape, cd) if output_mask[1] else None
+    gw = np.zeros((o, cg * kh * kw), cd) if output_mask[1] else None
     cols = np.empty((cg * kh * kw, n * L), cd) if output_mask[1] and L * n else None
     for grp in range(groups):
         if not n * L:
@@ -174,6 +184,35 @@ def convolution_backward_cpu(grad_output, x, weight, bias_sizes, stride, padding
     return tuple(res)
 
 
+def _stand_in(shape, dtype):
+    """A tensor of ``shape`` whose data is never read: one zero, broadcast."""
+    return wrap(np.broadcast_to(np.zeros((), dtype), tuple(shape)))
+
+
+def convolution_backward_input_cpu(grad_output, weight, input_size, stride, padding, dilation, transposed,
+                                   output_padding, groups):
+    x = _stand_in(input_size, weight._data.dtype)
+    return convolution_backward_cpu(grad_output, x, weight, None, stride, padding, dilation, transposed,
+                                    output_padding, groups, (True, False, False))[0]
+
+
+def convolution_backward_weight_cpu(grad_output, x, weight_size, stride, padding, dilation, transposed,
+                                    output_padding, groups):
+    w = _stand_in(weight_size, x._data.dtype)
+    return convolution_backward_cpu(grad_output, x, w, None, stride, padding, dilation, transposed,
+                                    output_padding, groups, (False, True, False))[1]
+
+
+def _size_meta(which):
+    def meta(grad_output, t, size, stride, padding, dilation, transposed, output_padding, groups):
+        other = empty(*tuple(size), dtype=t.dtype, device=t.device)
+        x, w = (other, t) if which == "input" else (t, other)
+        check_conv(x, w, None, stride, padding, dilation, transposed, groups)
+        return other
+    meta.__name__ = f"convolution_backward_{which}_meta"
+    return meta
+
+
 def convolution_meta(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     *_, oh, ow = check_conv(x, weight, bias, stride, padding, dilation, transposed, groups)
     shape = (x.shape[0], weight.shape[0]) + ((oh, ow) if x.ndim == 4 else (ow,))
@@ -194,10 +233,14 @@ def _static(c):
 
 
 def _grad_input(g, s, c):
+    if is_grad_enabled():
+        return A.convolution_backward_input(g, s["weight"], list(c["shapes"][0]), *_static(c))
     return A.convolution_backward(g, s["input"], s["weight"], None, *_static(c), (True, False, False))[0]
 
 
 def _grad_weight(g, s, c):
+    if is_grad_enabled():
+        return A.convolution_backward_weight(g, s["input"], list(c["shapes"][1]), *_static(c))
     with_bias = c["shapes"][2] is not None
     _, gw, gb = A.convolution_backward(g, s["input"], s["weight"], None, *_static(c), (False, True, with_bias))
     if with_bias:
@@ -210,9 +253,37 @@ def _grad_bias(g, s, c):
     return gb if gb is not None else A.sum(g, [0] + list(range(2, g.ndim)))
 
 
-DERIVATIVES = {"convolution": Derivative("ConvolutionBackward", (
-    Grad(_grad_input, ("input", "weight")), Grad(_grad_weight, ("input", "weight")), Grad(_grad_bias)))}
+# both backward ops are bilinear, each the adjoint of a convolution in one argument: their gradients are
+# a convolution and the other backward op
+def _bi_grad_output(gg, s, c):
+    return A.convolution(gg, s["weight"], None, *_static(c))
 
-KERNELS = {"CPU": {"convolution": convolution_cpu, "convolution_backward": convolution_backward_cpu},
-           "Meta": {"convolution": convolution_meta, "convolution_backward": convolution_backward_meta},
+
+def _bi_weight(gg, s, c):
+    return A.convolution_backward_weight(s["grad_output"], gg, list(c["shapes"][1]), *_static(c))
+
+
+def _bw_grad_output(gg, s, c):
+    return A.convolution(s["input"], gg, None, *_static(c))
+
+
+def _bw_input(gg, s, c):
+    return A.convolution_backward_input(s["grad_output"], gg, list(c["shapes"][1]), *_static(c))
+
+
+DERIVATIVES = {
+    "convolution": Derivative("ConvolutionBackward", (
+        Grad(_grad_input, ("input", "weight")), Grad(_grad_weight, ("input", "weight")), Grad(_grad_bias))),
+    "convolution_backward_input": Derivative("ConvolutionBackwardInputBackward", (
+        Grad(_bi_grad_output, ("weight",)), Grad(_bi_weight, ("grad_output",)))),
+    "convolution_backward_weight": Derivative("ConvolutionBackwardWeightBackward", (
+        Grad(_bw_grad_output, ("input",)), Grad(_bw_input, ("grad_output",)))),
+}
+
+KERNELS = {"CPU": {"convolution": convolution_cpu, "convolution_backward": convolution_backward_cpu,
+                   "convolution_backward_input": convolution_backward_input_cpu,
+                   "convolution_backward_weight": convolution_backward_weight_cpu},
+           "Meta": {"convolution": convolution_meta, "convolution_backward": convolution_backward_meta,
+                    "convolution_backward_input": _size_meta("input"),
+                    "convolution_backward_weight": _size_meta("weight")},
            "Autograd": {name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}

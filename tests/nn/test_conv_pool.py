@@ -204,3 +204,43 @@ def test_compiled_and_lazy_results_equal_eager():
         lazy = run(_cnn_loss)
     for a, b, c in zip(eager, compiled, lazy):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+@needs_torch
+@pytest.mark.parametrize("nd,stride,padding,dilation,groups", [(2, 1, 1, 1, 1), (2, (2, 1), (0, 2), (1, 2), 2),
+                                                               (1, 2, 1, 2, 1)])
+def test_conv_double_backward_matches_torch(nd, stride, padding, dilation, groups):
+    xs, ws = ((2, 4, 6, 5), (4, 4 // groups, 3, 2)) if nd == 2 else ((2, 4, 9), (3, 4, 3))
+    x, w = RNG.standard_normal(xs), RNG.standard_normal(ws)
+    fn, tfn = (F.conv2d, TF.conv2d) if nd == 2 else (F.conv1d, TF.conv1d)
+
+    def run(lib, conv, x, w):
+        y = conv(x, w, None, stride, padding, dilation, groups)
+        gx, gw = lib.autograd.grad((y * y).sum(), [x, w], create_graph=True)
+        ((gx * gx).sum() + (gw * gw * gw).sum()).backward()
+        return x.grad, w.grad
+    ours = run(dj, fn, dj.tensor(x, requires_grad=True), dj.tensor(w, requires_grad=True))
+    theirs = run(torch, tfn, torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_conv_double_backward_matches_finite_differences():
+    x0, w0 = RNG.standard_normal((1, 2, 4, 5)), RNG.standard_normal((2, 1, 2, 2))
+
+    def objective(x, w):    # a function of the first gradients, so its gradient is a second derivative
+        y = F.conv2d(x, w, None, (2, 1), 1, (1, 2), 2)
+        gx, gw = dj.autograd.grad((y * y).sum(), [x, w], create_graph=True)
+        return (gx * gx).sum() + (gw * gw * gw).sum()
+
+    x, w = dj.tensor(x0, requires_grad=True), dj.tensor(w0, requires_grad=True)
+    objective(x, w).backward()
+    eps = 1e-6
+    for arr, grad, which in ((x0, x.grad.numpy(), 0), (w0, w.grad.numpy(), 1)):
+        for idx in np.ndindex(arr.shape):
+            vals = []
+            for sign in (1, -1):
+                a = [x0.copy(), w0.copy()]
+                a[which][idx] += sign * eps
+                vals.append(objective(*(dj.tensor(v, requires_grad=True) for v in a)).item())
+            assert abs((vals[0] - vals[1]) / (2 * eps) - grad[idx]) <= 1e-5 * max(1.0, abs(grad[idx])), (which, idx)
