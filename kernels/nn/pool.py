@@ -6,7 +6,9 @@ loops (windows.py): a window is a few elements, so there is no product for BLAS 
 window's argmax again from the input (one more read of it, no int64 tensor the size of the
 output held between forward and backward) and adds the gradient there, which is what PyTorch's
 saved indices give, ties and NaNs included.  ``max_pool2d_indices`` gives the indices
-(``return_indices=True``), flat h*W + w in the unpadded plane, as PyTorch's.
+(``return_indices=True``), flat h*W + w in the unpadded plane, as PyTorch's.  Both backward ops
+have derivative rows of their own (a gather at those indices; avg_pool2d itself), so double
+backward works.
 
 >>> import dispatch_jit as dj
 >>> from dispatch_jit.ops import entries
@@ -194,8 +196,29 @@ def _avg_grad(g, s, c):
                                  c["ceil_mode"], c["count_include_pad"], c["divisor_override"])
 
 
+# double backward: both backward ops are linear in grad_output.  max_pool2d_backward adds g at each
+# window's argmax, so its adjoint reads gg there (a gather at max_pool2d_indices; the argmax is locally
+# constant, so self gets no gradient, as PyTorch's); avg_pool2d_backward's adjoint is avg_pool2d itself
+def _max_backward_grad(gg, s, c):
+    x = s["self"]
+    args = (c["kernel_size"], c["stride"], c["padding"], c["dilation"], c["ceil_mode"])
+    idx = A.max_pool2d_indices(x, *args)
+    lead = list(x.shape[:-2])
+    flat_idx = A.reshape(idx, lead + [-1])
+    picked = A.gather(A.reshape(gg, lead + [-1]), len(lead), A.clamp_min(flat_idx, 0))
+    return A.reshape(picked, list(idx.shape))
+
+
+def _avg_backward_grad(gg, s, c):
+    return A.avg_pool2d(gg, c["kernel_size"], c["stride"], c["padding"], c["ceil_mode"], c["count_include_pad"],
+                        c["divisor_override"])
+
+
 DERIVATIVES = {"max_pool2d": Derivative("MaxPool2DBackward", (Grad(_max_grad, ("self",)),)),
-               "avg_pool2d": Derivative("AvgPool2DBackward", (Grad(_avg_grad),))}
+               "avg_pool2d": Derivative("AvgPool2DBackward", (Grad(_avg_grad),)),
+               "max_pool2d_backward": Derivative("MaxPool2DBackwardBackward", (
+                   Grad(_max_backward_grad, ("self",)), Grad(lambda gg, s, c: None))),
+               "avg_pool2d_backward": Derivative("AvgPool2DBackwardBackward", (Grad(_avg_backward_grad),))}
 
 KERNELS = {
     "CPU": {"max_pool2d": max_pool2d_cpu, "max_pool2d_indices": max_pool2d_indices_cpu,

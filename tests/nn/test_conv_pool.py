@@ -244,3 +244,17 @@ def test_conv_double_backward_matches_finite_differences():
                 a[which][idx] += sign * eps
                 vals.append(objective(*(dj.tensor(v, requires_grad=True) for v in a)).item())
             assert abs((vals[0] - vals[1]) / (2 * eps) - grad[idx]) <= 1e-5 * max(1.0, abs(grad[idx])), (which, idx)
+
+
+@needs_torch
+def test_pool_double_backward_matches_torch():
+    x0 = RNG.standard_normal((2, 3, 6, 5))
+
+    def run(lib, mod, x):
+        y = mod.max_pool2d(x, 3, 2, 1, 1, True)
+        z = mod.avg_pool2d(x, 2, 1, 1, True, False)
+        gx, = lib.autograd.grad((y * y * y).sum() + (z * z * z).sum(), [x], create_graph=True)
+        (gx * gx).sum().backward()
+        return x.grad.numpy()
+    np.testing.assert_allclose(run(dj, F, dj.tensor(x0, requires_grad=True)),
+                               run(torch, TF, torch.tensor(x0, requires_grad=True)), rtol=1e-10, atol=1e-12)
