@@ -13,11 +13,20 @@ see its work as ordinary op calls.
 from __future__ import annotations
 
 from . import functional, init, utils
+from .activation import Flatten, LogSoftmax, Softmax, Unflatten
+from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
+from .conv import Conv1d, Conv2d
+from .dropout import AlphaDropout, Dropout1d, Dropout2d
 from .module import IncompatibleKeys, Module, Parameter
-from .modules import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, Identity, L1Loss, LayerNorm,
+from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, Identity, L1Loss, LayerNorm,
                       Linear, MSELoss, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, Tanh)
+from .normalization import BatchNorm1d, BatchNorm2d
+from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential",
            "ModuleList", "ModuleDict", "ReLU", "Tanh", "Sigmoid", "GELU", "SiLU", "LayerNorm", "Dropout", "Embedding",
-           "Identity", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
+           "Identity", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
+           "Flatten", "Unflatten", "Softmax", "LogSoftmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d",
+           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
+           "AlphaDropout", "MultiheadAttention", "BCELoss"]

@@ -24,13 +24,18 @@ import numpy as np
 
 from ..creation import default_generator
 from ..dtypes import FLOAT
-from ..errors import DTypeError, OutOfBoundsError, SchemaError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, OutOfBoundsError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
+from .functional_attention import batch_norm, normalize, scaled_dot_product_attention
+from .functional_conv import adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d, pad
+from .functional_dropout import alpha_dropout, dropout1d, dropout2d
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "one_hot",
            "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "layer_norm",
-           "embedding"]
+           "embedding", "binary_cross_entropy", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
+           "avg_pool2d", "adaptive_avg_pool2d", "pad", "batch_norm", "normalize", "scaled_dot_product_attention",
+           "dropout1d", "dropout2d", "alpha_dropout"]
 
 A = entries("aten")
 
@@ -155,6 +160,31 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if pos_weight is not None:
         soft = A.mul(A.add(A.mul(A.sub(pos_weight, 1.0), target), 1.0), soft)
     loss = A.add(A.mul(A.sub(1.0, target), input), soft)
+    if weight is not None:
+        loss = A.mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+    """PyTorch's ``binary_cross_entropy`` over probabilities ``input`` in [0, 1]:
+    ``-(t * log(x) + (1 - t) * log(1 - x))``, each log clamped at -100 as PyTorch's (a 0 or 1
+    input gives a finite loss).
+
+    >>> import dispatch_jit as dj
+    >>> round(binary_cross_entropy(dj.tensor([0.5]), dj.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    reduction = _reduction("binary_cross_entropy", size_average, reduce, reduction)
+    if tuple(input.shape) != tuple(target.shape):
+        raise ShapeError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                         f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+    _float_pair("binary_cross_entropy", input, target)
+    if input.numel() and not bool(A.all(A.logical_and(A.ge(input, 0.0), A.le(input, 1.0))).item()):
+        raise InvalidArgumentError("binary_cross_entropy: all elements of input should be between 0 and 1")
+    floor = -100.0
+    log_x = A.clamp_min(A.log(input), wrap(np.array(floor, input.dtype.np)))
+    log_1mx = A.clamp_min(A.log(A.sub(1.0, input)), wrap(np.array(floor, input.dtype.np)))
+    loss = A.neg(A.add(A.mul(target, log_x), A.mul(A.sub(1.0, target), log_1mx)))
     if weight is not None:
         loss = A.mul(loss, weight)
     return _reduce(loss, reduction)

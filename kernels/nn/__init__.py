@@ -1,12 +1,24 @@
 """The nn family, as the registration loop sees it: op.py's schemas and kernels (CPU loops in
-cpu.py, CUDA through decomp.py's formulas) and grad.py's derivative rows."""
+cpu.py, CUDA through decomp.py's formulas) and grad.py's derivative rows; conv.py's and
+pool.py's sliding-window ops (CPU loops in windows.py), each with its own rows."""
 
 from __future__ import annotations
 
-from . import grad, op
+from . import conv, grad, op, pool
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
-SCHEMAS = op.SCHEMAS
+SCHEMAS = op.SCHEMAS + conv.SCHEMAS + pool.SCHEMAS
 METHODS = op.METHODS
-KERNELS = {"CPU": op.CPU_KERNELS, "CUDA": op.CUDA_KERNELS, "Meta": op.META_KERNELS, **grad.KERNELS}
+
+
+def _merged(*tables):
+    out: dict = {}
+    for table in tables:
+        for key, kernels in table.items():
+            out.setdefault(key, {}).update(kernels)
+    return out
+
+
+KERNELS = _merged({"CPU": op.CPU_KERNELS, "CUDA": op.CUDA_KERNELS, "Meta": op.META_KERNELS, **grad.KERNELS},
+                  conv.KERNELS, pool.KERNELS)
