@@ -200,7 +200,7 @@ def test_compiled_and_lazy_results_equal_eager():
 
     eager = run(_cnn_loss)
     compiled = run(dj.compile(_cnn_loss))
-    with dj.mode("compiled"):
+    with dj.execution_mode("compiled"):
         lazy = run(_cnn_loss)
     for a, b, c in zip(eager, compiled, lazy):
         assert np.array_equal(a, b) and np.array_equal(a, c)
