@@ -71,3 +71,23 @@ def test_eager_fast_path_source_is_shown_in_tracebacks():
     (x - x).sum()
     names = [n for n in linecache.cache if n.startswith("<dispatch_jit aten::sub.Tensor fast path")]
     assert names and any("def run(" in ln for n in names for ln in linecache.getlines(n))
+
+
+def test_reduction_nests_fold_per_output_and_per_chunk():
+    """``loop(level=...)`` places an accumulator's start and store around the reduced loops;
+    ``loop_chunks`` splits the flat range into ``nc`` chunks of ``ceil(n / nc)``, the last shorter."""
+    rows = Nest("strided", 3, ["a0"], [], sizes="a0")
+    src = "\n".join(["def rows(a0, r0):"] + rows.setup + rows.loop(
+        lambda at: [f"acc += {at('a0')}"], level=1, before=["acc = 0.0"], after=["r0[i0] = acc"])) + "\n"
+    chunks = Nest("flat", 2, ["a0"], [], sizes="a0")
+    src += "\n".join(["def chunks(a0, nc, p0, c0):"] + chunks.setup + chunks.loop_chunks(
+        ["acc = 0.0", "m = 0"], lambda at: [f"acc += {at('a0')}", "m += 1"], ["p0[ch] = acc", "c0[ch] = m"])) + "\n"
+    g = define(src, "rows", loop_globals(False), "<dispatch_jit test reduction loops>").__globals__
+    a = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    r = np.zeros(2)
+    numba.njit(g["rows"])(a, r)
+    np.testing.assert_array_equal(r, a.sum(axis=(1, 2)))
+    p, c = np.zeros(5), np.zeros(5, np.int64)
+    numba.njit(g["chunks"])(a, 5, p, c)
+    assert list(c) == [5, 5, 5, 5, 4]                 # 24 elements: ceil(24 / 5) = 5 per chunk
+    np.testing.assert_array_equal(p, [a.ravel()[i:i + 5].sum() for i in range(0, 24, 5)])
