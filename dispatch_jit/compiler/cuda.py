@@ -42,7 +42,8 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config, run
 from dispatch_jit.kernels.support.loops import TYPE_FNS
-from dispatch_jit.cuda.codegen import compile_cuda_counted, grid_stride, operand_args, operand_params, unravel
+from dispatch_jit.cuda.codegen import compile_cuda_counted, operand_args
+from dispatch_jit.kernels.support.loops.cuda import CudaNest
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 
@@ -59,30 +60,20 @@ TPB_MAX = 256      # the shared-memory tree of a reduction epilogue holds one bl
 def cuda_region_source(gen: Codegen, flat: bool) -> str:
     """The grid-stride kernel ``fused_{index}`` of ``gen``'s region; with a (full)
     reduction epilogue it also folds the reduced value into one partial per block."""
-    r = gen.region
-    nin, nout = len(r.inputs), len(r.outputs)
-    nd = 0 if flat else r.ndim
-    ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
-    params = [p for a in ins for p in operand_params(a, nd)]
-    params += [f"s{k}" for k in range(len(gen.scalars))]
-    params += [p for o in outs for p in (o, f"{o}_o")]           # outputs: fresh and C-contiguous
-    red = r.reduce
-    if red is not None:
-        params.append("p0")                                       # one partial per block
-    params += [f"n{d}" for d in range(nd)] + ["total"]
-    prelude = list(gen.preamble)
-    if red is not None:
-        prelude.append(f"acc = {gen.fold.init()}")
-    body = unravel(nd, ins + outs, "", contiguous=tuple(ins + outs) if flat else tuple(outs))
-    body += [f"x{i} = a{i}[a{i}_k]" for i in range(nin)]
-    body += list(gen.body)
-    body += [f"o{j}[o{j}_k] = {gen.local[v]}" for j, v in enumerate(r.outputs)]
+    r, red = gen.region, gen.region.reduce
+    ins, outs = [f"a{i}" for i in range(len(r.inputs))], [f"o{j}" for j in range(len(r.outputs))]
+    nest = CudaNest(flat, r.ndim, ins, outs, fresh_outputs=True)
+    params = [p for a in ins for p in nest.params(a)] + [f"s{k}" for k in range(len(gen.scalars))]
+    params += [p for o in outs for p in nest.params(o)] + (["p0"] if red is not None else []) + nest.sizes()
+    prelude = list(gen.preamble) + ([f"acc = {gen.fold.init()}"] if red is not None else [])
     epilogue = []
-    if red is not None:
-        body += gen.fold.step("acc", gen.local[red.src])
+    if red is not None:                                           # one partial per block
         epilogue = _block_tree(gen) + ["if t == 0:", "    p0[cuda.blockIdx.x] = sh[0]"]
-    return grid_stride(f"fused_{r.index}({', '.join(params)})", "total", "\n".join(body),
-                       prelude="\n".join(prelude), epilogue="\n".join(epilogue))
+
+    def body(at) -> list:
+        out = gen._element(at)
+        return out + (gen.fold.step("acc", gen.local[red.src]) if red is not None else [])
+    return nest.kernel(f"fused_{r.index}", params, body, prelude, epilogue)
 
 
 def _block_tree(gen: Codegen) -> list[str]:

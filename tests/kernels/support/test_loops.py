@@ -91,3 +91,17 @@ def test_reduction_nests_fold_per_output_and_per_chunk():
     numba.njit(g["chunks"])(a, 5, p, c)
     assert list(c) == [5, 5, 5, 5, 4]                 # 24 elements: ceil(24 / 5) = 5 per chunk
     np.testing.assert_array_equal(p, [a.ravel()[i:i + 5].sum() for i in range(0, 24, 5)])
+
+
+def test_cuda_nest_indexes_fresh_outputs_without_strides():
+    """Fused CUDA regions write fresh C-contiguous outputs (offset + i); eager kernels may write
+    into a strided out= view, whose strides are parameters."""
+    from dispatch_jit.kernels.support.loops.cuda import CudaNest
+    fused = CudaNest(False, 2, ["a0"], ["o0"], fresh_outputs=True)
+    assert fused.params("a0") == ["a0", "a0_o", "a0_s0", "a0_s1"] and fused.params("o0") == ["o0", "o0_o"]
+    src = fused.kernel("k", fused.params("a0") + fused.params("o0") + fused.sizes(),
+                       lambda at: [f"{at('o0')} = {at('a0')}"])
+    assert "o0_k = o0_o + i" in src and "o0[o0_k] = a0[a0_k]" in src
+    eager = CudaNest(False, 2, ["a0"], ["out"])
+    assert eager.params("out") == ["out", "out_o", "out_s0", "out_s1"]
+    assert CudaNest(True, 2, ["a0"], ["out"]).params("a0") == ["a0", "a0_o"]
