@@ -8,26 +8,21 @@ kept), and casts the result to the dtype eager mode would have stored it in.
 Python scalars of the trace and static parameters (``alpha``) are kernel
 arguments, not literals, so a new constant value reuses the compiled loop.
 
-Two loop shapes, as the eager kernels: ``flat`` (every input C-contiguous and
-of the iteration shape: one 1-D loop, which LLVM vectorizes) and ``strided``
-(one loop per dimension over NumPy broadcast views), which walks the last two
-dimensions in tiles when an input is read crosswise (a transposed view, see
-``crosswise``).  Outputs are allocated by the caller.
+The loops come from the loop generator (dispatch_jit/kernels/support/loops), which the
+eager kernels use too: ``flat``, ``strided`` or ``tiled`` nests (``Nest``; tiled when an input
+is read crosswise, see ``crosswise``), and the cast rule ``read_cast``.  Outputs are
+allocated by the caller.
 
-A region with a reduction epilogue folds the reduced value into an
-accumulator of the eager kernel's accumulator dtype (float64 for float32
-sums) instead of storing it, in one of three shapes: ``full`` (every axis:
-the flat range, or the outermost dimension, split into chunks, prange over
-the chunks, one private accumulator each in a ``p0`` buffer, merged at the
-end in order; the flat range in the eager kernel's chunks, for its bits), ``rows`` (the reduced axes are the last ones: one register
-accumulator per output element, prange over the first kept dimension) and
-``cols`` (any other axes: accumulators in a ``p0`` array of the keepdim
-shape, visited in memory order; prange only when dimension 0 is kept).
-Float sums and products step through ``Codegen.radd``/``rmul``, compiled
-with reassociation allowed, so LLVM vectorizes the accumulation even though
-the loop itself is compiled strictly.  Compiled loops are cached process-wide by (source, argument
-types, parallel) in the one compile cache (dispatch_jit/jit/cache.py, kind "loop"), so functions
-with the same structure share them, and on disk (dispatch_jit/jit/diskcache.py), so that a fresh
+A region with a reduction epilogue folds the reduced value into an accumulator of
+the eager kernel's accumulator dtype (``Fold``) instead of storing it, in one of three
+shapes: ``full`` (every axis: ``Nest.loop_chunks``, in the eager kernel's chunks, one
+private accumulator each in a ``p0`` buffer, merged at the end in order), ``rows`` (the
+reduced axes are the last ones: one register accumulator per output element, prange
+over the first kept dimension) and ``cols`` (any other axes: accumulators in a ``p0``
+array of the keepdim shape, visited in memory order; prange only when dimension 0 is
+kept).  Compiled loops are cached process-wide by (source, argument types, parallel)
+in the one compile cache (dispatch_jit/jit/cache.py, kind "loop"), so functions with the
+same structure share them, and on disk (dispatch_jit/jit/diskcache.py), so that a fresh
 process loads them instead.
 
 ``Codegen(..., target="cuda")`` builds the same body with the expressions
@@ -44,6 +39,7 @@ from numba import types as nbt
 
 from dispatch_jit.dtypes import BOOL, FLOAT, DType
 from dispatch_jit.kernels.support.loops import Nest, constant, crosswise, loop_globals, read_cast, type_fn
+from dispatch_jit.kernels.support.loops.fold import FOLD_IMPORTS, Fold
 from dispatch_jit.kernels.support.numba_types import NB_DTYPE as _NB_DTYPE
 
 from dispatch_jit.jit import cache
@@ -151,6 +147,8 @@ class Codegen:
             self.body.append(f"v{vid} = {rhs}")
             local[vid] = f"v{vid}"
         self.local = local
+        red = region.reduce
+        self.fold = None if red is None else Fold(red.kind, red.acc, red.result, target)
 
     def _raises(self) -> list[str]:
         """After the loop: the first node (in eager mode's order) with a refused input raises."""
@@ -164,11 +162,6 @@ class Codegen:
     def _cast(src: str, cast: str, ct: str) -> str:
         return read_cast(cast, src, type_fn(ct))
 
-    # accumulator steps with reassociation allowed: LLVM inlines them into the strictly compiled
-    # loop and vectorizes the reduction (measured: 3.7 ms against 6.4 ms for 1e7 float32 on one core)
-    radd = staticmethod(numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a + b))
-    rmul = staticmethod(numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a * b))
-
     @property
     def reduce_mode(self) -> str | None:
         """"full", "rows" or "cols" (see the module docstring), or None without an epilogue."""
@@ -177,129 +170,44 @@ class Codegen:
             return None
         return "full" if red.full else "rows" if red.trailing else "cols"
 
-    def _red_init(self) -> str:
-        red = self.region.reduce
-        a = red.acc
-        if red.kind in ("sum", "mean"):
-            lit = "0"
-        elif red.kind == "prod":
-            lit = "1"
-        elif a.category == FLOAT:
-            lit = "-math.inf" if red.kind == "max" else "math.inf"
-        elif a.category == BOOL:
-            lit = "False" if red.kind == "max" else "True"
-        else:
-            info = np.iinfo(a.np)
-            lit = str(int(info.min if red.kind == "max" else info.max))
-        return f"_t_{a.name}({lit})"
-
-    def _red_step(self, acc: str, value: str, merge: bool = False) -> list[str]:
-        """Statements folding ``value`` (an element, or another partial when ``merge``) into ``acc``."""
-        red = self.region.reduce
-        at = red.acc.name
-        x = value if merge else f"_t_{at}({value})"
-        if red.kind in ("max", "min"):
-            cmp = ">" if red.kind == "max" else "<"
-            # NaN propagates as in the eager kernel: a NaN is taken, and nothing replaces it
-            return [f"xr = {x}", f"if xr {cmp} {acc} or xr != xr:", f"    {acc} = xr"]
-        op = "+" if red.kind in ("sum", "mean") else "*"
-        if red.acc.category == FLOAT:      # the merge too: eager's merge loop is compiled with reassociation
-            return [f"{acc} = {'_radd' if op == '+' else '_rmul'}({acc}, {x})"]
-        return [f"{acc} {op}= {x}"]
-
-    def _red_final(self, acc: str, count: str) -> str:
-        red = self.region.reduce
-        rt = red.result.name
-        if red.kind == "mean":   # eager: the sum stored in the result dtype, then divided in it
-            return f"_t_{rt}(_t_{rt}({acc}) / _t_{rt}({count}))"
-        return acc if red.kind in ("max", "min") else f"_t_{rt}({acc})"
-
     def _reduce_source(self, flat: bool) -> str:
         r, red, mode = self.region, self.region.reduce, self.reduce_mode
         nin, nout, nd = len(r.inputs), len(r.outputs), r.ndim
-        params = [f"a{i}" for i in range(nin)] + [f"s{i}" for i in range(len(self.scalars))] + \
-                 [f"o{j}" for j in range(nout)] + ["r0"] + ([] if mode == "rows" else ["p0"])
-        lines = ["from dispatch_jit.compiler.codegen import Codegen as _Codegen",
-                 "_radd, _rmul = _Codegen.radd, _Codegen.rmul", "",
-                 f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
-        lines.append(f"    init_r = {self._red_init()}")
+        ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
+        params = ins + [f"s{i}" for i in range(len(self.scalars))] + outs + ["r0"] + ([] if mode == "rows" else ["p0"])
+        fold = self.fold
+        lines = FOLD_IMPORTS + [f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
+        lines.append(f"    init_r = {fold.init()}")
         value = self.local[red.src]
-        dims = ", ".join(f"n{d}" for d in range(nd)) + ("," if nd == 1 else "")
-        full_idx = ", ".join(f"i{d}" for d in range(nd))
-
-        def element(ind: str, src: str, dst: str, idx: str) -> list[str]:
-            out = [f"{ind}x{i} = {src}{i}[{idx}]" for i in range(nin)]
-            out += [f"{ind}{b}" for b in self.body]
-            out += [f"{ind}{dst}{j}[{idx}] = {self.local[v]}" for j, v in enumerate(r.outputs)]
-            return out
-
+        nest = Nest("flat" if flat and mode == "full" else "strided", nd, ins, outs, sizes="a0",
+                    parallel=not (mode == "cols" and 0 in red.axes))
+        lines += nest.setup
+        folded = lambda acc: (lambda at: self._element(at) + fold.step(acc, value))
         if mode == "full":
-            flat_loop = flat
-            if flat_loop:
-                for i in range(nin):
-                    lines.append(f"    f{i} = a{i}" + ("" if nd == 1 else f".reshape(a{i}.size)"))
-                for j in range(nout):
-                    lines.append(f"    g{j} = o{j}" + ("" if nd == 1 else f".reshape(o{j}.size)"))
-                lines += ["    n = f0.shape[0]", "    cnt = n"]
-                outer = "n"
-            else:
-                lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in range(nd))}"]
-                outer = "n0"
-            # chunks of support/loops' full_chunks, eager's split: blk each, the last shorter,
-            # merged in order from init_r, so that float sums round as eager's do
-            lines += ["    nc = p0.shape[0]",
-                      f"    blk = ({outer} + nc - 1) // nc",
-                      "    for ch in prange(nc):",
-                      "        lo = ch * blk",
-                      f"        hi = min(lo + blk, {outer})",
-                      "        acc = init_r"]
-            # each chunk loops from 0 over its own slices: ``range(lo, hi)`` over the whole arrays
-            # does not vectorize (measured 60 ms against 11 ms for 1e7 float32 on one core)
-            src, dst = ("f", "g") if flat_loop else ("a", "o")
-            lines += [f"        h{i} = {src}{i}[lo:hi]" for i in range(nin)]
-            lines += [f"        k{j} = {dst}{j}[lo:hi]" for j in range(nout)]
-            if flat_loop:
-                lines.append("        for i in range(hi - lo):")
-                ind = "            "
-                lines += element(ind, "h", "k", "i")
-            else:
-                lines.append("        for i0 in range(hi - lo):")
-                for d in range(1, nd):
-                    lines.append(f"{'    ' * (d + 2)}for i{d} in range(n{d}):")
-                ind = "    " * (nd + 2)
-                lines += element(ind, "h", "k", full_idx)
-            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
-            lines += ["        p0[ch] = acc", "    tot = init_r", "    for ch in range(nc):"]
-            lines += [f"        {s}" for s in self._red_step("tot", "p0[ch]", merge=True)]
+            cnt = "n0" if flat else " * ".join(f"n{d}" for d in range(nd))
+            lines += [f"    cnt = {cnt}", "    nc = p0.shape[0]"]
+            lines += nest.loop_chunks(["acc = init_r"], folded("acc"), ["p0[ch] = acc"])
+            lines += ["    tot = init_r", "    for ch in range(nc):"]
+            lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
             ridx = ", ".join("0" for _ in range(red.out_ndim)) or "()"
-            lines.append(f"    r0[{ridx}] = {self._red_final('tot', 'cnt')}")
+            lines.append(f"    r0[{ridx}] = {fold.final('tot', 'cnt')}")
         elif mode == "rows":
+            # the reduced axes are the last ones: one register accumulator per output element
             k = nd - len(red.axes)
-            lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}"]
-            for d in range(nd):
-                if d == k:
-                    lines.append(f"{'    ' * (d + 1)}acc = init_r")
-                lines.append(f"{'    ' * (d + 1)}for i{d} in {'prange' if d == 0 else 'range'}(n{d}):")
-            ind = "    " * (nd + 1)
-            lines += element(ind, "a", "o", full_idx)
-            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
             ridx = [f"i{d}" for d in range(k)] + (["0"] * len(red.axes) if red.keepdim else [])
-            lines.append(f"{'    ' * (k + 1)}r0[{', '.join(ridx)}] = {self._red_final('acc', 'cnt')}")
+            lines.append(f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}")
+            lines += nest.loop(folded("acc"), level=k, before=["acc = init_r"],
+                               after=[f"r0[{', '.join(ridx)}] = {fold.final('acc', 'cnt')}"])
         else:
-            lines += [f"    {dims} = a0.shape", f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}",
-                      "    q = p0.reshape(p0.size)", "    for j in range(q.shape[0]):", "        q[j] = init_r"]
-            for d in range(nd):
-                loop = "prange" if d == 0 and 0 not in red.axes else "range"
-                lines.append(f"{'    ' * (d + 1)}for i{d} in {loop}(n{d}):")
-            ind = "    " * (nd + 1)
-            lines += element(ind, "a", "o", full_idx)
+            # accumulators in p0 (the keepdim shape), visited in memory order
             pidx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd))
-            lines.append(f"{ind}acc = p0[{pidx}]")
-            lines += [f"{ind}{s}" for s in self._red_step("acc", value)]
-            lines.append(f"{ind}p0[{pidx}] = acc")
+            lines += [f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}",
+                      "    q = p0.reshape(p0.size)", "    for j in range(q.shape[0]):", "        q[j] = init_r"]
+            lines += nest.loop(lambda at: self._element(at) + [f"acc = p0[{pidx}]"]
+                               + fold.step("acc", value) + [f"p0[{pidx}] = acc"])
             # r0 holds p0's elements in the same C order (only size-1 dims differ)
             lines += ["    w = r0.reshape(r0.size)", "    for j in range(q.shape[0]):",
-                      f"        w[j] = {self._red_final('q[j]', 'cnt')}"]
+                      f"        w[j] = {fold.final('q[j]', 'cnt')}"]
         return "\n".join(lines + self._raises()) + "\n"
 
     def source(self, flat: bool, tiled: bool = False) -> str:

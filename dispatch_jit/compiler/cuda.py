@@ -42,7 +42,8 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config, run
 from dispatch_jit.kernels.support.loops import TYPE_FNS
-from dispatch_jit.cuda.codegen import compile_cuda_counted, grid_stride, operand_args, operand_params, unravel
+from dispatch_jit.cuda.codegen import compile_cuda_counted, operand_args
+from dispatch_jit.kernels.support.loops.cuda import CudaNest
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
 
@@ -56,37 +57,23 @@ __all__ = ["CudaFusedStep", "cuda_region_source"]
 TPB_MAX = 256      # the shared-memory tree of a reduction epilogue holds one block of partials
 
 
-def _red(gen: Codegen, acc: str, value: str, merge: bool = False) -> list[str]:
-    return [x.replace("_radd(", "_cadd(").replace("_rmul(", "_cmul(") for x in gen._red_step(acc, value, merge)]
-
-
 def cuda_region_source(gen: Codegen, flat: bool) -> str:
     """The grid-stride kernel ``fused_{index}`` of ``gen``'s region; with a (full)
     reduction epilogue it also folds the reduced value into one partial per block."""
-    r = gen.region
-    nin, nout = len(r.inputs), len(r.outputs)
-    nd = 0 if flat else r.ndim
-    ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
-    params = [p for a in ins for p in operand_params(a, nd)]
-    params += [f"s{k}" for k in range(len(gen.scalars))]
-    params += [p for o in outs for p in (o, f"{o}_o")]           # outputs: fresh and C-contiguous
-    red = r.reduce
-    if red is not None:
-        params.append("p0")                                       # one partial per block
-    params += [f"n{d}" for d in range(nd)] + ["total"]
-    prelude = list(gen.preamble)
-    if red is not None:
-        prelude.append(f"acc = {gen._red_init().replace('math.inf', '_inf')}")
-    body = unravel(nd, ins + outs, "", contiguous=tuple(ins + outs) if flat else tuple(outs))
-    body += [f"x{i} = a{i}[a{i}_k]" for i in range(nin)]
-    body += list(gen.body)
-    body += [f"o{j}[o{j}_k] = {gen.local[v]}" for j, v in enumerate(r.outputs)]
+    r, red = gen.region, gen.region.reduce
+    ins, outs = [f"a{i}" for i in range(len(r.inputs))], [f"o{j}" for j in range(len(r.outputs))]
+    nest = CudaNest(flat, r.ndim, ins, outs, fresh_outputs=True)
+    params = [p for a in ins for p in nest.params(a)] + [f"s{k}" for k in range(len(gen.scalars))]
+    params += [p for o in outs for p in nest.params(o)] + (["p0"] if red is not None else []) + nest.sizes()
+    prelude = list(gen.preamble) + ([f"acc = {gen.fold.init()}"] if red is not None else [])
     epilogue = []
-    if red is not None:
-        body += _red(gen, "acc", gen.local[red.src])
+    if red is not None:                                           # one partial per block
         epilogue = _block_tree(gen) + ["if t == 0:", "    p0[cuda.blockIdx.x] = sh[0]"]
-    return grid_stride(f"fused_{r.index}({', '.join(params)})", "total", "\n".join(body),
-                       prelude="\n".join(prelude), epilogue="\n".join(epilogue))
+
+    def body(at) -> list:
+        out = gen._element(at)
+        return out + (gen.fold.step("acc", gen.local[red.src]) if red is not None else [])
+    return nest.kernel(f"fused_{r.index}", params, body, prelude, epilogue)
 
 
 def _block_tree(gen: Codegen) -> list[str]:
@@ -100,7 +87,7 @@ def _block_tree(gen: Codegen) -> list[str]:
              "while s > 0:",
              "    if t < s:",
              "        acc = sh[t]"]
-    lines += [f"        {x}" for x in _red(gen, "acc", "sh[t + s]", merge=True)]
+    lines += [f"        {x}" for x in gen.fold.step("acc", "sh[t + s]", merge=True)]
     lines += ["        sh[t] = acc",
               "    cuda.syncthreads()",
               "    s //= 2"]
@@ -111,13 +98,13 @@ def cuda_final_source(gen: Codegen) -> str:
     """The reduction epilogue's second kernel ``fused_{index}_final``, launched as one
     block: the blocks' partials merged into the result (divided by the count for mean)."""
     lines = [f"def fused_{gen.region.index}_final(p0, nb, r0, r0_o, cnt):",
-             f"    acc = {gen._red_init().replace('math.inf', '_inf')}",
+             f"    acc = {gen.fold.init()}",
              "    j = cuda.threadIdx.x",
              "    while j < nb:"]
-    lines += [f"        {x}" for x in _red(gen, "acc", "p0[j]", merge=True)]
+    lines += [f"        {x}" for x in gen.fold.step("acc", "p0[j]", merge=True)]
     lines += ["        j += cuda.blockDim.x"]
     lines += [f"    {x}" for x in _block_tree(gen)]
-    lines += ["    if t == 0:", f"        r0[r0_o] = {gen._red_final('sh[0]', 'cnt')}"]
+    lines += ["    if t == 0:", f"        r0[r0_o] = {gen.fold.final('sh[0]', 'cnt')}"]
     return "\n".join(lines) + "\n"
 
 

@@ -77,11 +77,12 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     nest = Nest("flat" if flat else "strided", ndim, arrays, ["out"])
     lines += nest.setup
 
-    def element(stmt: str):
+    def element(stmt: str = "", value: str = ""):
+        """A body reading the operands, then running ``stmt`` or storing ``value``."""
         def body(at) -> list:
             reads = [f"{_NAMES[i]} = " + (f"s{i}" if k == "scalar" else read_cast(casts[i], at(f"a{i}"), ct))
                      for i, k in enumerate(kinds) if k != "none"]
-            return reads + [stmt.format(out=at("out"))]
+            return reads + [stmt or f"{at('out')} = {value}"]
         return body
 
     if check is not None:
@@ -91,11 +92,11 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
         lines += ["    bad = 0"] + nest.loop(element(f"bad += {check.guard}"))
         lines += ["    if bad:", f"        {check.raise_stmt()}"]
     if guarded is None:
-        lines += nest.loop(element(f"{{out}} = {expr}"))
+        lines += nest.loop(element(value=expr))
     else:
         fast, guard = guarded
-        lines += nest.loop_guarded(element(f"ok &= {guard}"), element(f"{{out}} = {fast}"),
-                                   element(f"{{out}} = {expr}"))
+        lines += nest.loop_guarded(element(f"ok &= {guard}"), element(value=fast),
+                                   element(value=expr))
     return "\n".join(lines) + "\n"
 
 

@@ -39,7 +39,7 @@ from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
 from ..support.loops import read_cast
-from ..support.loops.cuda import cuda_expression, device_globals
+from ..support.loops.cuda import CudaNest, cuda_expression, device_globals
 from .table import (ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
                     kernel_prelude, output_tensor)
 
@@ -63,33 +63,23 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
         simulator = is_simulator()
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = cuda_expression(op, compute, present, simulator)
-    arrays = [f"a{i}" for i, k in enumerate(kinds) if k == "array"]
-    nd = 0 if flat else ndim
+    nest = CudaNest(flat, ndim, [f"a{i}" for i, k in enumerate(kinds) if k == "array"], ["out"])
     params = []
     for i, k in enumerate(kinds):
         if k == "array":
-            params += [f"a{i}", f"a{i}_o"] + [f"a{i}_s{d}" for d in range(nd)]
+            params += nest.params(f"a{i}")
         elif k == "scalar":
             params.append(f"a{i}")
-    params += list(static_names)
-    params += ["out", "out_o"] + [f"out_s{d}" for d in range(nd)]
-    params += [f"n{d}" for d in range(nd)] + ["total"]
+    params += list(static_names) + nest.params("out") + nest.sizes()
     prelude = [line[4:] for line in kernel_prelude(static_names)]
-    reads = {}
-    for i, (k, c) in enumerate(zip(kinds, casts)):
-        if k == "none":
-            continue
-        if k == "scalar":
-            # converted to the kernel dtype on the host already
-            prelude.append(f"{_NAMES[i]} = a{i}")
-        else:
-            reads[i] = read_cast(c, f"a{i}[a{i}_k]", "_ct")
-    from dispatch_jit.cuda.codegen import grid_stride, unravel
-    ops = arrays + ["out"]
-    body = unravel(nd, ops, "", contiguous=tuple(ops) if flat else ())
-    body += [f"{_NAMES[i]} = {r}" for i, r in reads.items()]
-    body.append(f"out[out_k] = {expr}")
-    return grid_stride(f"ew_kernel({', '.join(params)})", "total", "\n".join(body), prelude="\n".join(prelude))
+    # scalars are converted to the kernel dtype on the host already
+    prelude += [f"{_NAMES[i]} = a{i}" for i, k in enumerate(kinds) if k == "scalar"]
+
+    def body(at) -> list:
+        reads = [f"{_NAMES[i]} = {read_cast(c, at(f'a{i}'), '_ct')}" for i, (k, c) in enumerate(zip(kinds, casts))
+                 if k == "array"]
+        return reads + [f"{at('out')} = {expr}"]
+    return nest.kernel("ew_kernel", params, body, prelude)
 
 
 def _host_value(v, np_dtype: np.dtype):

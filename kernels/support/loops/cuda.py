@@ -2,8 +2,9 @@
 and the device functions generated CUDA kernels call.
 
 Eager CUDA elementwise kernels (kernels/elementwise/cuda.py) and fused CUDA regions
-(dispatch_jit/compiler/cuda.py) both spell each op's expression through
-``cuda_expression`` and run with ``device_globals``, so the two round alike: products
+(dispatch_jit/compiler/cuda.py) both take their grid-stride loop from ``CudaNest``,
+spell each op's expression through ``cuda_expression`` and run with ``device_globals``,
+so the two index and round alike: products
 never contracted into FMAs, libdevice where Numba's CUDA target lacks a NumPy function,
 and the integer helpers that cannot raise on a device.
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..scalar_helpers import _ifloordiv, _iremainder
 
-__all__ = ["cuda_expression", "device_globals"]
+__all__ = ["cuda_expression", "device_globals", "CudaNest"]
 
 # -- CUDA versions of the raising integer helpers (a kernel cannot raise) -------------------------
 # Floor division and remainder are the CPU helpers themselves, which never raise (the CPU loop's
@@ -130,3 +131,38 @@ def cuda_expression(op, compute, present: tuple, simulator: bool) -> str:
         if "*" in expr:
             expr = _no_contract(expr, "fmul_rn" if suffix else "dmul_rn")
     return expr
+
+
+class CudaNest:
+    """The grid-stride loop of one CUDA kernel over ``ndim`` dimensions (the CUDA twin of ``Nest``).
+
+    Operands are (flat device buffer, element offset, element strides), as
+    ``dispatch_jit/cuda/codegen.py`` passes them; ``flat``: every operand is C-contiguous with
+    the iteration shape and is indexed ``offset + i``; otherwise the linear index is unravelled
+    into one flat index per operand, except ``outputs`` when ``fresh_outputs`` (C-contiguous
+    arrays the caller allocated, which take no strides)."""
+
+    def __init__(self, flat: bool, ndim: int, inputs: list, outputs: list, fresh_outputs: bool = False):
+        self.nd = 0 if flat else ndim
+        self.operands = list(inputs) + list(outputs)
+        self.contiguous = tuple(self.operands) if flat else tuple(outputs) if fresh_outputs else ()
+
+    def params(self, name: str) -> list[str]:
+        """The kernel parameters of the operand ``name``."""
+        from dispatch_jit.cuda.codegen import operand_params
+        return operand_params(name, 0 if name in self.contiguous else self.nd)
+
+    def sizes(self) -> list[str]:
+        """The last kernel parameters: the iteration shape and its element count."""
+        return [f"n{d}" for d in range(self.nd)] + ["total"]
+
+    @staticmethod
+    def at(name: str) -> str:
+        return f"{name}[{name}_k]"
+
+    def kernel(self, name: str, params: list, body, prelude: list = (), epilogue: list = ()) -> str:
+        """The source of kernel ``name``: ``body(at)``'s statements per element of the grid-stride loop."""
+        from dispatch_jit.cuda.codegen import grid_stride, unravel
+        lines = unravel(self.nd, self.operands, "", contiguous=self.contiguous) + list(body(self.at))
+        return grid_stride(f"{name}({', '.join(params)})", "total", "\n".join(lines), prelude="\n".join(prelude),
+                           epilogue="\n".join(epilogue))

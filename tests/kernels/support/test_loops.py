@@ -71,3 +71,37 @@ def test_eager_fast_path_source_is_shown_in_tracebacks():
     (x - x).sum()
     names = [n for n in linecache.cache if n.startswith("<dispatch_jit aten::sub.Tensor fast path")]
     assert names and any("def run(" in ln for n in names for ln in linecache.getlines(n))
+
+
+def test_reduction_nests_fold_per_output_and_per_chunk():
+    """``loop(level=...)`` places an accumulator's start and store around the reduced loops;
+    ``loop_chunks`` splits the flat range into ``nc`` chunks of ``ceil(n / nc)``, the last shorter."""
+    rows = Nest("strided", 3, ["a0"], [], sizes="a0")
+    src = "\n".join(["def rows(a0, r0):"] + rows.setup + rows.loop(
+        lambda at: [f"acc += {at('a0')}"], level=1, before=["acc = 0.0"], after=["r0[i0] = acc"])) + "\n"
+    chunks = Nest("flat", 2, ["a0"], [], sizes="a0")
+    src += "\n".join(["def chunks(a0, nc, p0, c0):"] + chunks.setup + chunks.loop_chunks(
+        ["acc = 0.0", "m = 0"], lambda at: [f"acc += {at('a0')}", "m += 1"], ["p0[ch] = acc", "c0[ch] = m"])) + "\n"
+    g = define(src, "rows", loop_globals(False), "<dispatch_jit test reduction loops>").__globals__
+    a = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    r = np.zeros(2)
+    numba.njit(g["rows"])(a, r)
+    np.testing.assert_array_equal(r, a.sum(axis=(1, 2)))
+    p, c = np.zeros(5), np.zeros(5, np.int64)
+    numba.njit(g["chunks"])(a, 5, p, c)
+    assert list(c) == [5, 5, 5, 5, 4]                 # 24 elements: ceil(24 / 5) = 5 per chunk
+    np.testing.assert_array_equal(p, [a.ravel()[i:i + 5].sum() for i in range(0, 24, 5)])
+
+
+def test_cuda_nest_indexes_fresh_outputs_without_strides():
+    """Fused CUDA regions write fresh C-contiguous outputs (offset + i); eager kernels may write
+    into a strided out= view, whose strides are parameters."""
+    from dispatch_jit.kernels.support.loops.cuda import CudaNest
+    fused = CudaNest(False, 2, ["a0"], ["o0"], fresh_outputs=True)
+    assert fused.params("a0") == ["a0", "a0_o", "a0_s0", "a0_s1"] and fused.params("o0") == ["o0", "o0_o"]
+    src = fused.kernel("k", fused.params("a0") + fused.params("o0") + fused.sizes(),
+                       lambda at: [f"{at('o0')} = {at('a0')}"])
+    assert "o0_k = o0_o + i" in src and "o0[o0_k] = a0[a0_k]" in src
+    eager = CudaNest(False, 2, ["a0"], ["out"])
+    assert eager.params("out") == ["out", "out_o", "out_s0", "out_s1"]
+    assert CudaNest(True, 2, ["a0"], ["out"]).params("a0") == ["a0", "a0_o"]
