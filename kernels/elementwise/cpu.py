@@ -33,6 +33,7 @@ from numba import types as nbt
 from dispatch_jit.bufferpool import pool
 from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
 from dispatch_jit.jit import cache, threads
+from dispatch_jit.jit.source import define
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
@@ -310,8 +311,7 @@ class _Plan:
              "_pool_empty": pool.empty,
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
-        exec(compile("\n".join(body) + "\n", f"<dispatch_jit {self.opname} fast path>", "exec"), g)
-        return g["run"]
+        return define("\n".join(body), "run", g, f"<dispatch_jit {self.opname} fast path>")
 
     # -- everything else: broadcasting, strides, out=, in-place, float16 ----------------------
     def general(self, *args):

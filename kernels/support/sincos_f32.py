@@ -34,6 +34,8 @@ import math
 
 import numpy as np
 
+from dispatch_jit.jit.source import define
+
 from .intrinsics import bits_from_f32
 
 __all__ = ["FAST_MAX", "GUARD", "GUARD_GLOBALS", "FAST_FORMS", "functions"]
@@ -137,6 +139,5 @@ def functions() -> dict:
         for name, large, tail in ((exact, _LARGE.format(shift=shift, half=half), _INF_TAIL), (fast, "", "")):
             g = dict(_CONSTS)
             src = _TEMPLATE.format(name=name, large=large, tail=tail, shift=shift, half=half, poly=_POLY)
-            exec(compile(src, f"<dispatch_jit {name}>", "exec"), g)
-            out[name] = g[name]
+            out[name] = define(src, name, g, f"<dispatch_jit {name}>")
     return out

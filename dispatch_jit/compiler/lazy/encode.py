@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
+from dispatch_jit.jit.source import define
 from dispatch_jit.signature import DEVICE_MASK, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS
 
@@ -183,8 +184,7 @@ def _keyer(n: int, rt: tuple):
         lines += [f"        sc.append({x})" for x in xs]
         lines += [f"        return ({', '.join(items)},)", "    return _slow(r, _RT, sc)"]
         g = {"_LO": _I64[0], "_HI": _I64[1], "_slow": _scalar_slots, "_RT": rt}
-        exec(compile("\n".join(lines) + "\n", "<dispatch_jit lazy scalar slots>", "exec"), g)
-        f = state.keyers[(n, rt)] = g["keyer"]
+        f = state.keyers[(n, rt)] = define("\n".join(lines), "keyer", g, "<dispatch_jit lazy scalar slots>")
     return f
 
 

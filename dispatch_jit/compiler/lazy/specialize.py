@@ -12,6 +12,7 @@ import weakref
 
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.autograd.kernel import meta_requires_grad
+from dispatch_jit.jit.source import define
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
@@ -180,8 +181,7 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty
     src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<dispatch_jit lazy record {op.name()}>", "exec"), g)
-    fast = g[fname]
+    fast = define(src, fname, g, f"<dispatch_jit lazy record {op.name()}>")
     _GENERATED.add(fast)
     never = []
 

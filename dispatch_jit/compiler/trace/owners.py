@@ -25,6 +25,7 @@ is not known cannot be guarded: that signature runs eagerly (``unguarded``).
 
 from __future__ import annotations
 
+from dispatch_jit.jit.source import define
 from dispatch_jit.nn.module import Module
 from dispatch_jit.tensor import Tensor
 
@@ -109,7 +110,6 @@ def make_check(graph, owners: dict):
               "        return f'a captured module changed ({type(e).__name__}: {e})'",
               "    return ''"]
     src = "\n".join(lines) + "\n"
-    exec(compile(src, "<dispatch_jit compiled tensor guards>", "exec"), g)
-    stale = g["stale"]
+    stale = define(src, "stale", g, "<dispatch_jit compiled tensor guards>")
     stale.__source__ = src
     return stale

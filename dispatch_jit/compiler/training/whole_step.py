@@ -58,6 +58,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from dispatch_jit.autograd.graph import Node, mark_output
+from dispatch_jit.jit.source import define
 from dispatch_jit.optim.optimizer import Optimizer, read_only_error
 from dispatch_jit.tensor import bump_version
 from dispatch_jit.writes import before_write
@@ -134,8 +135,7 @@ def fetcher(sources):
     function (one call per step, not one per tensor: this is the hot path of a compiled step)."""
     glb: dict = {}
     items = ", ".join([_fetch_expr(s, glb) for s in sources])
-    exec(f"def fetch(flat, caps):\n    return [{items}]\n", glb)    # noqa: S102  (our own expressions)
-    return glb["fetch"]
+    return define(f"def fetch(flat, caps):\n    return [{items}]\n", "fetch", glb, "<dispatch_jit compiled step fetch>")
 
 
 class _Variant:
