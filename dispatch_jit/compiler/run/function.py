@@ -31,7 +31,7 @@ them); the intermediates and work arrays, which never leave the function, are al
 and reused (``scratch``: a set is taken from a free list for the length of a call, so two
 threads calling one plan function never share one; sets of large arrays come from the
 output pool at each call instead, so that memory is not held between calls).  Each rule calls what the eager kernel calls, so results are the
-interpreted plan's bit for bit (tests/compiler/test_planfn.py); a kernel that refuses its
+interpreted plan's bit for bit (tests/compiler/run/test_plan_function.py); a kernel that refuses its
 input (a target out of range) returns the node's position and the call runs interpreted,
 which raises eager mode's own error.
 """
