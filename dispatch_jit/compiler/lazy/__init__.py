@@ -72,7 +72,7 @@ not kept with weak references.
 Forcing ("flush") runs the pending graph through the passes, plan and
 codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region; a plan with
 products or losses that runs a third time becomes one compiled function for that run's
-sizes, ``planfn.py``, which other sizes run interpreted);
+sizes, ``run/function.py``, which other sizes run interpreted);
 values whose lazy tensors were dropped are never computed.  Plans are cached
 by the graph's structure (ops, constants, input signatures, which values are
 live), so a loop that records the same chain again reuses the plan, and the

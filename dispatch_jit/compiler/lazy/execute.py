@@ -81,7 +81,7 @@ def run(recorder) -> None:
             plan = Plan(optimized, state.stats, True)
             # a graph of products and losses recorded again and again (a training loop): on its
             # _FUNCTION_AFTER-th cache hit the plan becomes one compiled function for the sizes of
-            # that run where it can (planfn.py: the interpreted plan's bits; a call of other sizes
+            # that run where it can (run/function.py: the interpreted plan's bits; a call of other sizes
             # runs interpreted).  Plans of fused loops alone stay interpreted (None): their steps
             # are few, and a compile per such plan would cost more than it saves
             plan.hits_to_function = _FUNCTION_AFTER if any(

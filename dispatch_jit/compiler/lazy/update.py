@@ -21,7 +21,7 @@ the optimizer calls the recorder as it would call ``foreach.step``, with tensors
   the record live (a flush computes only what is referenced) and orders nothing else: the loop
   writes the parameters and the state in place, as eager mode's loop does, after every other
   step of the plan has read them (it is recorded last, and reads the gradients);
-* interpreted, the plan runs it through ``foreach.step`` itself; the plan function (planfn.py)
+* interpreted, the plan runs it through ``foreach.step`` itself; the plan function (run/function.py)
   calls the same njit loop inside its one compiled function (``_rule``: the tuples of flat
   arrays, padded as foreach pads them, and each number cast to the dtype as foreach casts it),
   so the bits are eager mode's either way.

@@ -14,7 +14,7 @@ generates::
     def fused_0(a0, a1, o0): ...          # codegen.py's loop, as the FusedStep runs it
 
     def plan_fn(i0, i1, i2, v6, v7, w0, p0):
-        np.dot(i0, i1.T, v6)              # planops.py's rules: what the eager kernel calls
+        np.dot(i0, i1.T, v6)              # run/call_rules.py's rules: what the eager kernel calls
         fused_0(v6, v7)
         ...
         return -1
@@ -252,7 +252,7 @@ def _eager_call(node, graph, site, name, scalars, parallel):
         return got if isinstance(got, str) else ([], got)
     region = lone_region(node, graph)
     if region is None:
-        return f"{node.name} has no rule in the plan function (compiler/planops.py)"
+        return f"{node.name} has no rule in the plan function (compiler/run/call_rules.py)"
     region.index = 0
     return _fused_call(region, Codegen(region, graph.types), site, name, scalars, parallel)
 

@@ -18,7 +18,7 @@ class Plan:
 
     ``one_function``: the plan's inputs have fixed sizes (a fused backward's plans, per set of
     input sizes), so after its first interpreted run the plan becomes one compiled function
-    where it can (planfn.py); ``function`` is it, or why there is none ("" before the first run)."""
+    where it can (run/function.py); ``function`` is it, or why there is none ("" before the first run)."""
 
     function = None
     function_reason = ""

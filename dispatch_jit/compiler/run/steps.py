@@ -67,7 +67,7 @@ def subst(x, env):
 
 
 class ConstStep:
-    plan_kind = "const"       # what a plan function (planfn.py) asks of a step
+    plan_kind = "const"       # what a plan function (run/function.py) asks of a step
 
     def __init__(self, node):
         self.vid, self.value = node.outs[0], node.value
@@ -128,7 +128,7 @@ _new = object.__new__
 
 
 class FusedStep:
-    plan_kind = "fused"       # what a plan function (planfn.py) asks of a step
+    plan_kind = "fused"       # what a plan function (run/function.py) asks of a step
 
     def __init__(self, node, graph: Graph, stats: Stats, parallel: bool):
         self.region = r = node.value

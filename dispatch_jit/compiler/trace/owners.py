@@ -4,7 +4,7 @@ A trace finds some real tensors neither as arguments nor through a guarded attri
 chain (guards.py): a model's parameters, reached through ``dj.nn`` modules whose code
 the guards do not follow (``model(x)`` walks ``Sequential``'s children, ``Linear``
 reads ``self.weight`` from its registry).  Such a tensor is a constant of the graph,
-or, if it requires grad, an extra input (``Graph.lifted``, tracer.py) that the compiled
+or, if it requires grad, an extra input (``Graph.lifted``, trace/symbolic.py) that the compiled
 backward differentiates with respect to.  Either way the entry holds that very object,
 so an in-place change (an optimizer's step) shows at the next call; but a
 ``model[0].weight = Parameter(...)`` or a ``requires_grad_`` flip must not go unseen:

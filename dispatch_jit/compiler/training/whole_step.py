@@ -2,10 +2,10 @@
 
 When a ``dj.compile`` trace aborts because the function calls ``backward()`` or an
 optimizer's ``step()``/``zero_grad()`` (tracer.STEP_REASONS), the signature's entry is
-a ``StepEntry``.  It traces the call again as one step (steptrace.py: the forward, the
+a ``StepEntry``.  It traces the call again as one step (training/functionalize.py: the forward, the
 joint backward through the derivative table, the ``.grad`` accumulation and the
 optimizer's update, functionalized) and runs that graph as one plan, which after its
-first run is one compiled function (planfn.py).  Per call:
+first run is one compiled function (run/function.py).  Per call:
 
 1. the variant key (``_key``): the arguments' sizes; per watched parameter (the
    optimizers' and the captured modules'), its signature, sizes and whether its
@@ -21,7 +21,7 @@ first run is one compiled function (planfn.py).  Per call:
    runs one plan;
 3. the plan runs (the write guard first, as ``optim.written``); each written tensor gets its
    new value, copied in, or written in place by the plan function where no alias can see the
-   difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
+   difference (run/function.py ``_inplace``), and one version bump; each parameter its new ``.grad``
    (or None), and the function's result is returned.  A result tensor that required grad in
    the trace (the loss) requires grad, its ``grad_fn`` a ``CompiledStepBackward`` whose graph
    is freed, as eager mode's loss after ``backward()``: a second ``loss.backward()`` raises

@@ -1,4 +1,4 @@
-"""``dj.compile`` of a whole training step (compiler/step.py, steptrace.py): the forward,
+"""``dj.compile`` of a whole training step (compiler/training/whole_step.py, training/functionalize.py): the forward,
 ``loss.backward()`` and the update (dj.optim's SGD, Adam, AdamW or a hand-written one) traced
 into one graph and run as one plan.  Oracle: the same model from the same seed, stepped
 eagerly; losses, parameters, gradients (None where eager's are), optimizer state and version
