@@ -43,6 +43,7 @@ from dispatch_jit.tensor import Tensor, wrap, wrap_like_sig
 
 from .execute import _DEAD_RC, _live
 from .generic import _OpSpec
+from .layout import SPEC
 from .state import MISS, state
 from .tensor import CUDA_SIG, LazyTensor, Pending, get_slot, make_pending, new
 
@@ -140,7 +141,7 @@ def _walk(r, fn):
 def _key(r, vid: int, struct: tuple) -> tuple:
     """What the engine's walk of the graph from value ``vid`` appends is a function of."""
     recs = r.records
-    exact = [_exact(rec) for rec in recs if rec[0].rt or (rec[0].__class__ is _OpSpec and rec[0]._lists)]
+    exact = [_exact(rec) for rec in recs if rec[SPEC].rt or (rec[SPEC].__class__ is _OpSpec and rec[SPEC]._lists)]
     return (tuple(recs), tuple(exact), vid, struct, tuple([(t._sig, get_slot(t, Tensor).shape) for t in r.tensors]),
             tls.include, tls.exclude)
 

@@ -1,6 +1,5 @@
-"""The encoding of a recorded call: a record is the flat tuple ``(spec, out vid, *slots)``
-(fields ``SPEC``, ``OUT``; the slots follow), whose spec (``_Spec``, ``_ViewSpec``) says
-what each slot holds.  Records are also the plan cache key's nodes, so they hold only
+"""The encoding of a recorded call: a record (layout.py: ``(spec, out vid, *slots)``) whose spec
+(``_Spec``, ``_ViewSpec``) says what each slot holds.  Records are also the plan cache key's nodes, so they hold only
 hashable, canonical values (``_canon``; ``_scalar_slots`` moves the runtime scalars out).
 Plain tuples, unlike the pending states (tensor.Pending): a record's length varies with its op,
 its slots are named by its spec, and building a tuple subclass costs about 65 ns more per
@@ -19,11 +18,9 @@ from dispatch_jit.tensor import CPU_BITS, CUDA_BITS
 
 from ..graph.ir import Node, TensorType, Var, runtime_scalar
 from ..graph.views import GETITEM
+from .layout import FIRST_SLOT, OUT
 from .state import state
 from .tensor import CUDA_SIG
-
-# the fields of a record; its slots start at FIRST_SLOT
-SPEC, OUT, FIRST_SLOT = 0, 1, 2
 
 _SCALARS = frozenset([bool, int, float, type(None), np.float32, np.float64, np.int64, np.int32, np.bool_])
 # a plain dense tensor's dispatch keys, per device: tensors with any other key (autograd, sparse,
@@ -134,7 +131,7 @@ class _Spec:
     def node(self, rec, scalars) -> Node:
         val = self._value
         return Node(self.op, tuple([val(rec, *a, scalars) for a in self.args]),
-                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[1],))
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[OUT],))
 
 
 # Runtime scalars.  A Python float or int operand of an elementwise op on CPU tensors is a value
@@ -196,9 +193,9 @@ def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
     key = ("generic", op, kinds, kwargs)
     s = state.specs.get(key)
     if s is None:
-        s = state.specs[key] = _Spec(op, tuple((k if k == "v" else k[0] if k.__class__ is tuple else "c", 2 + i)
+        s = state.specs[key] = _Spec(op, tuple((k if k == "v" else k[0] if k.__class__ is tuple else "c", FIRST_SLOT + i)
                                           for i, k in enumerate(kinds)),
-                                tuple((n, ("c", 2 + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
+                                tuple((n, ("c", FIRST_SLOT + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
     return s
 
 
@@ -212,15 +209,15 @@ class _ViewSpec(_Spec):
     view = True
 
     def __init__(self, op, n: int):
-        super().__init__(op, (("v", 2),) + tuple(("c", 3 + i) for i in range(n)), ())
+        super().__init__(op, (("v", FIRST_SLOT),) + tuple(("c", FIRST_SLOT + 1 + i) for i in range(n)), ())
 
     def statics(self, rec) -> tuple:
         if self.op is GETITEM:
-            return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[3]]),)
-        return rec[3:]
+            return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[FIRST_SLOT + 1]]),)
+        return rec[FIRST_SLOT + 1:]
 
     def node(self, rec, scalars=None) -> Node:
-        return Node(self.op, (Var(rec[2]),) + self.statics(rec), {}, (rec[1],))
+        return Node(self.op, (Var(rec[FIRST_SLOT]),) + self.statics(rec), {}, (rec[OUT],))
 
 
 def _view_spec(op, n: int) -> _ViewSpec:

@@ -21,7 +21,7 @@ from ..graph.passes import optimize
 from ..run.call_rules import RULES
 from ..run.plan import Plan
 from ..trace.symbolic import _state
-from .encode import FIRST_SLOT, OUT, SPEC
+from .layout import FIRST_SLOT, OUT, SPEC
 from .state import MAX_PLANS, state
 from .tensor import FAILED, LazyTensor, get_slot, make_pending, new, set_slot
 

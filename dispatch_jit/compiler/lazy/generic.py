@@ -31,6 +31,7 @@ from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 from ..graph.ir import Node, TensorType
 from ..trace.symbolic import _state
 from .encode import _SCALARS, _Spec, _canon, _device_of, _out_sig, _plain_dense, _sig_type
+from .layout import FIRST_SLOT, OUT
 from .state import MISS, state
 from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, pending
 
@@ -57,7 +58,7 @@ class _OpSpec(_Spec):
     def node(self, rec, scalars) -> Node:
         val = self._arg
         return Node(self.op, tuple([val(rec, *a, scalars) for a in self.args]),
-                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, tuple(range(rec[1], rec[1] + self.nout)))
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, tuple(range(rec[OUT], rec[OUT] + self.nout)))
 
 
 def _op_spec(op, kinds: tuple, names: tuple, nout: int) -> _OpSpec:
@@ -65,7 +66,7 @@ def _op_spec(op, kinds: tuple, names: tuple, nout: int) -> _OpSpec:
     s = state.specs.get(key)
     if s is None:
         npos = len(kinds) - len(names)
-        descs = [("v" if k == "v" else "l" if k is list else "c", 2 + i) for i, k in enumerate(kinds)]
+        descs = [("v" if k == "v" else "l" if k is list else "c", FIRST_SLOT + i) for i, k in enumerate(kinds)]
         s = state.specs[key] = _OpSpec(op, tuple(descs[:npos]), tuple(zip(names, descs[npos:])), nout)
     return s
 

@@ -48,6 +48,7 @@ from ..graph.ir import TensorType, is_runtime_scalar
 from ..run.call_rules import HELPERS, RULES, RUNTIME_READERS
 from ..trace.symbolic import _state
 from .encode import _I64, _Spec, _out_sig, _sig_type
+from .layout import FIRST_SLOT
 from .record import LazyRecorder
 from .state import state
 from .tensor import SLOT_DATA, LazyTensor, Pending, get_slot
@@ -313,8 +314,8 @@ class StepRecorder:
         if known is None:
             nt = sum(lens)
             ty = TensorType(_sig_type(params[0]._sig).dtype, 0, "cpu")
-            spec = _Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), tuple(("v", 2 + i) for i in range(nt))
-                         + tuple(("s", 2 + nt + i) for i in range(len(numbers))), (), ty)
+            spec = _Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), tuple(("v", FIRST_SLOT + i) for i in range(nt))
+                         + tuple(("s", FIRST_SLOT + nt + i) for i in range(len(numbers))), (), ty)
             known = _SPECS[key] = (spec, ((ty, (), _out_sig(params[0]._sig, ty)),))
         with r.lock:
             ids, vids = r.input_ids, []
