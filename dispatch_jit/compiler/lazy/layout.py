@@ -1,8 +1,8 @@
 """The layout of a record, the unit of a pending graph: the flat tuple
 ``(spec, out vid, *slots)``.
 
-* ``rec[SPEC]``: what the record is, an ``encode._Spec`` (an elementwise or reduction op),
-  ``encode._ViewSpec``, ``generic._OpSpec`` or ``update``'s loop spec.  It names what each
+* ``rec[SPEC]``: what the record is, an ``encode.Spec`` (an elementwise or reduction op),
+  ``encode._ViewSpec``, ``generic.OpSpec`` or ``update``'s loop spec.  It names what each
   slot holds (a tensor's value id, a runtime scalar, a canonical constant) and builds the
   graph node (``spec.node(rec, scalars)``);
 * ``rec[OUT]``: the value id of its output (of the first, where a spec has ``nout`` outputs:

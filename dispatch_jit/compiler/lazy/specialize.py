@@ -21,9 +21,9 @@ from ..elementwise import result_of, scalar_op_of
 from ..graph.ir import Node, TensorType, Var
 from ..trace.symbolic import _state
 from . import generic, grad
-from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
+from .encode import DENSE_BITS, RUNTIME_TYPES, SCALARS, Spec, broadcast, canon, device_kind
 from .layout import FIRST_SLOT
-from .record import OF_PENDING, LazyRecorder, _decomposition
+from .record import OF_PENDING, LazyRecorder, decomposition_of
 from .state import state
 from .tensor import LazyTensor, Pending, new
 
@@ -54,11 +54,11 @@ def specialize(call, boxed):
     Per call: each tensor's value id and shape, the output shape (no broadcasting when
     the shapes are equal), one record appended, one LazyTensor made.  A Python float or
     int operand of a CPU op is stored as it is (a runtime scalar, see ``_scalar_slots``);
-    other constants through ``_canon``."""
+    other constants through ``canon``."""
     from dispatch_jit.ops import overload_of
     op = overload_of(call.op)
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
-    if _decomposition(op, cuda) is not None:
+    if decomposition_of(op, cuda) is not None:
         return boxed
     if is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas):
         recordable = scalar_op_of(op) is not None or (not cuda and generic.meta_of(op) is not None)
@@ -78,12 +78,12 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
     if got is None:
         return None
     params, slots, tensors, args, kwargs, dev = got
-    spec = _Spec(op, tuple(args), tuple(kwargs))
+    spec = Spec(op, tuple(args), tuple(kwargs))
     sig = ", ".join(params)
     fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
     g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
-         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_miss": miss, "_canon": _canon,
-         "_broadcast": _broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
+         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_miss": miss, "_canon": canon,
+         "_broadcast": broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
     for k, (_, ty) in enumerate(tensors):
         g[f"_TY{k}"] = ty
     src = _recorder_source(fname, sig, _record_body(tensors, slots))
@@ -111,16 +111,16 @@ def _operands(call, cuda: bool, boxed_miss: bool):
             if a.type.is_list or m is None:
                 return None
             if m.kind == "tensor":
-                if m.keyset & ~_AG_KS != _DENSE_BITS[_kind(m.device)] or (m.keyset & _AG_KS and boxed_miss):
+                if m.keyset & ~_AG_KS != DENSE_BITS[device_kind(m.device)] or (m.keyset & _AG_KS and boxed_miss):
                     return None
                 devices.add(m.device)
                 desc = ("v", FIRST_SLOT + len(slots))
                 slots.append(f"v{len(tensors)}")
-                tensors.append((p, TensorType(m.dtype, m.ndim, _kind(m.device))))
-            elif m.kind == "scalar" and m.pytype in _RUNTIME_TYPES and not cuda and not a.kwarg_only:
+                tensors.append((p, TensorType(m.dtype, m.ndim, device_kind(m.device))))
+            elif m.kind == "scalar" and m.pytype in RUNTIME_TYPES and not cuda and not a.kwarg_only:
                 desc = ("s", FIRST_SLOT + len(slots))            # a runtime scalar: the number as it is
                 slots.append(p)
-            elif m.kind == "scalar" and m.pytype in _SCALARS:
+            elif m.kind == "scalar" and m.pytype in SCALARS:
                 desc = ("c", FIRST_SLOT + len(slots))
                 slots.append(f"({p} if {p} else _canon({p}))")
             elif m.kind == "none":
@@ -239,7 +239,7 @@ def _first_call(op, spec, g, fast, operands, dev_index: int, boxed, miss):
         if ty is None:
             never.append(True)
             return miss(*a)
-        g["_SIG"] = make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
+        g["_SIG"] = make_sig(DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
         spec.ty = g["_OUT"] = ty
         return fast(*a)
     return first
