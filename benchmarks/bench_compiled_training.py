@@ -7,7 +7,7 @@ plain SGD written with existing ops under ``dj.no_grad()``; float32.
 
 * ``time_*``: one step per mode: dj eager, ``@dj.compile`` of the loss (the
   fused forward and the fused backward, compiler/joint.py), ``@dj.compile`` of
-  the whole step (loss, backward and the update: one plan, compiler/step.py),
+  the whole step (loss, backward and the update: one plan, compiler/training/whole_step.py),
   the global compiled mode; and torch eager with 2 threads.
 * ``track_*_ratio_vs_torch``: per-step median of the mode over torch eager's,
   the two interleaved in one run (the machine is shared: medians of

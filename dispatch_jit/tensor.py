@@ -346,7 +346,7 @@ def _sig_for(a, requires_grad: bool = False) -> int:
     return make_sig(ks, from_numpy_dtype(a.dtype), a.ndim, a.flags.c_contiguous)
 
 
-# dj.compile's tracer (compiler/tracer.py) marks each symbolic tensor with this instance attribute:
+# dj.compile's tracer (compiler/trace/symbolic.py) marks each symbolic tensor with this instance attribute:
 # (its trace, its value id).  Lower layers ask through ``trace_of``, never by the name
 TRACE_MARK = "_sym"
 

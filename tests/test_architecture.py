@@ -22,6 +22,11 @@ Three rules:
 * **One loop generator.**  The compiler takes loop nests, casts, parallel thresholds and
   chunking from ``dispatch_jit.kernels.support.loops``, never from a kernel backend's
   internals (``kernels/elementwise/cpu.py``, ...), so fused loops compute as eager ones.
+* **Names that say one thing.**  No two compiler modules share a name, and no compiler module's
+  name is another library module's plus a suffix (``step``/``steps``/``stepdrive``,
+  ``trace``/``tracer``, ``plan``/``planfn``/``planops``, ``entry``/``entries``).
+* **One exec.**  Generated source becomes code only through ``dispatch_jit/jit/source.py``
+  (``define``/``namespace``, which register it with ``linecache`` for tracebacks).
 * **Errors come from errors.py.**  No library module raises a builtin exception
   class itself (``ValueError``, ``TypeError``, ``RuntimeError``, ...): it raises
   one of ``dispatch_jit.errors``' classes, which subclass the builtin a user
@@ -318,6 +323,55 @@ def test_imports_inside_functions_and_relative_imports_are_seen():
     assert ("dispatch_jit.cuda.launch", False, 3) in got
     assert ("dispatch_jit.kernels.aten", True, 5) in got or ("dispatch_jit.kernels", True, 5) in got
     assert ("torch", True, 6) in got
+
+
+LOOK_ALIKE = ("s", "fn", "ops", "drive", "trace", "r", "er")
+
+
+def look_alikes(names: list[str], scope: str) -> set[str]:
+    """Pairs of module names (one of them under ``scope``) that are the same name, or one
+    name plus a suffix of ``LOOK_ALIKE`` (plural ``-ies`` read as ``-y``)."""
+    stem = {m: m.rsplit(".", 1)[-1].lstrip("_") for m in names}
+    norm = {m: s[:-3] + "y" if s.endswith("ies") else s for m, s in stem.items()}
+    ours = [m for m in names if m.startswith(scope + ".")]
+    bad = set()
+    for a in ours:
+        for b in names:
+            if a == b:
+                continue
+            same = (b.startswith(scope + ".") and stem[a] == stem[b]) or (stem[a] != stem[b] and norm[a] == norm[b])
+            for x, y in ((a, b), (b, a)):
+                if norm[y].startswith(norm[x]) and norm[y][len(norm[x]):] in LOOK_ALIKE:
+                    same = True
+            if same:
+                bad.add(" ~ ".join(sorted((a, b))))
+    return bad
+
+
+def test_compiler_module_names_do_not_look_alike():
+    bad = look_alikes(sorted(MODULES), "dispatch_jit.compiler")
+    assert not bad, f"name each module after its concept, so that no two names look alike: {sorted(bad)}"
+
+
+def test_look_alike_finder_finds_planted_pairs():
+    names = ["p.c.step", "p.c.steps", "p.c.x.codegen", "p.c.y.codegen", "p.entry", "p.c.entries", "p.c.plan",
+             "p.other", "p.others", "p.c.run.cached"]
+    assert look_alikes(names, "p.c") == {"p.c.step ~ p.c.steps", "p.c.x.codegen ~ p.c.y.codegen",
+                                         "p.c.entries ~ p.entry"}
+
+
+def exec_calls(tree: ast.AST, where: str) -> list[str]:
+    return [f"{where}:{n.lineno}" for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "exec"]
+
+
+def test_generated_code_is_made_only_in_jit_source():
+    bad = []
+    for m, path in MODULES.items():
+        if m != "dispatch_jit.jit.source":
+            bad += exec_calls(ast.parse(path.read_text()), str(path.relative_to(ROOT)))
+    assert not bad, f"make generated source into code with dispatch_jit.jit.source.define/namespace: {bad}"
+    assert exec_calls(ast.parse("def f(s):\n    exec(compile(s, '<x>', 'exec'), {})\n"), "m.py") == ["m.py:2"]
 
 
 def test_cycle_finder_finds_a_planted_cycle():

@@ -87,7 +87,7 @@ class Function:
         record = is_grad_enabled() and any(e is not None for e in edges)
         ctx = FunctionCtx(tuple(e is not None for e in edges))
         for a in tensor_args:
-            # traced by dj.compile (compiler/trace.py): the trace must know its backward is custom
+            # traced by dj.compile (compiler/trace/fallback.py): the trace must know its backward is custom
             trace = trace_of(a)
             if trace is not None:
                 trace.function_applied(cls.__name__)

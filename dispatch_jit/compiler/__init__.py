@@ -1,10 +1,6 @@
-"""Compiled mode: trace -> graph IR -> passes -> codegen -> cache.
-
-Modules, in pipeline order: ``ir`` (the graph), ``elementwise`` (which ops
-fuse, and their types), ``trace`` (the Tracer key's fallback), ``passes``
-(dce, cse, fusion), ``codegen`` (one Numba loop per region), ``plan`` (the
-executable steps), ``api`` (``compile`` and its cache).
-"""
+"""Compiled mode, by stage: ``trace/`` (the function run on symbolic tensors, into a graph) ->
+``graph/`` (the IR and its passes) -> ``run/`` (the plan); ``training/`` compiles a whole training
+step, ``lazy/`` is the global compiled mode, ``api`` is ``dj.compile``.  docs/ARCHITECTURE.md maps them."""
 
 from .api import CacheInfo, CompiledFunction, compile
 from .lazy import LazyTensor, flush, get_mode, init_mode_from_env, lazy_info, mode, set_mode

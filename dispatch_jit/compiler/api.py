@@ -25,11 +25,11 @@ joint forward+backward graph is traced per set of input sizes (joint.py: the
 derivative table's formulas run on symbolic tensors), split by a min-cut into a
 forward plan that also returns what the backward needs and a backward plan
 (partition.py), both fused and, after their first run, each one compiled
-function where every step allows it (planfn.py, planops.py: one Python-level
+function where every step allows it (run/function.py, run/call_rules.py: one Python-level
 call per plan instead of one per step); the outputs get one node
 (``CompiledBackward``) that runs the backward plan.  A whole training step
 (``backward()`` and an update: SGD/Adam/AdamW or by hand) is one plan too
-(step.py, steptrace.py); what none can stand for, and a ``create_graph=True``
+(training/whole_step.py, training/functionalize.py); what none can stand for, and a ``create_graph=True``
 backward, run eagerly, and ``explain()`` says why.
 """
 
@@ -231,7 +231,7 @@ class CompiledFunction:
             return backend
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
-        except TraceAbort as e:    # a training step (backward, an optimizer): traced as one, step.py
+        except TraceAbort as e:    # a training step (backward, an optimizer): traced as one, training/whole_step.py
             return step_entry(self, args, caps) if is_step(self.fn, e.reason) else EagerEntry(
                 f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001

@@ -133,7 +133,7 @@ class CudaFusedStep:
     shape, or inputs that are not all on one CUDA device, run the region's
     nodes eagerly for that call (which also raises eager mode's errors)."""
 
-    plan_kind = "cuda"       # what a plan function (planfn.py) asks of a step
+    plan_kind = "cuda"       # what a plan function (run/function.py) asks of a step
 
     device = "cuda"
 

@@ -47,10 +47,9 @@ def _compiled(src: str):
             f = _PROGRAMS.get(src)
             if f is None:
                 from ..compiler import compile as dj_compile
+                from ..jit.source import define
                 from ..ops import ops
-                scope = {"aten": ops.aten}
-                exec(compile(src, "<dask chunk program>", "exec"), scope)    # noqa: S102 - our own source
-                f = _PROGRAMS[src] = dj_compile(scope["chunk"])
+                f = _PROGRAMS[src] = dj_compile(define(src, "chunk", {"aten": ops.aten}, "<dispatch_jit dask chunk program>"))
     return f
 
 

@@ -12,7 +12,7 @@ from the same initial parameters:
   backward are compiled plans; the optimizer step stays eager);
 * ``step``: the whole step (zero_grad, forward, backward, the optimizer's
   update) under ``@dj.compile``: one plan, one compiled function per call
-  (compiler/step.py; Adam's first step, which makes its state, runs eagerly
+  (compiler/training/whole_step.py; Adam's first step, which makes its state, runs eagerly
   and the second traces, so the second step's compile is in the median's
   steps, not in "first step");
 * ``lazy``: the whole step under ``dj.execution_mode("compiled")`` (recorded, flushed

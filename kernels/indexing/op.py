@@ -139,7 +139,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (PyTorch's arg
 
 
 def topk_meta(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    """What a trace learns about topk without data (compiler/tracer.py asks the Meta key): x's
+    """What a trace learns about topk without data (compiler/trace/symbolic.py asks the Meta key): x's
     shape with ``dim`` of size k.  The size check waits for the run (a trace holds no sizes)."""
     from dispatch_jit.creation import empty
     shape = list(x.shape)

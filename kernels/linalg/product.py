@@ -8,7 +8,7 @@ and lost up to 7x for k = 4096 with n < 32).  Everything else goes to BLAS (gemm
 
 The two round differently, so the choice is made here once, by ``skinny``, for every caller:
 eager matmul, linear and linear_backward (cpu.py's plans and ``matrix_product``) and compiled
-mode's plan functions (compiler/planops.py calls ``product_into`` from inside its njit code).
+mode's plan functions (compiler/run/call_rules.py calls ``product_into`` from inside its njit code).
 That is what keeps a ``@dj.compile``d loss's gradients equal to eager mode's bit for bit.  The
 loop nest computes each output row with the same operations whatever the operands' layouts or
 how rows are split among threads (no fastmath: LLVM neither reassociates nor contracts to FMA),

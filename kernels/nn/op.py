@@ -340,7 +340,7 @@ def linear_cuda(x, weight, bias=None):
 
 
 def _loss_meta(who: str, logits: bool, backward: bool):
-    """What a trace learns about a loss without its data (compiler/tracer.py asks the Meta key): the
+    """What a trace learns about a loss without its data (compiler/trace/symbolic.py asks the Meta key): the
     result's dtype, ndim and sizes (the input's for a backward, the target's for reduction='none';
     a fused backward's trace, compiler/shaped.py, reads them).  Running the CPU kernel on a
     trace's placeholders would read their garbage as class indices."""

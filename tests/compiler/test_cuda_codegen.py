@@ -12,7 +12,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.compiler.cuda import CudaFusedStep
-from dispatch_jit.compiler.run.plan import FusedStep
+from dispatch_jit.compiler.run.steps import FusedStep
 from dispatch_jit.compiler.run.steps import EagerStep
 from dispatch_jit.cuda.codegen import compiled_cuda_kernels
 

@@ -6,7 +6,7 @@ or more in its own order; lazy mode records the forward with eager mode's nodes 
 (compiler/lazy/grad.py), so its gradients are eager's bit for bit).  Under @dj.compile the backward must be the fused plan, or explain() must say
 why it replayed eagerly; so too with the inputs held as a dj.nn.Module's parameters that the compiled
 function reads (lifted inputs, compiler/owners.py: mode "captured"); and on a second call of the same
-sizes, whose plans run as one compiled function each where they can (compiler/planfn.py: mode "again");
+sizes, whose plans run as one compiled function each where they can (compiler/run/function.py: mode "again");
 and the third backward of a graph in dj.execution_mode("compiled"), replayed from the records of the walks before it
 where it can be (compiler/lazy/backward.py: mode "lazy_again")."""
 
@@ -93,7 +93,7 @@ def grads(loss, g, mode):
         _check_backward_mode(fn)
     elif mode == "again":
         # a second call of the same sizes: the fused backward's plans run as one compiled function
-        # each where they can (compiler/planfn.py), else explain() says why not
+        # each where they can (compiler/run/function.py), else explain() says why not
         loss(*fg.make_inputs(g)).backward()
         out = loss(*xs)
         out.backward()

@@ -1,4 +1,4 @@
-"""Whole training steps under @dj.compile (compiler/step.py) against the same steps run eagerly:
+"""Whole training steps under @dj.compile (compiler/training/whole_step.py) against the same steps run eagerly:
 random MLPs (sizes, activation, loss), optimizers (SGD plain / momentum / nesterov / weight decay,
 Adam, AdamW, amsgrad) or a hand-written update, ``zero_grad`` before or after the update or not at
 all.  Per step the loss, every parameter, its ``.grad`` (None where eager's is), the optimizer's

@@ -168,7 +168,7 @@ class Graph:
     # the dj.autograd.Functions traced through: the graph keeps their forward ops, not their backward
     functions: list[str] = field(default_factory=list)
     # real tensors that require grad, found by identity (a model's parameters): inputs after the
-    # arguments' and the captures' (tracer.py ``to_arg``; owners.py guards where they live)
+    # arguments' and the captures' (trace/symbolic.py ``to_arg``; owners.py guards where they live)
     lifted: list = field(default_factory=list)
 
     def new_value(self, ty: TensorType) -> int:

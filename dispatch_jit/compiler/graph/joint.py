@@ -194,7 +194,7 @@ def walk_back(tracer, steps, grads: dict, grad: set) -> None:
     """The backward walk on ``tracer``'s symbolic tensors: for each recorded forward step
     ``(node, rule, args, kwargs, out)``, newest first, whose output has a gradient in ``grads``
     (value id -> symbolic gradient), its formula's gradients added into ``grads`` under the ids
-    of its inputs that require grad (``grad``).  The whole-step trace (steptrace.py) runs it too."""
+    of its inputs that require grad (``grad``).  The whole-step trace (training/functionalize.py) runs it too."""
     for n, rule, args, kwargs, out in reversed(steps):
         g = grads.pop(_vid(out), None)
         if g is None:

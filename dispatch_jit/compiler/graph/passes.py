@@ -179,7 +179,7 @@ def _region(nodes, infos, used_after: set[int], g: Graph, red: Reduction | None 
 
 def lone_region(n: Node, g: Graph) -> Region | None:
     """The one-node loop of elementwise node ``n`` (a plan function's call for an op the
-    interpreted plan leaves to its eager kernel, planfn.py), or None if it is not elementwise."""
+    interpreted plan leaves to its eager kernel, run/function.py), or None if it is not elementwise."""
     info, _ = elementwise_info(n, g.types)
     return None if info is None else _region([n], [info], set(n.outs), g)
 

@@ -73,7 +73,7 @@ not kept with weak references.
 Forcing ("flush") runs the pending graph through the passes, plan and
 codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region; a plan with
 products or losses that runs a third time becomes one compiled function for that run's
-sizes, ``planfn.py``, which other sizes run interpreted);
+sizes, ``run/function.py``, which other sizes run interpreted);
 values whose lazy tensors were dropped are never computed.  Plans are cached
 by the graph's structure (ops, constants, input signatures, which values are
 live), so a loop that records the same chain again reuses the plan, and the
@@ -92,7 +92,7 @@ leaving compiled mode, and a pending graph of ``max_pending()`` nodes.  A write
 into a tensor (an in-place op, ``out=``, ``t[...] = v``, ``copy_``, through any
 view of its storage, and handing the storage out with ``.numpy()`` /
 ``__array__``), in any thread and in either mode, first runs every pending
-graph, of any thread, that reads that storage (``_before_write``; the
+graph, of any thread, that reads that storage (``before_write``; the
 dispatcher calls it for ops whose schema marks the argument written).  Results
 equal eager mode's bit for bit (the fused loops apply eager mode's per-op
 casts).
@@ -126,7 +126,7 @@ outcomes eager mode could give).
 
 NumPy arrays: a write through an array obtained from ``.numpy()`` /
 ``__array__`` cannot be intercepted, so once a tensor's storage has been
-handed out that way (``_exported``), each recorded op that reads it reads a
+handed out that way (``exported_storages``), each recorded op that reads it reads a
 copy taken when the op is recorded, which is when eager mode reads it.  Known
 gap: memory shared with a NumPy array that did not come from the tensor
 (``dj.asarray(a)`` / ``dj.from_numpy(a)``, then ``a[...] = ...`` before the

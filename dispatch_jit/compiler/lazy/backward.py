@@ -41,8 +41,9 @@ from dispatch_jit.autograd.graph import AccumulateGrad, SavedTensor
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.tensor import Tensor, wrap, wrap_like_sig
 
-from .execute import _DEAD_RC, _live
-from .generic import _OpSpec
+from .execute import DEAD_RC, live_values
+from .generic import OpSpec
+from .layout import SPEC
 from .state import MISS, state
 from .tensor import CUDA_SIG, LazyTensor, Pending, get_slot, make_pending, new
 
@@ -140,7 +141,7 @@ def _walk(r, fn):
 def _key(r, vid: int, struct: tuple) -> tuple:
     """What the engine's walk of the graph from value ``vid`` appends is a function of."""
     recs = r.records
-    exact = [_exact(rec) for rec in recs if rec[0].rt or (rec[0].__class__ is _OpSpec and rec[0]._lists)]
+    exact = [_exact(rec) for rec in recs if rec[SPEC].rt or (rec[SPEC].__class__ is OpSpec and rec[SPEC]._lists)]
     return (tuple(recs), tuple(exact), vid, struct, tuple([(t._sig, get_slot(t, Tensor).shape) for t in r.tensors]),
             tls.include, tls.exclude)
 
@@ -208,7 +209,7 @@ def _capture(r, b: _Before, seed, order: list):
             return _NEVER
         grads.append((j, z.vid, z.shape, z.type, g._sig))
         wanted.add(z.vid)
-    if any(v >= b.next and v not in wanted for v, _ in _live(r.lazies, _DEAD_RC)):
+    if any(v >= b.next and v not in wanted for v, _ in live_values(r.lazies, DEAD_RC)):
         return _NEVER         # a value of the walk is still held (by what, the replay could not know)
     types = tuple((v, t) for v, t in r.types.items() if b.types.get(v, MISS) is not t)
     multi = tuple((v, n) for v, n in r.multi.items() if b.multi.get(v) != n)

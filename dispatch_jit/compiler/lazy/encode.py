@@ -1,7 +1,6 @@
-"""The encoding of a recorded call: a record is the flat tuple ``(spec, out vid, *slots)``
-(fields ``SPEC``, ``OUT``; the slots follow), whose spec (``_Spec``, ``_ViewSpec``) says
-what each slot holds.  Records are also the plan cache key's nodes, so they hold only
-hashable, canonical values (``_canon``; ``_scalar_slots`` moves the runtime scalars out).
+"""The encoding of a recorded call: a record (layout.py: ``(spec, out vid, *slots)``) whose spec
+(``Spec``, ``_ViewSpec``) says what each slot holds.  Records are also the plan cache key's nodes, so they hold only
+hashable, canonical values (``canon``; ``_scalar_slots`` moves the runtime scalars out).
 Plain tuples, unlike the pending states (tensor.Pending): a record's length varies with its op,
 its slots are named by its spec, and building a tuple subclass costs about 65 ns more per
 recorded op (measured; the Pending each op also makes pays that once already)."""
@@ -13,46 +12,45 @@ import math
 import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
+from dispatch_jit.jit.source import define
 from dispatch_jit.signature import DEVICE_MASK, decode, make_sig
 from dispatch_jit.tensor import CPU_BITS, CUDA_BITS
 
 from ..graph.ir import Node, TensorType, Var, runtime_scalar
 from ..graph.views import GETITEM
+from .layout import FIRST_SLOT, OUT
 from .state import state
 from .tensor import CUDA_SIG
 
-# the fields of a record; its slots start at FIRST_SLOT
-SPEC, OUT, FIRST_SLOT = 0, 1, 2
-
-_SCALARS = frozenset([bool, int, float, type(None), np.float32, np.float64, np.int64, np.int32, np.bool_])
+SCALARS = frozenset([bool, int, float, type(None), np.float32, np.float64, np.int64, np.int32, np.bool_])
 # a plain dense tensor's dispatch keys, per device: tensors with any other key (autograd, sparse,
 # quantized, ...) are not recorded
-_DENSE_BITS = {"cpu": CPU_BITS, "cuda": CUDA_BITS}
+DENSE_BITS = {"cpu": CPU_BITS, "cuda": CUDA_BITS}
 
 
-def _kind(device: str) -> str:
+def device_kind(device: str) -> str:
     """"cpu" or "cuda" (a TensorType's device) of an ArgMeta's "cpu" / "cuda:N"."""
     return "cpu" if device == "cpu" else "cuda"
 
 
-def _plain_dense(sig) -> bool:
+def plain_dense(sig) -> bool:
     ok = state.sig_ok.get(sig)
     if ok is None:
         m = decode(sig)
-        ok = state.sig_ok[sig] = (m.kind == "tensor" and m.keyset == _DENSE_BITS[_kind(m.device)])
+        ok = state.sig_ok[sig] = (m.kind == "tensor" and m.keyset == DENSE_BITS[device_kind(m.device)])
     return ok
 
 
-def _sig_type(sig) -> TensorType:
+def sig_type(sig) -> TensorType:
     """The TensorType of a tensor with signature ``sig`` (cached: ``state.sig_type``)."""
     ty = state.sig_type.get(sig)
     if ty is None:
         m = decode(sig)
-        ty = state.sig_type[sig] = TensorType(m.dtype, m.ndim, _kind(m.device))
+        ty = state.sig_type[sig] = TensorType(m.dtype, m.ndim, device_kind(m.device))
     return ty
 
 
-def _device_of(sigs: list):
+def device_of(sigs: list):
     """The signature of the first tensor among ``sigs`` when all tensors there are on one device
     (cuda:N included), else None: eager mode raises on a mix."""
     first = dev = None
@@ -66,10 +64,10 @@ def _device_of(sigs: list):
     return first
 
 
-def _out_sig(like: int, ty: TensorType, contiguous: bool = True) -> int:
+def out_sig(like: int, ty: TensorType, contiguous: bool = True) -> int:
     """The signature of a recorded value of type ``ty`` made from a value with signature
     ``like`` (same device and device index)."""
-    return make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, contiguous) | (like & DEVICE_MASK)
+    return make_sig(DENSE_BITS[ty.device], ty.dtype, ty.ndim, contiguous) | (like & DEVICE_MASK)
 
 
 # -- the encoding of a recorded call --------------------------------------------------------
@@ -86,7 +84,7 @@ class _NegZero:
 _NEG0 = _NegZero()
 
 
-def _canon(x):
+def canon(x):
     """A falsy constant as a record stores it (the records' fast path tests truth first)."""
     return _NEG0 if x.__class__ in _FLOATS and math.copysign(1.0, x) < 0 else x
 
@@ -94,7 +92,7 @@ def _canon(x):
 _FLOATS = frozenset([float, np.float32, np.float64])
 
 
-class _Spec:
+class Spec:
     """How the records of one call signature encode it: a record is the tuple
     ``(spec, out vid, *slots)`` and the spec says which slots are tensor value
     ids (``tpos``), which are constants, which are runtime scalars (``rt``), and
@@ -133,7 +131,7 @@ class _Spec:
     def node(self, rec, scalars) -> Node:
         val = self._value
         return Node(self.op, tuple([val(rec, *a, scalars) for a in self.args]),
-                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[1],))
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[OUT],))
 
 
 # Runtime scalars.  A Python float or int operand of an elementwise op on CPU tensors is a value
@@ -145,8 +143,8 @@ class _Spec:
 # beyond int64 (the loops take int64; eager mode raises OverflowError, and so does the plan),
 # keyword statics (alpha=), and every operand of a CUDA op (compiler/cuda.py's kernels take
 # scalars as constants).  -0.0 and NaN then need nothing special: the key never holds them.
-_RUNTIME_TYPES = (float, int)
-_I64 = (-(1 << 63), (1 << 63) - 1)
+RUNTIME_TYPES = (float, int)
+I64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _scalar_slots(rec: tuple, rt: tuple, scalars: list) -> tuple:
@@ -158,7 +156,7 @@ def _scalar_slots(rec: tuple, rt: tuple, scalars: list) -> tuple:
         x = rec[p]
         if x.__class__ is not float and x.__class__ is not int:    # a subclass (IntEnum): the number
             x = float(x) if isinstance(x, float) else int(x)
-        if x.__class__ is int and not _I64[0] <= x <= _I64[1]:
+        if x.__class__ is int and not I64[0] <= x <= I64[1]:
             rec[p] = ("c", x)
         else:
             rec[p] = len(scalars)
@@ -182,13 +180,12 @@ def _keyer(n: int, rt: tuple):
         lines += [f"    if {ok}:", "        i = len(sc)"]
         lines += [f"        sc.append({x})" for x in xs]
         lines += [f"        return ({', '.join(items)},)", "    return _slow(r, _RT, sc)"]
-        g = {"_LO": _I64[0], "_HI": _I64[1], "_slow": _scalar_slots, "_RT": rt}
-        exec(compile("\n".join(lines) + "\n", "<dispatch_jit lazy scalar slots>", "exec"), g)
-        f = state.keyers[(n, rt)] = g["keyer"]
+        g = {"_LO": I64[0], "_HI": I64[1], "_slow": _scalar_slots, "_RT": rt}
+        f = state.keyers[(n, rt)] = define("\n".join(lines), "keyer", g, "<dispatch_jit lazy scalar slots>")
     return f
 
 
-def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
+def generic_spec(op, kinds: tuple, kwargs: tuple) -> Spec:
     """The spec of a record made by ``LazyRecorder.record``: ``kinds`` is "v" (a tensor)
     or the constant's type per positional slot, ``kwargs`` (name, type) per keyword slot.
     The types are part of the spec because ``1 == 1.0 == True`` in a key; a runtime scalar's
@@ -196,13 +193,13 @@ def _generic_spec(op, kinds: tuple, kwargs: tuple) -> _Spec:
     key = ("generic", op, kinds, kwargs)
     s = state.specs.get(key)
     if s is None:
-        s = state.specs[key] = _Spec(op, tuple((k if k == "v" else k[0] if k.__class__ is tuple else "c", 2 + i)
+        s = state.specs[key] = Spec(op, tuple((k if k == "v" else k[0] if k.__class__ is tuple else "c", FIRST_SLOT + i)
                                           for i, k in enumerate(kinds)),
-                                tuple((n, ("c", 2 + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
+                                tuple((n, ("c", FIRST_SLOT + len(kinds) + j)) for j, (n, _) in enumerate(kwargs)))
     return s
 
 
-class _ViewSpec(_Spec):
+class _ViewSpec(Spec):
     """The spec of a recorded view of a pending value: the record is ``(spec, out vid, source
     vid, *static arguments)``, the statics as the op takes them but hashable (records are plan
     cache keys): lists as tuples, and a getitem's index with each slice as a
@@ -212,18 +209,18 @@ class _ViewSpec(_Spec):
     view = True
 
     def __init__(self, op, n: int):
-        super().__init__(op, (("v", 2),) + tuple(("c", 3 + i) for i in range(n)), ())
+        super().__init__(op, (("v", FIRST_SLOT),) + tuple(("c", FIRST_SLOT + 1 + i) for i in range(n)), ())
 
     def statics(self, rec) -> tuple:
         if self.op is GETITEM:
-            return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[3]]),)
-        return rec[3:]
+            return (tuple([slice(*i) if i.__class__ is tuple else i for i in rec[FIRST_SLOT + 1]]),)
+        return rec[FIRST_SLOT + 1:]
 
     def node(self, rec, scalars=None) -> Node:
-        return Node(self.op, (Var(rec[2]),) + self.statics(rec), {}, (rec[1],))
+        return Node(self.op, (Var(rec[FIRST_SLOT]),) + self.statics(rec), {}, (rec[OUT],))
 
 
-def _view_spec(op, n: int) -> _ViewSpec:
+def view_spec(op, n: int) -> _ViewSpec:
     key = ("view", op, n)
     s = state.specs.get(key)
     if s is None:
@@ -231,7 +228,7 @@ def _view_spec(op, n: int) -> _ViewSpec:
     return s
 
 
-def _encode_index(index: tuple) -> tuple:
+def encode_index(index: tuple) -> tuple:
     return tuple([(i.start, i.stop, i.step) if i.__class__ is slice else i for i in index])
 
 
@@ -245,7 +242,7 @@ def _static_int(x):
 
 
 
-def _view_statics(op, rest: tuple) -> tuple | None:
+def view_statics(op, rest: tuple) -> tuple | None:
     """A view's arguments after the tensor, hashable (int lists as tuples of ints), or None:
     something else (eager mode handles, or rejects, it)."""
     lists = state.view_lists.get(op)
@@ -273,12 +270,12 @@ def _view_statics(op, rest: tuple) -> tuple | None:
 # raises where the strides cannot express the new shape (so it is recorded only of a value eager
 # mode would hold contiguous), and these views of a contiguous value are contiguous.  Every other
 # view claims non-contiguous until it is computed (a claim the eager fast paths can only underuse)
-_NEEDS_CONTIGUOUS = frozenset(["aten::view"])
-_KEEPS_CONTIGUOUS = frozenset(["aten::view", "aten::reshape", "aten::flatten", "aten::unsqueeze"])
-_BASIC_INDEX = frozenset([int, slice, type(None), type(Ellipsis)])   # eager mode's basic indexing: a view
+NEEDS_CONTIGUOUS = frozenset(["aten::view"])
+KEEPS_CONTIGUOUS = frozenset(["aten::view", "aten::reshape", "aten::flatten", "aten::unsqueeze"])
+BASIC_INDEX = frozenset([int, slice, type(None), type(Ellipsis)])   # eager mode's basic indexing: a view
 
 
-def _broadcast(*shapes):
+def broadcast(*shapes):
     try:
         return broadcast_shapes(*shapes)
     except ValueError:

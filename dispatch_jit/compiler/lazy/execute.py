@@ -1,4 +1,4 @@
-"""Running a pending graph (a flush): which recorded values are still wanted (``_live``, read
+"""Running a pending graph (a flush): which recorded values are still wanted (``live_values``, read
 from reference counts, ``_calibrate``d per interpreter), the plan for the records that compute
 them (cached by the records themselves, ``state.plans``), the run, and the views made after it
 from the tensors that the values they view became (``_derived_views``, ``_derive``)."""
@@ -21,7 +21,7 @@ from ..graph.passes import optimize
 from ..run.call_rules import RULES
 from ..run.plan import Plan
 from ..trace.symbolic import _state
-from .encode import FIRST_SLOT, OUT, SPEC
+from .layout import FIRST_SLOT, OUT, SPEC
 from .state import MAX_PLANS, state
 from .tensor import FAILED, LazyTensor, get_slot, make_pending, new, set_slot
 
@@ -35,7 +35,7 @@ def run(recorder) -> None:
     records = recorder.records
     if not records:
         return
-    live, twins = _twins(_live(recorder.lazies, _DEAD_RC))
+    live, twins = _twins(live_values(recorder.lazies, DEAD_RC))
     inputs, tensors, types, next_id = recorder.inputs, recorder.tensors, recorder.types, recorder.next
     multi = recorder.multi
     derived, roots = _derived_views(records, live) if recorder.views else ([], [])
@@ -81,7 +81,7 @@ def run(recorder) -> None:
             plan = Plan(optimized, state.stats, True)
             # a graph of products and losses recorded again and again (a training loop): on its
             # _FUNCTION_AFTER-th cache hit the plan becomes one compiled function for the sizes of
-            # that run where it can (planfn.py: the interpreted plan's bits; a call of other sizes
+            # that run where it can (run/function.py: the interpreted plan's bits; a call of other sizes
             # runs interpreted).  Plans of fused loops alone stay interpreted (None): their steps
             # are few, and a compile per such plan would cost more than it saves
             plan.hits_to_function = _FUNCTION_AFTER if any(
@@ -226,7 +226,7 @@ def _fail(lazies: list, e: BaseException) -> None:
         set_slot(t, make_pending(FAILED, e, z.shape, z.type))
 
 
-def _live(lazies: list, limit: int) -> list:
+def live_values(lazies: list, limit: int) -> list:
     """(vid, tensor) of each pending LazyTensor that something besides the recorder refers to.
     The recorder holds its LazyTensors strongly until the flush (a list append per record is
     cheaper than a weak reference); one that nothing else refers to (its refcount, as seen
@@ -244,16 +244,16 @@ def _live(lazies: list, limit: int) -> list:
 
 
 def _calibrate() -> int:
-    """The ``limit`` of ``_live``: measured, since interpreters differ in the temporary
+    """The ``limit`` of ``live_values``: measured, since interpreters differ in the temporary
     references they hold."""
     t = new(LazyTensor)
     t._lazy = make_pending(None, 0, (), None)
     lst = [t]
     del t
     for limit in range(1, 16):
-        if not _live(lst, limit):
+        if not live_values(lst, limit):
             held = lst[0]                  # a second reference must make it live
-            ok = len(_live(lst, limit)) == 1
+            ok = len(live_values(lst, limit)) == 1
             del held
             if ok:
                 return limit
@@ -261,4 +261,4 @@ def _calibrate() -> int:
     raise InterpreterError("compiled mode: cannot calibrate reference counts on this interpreter")
 
 
-_DEAD_RC = _calibrate()
+DEAD_RC = _calibrate()

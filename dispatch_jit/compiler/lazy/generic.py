@@ -30,7 +30,8 @@ from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
 from ..graph.ir import Node, TensorType
 from ..trace.symbolic import _state
-from .encode import _SCALARS, _Spec, _canon, _device_of, _out_sig, _plain_dense, _sig_type
+from .encode import SCALARS, Spec, canon, device_of, out_sig, plain_dense, sig_type
+from .layout import FIRST_SLOT, OUT
 from .state import MISS, state
 from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, pending
 
@@ -38,7 +39,7 @@ _K = DispatchKey
 _LISTED = frozenset([bool, int, float])        # the numbers a list argument may hold (output_mask, dims)
 
 
-class _OpSpec(_Spec):
+class OpSpec(Spec):
     """The spec of a generic record ``(spec, first out vid, *slots)``: its ``nout`` outputs are
     the values ``first .. first + nout - 1``; a ``("l", i)`` argument is a list held as a tuple."""
 
@@ -57,16 +58,16 @@ class _OpSpec(_Spec):
     def node(self, rec, scalars) -> Node:
         val = self._arg
         return Node(self.op, tuple([val(rec, *a, scalars) for a in self.args]),
-                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, tuple(range(rec[1], rec[1] + self.nout)))
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, tuple(range(rec[OUT], rec[OUT] + self.nout)))
 
 
-def _op_spec(op, kinds: tuple, names: tuple, nout: int) -> _OpSpec:
+def _op_spec(op, kinds: tuple, names: tuple, nout: int) -> OpSpec:
     key = ("op", op, kinds, names)
     s = state.specs.get(key)
     if s is None:
         npos = len(kinds) - len(names)
-        descs = [("v" if k == "v" else "l" if k is list else "c", 2 + i) for i, k in enumerate(kinds)]
-        s = state.specs[key] = _OpSpec(op, tuple(descs[:npos]), tuple(zip(names, descs[npos:])), nout)
+        descs = [("v" if k == "v" else "l" if k is list else "c", FIRST_SLOT + i) for i, k in enumerate(kinds)]
+        s = state.specs[key] = OpSpec(op, tuple(descs[:npos]), tuple(zip(names, descs[npos:])), nout)
     return s
 
 
@@ -108,18 +109,18 @@ def record(r, op, args: tuple, kwargs: dict):
             key.append(z.shape)
         elif cls is Tensor:
             sig = x._sig
-            if not _plain_dense(sig & ~_AG):
+            if not plain_dense(sig & ~_AG):
                 r._rollback(added)
                 return None
             vid = r.input_ids.get(x)
             if vid is None:
-                vid = r.add_input(x, _sig_type(sig))
+                vid = r.add_input(x, sig_type(sig))
                 added += 1
             vals.append(vid)
             key.append(sig)
             key.append(SLOT_DATA.__get__(x, Tensor).shape)
-        elif cls in _SCALARS or cls is str:
-            vals.append(x if x or cls is str else _canon(x))
+        elif cls in SCALARS or cls is str:
+            vals.append(x if x or cls is str else canon(x))
             key.append(cls)
             key.append(vals[-1])
         elif (cls is list or cls is tuple) and all(y.__class__ in _LISTED for y in x):
@@ -149,13 +150,13 @@ def _known(op, meta, args: tuple, kwargs: dict, key: tuple):
     results are returned: None for one tensor, else a function of the list), or None."""
     outs = _run_meta(meta, args, kwargs)
     sigs = [s for s in key[1::2] if s.__class__ is int]
-    like = _device_of(sigs) if sigs else None
+    like = device_of(sigs) if sigs else None
     if outs is None or like is None or like & CUDA_SIG:
         return None
     kinds = tuple([k if k.__class__ is not int else "v" for k in key[1:1 + 2 * (len(args) + len(kwargs)):2]])
     kinds = tuple(list if k is list else k for k in kinds)
     spec = _op_spec(op, kinds, tuple(kwargs), len(outs))
-    outs = tuple((ty, shape, _out_sig(like, ty, False)) for ty, shape in outs)
+    outs = tuple((ty, shape, out_sig(like, ty, False)) for ty, shape in outs)
     if len(outs) == 1 and len(op.schema.returns) == 1:
         return spec, outs, None
     named = return_types.of(op.schema)

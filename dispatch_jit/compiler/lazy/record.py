@@ -19,26 +19,26 @@ from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..graph.ir import Node, TensorType, Var
 from ..graph.views import GETITEM, index_shape, normalize_index, view_shape
 from . import execute, generic, grad
-from .encode import (_BASIC_INDEX, _KEEPS_CONTIGUOUS, _NEEDS_CONTIGUOUS, _RUNTIME_TYPES, _SCALARS, _broadcast,
-                     _canon, _device_of, _encode_index, _generic_spec, _out_sig, _plain_dense, _sig_type,
-                     _view_spec, _view_statics)
+from .encode import (BASIC_INDEX, KEEPS_CONTIGUOUS, NEEDS_CONTIGUOUS, RUNTIME_TYPES, SCALARS, broadcast,
+                     canon, device_of, encode_index, generic_spec, out_sig, plain_dense, sig_type,
+                     view_spec, view_statics)
 from .state import GIL, MISS, state
 from .tensor import (CUDA_SIG, SLOT_DATA, LazyTensor, Pending, PendingGraph, get_slot, make_pending, new,
                      pending, reads_pending)
-from .watch import _exported, _is_exported, _snapshot, _storage_root, _unwatch, _watch
+from .watch import exported_storages, is_exported, snapshot_of, storage_root, unwatch_reads, watch_reads
 
 _K = DispatchKey
 
 
 class _Known(NamedTuple):
     """What ``LazyRecorder._record`` keeps per signature of a fusible op (``state.specs``)."""
-    spec: object       # its records' _Spec
+    spec: object       # its records' Spec
     ty: TensorType     # the output's type
     sig: int           # and signature
     consts: tuple      # the positions of the constants among the positional slots
 
 
-def _decomposition(op, cuda: bool):
+def decomposition_of(op, cuda: bool):
     """The CompositeImplicitAutograd kernel to record through, if eager mode runs it for dense
     tensors of that device: not where a kernel at the backend key (or CompositeExplicitAutograd)
     takes precedence (registry.compute_table_entry)."""
@@ -57,7 +57,7 @@ def _on_cuda(args: tuple) -> bool:
 
 class LazyRecorder(PendingGraph):
     """One thread's pending graph, kept as flat records until it is flushed:
-    ``(spec, out vid, *slots)`` (see ``_Spec``), which is also the node's part of
+    ``(spec, out vid, *slots)`` (see ``Spec``), which is also the node's part of
     the structural cache key, so a cache hit builds no Graph at all.
 
     Only its thread records into it, but any thread may flush it (by reading one of its
@@ -74,7 +74,7 @@ class LazyRecorder(PendingGraph):
     without a GIL the handshake is off: ``contended`` stays raised.
 
     ``read_keys``: the storages its inputs view (``_storage_key``); while it has any, it is in
-    ``_watched``, where writers look for the graphs to run first."""
+    ``pending_readers``, where writers look for the graphs to run first."""
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -82,7 +82,7 @@ class LazyRecorder(PendingGraph):
         self.busy = False
         self.contended = not GIL
         self.read_keys: set = set()
-        self.ref = weakref.ref(self, _unwatch)
+        self.ref = weakref.ref(self, unwatch_reads)
         self._reset()
 
     def _reset(self):
@@ -94,7 +94,7 @@ class LazyRecorder(PendingGraph):
         # tensor -> vid.  Tensors hash by identity (object.__hash__) and ``==`` is never called:
         # equal hashes mean the same object, as the list above keeps every key alive
         self.input_ids: dict = {}
-        self.lazies: list = []            # the LazyTensors made; liveness is read at flush (_live)
+        self.lazies: list = []            # the LazyTensors made; liveness is read at flush (live_values)
         self.views = 0                    # view records among them
         self.multi: dict = {}             # first vid -> number of values, of records defining several
 
@@ -107,15 +107,15 @@ class LazyRecorder(PendingGraph):
         self.next += 1
         self.types[vid] = ty
         self.inputs.append(vid)
-        root = _storage_root(get_slot(x, Tensor))
-        if _exported and _is_exported(root):
-            self.tensors.append(_snapshot(x))      # not in input_ids: the next op copies it anew
+        root = storage_root(get_slot(x, Tensor))
+        if exported_storages and is_exported(root):
+            self.tensors.append(snapshot_of(x))      # not in input_ids: the next op copies it anew
             return vid
         key = id(root)
         self.tensors.append(x)
         self.input_ids[x] = vid
         if not self.read_keys:
-            _watch(self)
+            watch_reads(self)
         self.read_keys.add(key)
         return vid
 
@@ -132,7 +132,7 @@ class LazyRecorder(PendingGraph):
     def record(self, op, args: tuple, kwargs: dict):
         """The generic path (the Tracer fallback, boxed): decompositions, reductions and
         views of pending values, and whatever ``specialize.specialize`` left to it."""
-        cia = _decomposition(op, _on_cuda(args))
+        cia = decomposition_of(op, _on_cuda(args))
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
         if is_grad_enabled() and grad.requires_grad(args, kwargs):
@@ -176,24 +176,24 @@ class LazyRecorder(PendingGraph):
                 data = SLOT_DATA.__get__(x, Tensor)
                 vid = self.input_ids.get(x)
                 if vid is None:
-                    if not _plain_dense(sig & ~_AG):
+                    if not plain_dense(sig & ~_AG):
                         break
-                    vid = self.add_input(x, _sig_type(sig))
+                    vid = self.add_input(x, sig_type(sig))
                     added += 1
                 kinds.append("v")
                 vals.append(vid)
                 shapes.append(data.shape)
                 sigs.append(sig)
-            elif cls in _SCALARS:
+            elif cls in SCALARS:
                 kinds.append(cls)
-                vals.append(x)                 # as it is: a runtime scalar, or _canon'ed below
+                vals.append(x)                 # as it is: a runtime scalar, or canon'ed below
                 sigs.append(cls)
             else:
                 break
         else:
             kclasses = tuple([(k, v.__class__) for k, v in kwargs.items()])
-            ok = all(c in _SCALARS and (k != "out" or c is type(None)) for k, c in kclasses)
-            if ok and shapes and _device_of(sigs) is not None:
+            ok = all(c in SCALARS and (k != "out" or c is type(None)) for k, c in kclasses)
+            if ok and shapes and device_of(sigs) is not None:
                 mkey = (op, tuple(sigs), kclasses)
                 known = state.specs.get(mkey, MISS)
                 if known is MISS:
@@ -206,13 +206,13 @@ class LazyRecorder(PendingGraph):
                     shape = shapes[0]
                     for s in shapes:
                         if s != shape:
-                            shape = _broadcast(*shapes)
+                            shape = broadcast(*shapes)
                             break
                     if shape is not None:          # else eager mode raises its own error
                         for i in known.consts:
                             if not vals[i]:
-                                vals[i] = _canon(vals[i])
-                        vals += [v if v else _canon(v) for v in kwargs.values()]
+                                vals[i] = canon(vals[i])
+                        vals += [v if v else canon(v) for v in kwargs.values()]
                         return self._append(known.spec, vals, known.ty, known.sig, shape)
         self._rollback(added)
         return None
@@ -222,12 +222,12 @@ class LazyRecorder(PendingGraph):
         """What ``_record`` keeps per signature of a fusible op: the spec, the output's type and
         signature, and the positions of the constants among the positional slots.  The Python
         floats and ints among the operands of a CPU op are runtime scalars."""
-        like = _device_of(sigs)
+        like = device_of(sigs)
         if not like & CUDA_SIG:
             arity = scalar_op_of(op).arity
-            kinds = [("s", k) if k in _RUNTIME_TYPES and i < arity else k for i, k in enumerate(kinds)]
+            kinds = [("s", k) if k in RUNTIME_TYPES and i < arity else k for i, k in enumerate(kinds)]
         consts = tuple(i for i, k in enumerate(kinds) if k != "v" and k.__class__ is not tuple)
-        return _Known(_generic_spec(op, tuple(kinds), kclasses), ty, _out_sig(like, ty), consts)
+        return _Known(generic_spec(op, tuple(kinds), kclasses), ty, out_sig(like, ty), consts)
 
     def _record_reduction(self, op, args: tuple, kwargs: dict):
         """A reduction of a pending value: recorded, so that fusion makes it the epilogue of
@@ -251,8 +251,8 @@ class LazyRecorder(PendingGraph):
         if red is None:
             return None
         ty = TensorType(red.result, red.out_ndim, z.type.device)
-        spec = _generic_spec(op, ("v", axis.__class__, bool), ())
-        return self._append(spec, (z.vid, axis, keepdims), ty, _out_sig(x._sig, ty),
+        spec = generic_spec(op, ("v", axis.__class__, bool), ())
+        return self._append(spec, (z.vid, axis, keepdims), ty, out_sig(x._sig, ty),
                             reduced_shape(z.shape, red.axes, keepdims))
 
     def _record_view(self, op, args: tuple, kwargs: dict):
@@ -264,15 +264,15 @@ class LazyRecorder(PendingGraph):
         if z is None or z.recorder is not self or kwargs:
             return None
         name = op.name()
-        statics = _view_statics(op, args[1:])
-        if statics is None or (name in _NEEDS_CONTIGUOUS and not x._sig & 1):
+        statics = view_statics(op, args[1:])
+        if statics is None or (name in NEEDS_CONTIGUOUS and not x._sig & 1):
             return None
         shape = view_shape(op, z.shape, statics)
         if shape is None:
             return None
         ty = TensorType(z.type.dtype, len(shape), z.type.device)     # a view keeps dtype and device
-        contiguous = name in _KEEPS_CONTIGUOUS and x._sig & 1
-        return self._append_view(_view_spec(op, len(statics)), (z.vid,) + statics, ty, shape, contiguous, x._sig)
+        contiguous = name in KEEPS_CONTIGUOUS and x._sig & 1
+        return self._append_view(view_spec(op, len(statics)), (z.vid,) + statics, ty, shape, contiguous, x._sig)
 
     def record_getitem(self, t, index):
         """``t[index]`` of a ``t`` pending in this graph with a basic index (ints, slices, None,
@@ -291,7 +291,7 @@ class LazyRecorder(PendingGraph):
         """``record_getitem`` under the lock; ``z``: ``t``'s pending state, ``like``: its signature."""
         items = index if index.__class__ is tuple else (index,)
         for i in items:
-            if i.__class__ not in _BASIC_INDEX:
+            if i.__class__ not in BASIC_INDEX:
                 return None
         norm, _ = normalize_index(index, z.type.ndim)
         if norm is None:
@@ -301,11 +301,11 @@ class LazyRecorder(PendingGraph):
             return None
         ty = TensorType(z.type.dtype, len(shape), z.type.device)
         self.types[z.vid] = z.type
-        return self._append_view(_view_spec(GETITEM, 1), (z.vid, _encode_index(norm)), ty, shape, False, like)
+        return self._append_view(view_spec(GETITEM, 1), (z.vid, encode_index(norm)), ty, shape, False, like)
 
     def _append_view(self, spec, vals, ty, shape, contiguous, like):
         self.views += 1
-        return self._append(spec, vals, ty, _out_sig(like, ty, bool(contiguous)), shape)
+        return self._append(spec, vals, ty, out_sig(like, ty, bool(contiguous)), shape)
 
     def _append(self, spec, vals, ty, sig, shape):
         return self.append_values(spec, vals, ((ty, shape, sig),))[0]
@@ -338,7 +338,7 @@ class LazyRecorder(PendingGraph):
         state.counters["eager_ops"] += 1
         # an op that reads no pending value can not see the pending graph: it runs without forcing
         # it.  One that writes into a tensor the graph reads (in place, out=) forces it, as it does
-        # every graph of any thread that reads the tensor: the dispatcher calls _before_write first
+        # every graph of any thread that reads the tensor: the dispatcher calls before_write first
         if self.records and reads_pending(args, kwargs):
             self.flush()
         with ExcludeDispatchKeyGuard(_K.Tracer):
@@ -364,7 +364,7 @@ class LazyRecorder(PendingGraph):
             finally:
                 if self.read_keys:
                     self.read_keys = set()
-                    _unwatch(self.ref)
+                    unwatch_reads(self.ref)
 
 
 

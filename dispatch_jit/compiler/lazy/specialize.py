@@ -12,6 +12,7 @@ import weakref
 
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.autograd.kernel import meta_requires_grad
+from dispatch_jit.jit.source import define
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import Tensor
@@ -21,8 +22,9 @@ from ..graph.ir import Node, TensorType, Var
 from ..trace.fallback import tracer_fallback
 from ..trace.symbolic import _state
 from . import generic, grad
-from .encode import _DENSE_BITS, _RUNTIME_TYPES, _SCALARS, _Spec, _broadcast, _canon, _kind
-from .record import LazyRecorder, _decomposition, of_pending
+from .encode import DENSE_BITS, RUNTIME_TYPES, SCALARS, Spec, broadcast, canon, device_kind
+from .layout import FIRST_SLOT
+from .record import LazyRecorder, decomposition_of, of_pending
 from .state import state
 from .tensor import LazyTensor, Pending, new
 
@@ -53,11 +55,11 @@ def specialize(call, boxed):
     Per call: each tensor's value id and shape, the output shape (no broadcasting when
     the shapes are equal), one record appended, one LazyTensor made.  A Python float or
     int operand of a CPU op is stored as it is (a runtime scalar, see ``_scalar_slots``);
-    other constants through ``_canon``."""
+    other constants through ``canon``."""
     from dispatch_jit.ops import overload_of
     op = overload_of(call.op)
     cuda = any(m is not None and m.kind == "tensor" and m.device != "cpu" for m in call.metas)
-    if _decomposition(op, cuda) is not None:
+    if decomposition_of(op, cuda) is not None:
         return boxed
     if is_grad_enabled() and any(m is not None and meta_requires_grad(m) for m in call.metas):
         recordable = scalar_op_of(op) is not None or (not cuda and generic.meta_of(op) is not None)
@@ -73,6 +75,34 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
     where the signature is not one it records.  ``miss`` runs a call it does not record: the boxed
     fallback, or (``_grad_recorder``'s, whose tensors may require grad: recorded as plain ones, the
     node is made around the record) a function returning None."""
+    got = _operands(call, cuda, miss is boxed)
+    if got is None:
+        return None
+    params, slots, tensors, args, kwargs, dev = got
+    spec = Spec(op, tuple(args), tuple(kwargs))
+    sig = ", ".join(params)
+    fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
+    g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
+         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_miss": miss, "_canon": canon,
+         "_broadcast": broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
+    for k, (_, ty) in enumerate(tensors):
+        g[f"_TY{k}"] = ty
+    src = _recorder_source(fname, sig, _record_body(tensors, slots))
+    fast = define(src, fname, g, f"<dispatch_jit lazy record {op.name()}>")
+    _GENERATED.add(fast)
+    dev_index = 0 if dev == "cpu" else int(dev.split(":")[1])
+    g["_first"] = _first_call(op, spec, g, fast, (params, tensors, args, kwargs), dev_index, boxed, miss)
+    fast.__source__ = src
+    return fast
+
+
+def _operands(call, cuda: bool, boxed_miss: bool):
+    """How the recorder of this signature reads each argument, or None where it records none of
+    its calls: ``(params, slots, tensors, args, kwargs, device)``.  ``params``: the generated
+    function's parameters; ``slots``: the expression of each record slot (from ``FIRST_SLOT``
+    on); ``tensors``: ``(param, TensorType)`` per tensor operand; ``args``/``kwargs``: each
+    argument's ``(kind, slot)`` as the spec keeps it ("v" a tensor's value id, "s" a runtime
+    scalar, "c" a canonical constant, "k" a None)."""
     params, slots, tensors, args, kwargs = [], [], [], [], []
     devices = set()
     for a, m in zip(call.op.schema.arguments, call.metas):
@@ -82,24 +112,24 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
             if a.type.is_list or m is None:
                 return None
             if m.kind == "tensor":
-                if m.keyset & ~_AG_KS != _DENSE_BITS[_kind(m.device)] or (m.keyset & _AG_KS and miss is boxed):
+                if m.keyset & ~_AG_KS != DENSE_BITS[device_kind(m.device)] or (m.keyset & _AG_KS and boxed_miss):
                     return None
                 devices.add(m.device)
-                desc = ("v", 2 + len(slots))
+                desc = ("v", FIRST_SLOT + len(slots))
                 slots.append(f"v{len(tensors)}")
-                tensors.append((p, TensorType(m.dtype, m.ndim, _kind(m.device))))
-            elif m.kind == "scalar" and m.pytype in _RUNTIME_TYPES and not cuda and not a.kwarg_only:
-                desc = ("s", 2 + len(slots))            # a runtime scalar: the number as it is
+                tensors.append((p, TensorType(m.dtype, m.ndim, device_kind(m.device))))
+            elif m.kind == "scalar" and m.pytype in RUNTIME_TYPES and not cuda and not a.kwarg_only:
+                desc = ("s", FIRST_SLOT + len(slots))            # a runtime scalar: the number as it is
                 slots.append(p)
-            elif m.kind == "scalar" and m.pytype in _SCALARS:
-                desc = ("c", 2 + len(slots))
+            elif m.kind == "scalar" and m.pytype in SCALARS:
+                desc = ("c", FIRST_SLOT + len(slots))
                 slots.append(f"({p} if {p} else _canon({p}))")
             elif m.kind == "none":
                 desc = ("k", None)
             else:
                 return None
         elif a.type.base == "Scalar" and not a.type.is_list:     # its type is in the memo key
-            desc = ("c", 2 + len(slots))
+            desc = ("c", FIRST_SLOT + len(slots))
             slots.append(f"({p} if {p} else _canon({p}))")
         else:
             return None                                          # a value the memo key does not fix
@@ -109,17 +139,16 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
             args.append(desc)
     if not tensors or len(devices) > 1:
         return None           # one device (cuda:N included) per call: eager mode raises on a mix
-    dev = devices.pop()
-    dev_index = 0 if dev == "cpu" else int(dev.split(":")[1])
-    spec = _Spec(op, tuple(args), tuple(kwargs))
-    sig = ", ".join(params)
-    fname = "record_" + "".join(c if c.isalnum() else "_" for c in op.name())
-    # The body excludes a flush by another thread (LazyRecorder's ownership protocol): ``busy``
-    # is raised around it, and once another thread has flushed this recorder (``contended``) it
-    # runs under the lock instead, in the second function generated from the same body.  A call
-    # it does not record leaves the one-pass loop with t = None and runs, unlocked, through
-    # ``_miss``.  A LazyTensor's slot is read once and tested for a Pending: another recorder's
-    # may be computed meanwhile (the slot then holds its array)
+    return params, slots, tensors, args, kwargs, devices.pop()
+
+
+def _record_body(tensors, slots) -> list:
+    """The lines that record one call: a one-pass loop that reads each tensor operand's value id
+    and shape (a pending value of this recorder, or a real tensor made an input), broadcasts the
+    shapes, appends the record ``(spec, out vid, *slots)`` (layout.py) and makes the LazyTensor
+    ``t``.  A call it does not record leaves the loop with ``t = None``.  A LazyTensor's slot is
+    read once and tested for a Pending: another recorder's may be computed meanwhile (the slot
+    then holds its array)."""
     body = ["for _ in _ONCE:"]
     for k, (p, _) in enumerate(tensors):
         body += [f"    c = {p}.__class__",
@@ -143,14 +172,22 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
         body += [f"    shape = s0 if {' == '.join(shapes)} else _broadcast({', '.join(shapes)})",
                  "    if shape is None:",
                  "        break        # eager mode raises its own error"]
-    body += ["    vid = r.next",
-             "    r.next = vid + 1",
-             f"    r.records.append((_S, vid, {', '.join(slots)}))",
-             "    t = _new(_LT)",
-             "    t._sig = _SIG",
-             "    t._lazy = _mk(_P, (r, vid, shape, _OUT))",
-             "    r.lazies.append(t)"]
-    # the size flush runs after ``busy`` is lowered: a flush may wait for other threads
+    return body + ["    vid = r.next",
+                   "    r.next = vid + 1",
+                   f"    r.records.append((_S, vid, {', '.join(slots)}))",
+                   "    t = _new(_LT)",
+                   "    t._sig = _SIG",
+                   "    t._lazy = _mk(_P, (r, vid, shape, _OUT))",
+                   "    r.lazies.append(t)"]
+
+
+def _recorder_source(fname: str, sig: str, body: list) -> str:
+    """The recorder around ``body``, lock-free: it excludes a flush by another thread
+    (LazyRecorder's ownership protocol) by raising ``busy`` around the body; once another thread
+    has flushed this recorder (``contended``) it runs under the lock instead, in ``_locked``, the
+    second function generated from the same body.  A call the body does not record runs,
+    unlocked, through ``_miss``; the size flush runs after ``busy`` is lowered (a flush may wait
+    for other threads)."""
     tail = ["    if t is None:",
             f"        return _miss({sig})",
             "    if len(r.records) >= _LIMIT:",
@@ -175,20 +212,16 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
               "    with r.lock:"]
     lines += ["        " + b for b in body]
     lines += tail
-    g = {"_state": _state, "_LR": LazyRecorder, "_LT": LazyTensor, "_T": Tensor, "_new": new, "_S": spec,
-         "_ONCE": (None,), "_P": Pending, "_mk": tuple.__new__, "_miss": miss, "_canon": _canon,
-         "_broadcast": _broadcast, "_LIMIT": state.max_pending, "_OUT": None, "_SIG": None}
-    for k, (_, ty) in enumerate(tensors):
-        g[f"_TY{k}"] = ty
-    src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<dispatch_jit lazy record {op.name()}>", "exec"), g)
-    fast = g[fname]
-    _GENERATED.add(fast)
+    return "\n".join(lines) + "\n"
+
+
+def _first_call(op, spec, g, fast, operands, dev_index: int, boxed, miss):
+    """The recorder's ``_first``: outside compiled mode, the generic fallback; in it, the first
+    recorded call decides whether the op fuses for this signature and its output type, once."""
+    params, tensors, args, kwargs = operands
     never = []
 
     def first(r, a):
-        """Outside compiled mode: the generic fallback.  The first recorded call decides
-        whether the op fuses for this signature and its output type, once."""
         if r.__class__ is not LazyRecorder:
             return boxed(*a)
         if never:
@@ -207,12 +240,10 @@ def _elementwise_recorder(call, op, cuda: bool, boxed, miss):
         if ty is None:
             never.append(True)
             return miss(*a)
-        g["_SIG"] = make_sig(_DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
+        g["_SIG"] = make_sig(DENSE_BITS[ty.device], ty.dtype, ty.ndim, True, dev_index)
         spec.ty = g["_OUT"] = ty
         return fast(*a)
-    g["_first"] = first
-    fast.__source__ = src
-    return fast
+    return first
 
 
 def _generic_recorder(call, op, boxed):

@@ -25,7 +25,7 @@ from .record import LazyRecorder
 from .specialize import recording_fallback, set_limit
 from .state import state
 from .tensor import CUDA_SIG
-from .watch import _before_write, _mark_exported, _watched
+from .watch import before_write, mark_exported, pending_readers
 
 MODES = ("eager", "compiled")
 _TRACER_BIT = key_bits(DispatchKey.Tracer)
@@ -185,25 +185,25 @@ def _install():
     def writes_first(orig):
         @functools.wraps(orig)
         def hooked(self, *a, **k):
-            if _watched:
-                _before_write(self)
+            if pending_readers:
+                before_write(self)
             return orig(self, *a, **k)
         return hooked
 
     def exports(orig):
         @functools.wraps(orig)
         def hooked(self, *a, **k):
-            if _watched:
-                _before_write(self)
+            if pending_readers:
+                before_write(self)
             out = orig(self, *a, **k)
             if out.__class__ is np.ndarray and not self._sig & CUDA_SIG:     # CUDA: a host copy
-                _mark_exported(out)
+                mark_exported(out)
             return out
         return hooked
     Tensor.__setitem__ = writes_first(Tensor.__dict__["__setitem__"])
     for name in ("numpy", "__array__"):
         setattr(Tensor, name, exports(Tensor.__dict__[name]))
-    _hooks.append(observe_writes(_before_write, _watched))
+    _hooks.append(observe_writes(before_write, pending_readers))
     # dj.optim's steps record their updates into the pending graph (update.py)
     update.install()
 

@@ -15,13 +15,13 @@ the optimizer calls the recorder as it would call ``foreach.step``, with tensors
 ``(spec, out, *tensors, *numbers)`` whose node runs that loop (``_Loop``):
 
 * its numbers (the learning rate, momentum, betas, Adam's bias corrections per parameter, ...)
-  are runtime scalars of the plan (``_Spec``'s ``("s", i)`` slots), so a learning-rate schedule
+  are runtime scalars of the plan (``Spec``'s ``("s", i)`` slots), so a learning-rate schedule
   reuses one plan; its flags (nesterov, maximize, amsgrad, ...) are part of the op, so of the key;
 * its one value is a 0-d placeholder, which ``StepRecorder`` holds until the flush: that keeps
   the record live (a flush computes only what is referenced) and orders nothing else: the loop
   writes the parameters and the state in place, as eager mode's loop does, after every other
   step of the plan has read them (it is recorded last, and reads the gradients);
-* interpreted, the plan runs it through ``foreach.step`` itself; the plan function (planfn.py)
+* interpreted, the plan runs it through ``foreach.step`` itself; the plan function (run/function.py)
   calls the same njit loop inside its one compiled function (``_rule``: the tuples of flat
   arrays, padded as foreach pads them, and each number cast to the dtype as foreach casts it),
   so the bits are eager mode's either way.
@@ -47,11 +47,12 @@ from dispatch_jit.tensor import Tensor, bump_version, wrap
 from ..graph.ir import TensorType, is_runtime_scalar
 from ..run.call_rules import HELPERS, RULES, RUNTIME_READERS
 from ..trace.symbolic import _state
-from .encode import _I64, _Spec, _out_sig, _sig_type
+from .encode import I64, Spec, out_sig, sig_type
+from .layout import FIRST_SLOT
 from .record import LazyRecorder
 from .state import state
 from .tensor import SLOT_DATA, LazyTensor, Pending, get_slot
-from .watch import _exported, _is_exported, _storage_root, _watched
+from .watch import exported_storages, is_exported, storage_root, pending_readers
 
 __all__ = ["StepRecorder", "STEP", "install"]
 
@@ -163,7 +164,7 @@ def _plain_reason(t, what: str, dt, shape, written: bool = True) -> str:
         return f"{what} is not C-contiguous"
     if t.__dict__.get("_base") is not None:
         return f"{what} is a view of another tensor"
-    if _is_exported(_storage_root(a)):
+    if is_exported(storage_root(a)):
         return f"{what}'s storage was handed out to NumPy (.numpy(), __array__)"
     return ""
 
@@ -216,12 +217,12 @@ def unrecordable(r, params: list, tensors: list) -> str:
         owned = owned and a.base is None
         arrays.add(id(a))
     ts = params + tensors
-    if _exported:
+    if exported_storages:
         for t in ts:
-            if _is_exported(_storage_root(get(t, Tensor))):
+            if is_exported(storage_root(get(t, Tensor))):
                 return _plain_reason(t, "a parameter or its state", None, None)
     # arrays that own their memory overlap only if they are one; others: by the memory's owner
-    if len(arrays) != len(ts) or not owned and len({id(_storage_root(get(t, Tensor))) for t in ts}) != len(ts):
+    if len(arrays) != len(ts) or not owned and len({id(storage_root(get(t, Tensor))) for t in ts}) != len(ts):
         return "parameters or optimizer state share memory"
     return ""
 
@@ -229,7 +230,7 @@ def unrecordable(r, params: list, tensors: list) -> str:
 def _number(x):
     """A loop's number as a runtime scalar takes it (a Python float or int), or None."""
     if x.__class__ is float or x.__class__ is int:
-        return x if x.__class__ is float or _I64[0] <= x <= _I64[1] else None
+        return x if x.__class__ is float or I64[0] <= x <= I64[1] else None
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (float, int, np.floating, np.integer)):
         return None
     return _number(float(x) if isinstance(x, (float, np.floating)) else int(x))
@@ -272,11 +273,11 @@ class StepRecorder:
             return None
         # eager mode's written(): other threads' graphs that read what the loop writes run first
         keys = None
-        for ref in tuple(_watched):
+        for ref in tuple(pending_readers):
             o = ref()
             if o is not None and o is not r:
                 if keys is None:
-                    keys = {id(_storage_root(get_slot(t, Tensor))) for t in params + tensors}
+                    keys = {id(storage_root(get_slot(t, Tensor))) for t in params + tensors}
                 if not keys.isdisjoint(o.read_keys):
                     o.flush()
         return self.record
@@ -312,10 +313,11 @@ class StepRecorder:
         known = _SPECS.get(key)
         if known is None:
             nt = sum(lens)
-            ty = TensorType(_sig_type(params[0]._sig).dtype, 0, "cpu")
-            spec = _Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), tuple(("v", 2 + i) for i in range(nt))
-                         + tuple(("s", 2 + nt + i) for i in range(len(numbers))), (), ty)
-            known = _SPECS[key] = (spec, ((ty, (), _out_sig(params[0]._sig, ty)),))
+            ty = TensorType(sig_type(params[0]._sig).dtype, 0, "cpu")
+            slots = tuple(("v", FIRST_SLOT + i) for i in range(nt))
+            slots += tuple(("s", FIRST_SLOT + nt + i) for i in range(len(numbers)))
+            spec = Spec(_Loop(loop, len(params), dtype, lens, tuple(flags)), slots, (), ty)
+            known = _SPECS[key] = (spec, ((ty, (), out_sig(params[0]._sig, ty)),))
         with r.lock:
             ids, vids = r.input_ids, []
             for ts in lists:
@@ -327,7 +329,7 @@ class StepRecorder:
                             vids.append(z.vid)
                             continue
                     vid = ids.get(t)
-                    vids.append(r.add_input(t, _sig_type(t._sig)) if vid is None else vid)
+                    vids.append(r.add_input(t, sig_type(t._sig)) if vid is None else vid)
             held = r.append_values(known[0], vids + numbers, known[1])
         s = self.tls
         s.held += held

@@ -2,12 +2,12 @@
 
 A graph reads its inputs when it runs, eager mode when each op runs: a write in between must
 run the graph first.  Each recorder lists the storages its inputs view (``read_keys``); while
-it has any, it is in ``_watched``, and a write looks there (``_before_write``: a write observer,
+it has any, it is in ``pending_readers``, and a write looks there (``before_write``: a write observer,
 writes.py; item assignment, ``.numpy()``/``__array__``).  So writing into a tensor that no
 pending graph reads costs the look at an empty list, or one set lookup per recording thread.
 
-Storages handed out as writable NumPy arrays are ``_exported``: a graph reads them from a copy
-taken at record time (``_snapshot``)."""
+Storages handed out as writable NumPy arrays are ``exported_storages``: a graph reads them from a copy
+taken at record time (``snapshot_of``)."""
 
 from __future__ import annotations
 
@@ -20,21 +20,21 @@ from dispatch_jit.tensor import Tensor, wrap
 
 from .tensor import get_slot
 
-_watched: list = []      # weak references to the recorders with pending reads (append/remove are atomic)
+pending_readers: list = []      # weak references to the recorders with pending reads (append/remove are atomic)
 
 
-def _watch(r) -> None:
-    _watched.append(r.ref)
+def watch_reads(r) -> None:
+    pending_readers.append(r.ref)
 
 
-def _unwatch(ref) -> None:
+def unwatch_reads(ref) -> None:
     try:
-        _watched.remove(ref)
+        pending_readers.remove(ref)
     except ValueError:
         pass
 
 
-def _storage_root(a):
+def storage_root(a):
     """The object that owns the memory of array ``a``: NumPy views chain to it through ``.base``
     (an array owning its data, the output pool's block, a buffer); CUDA arrays name their storage."""
     if a.__class__ is np.ndarray:
@@ -48,10 +48,10 @@ def _storage_root(a):
 
 
 def _storage_key(a) -> int:
-    return id(_storage_root(a))
+    return id(storage_root(a))
 
 
-def _before_write(t) -> None:
+def before_write(t) -> None:
     """Run every pending graph, of any thread, that reads ``t``'s storage: the dispatcher calls
     this before an op writes into ``t`` (in place, ``out=``: switch.py registers it as a write
     observer), and so do item assignment (``copy_`` too) and ``.numpy()``/``__array__``, whose array may be written."""
@@ -59,7 +59,7 @@ def _before_write(t) -> None:
     if a is None:
         return
     key = _storage_key(a)
-    for ref in tuple(_watched):
+    for ref in tuple(pending_readers):
         r = ref()
         if r is not None and key in r.read_keys:
             r.flush()
@@ -71,35 +71,35 @@ def _before_write(t) -> None:
 # reference to the root (the mark goes with it), or, for a block of the output pool (which a weak
 # reference would keep from being reused), how many times the pool had handed it out: once it is
 # handed out again it was free in between, so no array the user took views it any more.
-_exported: dict = {}
+exported_storages: dict = {}
 
 
-def _mark_exported(a) -> None:
-    root = _storage_root(a)
+def mark_exported(a) -> None:
+    root = storage_root(a)
     k = id(root)
     n = _pool.handouts(root)
     if n is not None:
-        _exported[k] = n
+        exported_storages[k] = n
         return
-    mark = _exported.get(k)
+    mark = exported_storages.get(k)
     if mark is None or mark.__class__ is int or mark() is not root:    # a stale mark of a dead pool block
         try:
-            _exported[k] = weakref.ref(root, lambda _, k=k: _exported.pop(k, None))
+            exported_storages[k] = weakref.ref(root, lambda _, k=k: exported_storages.pop(k, None))
         except TypeError:        # a buffer without weak references (bytes): read-only
             pass
 
 
-def _is_exported(root) -> bool:
-    mark = _exported.get(id(root))
+def is_exported(root) -> bool:
+    mark = exported_storages.get(id(root))
     if mark is None:
         return False
     if mark.__class__ is int and mark != _pool.handouts(root):
-        _exported.pop(id(root), None)       # a pool block reused since: the mark is stale
+        exported_storages.pop(id(root), None)       # a pool block reused since: the mark is stale
         return False
     return True
 
 
-def _snapshot(x) -> Tensor:
+def snapshot_of(x) -> Tensor:
     """A copy of input ``x`` that no one else can write into (same layout kind, as far as the
     signature's contiguity bit goes)."""
     return wrap(get_slot(x, Tensor).copy(order="K"))

@@ -150,7 +150,7 @@ class FusedGrad:
         self.split = split
         self.forward_graph, self.forward_notes = optimize(split.forward, distinct_outputs=True)
         self.backward_graph, self.backward_notes = optimize(split.backward, distinct_outputs=True)
-        # the sizes are this FusedGrad's: each plan becomes one compiled function (planfn.py)
+        # the sizes are this FusedGrad's: each plan becomes one compiled function (run/function.py)
         self.forward = Plan(self.forward_graph, stats, parallel, one_function=True)
         self.backward = Plan(self.backward_graph, stats, parallel, one_function=True)
         self.saved, self.grad_of = split.saved, grad_of

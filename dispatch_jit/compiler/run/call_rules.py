@@ -1,4 +1,4 @@
-"""The ops a plan function (planfn.py) calls inside its one compiled function: per op, a rule
+"""The ops a plan function (run/function.py) calls inside its one compiled function: per op, a rule
 that writes the call into the function's source, or says why it cannot.
 
 A rule gets the node and a ``Site`` (the names of the node's operands in the generated

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.bufferpool import pool
+from dispatch_jit.jit.source import define
 from dispatch_jit.kernels.support.loops import PARALLEL_MIN
 from dispatch_jit.signature import CONTIGUOUS_BIT
 from dispatch_jit.tensor import Tensor
@@ -87,7 +88,6 @@ def fast_runner(plan):
     for i, s in enumerate(step.scalars):
         g[f"_S{i}"] = s
     src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<dispatch_jit compiled fast path {step.name}>", "exec"), g)
-    fn = g["run"]
+    fn = define(src, "run", g, f"<dispatch_jit compiled fast path {step.name}>")
     fn.__source__ = src
     return fn

@@ -14,7 +14,7 @@ generates::
     def fused_0(a0, a1, o0): ...          # codegen.py's loop, as the FusedStep runs it
 
     def plan_fn(i0, i1, i2, v6, v7, w0, p0):
-        np.dot(i0, i1.T, v6)              # planops.py's rules: what the eager kernel calls
+        np.dot(i0, i1.T, v6)              # run/call_rules.py's rules: what the eager kernel calls
         fused_0(v6, v7)
         ...
         return -1
@@ -31,7 +31,7 @@ them); the intermediates and work arrays, which never leave the function, are al
 and reused (``scratch``: a set is taken from a free list for the length of a call, so two
 threads calling one plan function never share one; sets of large arrays come from the
 output pool at each call instead, so that memory is not held between calls).  Each rule calls what the eager kernel calls, so results are the
-interpreted plan's bit for bit (tests/compiler/test_planfn.py); a kernel that refuses its
+interpreted plan's bit for bit (tests/compiler/run/test_plan_function.py); a kernel that refuses its
 input (a target out of range) returns the node's position and the call runs interpreted,
 which raises eager mode's own error.
 """
@@ -250,7 +250,7 @@ def _eager_call(node, graph, site, name, scalars, parallel):
         return got if isinstance(got, str) else ([], got)
     region = lone_region(node, graph)
     if region is None:
-        return f"{node.name} has no rule in the plan function (compiler/planops.py)"
+        return f"{node.name} has no rule in the plan function (compiler/run/call_rules.py)"
     region.index = 0
     return _fused_call(region, Codegen(region, graph.types), site, name, scalars, parallel)
 

@@ -26,7 +26,7 @@ Views are recorded like other ops; basic indexing (``t[1:, ::2, None]``)
 becomes a ``getitem`` node.
 
 This module is the driver (the Tracer key's fallback, ``trace``, the stand-ins for
-the function's arguments and runtime scalars); tracer.py builds the graph (``Tracer``)
+the function's arguments and runtime scalars); trace/symbolic.py builds the graph (``Tracer``)
 and holds the symbolic and external tensors with their guards.
 """
 

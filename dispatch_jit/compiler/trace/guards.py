@@ -64,6 +64,7 @@ from collections import namedtuple
 import numpy as np
 
 from dispatch_jit.dtypes import DType
+from dispatch_jit.jit.source import define
 from dispatch_jit.tensor import Tensor
 
 __all__ = ["Capture", "find_captures", "make_reader", "capture_key", "Unguardable", "writes_outside"]
@@ -415,7 +416,6 @@ def make_reader(caps: list[Capture]):
     key = ", ".join(f"v{i}._sig if v{i}.__class__ is _T else _K(v{i})" for i in range(len(caps)))
     lines.append(f"    return ({key},), ({', '.join(vs)},)")
     src = "\n".join(lines) + "\n"
-    exec(compile(src, "<dispatch_jit compiled guards>", "exec"), g)
-    read = g["read"]
+    read = define(src, "read", g, "<dispatch_jit compiled guards>")
     read.__source__ = src
     return read

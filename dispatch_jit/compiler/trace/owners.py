@@ -4,7 +4,7 @@ A trace finds some real tensors neither as arguments nor through a guarded attri
 chain (guards.py): a model's parameters, reached through ``dj.nn`` modules whose code
 the guards do not follow (``model(x)`` walks ``Sequential``'s children, ``Linear``
 reads ``self.weight`` from its registry).  Such a tensor is a constant of the graph,
-or, if it requires grad, an extra input (``Graph.lifted``, tracer.py) that the compiled
+or, if it requires grad, an extra input (``Graph.lifted``, trace/symbolic.py) that the compiled
 backward differentiates with respect to.  Either way the entry holds that very object,
 so an in-place change (an optimizer's step) shows at the next call; but a
 ``model[0].weight = Parameter(...)`` or a ``requires_grad_`` flip must not go unseen:
@@ -25,6 +25,7 @@ is not known cannot be guarded: that signature runs eagerly (``unguarded``).
 
 from __future__ import annotations
 
+from dispatch_jit.jit.source import define
 from dispatch_jit.nn.module import Module
 from dispatch_jit.tensor import Tensor
 
@@ -109,7 +110,6 @@ def make_check(graph, owners: dict):
               "        return f'a captured module changed ({type(e).__name__}: {e})'",
               "    return ''"]
     src = "\n".join(lines) + "\n"
-    exec(compile(src, "<dispatch_jit compiled tensor guards>", "exec"), g)
-    stale = g["stale"]
+    stale = define(src, "stale", g, "<dispatch_jit compiled tensor guards>")
     stale.__source__ = src
     return stale

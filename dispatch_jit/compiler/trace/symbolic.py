@@ -1,7 +1,7 @@
 """Graph building for ``dj.compile``: the ``Tracer`` (one trace's graph, recording each call),
 the symbolic tensors it hands the function, and the guards that abort a trace where real
 data would be needed (``SymbolicTensor``; ``ExternalTensor`` for real tensors from outside
-the function, for the length of a trace).  trace.py drives it: the Tracer key's fallback
+the function, for the length of a trace).  trace/fallback.py drives it: the Tracer key's fallback
 and ``trace``."""
 
 from __future__ import annotations
@@ -290,12 +290,12 @@ _GUARDED = {
     "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
     "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
     "requires_grad_": "requires_grad_() inside a compiled function",
-    # a whole training step (forward, backward, update): traced again by steptrace.py (STEP_REASONS)
-    "backward": "the function calls backward() (a whole training step: traced as one, step.py)",
+    # a whole training step (forward, backward, update): traced again by training/functionalize.py (STEP_REASONS)
+    "backward": "the function calls backward() (a whole training step: traced as one, training/whole_step.py)",
 }
-# the aborts after which dj.compile traces the call as a whole training step (steptrace.py)
+# the aborts after which dj.compile traces the call as a whole training step (training/functionalize.py)
 STEP_REASONS = frozenset({_GUARDED["backward"], "the function calls an optimizer's step() or zero_grad() "
-                                                "(a whole training step: traced as one, step.py)"})
+                                                "(a whole training step: traced as one, training/whole_step.py)"})
 _GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
                   "strides": "Tensor.strides depends on sizes",
                   "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
@@ -388,7 +388,7 @@ _backward_guard = SymbolicTensor.backward
 
 
 def _traced_backward(self, gradient=None, retain_graph=None, create_graph=False):
-    """``loss.backward()`` in a whole-step trace (steptrace.py) is its backward; elsewhere it aborts."""
+    """``loss.backward()`` in a whole-step trace (training/functionalize.py) is its backward; elsewhere it aborts."""
     sym = self.__dict__.get(TRACE_MARK)
     if sym is not None and not sym[0].done and not sym[0].in_meta and hasattr(sym[0], "backward"):
         return sym[0].backward(self, gradient, retain_graph, create_graph)

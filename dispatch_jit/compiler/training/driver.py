@@ -1,4 +1,4 @@
-"""Running a whole step's trace (steptrace.py's ``StepTracer``) and dj.optim's view of it.
+"""Running a whole step's trace (training/functionalize.py's ``StepTracer``) and dj.optim's view of it.
 
 ``trace_step`` makes the real tensors the step reads ``StepTensor``s for the length of the
 trace (data reads abort, ``copy_`` and indexing are recorded), binds the arguments as the

@@ -13,10 +13,10 @@ AOTAutograd and functionalization in miniature.  A ``StepTracer`` is a ``ShapedT
   holding the symbolic result for the rest of the trace;
 * functionalizes writes: ``p.copy_(v)``, ``p.sub_(u)`` (any ``op_`` whose ``op`` exists),
   ``buf.copy_(...)`` record the out-of-place value and rebind the tensor's current value
-  to it; the graph returns every rebound value, and the entry (step.py) copies it back
+  to it; the graph returns every rebound value, and the entry (training/whole_step.py) copies it back
   into the real tensor after the plan ran, with one version bump;
 * sees each optimizer step and ``zero_grad`` (dj.optim's hook, ``optimizer.STEP_TRACE``,
-  which stepdrive.py fills; it also runs the trace, ``trace_step``):
+  which training/driver.py fills; it also runs the trace, ``trace_step``):
   the optimizers' per-tensor update ops are what it records, and every number they read
   (the learning rate, momentum, betas, ..., and Adam's bias corrections, which change every
   step) is a runtime scalar of the plan (``scalar_sources``: the entry calls the optimizer's
@@ -25,7 +25,7 @@ AOTAutograd and functionalization in miniature.  A ``StepTracer`` is a ``ShapedT
   trace runs, each group's float and int options are runtime scalars too (``option_reads``:
   the entry reads them per call), which the optimizer's own step reads freely (its flags,
   ``step_values``) but whose use in Python anywhere else marks the trace (``options_used``):
-  the entry then keys the options by value (step.py).
+  the entry then keys the options by value (training/whole_step.py).
 
 Whatever the trace cannot stand for aborts it with the reason (``TraceAbort``): the step
 runs eagerly and ``explain()`` says why.  The real tensors' ``.grad``, their classes and
@@ -91,7 +91,7 @@ class StepTracer(ShapedTracer):
 
     def __init__(self, sources: dict, opts=()):
         super().__init__()
-        self.sources = sources        # id(real tensor) -> how a call fetches it (step.py's watch)
+        self.sources = sources        # id(real tensor) -> how a call fetches it (training/whole_step.py's watch)
         self.opts = list(opts)        # the optimizers whose options the entry's key watches
         self.bound: dict = {}         # id(real) -> [real, input value id, current value id]
         self.order: list = []         # the bound real tensors, in input order
@@ -452,7 +452,7 @@ class StepTensor(Tensor):
     __slots__ = ()
 
 
-# what a step may read of a real tensor: its sizes and layout are in the variant key (step.py)
+# what a step may read of a real tensor: its sizes and layout are in the variant key (training/whole_step.py)
 _LAYOUT_READS = _SIZE_READS | {"is_contiguous", "stride", "strides"}
 
 

@@ -2,10 +2,10 @@
 
 When a ``dj.compile`` trace aborts because the function calls ``backward()`` or an
 optimizer's ``step()``/``zero_grad()`` (tracer.STEP_REASONS), the signature's entry is
-a ``StepEntry``.  It traces the call again as one step (steptrace.py: the forward, the
+a ``StepEntry``.  It traces the call again as one step (training/functionalize.py: the forward, the
 joint backward through the derivative table, the ``.grad`` accumulation and the
 optimizer's update, functionalized) and runs that graph as one plan, which after its
-first run is one compiled function (planfn.py).  Per call:
+first run is one compiled function (run/function.py).  Per call:
 
 1. the variant key (``_key``): the arguments' sizes; per watched parameter (the
    optimizers' and the captured modules'), its signature, sizes and whether its
@@ -21,7 +21,7 @@ first run is one compiled function (planfn.py).  Per call:
    runs one plan;
 3. the plan runs (the write observers first, as ``optim.written``); each written tensor gets its
    new value, copied in, or written in place by the plan function where no alias can see the
-   difference (planfn.py ``_inplace``), and one version bump; each parameter its new ``.grad``
+   difference (run/function.py ``_inplace``), and one version bump; each parameter its new ``.grad``
    (or None), and the function's result is returned.  A result tensor that required grad in
    the trace (the loss) requires grad, its ``grad_fn`` a ``CompiledStepBackward`` whose graph
    is freed, as eager mode's loss after ``backward()``: a second ``loss.backward()`` raises
@@ -58,6 +58,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from dispatch_jit.autograd.graph import Node, mark_output
+from dispatch_jit.jit.source import define
 from dispatch_jit.optim.optimizer import Optimizer, read_only_error
 from dispatch_jit.tensor import bump_version
 from dispatch_jit.writes import before_write
@@ -134,8 +135,7 @@ def fetcher(sources):
     function (one call per step, not one per tensor: this is the hot path of a compiled step)."""
     glb: dict = {}
     items = ", ".join([_fetch_expr(s, glb) for s in sources])
-    exec(f"def fetch(flat, caps):\n    return [{items}]\n", glb)    # noqa: S102  (our own expressions)
-    return glb["fetch"]
+    return define(f"def fetch(flat, caps):\n    return [{items}]\n", "fetch", glb, "<dispatch_jit compiled step fetch>")
 
 
 class _Variant:

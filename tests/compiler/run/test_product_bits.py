@@ -53,7 +53,7 @@ def test_compiled_mlp_gradients_equal_eager_bit_for_bit(shape):
     e = cf._last
     assert isinstance(e, GradEntry), cf.explain()
     (f,) = e.fused.values()
-    # the plan functions ran (planops.py's products), not only the interpreted steps
+    # the plan functions ran (run/call_rules.py's products), not only the interpreted steps
     assert f.forward.function is not None and f.forward.function.calls >= 1, f.forward.function_reason
     assert f.backward.function is not None and f.backward.function.calls >= 1, f.backward.function_reason
     assert "_product(" in f.backward.function.source

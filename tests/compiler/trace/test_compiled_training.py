@@ -1,5 +1,5 @@
 """``dj.compile`` of a loss whose captured tensors (a model's parameters) require grad
-(compiler/tracer.py ``lift``, owners.py): the parameters are extra inputs of the traced
+(compiler/trace/symbolic.py ``lift``, owners.py): the parameters are extra inputs of the traced
 graph, the fused backward differentiates with respect to them, and ``.grad`` accumulates
 into them as eager mode's does.  Oracle: the same model, built from the same seed, trained
 eagerly step for step; gradients and parameters must agree to rounding."""
@@ -251,7 +251,7 @@ def _sgd_by_hand(m, x, y):
 @pytest.mark.parametrize("update", ["opt.step()", "by hand"])
 def test_a_whole_step_compiles_as_one(update):
     """A compiled function that calls backward() itself (forward, backward and update in one
-    function) is traced again as one step (compiler/step.py; test_compiled_step.py covers it):
+    function) is traced again as one step (compiler/training/whole_step.py; test_compiled_step.py covers it):
     it trains as eager mode does (the plan's matmuls may round differently: 1e-6)."""
     cm, em = _twins(_mlp)
     if update == "opt.step()":

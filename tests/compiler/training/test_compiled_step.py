@@ -1,4 +1,4 @@
-"""``dj.compile`` of a whole training step (compiler/step.py, steptrace.py): the forward,
+"""``dj.compile`` of a whole training step (compiler/training/whole_step.py, training/functionalize.py): the forward,
 ``loss.backward()`` and the update (dj.optim's SGD, Adam, AdamW or a hand-written one) traced
 into one graph and run as one plan.  Oracle: the same model from the same seed, stepped
 eagerly; losses, parameters, gradients (None where eager's are), optimizer state and version
@@ -149,7 +149,7 @@ def test_adam_bias_correction_uses_each_step():
 
 
 def test_recompiles_only_when_a_guard_changes():
-    """A new learning rate is a new runtime scalar (tests/compiler/test_step_hyperparams.py); what
+    """A new learning rate is a new runtime scalar (tests/compiler/training/test_step_hyperparams.py); what
     changes the update's form is guarded: weight decay turned off, nesterov turned on."""
     (cm, co), (em, eo) = _twins(OPTIMIZERS["sgd-momentum-wd"])
     compiled, eager = dj.compile(_step_of(cm, co)), _step_of(em, eo)

@@ -99,7 +99,7 @@ def test_training_steps_equal_eager_bit_for_bit(opt_name, kw, groups, schedule):
 def test_parallel_sized_training_equals_eager_bit_for_bit(opt_name, kw):
     dims = {"n": 4096, "d": 8, "h": 64}    # 4096 * 64 = 2**18: parallel loops
     _assert_same(_train("eager", opt_name, kw, **dims), _train("compiled", opt_name, kw, **dims))
-    # from the fourth step on, the step's plan ran as one compiled function (execute.py, planfn.py)
+    # from the fourth step on, the step's plan ran as one compiled function (execute.py, run/function.py)
     assert any(p.describe_function().startswith("one compiled function") for p in state.plans.values())
 
 

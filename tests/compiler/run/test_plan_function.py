@@ -1,4 +1,4 @@
-"""A plan as one compiled function (compiler/planfn.py, planops.py): a fused backward's forward
+"""A plan as one compiled function (compiler/run/function.py, run/call_rules.py): a fused backward's forward
 and backward plans become one njit function each after their first (interpreted) run.
 Oracle: the same plan run interpreted, step by step, on the same inputs: the results must be
 equal bit for bit (each rule calls what the eager kernel calls); and eager mode's gradients."""

@@ -11,8 +11,8 @@ from pathlib import Path
 import dispatch_jit.compiler.lazy as lazy
 
 # the layers, lowest first: each module imports only modules before it
-ORDER = ["state", "tensor", "encode", "watch", "execute", "generic", "backward", "grad", "record", "specialize", "update",
-         "switch", "__init__"]
+ORDER = ["layout", "state", "tensor", "encode", "watch", "execute", "generic", "backward", "grad", "record",
+         "specialize", "update", "switch", "__init__"]
 
 
 def _package_imports(path: Path) -> set:

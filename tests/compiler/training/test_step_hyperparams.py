@@ -1,5 +1,5 @@
-"""An optimizer's numbers are runtime scalars of a compiled whole step (compiler/step.py,
-steptrace.py): a learning-rate schedule (or any change of momentum, dampening, weight decay,
+"""An optimizer's numbers are runtime scalars of a compiled whole step (compiler/training/whole_step.py,
+training/functionalize.py): a learning-rate schedule (or any change of momentum, dampening, weight decay,
 betas, eps) runs the one traced plan, and every step equals the eager twin's to the bit.
 The model is elementwise (no matmul, whose compiled form may round as NumPy's dot where eager's
 takes its own loop nest), so that bits can be compared; tests/fuzz/test_fuzz_step.py runs
