@@ -32,9 +32,7 @@ import numpy as np
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.jit.threads import run as _watch
-from dispatch_jit.kernels.elementwise.cpu import PARALLEL_MIN
-from dispatch_jit.kernels.reduction.cpu import full_chunks
-from dispatch_jit.kernels.shape.cpu import MAX_LOOP_NDIM
+from dispatch_jit.kernels.support.loops import MAX_LOOP_NDIM, PARALLEL_MIN, full_chunks
 from dispatch_jit.signature import CONTIGUOUS_BIT, make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor
 
