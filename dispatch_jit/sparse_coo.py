@@ -264,6 +264,9 @@ class SparseCooTensor(Tensor):
         if self._idx.size == 0:
             idx = f"tensor([], size={tuple(self._idx.shape)})"
         vals = repr(wrap(self._data)) if self._data.size else "tensor([], size=(0,))"
+        tail = f", {dt[:-2]})"
+        if dt and vals.endswith(tail):        # the dtype is printed once, after nnz (as torch's)
+            vals = vals[:-len(tail)] + ")"
         return (f"tensor(indices={_indent(idx, 15)},\n       values={_indent(vals, 14)},\n"
                 f"       size={self._shape}, nnz={self._nnz()}, {dt}layout=dj.sparse_coo)")
 
