@@ -105,7 +105,7 @@ def test_repr_matches_torch():
         a, t = dj.tensor(d, dtype=dt).to_sparse(), torch.tensor(d, dtype=tdt).to_sparse()
         assert repr(a) == repr(t).replace("torch.", "dj.")
     e = dj.sparse_coo_tensor(np.zeros((2, 0), dtype=np.int64), dj.zeros(0), (2, 2))
-    assert repr(e) == repr(torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0),
+    assert repr(e) == repr(torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), check_invariants=True,
                                                    (2, 2))).replace("torch.", "dj.")
 
 
@@ -295,3 +295,35 @@ def test_zero_grad_and_no_grad():
     with dj.no_grad():
         y = a @ dj.tensor([1.0, 1.0])
     assert not y.requires_grad
+
+
+def test_save_of_a_sparse_tensor_is_an_error_not_its_values(tmp_path):
+    # dj.save does not know the sparse layouts: it raises rather than write the values alone
+    for t in (dj.tensor([[0.0, 1.0]]).to_sparse(), dj.tensor([[0.0, 1.0]]).to_sparse_csr()):
+        with pytest.raises(SparseLayoutError, match="cannot be saved; save t.to_dense()"):
+            dj.save({"w": t}, tmp_path / "t.pt")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_every_op_per_dtype_matches_torch(dtype):
+    idx = np.array([[0, 2, 1, 2], [1, 0, 3, 1]])
+    vals = np.array([1, -2, 3, 4], dtype=dtype)
+    a, t = _pair(idx, vals, (3, 4), dtype)
+    b, u = _pair(np.array([[2, 1], [1, 1]]), np.array([5, 6], dtype=dtype), (3, 4), dtype)
+    dense = np.arange(12, dtype=dtype).reshape(3, 4)
+    rhs = np.arange(8, dtype=dtype).reshape(4, 2)
+    _same(a.coalesce(), t.coalesce())
+    _same(a.to_dense(), t.to_dense())
+    _same(a + b, t + u)
+    _same(dj.tensor(dense) + a, torch.tensor(dense) + t)
+    _same(a * 3, t * 3)
+    _same(a * b, t * u, pattern=False)
+    _same(a * dj.tensor(dense), t * torch.tensor(dense))
+    _same(dj.sparse.sum(a), torch.sparse.sum(t))
+    _same(dj.sparse.sum(a, 1), torch.sparse.sum(t, 1))
+    _same(a.t(), t.t())
+    if dtype.startswith("float"):        # torch.sparse.mm has no integer kernel
+        _same(dj.sparse.mm(a, dj.tensor(rhs)), torch.sparse.mm(t, torch.tensor(rhs)))
+    else:
+        np.testing.assert_array_equal(dj.sparse.mm(a, dj.tensor(rhs)).numpy(), t.to_dense().numpy() @ rhs)
+    assert (a + b).dtype.name == dtype and dj.sparse.mm(a, dj.tensor(rhs)).dtype.name == dtype
