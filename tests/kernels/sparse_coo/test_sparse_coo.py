@@ -105,8 +105,8 @@ def test_repr_matches_torch():
         a, t = dj.tensor(d, dtype=dt).to_sparse(), torch.tensor(d, dtype=tdt).to_sparse()
         assert repr(a) == repr(t).replace("torch.", "dj.")
     e = dj.sparse_coo_tensor(np.zeros((2, 0), dtype=np.int64), dj.zeros(0), (2, 2))
-    assert repr(e) == repr(torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), check_invariants=True,
-                                                   (2, 2))).replace("torch.", "dj.")
+    assert repr(e) == repr(torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (2, 2),
+                                                   check_invariants=True)).replace("torch.", "dj.")
 
 
 # -- conversions ----------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_add_mul_sum_match_torch(case, seed):
 
 def test_integer_dtypes_and_sum_dtype():
     a = dj.sparse_coo_tensor([[0, 1, 1]], dj.tensor([1, 2, 3], dtype=dj.int32), (2,))
-    t = torch.sparse_coo_tensor([[0, 1, 1]], torch.tensor([1, 2, 3], dtype=torch.int32), (2,))
+    t = torch.sparse_coo_tensor([[0, 1, 1]], torch.tensor([1, 2, 3], dtype=torch.int32), (2,), check_invariants=True)
     assert (a * 2).dtype is dj.int32 and (a * 2.5).dtype is dj.float32
     _same(a * 2.5, t * 2.5)
     assert dj.sparse.sum(a).dtype is dj.int64 and dj.sparse.sum(a).item() == 6
