@@ -10,6 +10,8 @@ from dispatch_jit.errors import ShapeError, SparseLayoutError
 from dispatch_jit.sparse_coo import SparseCooTensor
 
 torch = pytest.importorskip("torch")
+# torch's one-time note about its own invariant checks, for the oracle tensors
+pytestmark = pytest.mark.filterwarnings("ignore:Sparse invariant checks are implicitly disabled")
 
 
 @st.composite
