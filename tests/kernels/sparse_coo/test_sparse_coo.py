@@ -142,8 +142,12 @@ def test_keys_dispatch_trace_and_unsupported_op(capsys):
     assert "[call] op=[aten::matmul], key=[SparseCPU]" in capsys.readouterr().out
     a.requires_grad_()
     assert dj.dispatch_keys(a) == dj.DispatchKeySet([dj.DispatchKey.SparseCPU, dj.DispatchKey.AutogradCPU])
-    with pytest.raises(dj.errors.NoKernelError, match="'SparseCPU' backend"):
+    with pytest.raises(dj.errors.NoKernelError, match="'SparseCPU' backend") as e:
         dj.exp(a.detach())
+    assert ("The sparse COO layout has kernels only for: aten::add.Tensor, aten::matmul, aten::mul.Tensor, "
+            "aten::sum, aten::t, aten::to_dense; convert with .to_dense() first") in str(e.value)
+    with pytest.raises(dj.errors.NoKernelError, match="The sparse CSR layout has kernels only for: .*aten::matmul"):
+        dj.exp(a.detach().to_sparse_csr())
     for op in ("matmul", "add.Tensor", "mul.Tensor", "sum", "to_dense", "t"):
         assert dj.has_kernel(f"aten::{op}", "SparseCPU")
 
