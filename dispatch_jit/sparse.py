@@ -430,6 +430,7 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
             raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
         crow, col, val = conversion("dense_to_csr", "cuda")(a)
         return _make(crow, col, val, a.shape)
+    a = t.numpy()      # a data read (under dj.compile the call then runs eagerly), no copy
     if a.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
     rows, cols = np.nonzero(a)       # row-major order: sorted within each row

@@ -353,7 +353,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     if device is not None and str(device).split(":")[0] != "cpu":
         raise InvalidArgumentError(f"sparse_coo_tensor: device must be 'cpu' (the SparseCUDA kernels are not "
                                    f"implemented), got {device}")
-    idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    idx = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
     if idx.size == 0 and idx.dtype.kind == "f":
         idx = idx.astype(np.int64)
     if idx.dtype.kind not in "iu":
@@ -377,12 +377,13 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
         elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
             v = v.astype(np.int64)
         vt = wrap(np.ascontiguousarray(v))
-    if vt._data.ndim != 1:
+    vshape = tuple(vt.shape)        # (under dj.compile a size read: the call then runs eagerly)
+    if len(vshape) != 1:
         raise ShapeError(f"sparse_coo_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}; hybrid "
                          f"COO tensors (values with dense dimensions) are not supported")
-    if idx.shape[1] != vt._data.shape[0]:
+    if idx.shape[1] != vshape[0]:
         raise ShapeError(f"sparse_coo_tensor: indices and values must have same nnz, but got nnz from indices: "
-                         f"{idx.shape[1]}, nnz from values: {vt._data.shape[0]}")
+                         f"{idx.shape[1]}, nnz from values: {vshape[0]}")
     if size is None:
         size = tuple(int(m) + 1 for m in idx.max(axis=1)) if idx.shape[1] else (0,) * idx.shape[0]
     size = tuple(int(s) for s in size)
@@ -415,10 +416,10 @@ def to_sparse_coo(t: Tensor, sparse_dim: int | None = None) -> SparseCooTensor:
     """
     if isinstance(t, SparseCooTensor):
         return t.to_sparse(sparse_dim)
-    a = t._data
     if t.is_cuda:
         raise SparseLayoutError("to_sparse: CUDA tensors have no sparse COO form here (the SparseCUDA kernels "
                                 "are not implemented); use .to_sparse_csr() or move it with .cpu()")
+    a = t.numpy()      # a data read (under dj.compile the call then runs eagerly), no copy
     if sparse_dim is not None and sparse_dim != a.ndim:
         raise SparseLayoutError(f"to_sparse(sparse_dim={sparse_dim}) of a {a.ndim}-D tensor would make a hybrid "
                                 f"COO tensor, which is not supported; use to_sparse() (sparse_dim={a.ndim})")

@@ -333,3 +333,17 @@ def test_every_op_per_dtype_matches_torch(dtype):
     else:
         np.testing.assert_array_equal(dj.sparse.mm(a, dj.tensor(rhs)).numpy(), t.to_dense().numpy() @ rhs)
     assert (a + b).dtype.name == dtype and dj.sparse.mm(a, dj.tensor(rhs)).dtype.name == dtype
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: dj.sparse.mm(x.to_sparse(), y) + 1,
+    lambda x, y: (x.to_sparse_csr() @ y) + 1,
+    lambda x, y: dj.sparse_coo_tensor([[0, 1]], x[0], (2,)).to_dense() * y[0],
+], ids=["to_sparse", "to_sparse_csr", "constructor"])
+def test_conversions_inside_compile_read_real_data(fn):
+    # a traced tensor's data is a placeholder: the conversions read it through the guarded
+    # numpy()/shape, so the call runs eagerly instead of converting the placeholder
+    f = dj.compile(fn)
+    d = dj.tensor([[1.0, 2.0], [3.0, 4.0]])
+    for x in (dj.tensor([[0.0, 1.0], [2.0, 0.0]]), dj.tensor([[5.0, 0.0], [0.0, 3.0]])):
+        np.testing.assert_array_equal(f(x, d).numpy(), fn(x, d).numpy())
