@@ -441,6 +441,9 @@ def mm(mat1: Tensor, mat2: Tensor, reduce: str = "sum") -> Tensor:
     """
     if reduce != "sum":
         raise InvalidArgumentError(f"sparse.mm: reduce={reduce!r} is not supported; only 'sum'")
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise ShapeError(f"sparse.mm: expected two 2-D matrices, got shapes {tuple(mat1.shape)} and "
+                         f"{tuple(mat2.shape)}; dj.matmul also takes a 1-D operand")
     from .registry import lookup
     return lookup("aten::matmul").entry(mat1, mat2)
 

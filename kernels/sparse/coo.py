@@ -31,7 +31,7 @@ import numpy as np
 from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import as_dtype, result_type
-from dispatch_jit.errors import SchemaError, ShapeError
+from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import lookup
 from dispatch_jit.sparse_coo import SPARSE_COO_BITS, coalesce_arrays, make_coo
 from dispatch_jit.tensor import Tensor, wrap
@@ -40,6 +40,8 @@ from . import cpu
 from .op import check_float_or_int, record
 
 __all__ = ["SCHEMAS", "KERNELS", "SPARSE_COO_MM_DERIVATIVE", "coo_matmul_arrays"]
+
+_NO_MATMUL = ("uint16", "uint32", "uint64")    # dense matmul has no kernel for them (nor has PyTorch)
 
 SCHEMAS = ["sparse_coo_mm(Tensor indices, Tensor values, Tensor dense, int rows, int cols) -> Tensor"]
 
@@ -87,6 +89,9 @@ def coo_matmul_arrays(idx: np.ndarray, val: np.ndarray, b: np.ndarray, rows: int
     _check_operand(rows, cols, b.shape)
     crow, col, perm = _rows(idx, rows)
     v = val if perm is None else val[perm]
+    if val.dtype == np.float16:      # Numba has no float16 arithmetic: float32 sums, rounded once
+        return cpu.csr_matmul_arrays(crow, col, np.ascontiguousarray(v, np.float32), b.astype(np.float32),
+                                     cols).astype(np.float16)
     return cpu.csr_matmul_arrays(crow, col, np.ascontiguousarray(v), b, cols)
 
 
@@ -98,7 +103,9 @@ def _sparse_coo_mm_cpu(indices, values, dense, rows, cols):
 def _sparse_coo_mm_grads(g, s, c):
     idx, vals, dense = s["indices"]._data, s["values"], s["dense"]
     ga = g._data
-    npdt = ga.dtype
+    half = ga.dtype == np.float16      # float32 sums, rounded once (as the forward)
+    npdt = np.dtype(np.float32) if half else ga.dtype
+    ga = _as(ga, npdt)
     rows = ga.shape[0]
     crow, col, perm = _rows(idx, rows)
     v = _as(vals._data, npdt)
@@ -116,6 +123,8 @@ def _sparse_coo_mm_grads(g, s, c):
     else:
         gvals = np.empty_like(gsorted)
         gvals[perm] = gsorted
+    if half:
+        gvals, gdense = gvals.astype(np.float16), gdense.astype(np.float16)
     return None, wrap(gvals), wrap(gdense.reshape(d.shape))
 
 
@@ -165,6 +174,9 @@ class CooMatmul(_CooOp):
                               f"{_what(a)} @ {_what(b)})")
         dt = result_type(a.dtype, b.dtype)
         check_float_or_int(dt, "matmul")
+        if dt.name in _NO_MATMUL:
+            raise DTypeError(f"matmul: dtype {dt.name} is not supported (as for dense tensors); cast the "
+                             f"operands to a signed integer or floating dtype")
         record(call, self.__name__, dt)
         npdt = dt.np
 

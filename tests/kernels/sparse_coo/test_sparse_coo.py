@@ -347,3 +347,15 @@ def test_conversions_inside_compile_read_real_data(fn):
     d = dj.tensor([[1.0, 2.0], [3.0, 4.0]])
     for x in (dj.tensor([[0.0, 1.0], [2.0, 0.0]]), dj.tensor([[5.0, 0.0], [0.0, 3.0]])):
         np.testing.assert_array_equal(f(x, d).numpy(), fn(x, d).numpy())
+
+
+def test_matmul_dtype_rules_as_dense():
+    a = dj.tensor([[0.0, 1.5], [2.0, 0.0]]).to_sparse()
+    # float16: float32 sums rounded once (Numba has no float16 arithmetic)
+    h = a.to(dj.float16) @ dj.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=dj.float16)
+    assert h.dtype is dj.float16 and h.tolist() == [[4.5, 6.0], [2.0, 4.0]]
+    with pytest.raises(TypeError, match="dtype uint16 is not supported"):
+        a.to(dj.uint16) @ dj.ones(2, 2, dtype=dj.uint16)
+    with pytest.raises(ShapeError, match="sparse.mm: expected two 2-D matrices"):
+        dj.sparse.mm(a, dj.ones(2))
+    assert (a @ dj.ones(2, dtype=dj.float64)).dtype is dj.float64       # promotion, as dense matmul
