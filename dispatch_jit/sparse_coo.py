@@ -170,7 +170,10 @@ class SparseCooTensor(Tensor):
         from .registry import lookup
         return lookup("aten::to_dense").entry(self)
 
-    def to_sparse(self, sparse_dim: int | None = None) -> "SparseCooTensor":
+    def to_sparse(self, sparse_dim: int | None = None, *, layout=None, blocksize=None, dense_dim=None):
+        if layout is not None or blocksize is not None or dense_dim is not None:
+            return to_sparse_coo(self, sparse_dim, layout=layout, blocksize=blocksize, dense_dim=dense_dim) \
+                if layout != sparse_coo else self.to_sparse(sparse_dim)
         if sparse_dim is not None and sparse_dim != self.ndim:
             raise SparseLayoutError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
                                     "!=self.sparse_dim() is not supported")
@@ -323,8 +326,8 @@ def _check_bounds(idx: np.ndarray, shape: tuple) -> None:
                                        f"is {shape[d]} but found index {int(hi[d])}")
 
 
-def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, requires_grad: bool = False,
-                      check_invariants=None, is_coalesced=None) -> SparseCooTensor:
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory: bool = False,
+                      requires_grad: bool = False, check_invariants=None, is_coalesced=None) -> SparseCooTensor:
     """A sparse COO tensor from its indices ``(ndim, nnz)`` and values ``(nnz,)``, as ``torch.sparse_coo_tensor``.
 
     Args:
@@ -334,6 +337,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
         size: the shape; inferred as ``indices.max(1) + 1`` if None.
         dtype: convert the values to this dtype.
         device: only the CPU (the SparseCUDA kernels are not implemented).
+        pin_memory: must be False (pinned memory is for CUDA transfers).
         requires_grad: make the values a leaf that requires grad.
         check_invariants: indices are always checked against ``size`` here (an index out of
             range is an error, never a crash in a kernel); True also checks ``is_coalesced=True``.
@@ -350,6 +354,8 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     ...
     dispatch_jit.errors.InvalidArgumentError: sparse_coo_tensor: size is inconsistent with indices: for dim 0, size is 3 but found index 5
     """
+    if pin_memory:
+        raise InvalidArgumentError("sparse_coo_tensor: pin_memory=True is not supported (no SparseCUDA here)")
     if device is not None and str(device).split(":")[0] != "cpu":
         raise InvalidArgumentError(f"sparse_coo_tensor: device must be 'cpu' (the SparseCUDA kernels are not "
                                    f"implemented), got {device}")
@@ -402,10 +408,11 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     return make_coo(idx, vt, size, coalesced)
 
 
-def to_sparse_coo(t: Tensor, sparse_dim: int | None = None) -> SparseCooTensor:
-    """The COO form of a dense tensor (its exact zeros dropped; coalesced).
+def to_sparse_coo(t: Tensor, sparse_dim: int | None = None, *, layout=None, blocksize=None, dense_dim=None):
+    """The COO form of a dense tensor (its exact zeros dropped; coalesced): ``Tensor.to_sparse``.
 
-    ``sparse_dim`` may only be the tensor's ndim (hybrid tensors are not supported).
+    ``sparse_dim`` may only be the tensor's ndim (hybrid tensors are not supported);
+    ``layout=dj.sparse_csr`` gives the CSR form instead (``to_sparse_csr()``).
 
     >>> import dispatch_jit as dj
     >>> dj.tensor([[0, 5], [0, 0]]).to_sparse()
@@ -414,6 +421,14 @@ def to_sparse_coo(t: Tensor, sparse_dim: int | None = None) -> SparseCooTensor:
            values=tensor([5]),
            size=(2, 2), nnz=1, layout=dj.sparse_coo)
     """
+    if blocksize is not None or dense_dim is not None:
+        raise SparseLayoutError("to_sparse: blocksize= and dense_dim= (block and hybrid layouts) are not supported")
+    if layout is not None and layout not in (sparse_coo, "sparse_csr"):
+        raise SparseLayoutError(f"to_sparse: layout must be dj.sparse_coo or dj.sparse_csr, got {layout!r}")
+    if layout == "sparse_csr":
+        if sparse_dim is not None:
+            raise SparseLayoutError("to_sparse: sparse_dim= goes with the COO layout only")
+        return t.to_sparse_csr()
     if isinstance(t, SparseCooTensor):
         return t.to_sparse(sparse_dim)
     if t.is_cuda:
@@ -463,4 +478,5 @@ def sum(input: Tensor, dim=None, dtype=None) -> Tensor:     # noqa: A001 (torch.
 
 
 Tensor.to_sparse = to_sparse_coo
+Tensor.is_sparse = False      # True for the COO layout only, as torch's (a CSR tensor says False too)
 Tensor.to_sparse_coo = lambda self: to_sparse_coo(self)

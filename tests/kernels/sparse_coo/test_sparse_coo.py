@@ -359,3 +359,19 @@ def test_matmul_dtype_rules_as_dense():
     with pytest.raises(ShapeError, match="sparse.mm: expected two 2-D matrices"):
         dj.sparse.mm(a, dj.ones(2))
     assert (a @ dj.ones(2, dtype=dj.float64)).dtype is dj.float64       # promotion, as dense matmul
+
+
+def test_torch_signatures_is_sparse_and_to_sparse_layout():
+    x = dj.tensor([[0.0, 1.0], [2.0, 0.0]])
+    assert (x.is_sparse, x.to_sparse().is_sparse, x.to_sparse_csr().is_sparse) == (False, True, False)
+    assert x.to_sparse(layout=dj.sparse_csr).layout == dj.sparse_csr
+    assert x.to_sparse(layout=dj.sparse_coo).layout == dj.sparse_coo
+    assert x.to_sparse().to_sparse(layout=dj.sparse_csr).crow_indices().tolist() == [0, 1, 2]
+    with pytest.raises(SparseLayoutError, match="blocksize"):
+        x.to_sparse(layout=dj.sparse_csr, blocksize=(1, 1))
+    a = dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), pin_memory=False, check_invariants=False, is_coalesced=None)
+    assert not a.is_coalesced()
+    with pytest.raises(ValueError, match="is_coalesced=True, but the indices are not sorted"):
+        dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), check_invariants=True, is_coalesced=True)
+    with pytest.raises(ValueError, match="pin_memory"):
+        dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), pin_memory=True)
