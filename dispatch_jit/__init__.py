@@ -22,6 +22,7 @@ from .jit.threads import get_num_threads, set_num_threads  # noqa: E402  PyTorch
 from . import autograd, cuda, errors, library, return_types, utils
 from .autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from .sparse import SparseCsrTensor, is_sparse_csr, sparse_csr, sparse_csr_tensor, to_sparse_csr
+from .sparse_coo import SparseCooTensor, sparse_coo, sparse_coo_tensor
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled, is_grad_enabled
 from .creation import (Generator, arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like,
                        linspace, manual_seed, ones, ones_like, tensor, zeros, zeros_like)
@@ -92,7 +93,8 @@ __all__ = [
     "dump", "dump_table", "has_kernel", "cache_info", "show_dispatch_trace", "list_operators",
     "QuantizedTensor", "qint8", "quint8", "quantize_per_tensor", "quantized_matmul", "quantized_add",
     "quantized_linear",
-    "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
+    "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr", "SparseCooTensor",
+    "sparse_coo", "sparse_coo_tensor",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "execution_mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
     "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "linalg", "fft", "special", "from_dlpack", "from_dask", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",

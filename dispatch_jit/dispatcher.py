@@ -458,12 +458,20 @@ def _traced(kern: Callable, op: OperatorEntry, key: DispatchKey, label: str) -> 
     return traced
 
 
+_LAYOUT_KEYS = {"SparseCPU": "sparse COO", "SparseCsrCPU": "sparse CSR", "SparseCsrCUDA": "sparse CSR"}
+
+
 def no_kernel_error(op: OperatorEntry, key: DispatchKey, ks: int) -> NoKernelError:
     have = [k.name for k in op.kernels] or ["none"]
+    layout, hint = _LAYOUT_KEYS.get(key.name), ""
+    if layout is not None:      # a layout's key: say which ops that layout has
+        from .registry import all_operators
+        ops = sorted(o.name for o in all_operators() if key in o.kernels)
+        hint = f" The {layout} layout has kernels only for: {', '.join(ops)}; convert with .to_dense() first."
     return NoKernelError(
         f"Could not run '{op.name}' with arguments from the '{key.name}' backend "
         f"(call keys: {DispatchKeySet.from_bits(ks)}). '{op.name}' has kernels registered only for: "
-        f"{', '.join(have)}. Register one with Library('{op.schema.namespace}', 'IMPL').impl(...) "
+        f"{', '.join(have)}.{hint} Register one with Library('{op.schema.namespace}', 'IMPL').impl(...) "
         f"or move the inputs to a backend that has one.\n{dump_table(op)}")
 
 

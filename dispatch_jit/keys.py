@@ -33,12 +33,15 @@ class DispatchKey(enum.IntEnum):
     """
 
     # -- runtime keys, lowest priority first ---------------------------------
-    Undefined = 0
-    Meta = 1            # shapes and dtypes only, no data
-    CPU = 2             # dense CPU kernels (Numba njit)
-    CUDA = 3            # dense CUDA kernels (numba.cuda.jit)
-    QuantizedCPU = 4
-    QuantizedCUDA = 5
+    # Undefined is -1 so that Meta takes bit 0 and the keys up to AutogradCPU fit below bit 13:
+    # a dense CPU tensor that requires grad keeps a signature under 2**30 (signature.py).
+    Undefined = -1      # no key: the empty set's highest() (bit_length() - 1 of 0)
+    Meta = 0            # shapes and dtypes only, no data
+    CPU = 1             # dense CPU kernels (Numba njit)
+    CUDA = 2            # dense CUDA kernels (numba.cuda.jit)
+    QuantizedCPU = 3
+    QuantizedCUDA = 4
+    SparseCPU = 5       # sparse COO layout (PyTorch's name), CPU arrays (dispatch_jit/sparse_coo.py)
     SparseCsrCPU = 6
     SparseCsrCUDA = 7
     PrivateUse1 = 8     # a backend that is not built in (rename_privateuse1_backend names it)
@@ -82,7 +85,8 @@ _K = DispatchKey
 # not one the composite alias keys cover: the built-in composite kernels may read NumPy
 # storage, which an out-of-tree backend's tensors need not have.  Such a backend registers
 # its kernels (or a boxed fallback) at PrivateUse1 itself; an op it lacks is a NoKernelError.
-BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCsrCPU, _K.SparseCsrCUDA)
+BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCPU, _K.SparseCsrCPU,
+                _K.SparseCsrCUDA)
 
 AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
 
@@ -128,7 +132,8 @@ class DispatchKeySet:
         return DispatchKeySet.from_bits(self.bits & ~_to_bits(other))
 
     def __contains__(self, key: DispatchKey) -> bool:
-        return bool(self.bits >> DispatchKey.parse(key) & 1)
+        key = DispatchKey.parse(key)
+        return key is not DispatchKey.Undefined and bool(self.bits >> key & 1)
 
     def __iter__(self):
         """Keys from highest to lowest priority."""

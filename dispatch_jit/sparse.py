@@ -42,10 +42,11 @@ from .dtypes import as_dtype, default_complex_dtype, from_numpy_dtype, get_defau
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
+from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
-           "check_csr_invariants"]
+           "check_csr_invariants", "mm", "sum"]
 
 sparse_csr = "sparse_csr"   # the layout marker: ``A.layout == dj.sparse_csr``
 
@@ -421,12 +422,15 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
     """
     if isinstance(t, SparseCsrTensor):
         return t
+    if isinstance(t, SparseCooTensor):
+        return _coo_to_csr(t)
     a = t._data
     if _on_cuda(a):
         if a.ndim != 2:
             raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
         crow, col, val = conversion("dense_to_csr", "cuda")(a)
         return _make(crow, col, val, a.shape)
+    a = t.numpy()      # a data read (under dj.compile the call then runs eagerly), no copy
     if a.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {a.ndim} dimensions (shape {a.shape})")
     rows, cols = np.nonzero(a)       # row-major order: sorted within each row
@@ -440,5 +444,31 @@ def _dense_to_dense(self: Tensor) -> Tensor:
     return self
 
 
+def _coo_to_csr(t: SparseCooTensor) -> SparseCsrTensor:
+    if t.ndim != 2:
+        raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {t.ndim} dimensions (shape {t.shape})")
+    if t.requires_grad:
+        raise SparseLayoutError("to_sparse_csr() of a sparse COO tensor whose values require grad is not "
+                                "differentiable here")
+    c = t.coalesce()
+    crow = np.zeros(t.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(c._idx[0], minlength=t.shape[0]), out=crow[1:])
+    return _make(crow, np.ascontiguousarray(c._idx[1]), c._data, t.shape)
+
+
+def _csr_to_coo(self: SparseCsrTensor, sparse_dim: int | None = None) -> SparseCooTensor:
+    """The COO form of a CSR matrix (coalesced: CSR rows are sorted and unique); values shared."""
+    if sparse_dim is not None and sparse_dim != 2:
+        raise SparseLayoutError("to_sparse: conversion from SparseCsr to Sparse with sparse_dim argument != 2 "
+                                "is not supported")
+    if self.is_cuda:
+        raise SparseLayoutError("to_sparse: a CUDA CSR matrix has no COO form here (the SparseCUDA kernels are "
+                                "not implemented); move it with .cpu() first")
+    rows = np.repeat(np.arange(self._shape[0], dtype=np.int64), np.diff(self._crow))
+    return make_coo(np.stack([rows, self._col]), self._values_t, self._shape, True)
+
+
 Tensor.to_sparse_csr = to_sparse_csr
+SparseCsrTensor.to_sparse = _csr_to_coo
+SparseCsrTensor.to_sparse_coo = lambda self: _csr_to_coo(self)
 Tensor.to_dense = _dense_to_dense

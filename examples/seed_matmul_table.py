@@ -34,6 +34,8 @@ def rows():
     yield "(cpu, int8 quantized)", lambda: qa @ qb
     sp = dj.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0]]).to_sparse_csr()
     yield "(cpu, sparse_csr)", lambda: sp @ b32
+    coo = sp.to_sparse()
+    yield "(cpu, sparse_coo)", lambda: coo @ b32
 
     def autocast_row():
         with dj.autocast("cpu"):

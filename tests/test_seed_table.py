@@ -19,6 +19,7 @@ EXPECTED = {
                                        " [redispatch] op=[aten::matmul], key=[CPU]"], dj.float32),
     "(cpu, int8 quantized)": (["[call] op=[aten::matmul], key=[QuantizedCPU]"], dj.qint8),
     "(cpu, sparse_csr)": (["[call] op=[aten::matmul], key=[SparseCsrCPU]"], dj.float32),
+    "(cpu, sparse_coo)": (["[call] op=[aten::matmul], key=[SparseCPU]"], dj.float32),
     "(cpu, float32, autocast)": (["[call] op=[aten::matmul], key=[AutocastCPU]",
                                   " [call] op=[aten::matmul], key=[CPU]"], dj.float16),
     # on a GPU, or on the CUDA simulator (tests/conftest.py)
@@ -42,7 +43,7 @@ def test_row_dispatches_to_the_seed_kernel(name, fn):
 
 def test_dump_table_shows_every_row_key():
     text = dj.dump_table("aten::matmul")
-    for key in ("CPU", "CUDA", "QuantizedCPU", "SparseCsrCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA",
+    for key in ("CPU", "CUDA", "QuantizedCPU", "SparseCsrCPU", "SparseCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA",
                 "AutogradCUDA", "QuantizedCUDA", "SparseCsrCUDA"):
         line = next(l for l in text.splitlines() if l.strip().startswith(key + " "))
         assert "[missing]" not in line, line

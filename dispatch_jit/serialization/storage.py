@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ..dtypes import BY_NAME, from_numpy_dtype
-from ..errors import LoadError
+from ..errors import LoadError, SparseLayoutError
 from ..signature import MAX_NDIM
 
 __all__ = ["StoragePlan", "TensorRef", "check_ref", "make_view"]
@@ -65,6 +65,9 @@ class StoragePlan:
         self._pending: list = []
 
     def add(self, t) -> None:
+        if getattr(t, "layout", "strided") in ("sparse_coo", "sparse_csr"):     # else only the values would be saved
+            raise SparseLayoutError(f"dj.save: a {t.layout} tensor cannot be saved; save t.to_dense(), or its "
+                                    f"index and values tensors")
         if id(t) not in self._number:
             self._number[id(t)] = len(self._alive)
             self._alive.append(t)

@@ -1,4 +1,4 @@
-"""Sparse CSR ops, as the registration loop sees them.
+"""Sparse CSR and COO ops, as the registration loop sees them (COO: coo.py, at SparseCPU).
 
 Two ops are defined here (to_dense, and sparse_csr_mm, the differentiable
 core of CSR @ dense); the others (matmul, add, mul, sum) are dense ops that
@@ -15,14 +15,14 @@ from __future__ import annotations
 from dispatch_jit.autograd.kernel import AutogradKernel
 from dispatch_jit.sparse import SPARSE_CSR_CPU_BITS, SPARSE_CSR_CUDA_BITS
 
-from . import cpu, cuda, op
+from . import coo, cpu, cuda, op
 
 __all__ = ["SCHEMAS", "KERNELS", "CONVERSIONS"]
 
 SCHEMAS = [
     "to_dense(Tensor self) -> Tensor",
     "sparse_csr_mm(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor dense, int ncols) -> Tensor",
-]
+] + coo.SCHEMAS
 
 
 def _ops(device: str, bits: int, backend, to_dense) -> dict:
@@ -33,9 +33,11 @@ def _ops(device: str, bits: int, backend, to_dense) -> dict:
 
 KERNELS = {
     "SparseCsrCPU": _ops("cpu", SPARSE_CSR_CPU_BITS, cpu.CPU, cpu.to_dense_cpu),
-    "CPU": {"to_dense": cpu.to_dense_dense, "sparse_csr_mm": cpu._sparse_mm_cpu},
-    "Autograd": {"sparse_csr_mm": AutogradKernel(cpu.SPARSE_MM_DERIVATIVE)},
-    "AutogradCPU": {"matmul": cpu.MatmulAutogradRouter()},
+    "CPU": {"to_dense": cpu.to_dense_dense, "sparse_csr_mm": cpu._sparse_mm_cpu, **coo.KERNELS["CPU"]},
+    "Autograd": {"sparse_csr_mm": AutogradKernel(cpu.SPARSE_MM_DERIVATIVE),
+                 "sparse_coo_mm": AutogradKernel(coo.SPARSE_COO_MM_DERIVATIVE)},
+    "SparseCPU": coo.KERNELS["SparseCPU"],
+    "AutogradCPU": {"matmul": cpu.MatmulAutogradRouter(coo.CooMatmulRoute)},
     "AutogradCUDA": {"matmul": cpu.MatmulAutogradRouter()},
     "SparseCsrCUDA": _ops("cuda", SPARSE_CSR_CUDA_BITS, cuda.CUDA, cuda.to_dense_cuda),
     "CUDA": {"to_dense": cpu.to_dense_dense, "sparse_csr_mm": cuda.sparse_mm_cuda},

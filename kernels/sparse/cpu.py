@@ -38,6 +38,7 @@ from dispatch_jit.jit import cache
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.registry import lookup
 from dispatch_jit.sparse import SPARSE_CSR_BITS, SparseCsrTensor
+from dispatch_jit.sparse_coo import SPARSE_COO_BITS
 from dispatch_jit.tensor import Tensor, wrap
 
 from . import merge
@@ -201,7 +202,8 @@ SPARSE_MM_DERIVATIVE = Derivative("SparseCsrMmBackward", _sparse_mm_grads,
 
 
 class MatmulAutogradRouter:
-    """aten::matmul at AutogradCPU and AutogradCUDA: CSR self (either device) ->
+    """aten::matmul at AutogradCPU and AutogradCUDA: a COO operand -> ``coo_route`` (aten::sparse_coo_mm);
+    CSR self (either device) ->
     aten::sparse_csr_mm (which has the sparse derivative); anything else -> the
     Autograd alias kernel, as before this module registered (decided once per
     signature)."""
@@ -210,8 +212,15 @@ class MatmulAutogradRouter:
     # dense operands get the Autograd alias kernel: compiler/joint.py traces that kernel's formula
     dense_alias = True
 
+    def __init__(self, coo_route=None):
+        # a COO operand (either side): coo_route() runs it (coo.CooMatmulRoute, which imports this module)
+        self.coo_route = coo_route
+
     def specialize(self, call):
         a = call.metas[0]
+        if self.coo_route is not None and any(m.kind == "tensor" and m.keyset & SPARSE_COO_BITS
+                                              for m in call.metas[:2]):
+            return self.coo_route()
         if a.kind == "tensor" and a.keyset & SPARSE_CSR_BITS:
             mm = lookup("aten::sparse_csr_mm").entry
             b = call.metas[1]

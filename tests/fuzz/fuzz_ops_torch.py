@@ -1,5 +1,5 @@
 """The fuzzers' rows for PyTorch's convenience surface (issue 15 part 5): gather, scatter_add,
-masked_fill, topk, repeat, mm, outer, t, clamp_min, clamp_max, einsum.  fuzz_ops.py adds them to
+masked_fill, topk, repeat, mm, outer, t, clamp_min, clamp_max, einsum, and COO @ dense.  fuzz_ops.py adds them to
 its ROWS (its last lines import this module, once the names used here are defined).
 
 An index or mask is a static parameter written into the source as a literal
@@ -116,6 +116,13 @@ def _mat2_np(args, p):
     return _promoted(a, b, lambda x, y: x @ y)
 
 
+def _sparse_mat_np(args, p):
+    from fuzz_ops import _matmul_np
+    if args[0].ndim != 2 or args[1].ndim not in (1, 2):
+        raise OracleError("sparse matmul: a 2-D sparse matrix by a 1-D or 2-D operand")
+    return _matmul_np(args, p)      # dense matmul's rules: promotion, the dtypes it refuses
+
+
 def _einsum_np(args, p):
     a, b = args[0], args[1]
     if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype:
@@ -179,6 +186,12 @@ ROWS = [
         lambda t, p: __import__("torch").mm(t[0], t[1]), tol_matmul, None, True, arity=2),
     Row("einsum", "matmul", (lambda a, p: f"dj.einsum('...ij,...jk->...ik', {a[0]}, {a[1]})",), "if", _einsum_np,
         lambda t, p: __import__("torch").einsum("...ij,...jk->...ik", t[0], t[1]), tol_matmul, None, True, arity=2),
+    # the sparse COO product (SparseCPU), matmul's semantics: a converted operand, so no gradient
+    # row; torch's sparse product has no kernel for some integer dtypes, nor for mixed dtypes
+    Row("sparse_matmul", "matmul", (lambda a, p: f"{a[0]}.to_sparse() @ {a[1]}",
+                                    lambda a, p: f"dj.matmul({a[0]}.to_sparse(), {a[1]})"), "if", _sparse_mat_np,
+        lambda t, p: t[0].to_sparse() @ t[1], tol_matmul, None, False, arity=2,
+        torch_skip=lambda args, p: args[0].dtype.kind != "f" or args[0].dtype != args[1].dtype),
 ]
 
 
