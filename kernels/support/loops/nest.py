@@ -216,7 +216,9 @@ class Nest:
         c = GUARD_CHUNK
 
         def inner(i2: str, stmts: list) -> list:
-            return [f"{i2}for {var} in range(lo, hi):"] + [f"{i2}    {s}" for s in stmts]
+            # unsigned indices: with signed ones Numba checks each load for a negative index and
+            # the loop does not vectorize (measured 158 us against 27 us for 3e4 float32 sin)
+            return [f"{i2}for {var} in range(np.uint64(lo), np.uint64(hi)):"] + [f"{i2}    {s}" for s in stmts]
 
         return heads + [f"{ind}for c in {par}(({bound} + {c - 1}) // {c}):",
                         f"{ind}    lo = c * {c}",
