@@ -24,20 +24,8 @@ EXPECTED = h.load_expected_failures()
 
 @pytest.mark.parametrize("op,dtype", CASES, ids=[f"{h.case_name(op)}-{dt}" for op, dt in CASES])
 def test_opinfo(op, dtype):
-    case = h.case_name(op)
-    verdicts = h.run_case(op, dtype)
-    judged = {sid for sid, v, _ in verdicts if v != "skip"}
-    fails = {sid: reason for sid, v, reason in verdicts if v == "fail"}
-    entry = h.expected_for(EXPECTED, case, dtype)
-    listing = "\n".join(f"  {sid}: {r}" for sid, r in sorted(fails.items()))
-    if entry is None:
-        assert not fails, (f"{case} ({dtype}) disagrees with PyTorch on {len(fails)} of {len(judged)} samples:\n"
-                           f"{listing}\nfix it, or list it in tests/opinfo/expected_failures.toml with its reason")
-        return
-    want = entry["samples"] if entry["samples"] is not None else judged
-    assert set(fails) == want, (
-        f"{case} ({dtype}) is listed in expected_failures.toml ({entry['reason']}) as failing on "
-        f"{sorted(want)}, but now fails on {sorted(fails)}:\n{listing}\nupdate or remove the entry")
+    message = h.verdict_against_expected(EXPECTED, h.case_name(op), dtype, h.run_case(op, dtype))
+    assert message is None, message
 
 
 def test_expected_failures_are_reasoned_and_current():
