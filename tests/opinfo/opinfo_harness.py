@@ -30,7 +30,7 @@ DTYPE_NAMES = ("float32", "float64", "int64", "bool")
 
 # Samples judged per (op, dtype) case, in the OpInfo's order (error inputs come on top of these).  The
 # first samples are the small, plain ones; the cap keeps the suite's compile count and runtime bounded.
-MAX_SAMPLES = int(os.environ.get("DISPATCH_JIT_OPINFO_MAX_SAMPLES", "8"))
+MAX_SAMPLES = int(os.environ.get("DISPATCH_JIT_OPINFO_MAX_SAMPLES", "4"))
 MAX_ERROR_SAMPLES = 4
 
 # Ops whose values are random or uninitialized: only structure, dtype and shape are compared.
