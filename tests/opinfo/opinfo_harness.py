@@ -1,0 +1,341 @@
+"""PyTorch's OpInfo database (``op_db``) as an oracle: the name map, the conversions, the judge.
+
+Shared by ``test_opinfo.py`` (one pytest case per (op, dtype)) and ``scripts/opinfo_coverage.py`` (the
+coverage table and ``--write-expected-failures``).  Nothing here imports torch at module level: the
+suite must collect without it.
+
+A *sample* is one ``SampleInput`` (or one ``ErrorInput``, id ``e<i>``) of an OpInfo entry for one dtype.
+Its verdict is one of ``pass``, ``fail`` (with a one-line reason) or ``skip`` (not judged: an argument
+with no dispatch_jit counterpart, such as a ``torch.memory_format``).  A sample passes when dispatch_jit
+returns the same structure with the same dtypes and shapes and values within
+``torch.testing.assert_close``'s default tolerances for the dtype, or raises where PyTorch raises.
+"""
+
+import os
+import sys
+import tomllib
+import types
+import unittest
+
+import numpy as np
+
+import dispatch_jit as dj
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPECTED_FAILURES = os.path.join(HERE, "expected_failures.toml")
+
+# The dtypes judged, when both the OpInfo entry and dispatch_jit support them.  Complex and the narrow
+# integer/float types are left out to keep the case count (and the Numba compiles) down.
+DTYPE_NAMES = ("float32", "float64", "int64", "bool")
+
+# Samples judged per (op, dtype) case, in the OpInfo's order (error inputs come on top of these).  The
+# first samples are the small, plain ones; the cap keeps the suite's compile count and runtime bounded.
+MAX_SAMPLES = int(os.environ.get("DISPATCH_JIT_OPINFO_MAX_SAMPLES", "4"))
+MAX_ERROR_SAMPLES = 4
+
+# Ops whose values are random or uninitialized: only structure, dtype and shape are compared.
+_RANDOM_WORDS = ("dropout", "rrelu", "bernoulli", "normal", "multinomial", "rand", "empty", "uniform",
+                 "cauchy", "exponential", "geometric", "log_normal")
+
+
+class Unconvertible(Exception):
+    """A sample argument with no dispatch_jit counterpart: the sample is not judged."""
+
+
+def load_op_db():
+    """The OpInfo list, or None when torch (or its testing internals) is not importable."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        # torch's testing internals import expecttest only for a TestCase base class that op_db never
+        # uses; CI installs the real package, a bare environment gets this stand-in.
+        shim = types.ModuleType("expecttest")
+        shim.TestCase = unittest.TestCase
+        sys.modules["expecttest"] = shim
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+def case_name(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def is_random(op):
+    return any(w in op.name for w in _RANDOM_WORDS)
+
+
+def resolve(op):
+    """(kind, target) for an OpInfo entry: ("function", callable) or ("method", name); None when
+    dispatch_jit has no counterpart.  Found by hasattr, so newly added names are picked up."""
+    import torch
+    name = op.name
+    if _is_torch_lambda(op.op) and _lambda_counterpart(op.op):
+        # Entries such as einsum, where, randn or nn.functional.embedding wrap torch.X in a lambda that
+        # reorders the sample's arguments; the same lambda with `torch` bound to dispatch_jit calls dj.X
+        # the same way.
+        return ("function", _rebind(op.op))
+    for prefix, ns in (("nn.functional.", lambda: dj.nn.functional), ("linalg.", lambda: getattr(dj, "linalg", None)),
+                       ("fft.", lambda: getattr(dj, "fft", None)), ("special.", lambda: getattr(dj, "special", None))):
+        if name.startswith(prefix):
+            mod = ns()
+            fn = getattr(mod, name[len(prefix):], None) if mod is not None else None
+            return ("function", fn) if callable(fn) else None
+    if "." in name:
+        return None
+    # The OpInfo's function variant is torch.<name> for most entries; entries such as "T" or "__radd__"
+    # or "float" exist only as Tensor methods and are called as methods here too.
+    torch_fn = getattr(torch, name, None)
+    fn = getattr(dj, name, None)
+    if torch_fn is not None and op.op is torch_fn:
+        if callable(fn) and not isinstance(fn, type):
+            return ("function", fn)
+        return None
+    if hasattr(torch.Tensor, name) and hasattr(dj.Tensor, name):
+        if isinstance(getattr(torch.Tensor, name), (property, types.GetSetDescriptorType)):
+            return ("attribute", name)
+        return ("method", name)
+    return None
+
+
+def _is_torch_lambda(f):
+    return isinstance(f, types.FunctionType) and f.__name__ == "<lambda>" and f.__globals__.get("torch") is not None
+
+
+def _lambda_counterpart(f):
+    """Whether every torch.<a>.<b> the lambda names exists under dispatch_jit (read from its bytecode's names)."""
+    import dis
+    chain, ok, seen = None, True, False
+    for ins in dis.get_instructions(f):
+        if ins.opname == "LOAD_GLOBAL" and ins.argval == "torch":
+            chain, seen = dj, True
+        elif chain is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            chain = getattr(chain, ins.argval, None)
+            if chain is None:
+                return False
+        else:
+            if chain is dj:
+                ok = False
+            chain = None
+    return ok and seen
+
+
+def _rebind(f):
+    glb = dict(f.__globals__)
+    glb["torch"] = dj
+    return types.FunctionType(f.__code__, glb, f.__name__, f.__defaults__, f.__closure__)
+
+
+def dtypes_for(op):
+    import torch
+    supported = op.supported_dtypes("cpu")
+    return [n for n in DTYPE_NAMES if getattr(torch, n) in supported]
+
+
+# ---- conversions ---------------------------------------------------------------------------------
+
+def to_dj(x):
+    import torch
+    if isinstance(x, torch.Tensor):
+        if x.requires_grad:
+            x = x.detach()
+        if x.is_conj() or x.is_neg():
+            x = x.resolve_conj().resolve_neg()
+        try:
+            return dj.from_dlpack(x)
+        except Exception:  # an empty tensor, or more dimensions than DLPack import takes: copy via NumPy
+            if x.ndim > 32:  # NumPy's limit is 64, dj's DLPack import takes fewer; torch allows more
+                raise Unconvertible(f"a tensor of {x.ndim} dimensions") from None
+            return dj.tensor(x.numpy())
+    if isinstance(x, torch.dtype):
+        d = getattr(dj, str(x).split(".")[-1], None)
+        if d is None:
+            raise Unconvertible(f"dtype {x}")
+        return d
+    if isinstance(x, torch.device):
+        return str(x)
+    if isinstance(x, torch.Size):
+        return tuple(x)
+    if isinstance(x, (torch.memory_format, torch.layout, torch.Generator)):
+        raise Unconvertible(type(x).__name__)
+    if isinstance(x, tuple):
+        return tuple(to_dj(v) for v in x)
+    if isinstance(x, list):
+        return [to_dj(v) for v in x]
+    if isinstance(x, dict):
+        return {k: to_dj(v) for k, v in x.items()}
+    if isinstance(x, (bool, int, float, complex, str, type(None), slice, type(Ellipsis))):
+        return x
+    raise Unconvertible(type(x).__name__)
+
+
+def _dj_to_torch(x):
+    import torch
+    return torch.from_numpy(np.array(x.numpy(), copy=True))
+
+
+def compare(actual, expected, exact_values=True, path="result"):
+    """Raise AssertionError naming the first difference between dj's ``actual`` and torch's ``expected``."""
+    import torch
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, dj.Tensor):
+            if isinstance(actual, (bool, int, float)) and expected.ndim == 0:
+                torch.testing.assert_close(torch.tensor(actual, dtype=expected.dtype), expected, equal_nan=True,
+                                           check_device=False)
+                return
+            raise AssertionError(f"{path}: dj returned {type(actual).__name__}, torch a Tensor")
+        want = str(expected.dtype).split(".")[-1]
+        got = str(actual.dtype).split(".")[-1]
+        if got != want:
+            raise AssertionError(f"{path}: dtype dj {got} vs torch {want}")
+        if tuple(actual.shape) != tuple(expected.shape):
+            raise AssertionError(f"{path}: shape dj {tuple(actual.shape)} vs torch {tuple(expected.shape)}")
+        if exact_values:
+            try:
+                torch.testing.assert_close(_dj_to_torch(actual), expected.detach().resolve_conj().resolve_neg(),
+                                           equal_nan=True, check_device=False, check_stride=False)
+            except AssertionError as e:
+                lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+                raise AssertionError(f"{path}: values: " + "; ".join(lines[:4])) from None
+        return
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            raise AssertionError(f"{path}: dj returned {type(actual).__name__} "
+                                 f"{len(actual) if isinstance(actual, (tuple, list)) else ''}, torch a "
+                                 f"{type(expected).__name__} of {len(expected)}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            compare(a, e, exact_values, f"{path}[{i}]")
+        return
+    if isinstance(actual, dj.Tensor) and actual.ndim == 0:
+        actual = actual.item()
+    if isinstance(expected, (bool, int, float, complex)) and exact_values:
+        if not isinstance(actual, (bool, int, float, complex, np.generic)):
+            raise AssertionError(f"{path}: dj returned {type(actual).__name__}, torch {type(expected).__name__}")
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        return
+    if exact_values and actual != expected:
+        raise AssertionError(f"{path}: dj {actual!r} vs torch {expected!r}")
+
+
+def _short(e):
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg[:160]}"
+
+
+def _call(kind, target, inp, args, kwargs):
+    if kind == "attribute":
+        return getattr(inp, target)
+    if kind == "method":
+        return getattr(inp, target)(*args, **kwargs)
+    return target(inp, *args, **kwargs)
+
+
+def run_case(op, dtype_name, max_samples=MAX_SAMPLES):
+    """Judge the samples of one (op, dtype) case.  Returns [(sample_id, verdict, reason)]."""
+    import torch
+    res = resolve(op)
+    if res is None:
+        raise LookupError(f"{case_name(op)} has no dispatch_jit counterpart")
+    kind, target = res
+    dtype = getattr(torch, dtype_name)
+    exact = not is_random(op)
+    out = []
+    torch.manual_seed(0)
+    try:
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:max_samples]
+    except Exception as e:  # an OpInfo that cannot build samples here is nothing to judge
+        return [("s*", "skip", f"sample_inputs raised {_short(e)}")]
+    for i, s in enumerate(samples):
+        sid = f"s{i}"
+        try:
+            d_in, d_args, d_kwargs = to_dj(s.input), to_dj(tuple(s.args)), to_dj(dict(s.kwargs))
+        except Unconvertible as e:
+            out.append((sid, "skip", f"argument with no dj counterpart: {e}"))
+            continue
+        try:
+            expected = op(s.input, *s.args, **s.kwargs)
+        except Exception as e:
+            expected, torch_exc = None, e
+        else:
+            torch_exc = None
+        try:
+            actual = _call(kind, target, d_in, d_args, d_kwargs)
+        except Exception as e:
+            if torch_exc is not None:
+                out.append((sid, "pass", ""))
+            else:
+                out.append((sid, "fail", f"dj raised {_short(e)}"))
+            continue
+        if torch_exc is not None:
+            out.append((sid, "fail", f"dj returned where torch raised {_short(torch_exc)}"))
+            continue
+        try:
+            # an attention sample with dropout draws random masks: its values cannot agree
+            compare(actual, expected, exact and not s.kwargs.get("dropout_p"))
+        except AssertionError as e:
+            out.append((sid, "fail", str(e)[:300]))
+        except Exception as e:
+            out.append((sid, "fail", f"comparing: {_short(e)}"))
+        else:
+            out.append((sid, "pass", ""))
+    try:
+        errors = list(op.error_inputs("cpu"))[:MAX_ERROR_SAMPLES] if op.error_inputs_func is not None else []
+    except Exception:
+        errors = []
+    for i, ei in enumerate(errors):
+        s = ei.sample_input
+        if not (isinstance(s.input, torch.Tensor) and s.input.dtype == dtype):
+            continue
+        sid = f"e{i}"
+        try:
+            d_in, d_args, d_kwargs = to_dj(s.input), to_dj(tuple(s.args)), to_dj(dict(s.kwargs))
+        except Unconvertible as e:
+            out.append((sid, "skip", f"argument with no dj counterpart: {e}"))
+            continue
+        try:
+            _call(kind, target, d_in, d_args, d_kwargs)
+        except Exception:
+            out.append((sid, "pass", ""))
+        else:
+            out.append((sid, "fail", f"dj returned where torch raises {ei.error_type.__name__}"))
+    return out
+
+
+# ---- expected failures ---------------------------------------------------------------------------
+
+def load_expected_failures(path=EXPECTED_FAILURES):
+    """{(case, dtype): {"samples": set or None, "reason": str}}.  dtype "*" covers every dtype."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    table = {}
+    for entry in data.get("failure", []):
+        key = (entry["op"], entry.get("dtype", "*"))
+        samples = entry.get("samples")
+        table[key] = {"samples": set(samples) if samples is not None else None, "reason": entry["reason"]}
+    return table
+
+
+def expected_for(table, case, dtype_name):
+    return table.get((case, dtype_name)) or table.get((case, "*"))
+
+
+def verdict_against_expected(table, case, dtype_name, verdicts):
+    """None when the case's failures are exactly what expected_failures.toml lists for it (nothing when it
+    is not listed), else the message to fail with: an unlisted failure, or a listed one that now passes."""
+    judged = {sid for sid, v, _ in verdicts if v != "skip"}
+    fails = {sid: reason for sid, v, reason in verdicts if v == "fail"}
+    entry = expected_for(table, case, dtype_name)
+    listing = "\n".join(f"  {sid}: {r}" for sid, r in sorted(fails.items()))
+    if entry is None:
+        if not fails:
+            return None
+        return (f"{case} ({dtype_name}) disagrees with PyTorch on {len(fails)} of {len(judged)} samples:\n"
+                f"{listing}\nfix it, or list it in tests/opinfo/expected_failures.toml with its reason")
+    want = entry["samples"] if entry["samples"] is not None else judged
+    if set(fails) == want and fails:
+        return None
+    return (f"{case} ({dtype_name}) is listed in expected_failures.toml ({entry['reason']}) as failing on "
+            f"{sorted(want)}, but now fails on {sorted(fails)}:\n{listing}\nupdate or remove the entry")

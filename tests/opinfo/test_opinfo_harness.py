@@ -1,0 +1,77 @@
+"""The OpInfo harness's own parts: the judge must catch what it claims to (needs torch)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import dispatch_jit as dj  # noqa: E402
+import opinfo_harness as h  # noqa: E402
+
+OPS = {h.case_name(op): op for op in h.load_op_db()}
+
+
+def _fails(actual, expected):
+    try:
+        h.compare(actual, expected)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def test_compare_catches_dtype_shape_values_and_structure():
+    t = torch.tensor([1.0, 2.0], dtype=torch.float32)
+    assert _fails(dj.tensor([1.0, 2.0], dtype=dj.float32), t) is None
+    assert _fails(dj.tensor([1.0, 2.0 + 1e-7], dtype=dj.float32), t) is None  # within float32's tolerance
+    assert "dtype dj float64 vs torch float32" in _fails(dj.tensor([1.0, 2.0], dtype=dj.float64), t)
+    assert "shape" in _fails(dj.tensor([[1.0, 2.0]], dtype=dj.float32), t)
+    assert "values" in _fails(dj.tensor([1.0, 2.001], dtype=dj.float32), t)
+    assert "result[1]" in _fails((dj.tensor([1.0, 2.0]), dj.tensor([0, 0])), (t, torch.tensor([0, 1])))
+    assert "torch a tuple" in _fails(dj.tensor([1.0, 2.0]), (t, t))
+    assert _fails(dj.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+
+
+def test_name_map():
+    assert h.resolve(OPS["nn.functional.relu"]) == ("function", dj.nn.functional.relu)
+    assert h.resolve(OPS["add"]) == ("function", dj.add)
+    assert h.resolve(OPS["mT"]) == ("attribute", "mT")
+    assert h.resolve(OPS["cauchy"]) is None  # no dj counterpart
+    # where's OpInfo wraps torch.where(cond, self, other) in a lambda: rebound, it calls dj.where
+    kind, fn = h.resolve(OPS["where"])
+    out = fn(dj.tensor([1.0, 2.0]), dj.tensor([True, False]), dj.tensor([5.0, 6.0]))
+    assert out.tolist() == [1.0, 6.0]
+
+
+def test_run_case_judges_real_samples():
+    verdicts = h.run_case(OPS["abs"], "float32")
+    assert verdicts and all(v == "pass" for _, v, _ in verdicts)
+
+
+def test_expected_failures_are_strict():
+    verdicts = [("s0", "pass", ""), ("s1", "fail", "values"), ("s2", "skip", "memory_format")]
+    assert "disagrees with PyTorch on 1 of 2" in h.verdict_against_expected({}, "x", "float32", verdicts)
+    listed = {("x", "*"): {"samples": {"s1"}, "reason": "r"}}
+    assert h.verdict_against_expected(listed, "x", "float32", verdicts) is None
+    passing = [("s0", "pass", ""), ("s1", "pass", "")]
+    assert "now fails on []" in h.verdict_against_expected(listed, "x", "float32", passing)
+    whole = {("x", "float32"): {"samples": None, "reason": "r"}}
+    assert "now fails on ['s1']" in h.verdict_against_expected(whole, "x", "float32", verdicts)
+    assert h.verdict_against_expected(whole, "x", "float32", [("s0", "fail", "a"), ("s1", "fail", "b")]) is None
+
+
+def test_written_expected_failures_load_back(tmp_path):
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(h.HERE)), "scripts"))
+    try:
+        import opinfo_coverage
+    finally:
+        sys.path.pop(0)
+    path = tmp_path / "xf.toml"
+    results = {("a", "int64"): [("s0", "fail", 'dj raised "X"'), ("s1", "pass", "")],
+               ("b", "bool"): [("s0", "fail", "values")], ("c", "float32"): [("s0", "pass", "")]}
+    assert opinfo_coverage.write_expected_failures(results, str(path)) == 2
+    table = h.load_expected_failures(str(path))
+    assert table[("a", "int64")]["samples"] == {"s0"}
+    assert table[("a", "int64")]["reason"] == 'TO BE REVIEWED: dj raised "X"'
+    assert table[("b", "bool")]["samples"] is None
