@@ -38,8 +38,9 @@ def _array(x, op: str) -> np.ndarray:
 
 
 def _results(values, inverse, counts):
-    return (wrap(np.ascontiguousarray(values)), wrap(np.ascontiguousarray(inverse, dtype=np.int64)),
-            wrap(np.ascontiguousarray(counts, dtype=np.int64)))
+    # np.array, not np.ascontiguousarray: that makes a 0-d inverse (of a 0-d input) 1-d
+    return (wrap(np.array(values, order="C")), wrap(np.array(inverse, dtype=np.int64, order="C")),
+            wrap(np.array(counts, dtype=np.int64, order="C")))
 
 
 def unique2(x, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002  (PyTorch's name)

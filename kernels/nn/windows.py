@@ -148,7 +148,7 @@ def _avg_window(y, xo, kh, kw, sh, sw, ph, pw, h_, w_, include_pad, divisor):
     r1, q1 = min(r0 + kh, h_ + ph), min(q0 + kw, w_ + pw)
     size = (r1 - r0) * (q1 - q0)
     r0, q0, r1, q1 = max(r0, 0), max(q0, 0), min(r1, h_), min(q1, w_)
-    if divisor > 0:
+    if divisor != 0:   # divisor_override, negative ones included (PyTorch divides by it as given)
         d = divisor
     elif include_pad:
         d = size
@@ -171,7 +171,7 @@ def avg_pool(x, kh, kw, sh, sw, ph, pw, include_pad, divisor, out):
                 for r in range(r0, r1):
                     for q in range(q0, q1):
                         s += x[n, c, r, q]
-                out[n, c, y, xo] = s / d if d > 0 else np.nan
+                out[n, c, y, xo] = s / d if d != 0 else np.nan
 
 
 @numba.njit(boundscheck=False, parallel=True)
@@ -184,7 +184,7 @@ def avg_pool_backward(g, kh, kw, sh, sw, ph, pw, include_pad, divisor, gx):
         for y in range(oh):
             for xo in range(ow):
                 r0, r1, q0, q1, d = _avg_window(y, xo, kh, kw, sh, sw, ph, pw, h_, w_, include_pad, divisor)
-                v = np.float64(g[n, c, y, xo]) / d if d > 0 else np.nan
+                v = np.float64(g[n, c, y, xo]) / d if d != 0 else np.nan
                 for r in range(r0, r1):
                     for q in range(q0, q1):
                         gx[n, c, r, q] += v

@@ -158,3 +158,8 @@ def test_errors():
     with pytest.raises(DTypeError, match="not implemented for 'complex64'"):
         dj.unique(dj.zeros(2, dtype=dj.complex64))
     assert np.isnan(dj.median(dj.zeros(0)).item())
+
+
+def test_unique_of_a_zero_dim_tensor_has_a_zero_dim_inverse():
+    out, inverse, counts = dj.unique(dj.tensor(3), return_inverse=True, return_counts=True)
+    assert out.tolist() == [3] and inverse.shape == () and inverse.item() == 0 and counts.tolist() == [1]

@@ -258,3 +258,10 @@ def test_pool_double_backward_matches_torch():
         return x.grad.numpy()
     np.testing.assert_allclose(run(dj, F, dj.tensor(x0, requires_grad=True)),
                                run(torch, TF, torch.tensor(x0, requires_grad=True)), rtol=1e-10, atol=1e-12)
+
+
+def test_avg_pool2d_negative_divisor_override_divides_by_it():
+    # PyTorch divides each window's sum by divisor_override as given, negative ones included
+    x = dj.arange(16.0).reshape(1, 1, 4, 4)
+    got = dj.nn.functional.avg_pool2d(x, 2, divisor_override=-2)
+    assert got.tolist() == [[[[-5.0, -9.0], [-21.0, -25.0]]]]
