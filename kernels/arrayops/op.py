@@ -137,7 +137,7 @@ def mode_function(input, dim=-1, keepdim=False):  # noqa: A002  (PyTorch's argum
     The execution-mode context manager is ``dj.execution_mode("compiled")``.
 
     >>> import dispatch_jit as dj
-    >>> dj.execution_mode(dj.tensor([[3, 1, 3, 1, 2], [5, 5, 4, 4, 4]]))
+    >>> dj.mode(dj.tensor([[3, 1, 3, 1, 2], [5, 5, 4, 4, 4]]))
     mode(values=tensor([1, 4]), indices=tensor([3, 4]))
     """
     if isinstance(input, str):
