@@ -89,6 +89,27 @@ def col2im(cols, kh, kw, sh, sw, dh, dw, c0, oh, ow, gxp):
                                 dst[q0 + x * sw] += src[x]
 
 
+@numba.njit(boundscheck=False)
+def _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw):
+    """(max, flat position in the plane) of output (y, xo)'s window: the first maximum, a NaN
+    winning (the last NaN seen), -1 when the window misses the plane; max_pool's forward and its
+    backward (which finds the argmax again) share it, so both pick the same element."""
+    h_, w_ = x.shape[2], x.shape[3]
+    best, at = -np.inf, -1
+    for i in range(kh):
+        r = y * sh - ph + i * dh
+        if r < 0 or r >= h_:
+            continue
+        for j in range(kw):
+            q = xo * sw - pw + j * dw
+            if q < 0 or q >= w_:
+                continue
+            v = np.float64(x[n, c, r, q])
+            if v > best or v != v or at < 0:
+                best, at = v, r * w_ + q
+    return best, at
+
+
 @numba.njit(boundscheck=False, parallel=True)
 def max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
     n_, c_, h_, w_ = x.shape
@@ -98,18 +119,7 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
         c = p - n * c_
         for y in range(oh):
             for xo in range(ow):
-                best, at = -np.inf, -1
-                for i in range(kh):
-                    r = y * sh - ph + i * dh
-                    if r < 0 or r >= h_:
-                        continue
-                    for j in range(kw):
-                        q = xo * sw - pw + j * dw
-                        if q < 0 or q >= w_:
-                            continue
-                        v = np.float64(x[n, c, r, q])
-                        if v > best or v != v or at < 0:
-                            best, at = v, r * w_ + q
+                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw)
                 out[n, c, y, xo] = best
                 idx[n, c, y, xo] = at
 
@@ -123,18 +133,7 @@ def max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, dh, dw, gx):
         c = p - n * c_
         for y in range(oh):
             for xo in range(ow):
-                best, at = -np.inf, -1
-                for i in range(kh):
-                    r = y * sh - ph + i * dh
-                    if r < 0 or r >= h_:
-                        continue
-                    for j in range(kw):
-                        q = xo * sw - pw + j * dw
-                        if q < 0 or q >= w_:
-                            continue
-                        v = np.float64(x[n, c, r, q])
-                        if v > best or v != v or at < 0:
-                            best, at = v, r * w_ + q
+                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw)
                 if at >= 0:
                     r = at // w_
                     q = at - r * w_
