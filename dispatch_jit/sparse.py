@@ -43,6 +43,7 @@ from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutEr
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
+from .sparse_base import SparseTensor
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
@@ -58,15 +59,7 @@ _AUTOGRAD_CUDA_BITS = key_bits(DispatchKey.AutogradCUDA)
 _new = object.__new__
 
 
-def _dense_only(what: str):
-    def method(self, *args, **kwargs):
-        raise SparseLayoutError(f"{what} is not supported on a sparse CSR tensor of shape {self.shape} "
-                                f"(nnz={self.nnz}); convert it with .to_dense() first")
-    method.__name__ = what
-    return method
-
-
-class SparseCsrTensor(Tensor):
+class SparseCsrTensor(SparseTensor):
     """A 2-D sparse matrix in compressed sparse row (CSR) layout.
 
     Build one with ``dj.sparse_csr_tensor(crow, col, values, size)`` or
@@ -74,23 +67,8 @@ class SparseCsrTensor(Tensor):
     array (so dtype queries work), never a dense view of the matrix.
     """
 
-    # -- metadata ------------------------------------------------------------
-    @property
-    def shape(self) -> tuple:
-        return self._shape
-
-    def size(self, dim: int | None = None):
-        return self._shape if dim is None else self._shape[dim]
-
-    @property
-    def ndim(self) -> int:
-        return 2
-
-    def dim(self) -> int:
-        return 2
-
-    def numel(self) -> int:
-        return self._shape[0] * self._shape[1]
+    _LAYOUT_WORD = "CSR"
+    _NO_HISTORY = "a sparse CSR result cannot carry autograd history; only dj.matmul(csr, dense) is differentiable"
 
     @property
     def nnz(self) -> int:
@@ -107,17 +85,13 @@ class SparseCsrTensor(Tensor):
     def is_sparse_csr(self) -> bool:
         return True
 
-    def is_contiguous(self) -> bool:
-        return True
+    def _with_values(self, values_t) -> "SparseCsrTensor":
+        return _make(self._crow, self._col, values_t, self._shape)
 
-    def __len__(self) -> int:
-        return self._shape[0]
+    def _signature(self, values_t) -> int:
+        return _csr_sig(values_t)
 
     # -- device: the three arrays live together, in host or device memory ----------------
-    @property
-    def device(self):
-        return self._values_t.device
-
     @property
     def is_cuda(self) -> bool:
         return self._values_t.is_cuda
@@ -138,16 +112,10 @@ class SparseCsrTensor(Tensor):
     def to(self, *args, **kwargs):
         """``A.to("cuda")`` / ``A.to("cpu")`` move the matrix; a dtype converts the values."""
         from .tensor import device as _device
-        dev = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or type(a).__name__ == "device":
-                dev = a
-            else:
-                dtype = a
+        dev, dtype = self._to_args(args, kwargs)
         t = self if dev is None else self._to_device(_device(dev))
         if dtype is not None:
-            t = _make(t._crow, t._col, t._values_t.to(dtype), t._shape)
+            t = t._with_values(t._values_t.to(dtype))
         return t
 
     def _to_device(self, d) -> "SparseCsrTensor":
@@ -169,67 +137,6 @@ class SparseCsrTensor(Tensor):
         """The values as a dense 1-D tensor (shared, not copied): the leaf that
         collects gradients with respect to the nonzeros."""
         return self._values_t
-
-    def to_dense(self) -> Tensor:
-        from .registry import lookup
-        return lookup("aten::to_dense").entry(self)
-
-    # -- autograd: the values tensor is the leaf -------------------------------------
-    @property
-    def requires_grad(self) -> bool:
-        return self._values_t.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, value) -> None:
-        # autograd's mark_output sets this on outputs; only values-level tracking is supported
-        if value and not self._values_t.requires_grad:
-            raise SparseLayoutError("a sparse CSR result cannot carry autograd history; only "
-                                    "dj.matmul(csr, dense) is differentiable")
-
-    @property
-    def grad(self):
-        g = self._values_t.grad
-        return None if g is None else _make(self._crow, self._col, g, self._shape)
-
-    @grad.setter
-    def grad(self, value) -> None:
-        # ``A.grad = None`` (zero_grad) clears the values' gradient; a CSR gradient sets it
-        self._values_t.grad = value._values_t if isinstance(value, SparseCsrTensor) else value
-
-    @property
-    def grad_fn(self):
-        return self._values_t.grad_fn
-
-    @grad_fn.setter
-    def grad_fn(self, node) -> None:
-        # autograd's recorders mark an output by setting its grad_fn (mark_output, autograd/codegen.py)
-        if node is not None:
-            raise SparseLayoutError("a sparse CSR result cannot carry autograd history; only "
-                                    "dj.matmul(csr, dense) is differentiable")
-
-    def requires_grad_(self, requires_grad: bool = True) -> "SparseCsrTensor":
-        self._values_t.requires_grad_(requires_grad)
-        self._sig = _csr_sig(self._values_t)
-        return self
-
-    def detach(self) -> "SparseCsrTensor":
-        return _make(self._crow, self._col, self._values_t.detach(), self._shape)
-
-    # -- dense-style access: clear errors ----------------------------------------------
-    numpy = _dense_only("numpy()")
-    __getitem__ = _dense_only("indexing")
-    __setitem__ = _dense_only("index assignment")
-    tolist = _dense_only("tolist()")
-    __iter__ = _dense_only("iteration")
-    item = _dense_only("item()")
-
-    @property
-    def strides(self):
-        raise SparseLayoutError("a sparse CSR tensor has no strides; convert it with .to_dense() first")
-
-    def __array__(self, dtype=None, copy=None):
-        a = _host(self.to_dense()._data)
-        return a if dtype is None else a.astype(dtype)
 
     def __repr__(self) -> str:
         dev = f", device='{self.device}'" if self.is_cuda else ""

@@ -35,6 +35,7 @@ from .dtypes import as_dtype, default_complex_dtype, from_numpy_dtype, get_defau
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
+from .sparse_base import SparseTensor
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCooTensor", "sparse_coo", "sparse_coo_tensor", "to_sparse_coo", "SPARSE_COO_BITS", "make_coo",
@@ -49,19 +50,11 @@ _NO_HISTORY = ("a sparse COO result cannot carry autograd history; only dj.spars
                "matrix by a dense one is differentiable")
 
 
-def _dense_only(what: str):
-    def method(self, *args, **kwargs):
-        raise SparseLayoutError(f"{what} is not supported on a sparse COO tensor of shape {self.shape} "
-                                f"(nnz={self._nnz()}); convert it with .to_dense() first")
-    method.__name__ = what
-    return method
-
-
 def _indent(text: str, n: int) -> str:
     return text.replace("\n", "\n" + " " * n)
 
 
-class SparseCooTensor(Tensor):
+class SparseCooTensor(SparseTensor):
     """A sparse tensor in coordinate (COO) layout.
 
     Build one with ``dj.sparse_coo_tensor(indices, values, size)`` or
@@ -69,29 +62,14 @@ class SparseCooTensor(Tensor):
     array (so dtype queries work), never a dense view of the tensor.
     """
 
-    # -- metadata ------------------------------------------------------------
-    @property
-    def shape(self) -> tuple:
-        return self._shape
-
-    def size(self, dim: int | None = None):
-        return self._shape if dim is None else self._shape[dim]
-
-    @property
-    def ndim(self) -> int:
-        return len(self._shape)
-
-    def dim(self) -> int:
-        return len(self._shape)
+    _LAYOUT_WORD = "COO"
+    _NO_HISTORY = _NO_HISTORY
 
     def sparse_dim(self) -> int:
         return len(self._shape)
 
     def dense_dim(self) -> int:
         return 0
-
-    def numel(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64))
 
     def _nnz(self) -> int:
         return int(self._idx.shape[1])
@@ -107,16 +85,6 @@ class SparseCooTensor(Tensor):
     @property
     def is_sparse_csr(self) -> bool:
         return False
-
-    def is_contiguous(self) -> bool:
-        return True
-
-    def __len__(self) -> int:
-        return self._shape[0]
-
-    @property
-    def device(self):
-        return self._values_t.device
 
     @property
     def is_cuda(self) -> bool:
@@ -166,10 +134,6 @@ class SparseCooTensor(Tensor):
             raise SparseLayoutError("Cannot get values on an uncoalesced tensor, please call .coalesce() first")
         return self._values_t
 
-    def to_dense(self) -> Tensor:
-        from .registry import lookup
-        return lookup("aten::to_dense").entry(self)
-
     def to_sparse(self, sparse_dim: int | None = None, *, layout=None, blocksize=None, dense_dim=None):
         if layout is not None or blocksize is not None or dense_dim is not None:
             return to_sparse_coo(self, sparse_dim, layout=layout, blocksize=blocksize, dense_dim=dense_dim) \
@@ -192,72 +156,20 @@ class SparseCooTensor(Tensor):
         return make_coo(np.ascontiguousarray(self._idx[::-1]), self._values_t, self._shape[::-1],
                         self._nnz() < 2)
 
-    # -- autograd: the values tensor is the leaf -------------------------------------
-    @property
-    def requires_grad(self) -> bool:
-        return self._values_t.requires_grad
+    def _with_values(self, values_t) -> "SparseCooTensor":
+        return make_coo(self._idx, values_t, self._shape, self._coalesced)
 
-    @requires_grad.setter
-    def requires_grad(self, value) -> None:
-        if value and not self._values_t.requires_grad:
-            raise SparseLayoutError(_NO_HISTORY)
-
-    @property
-    def grad(self):
-        g = self._values_t.grad
-        return None if g is None else make_coo(self._idx, g, self._shape, self._coalesced)
-
-    @grad.setter
-    def grad(self, value) -> None:
-        self._values_t.grad = value._values_t if isinstance(value, SparseCooTensor) else value
-
-    @property
-    def grad_fn(self):
-        return self._values_t.grad_fn
-
-    @grad_fn.setter
-    def grad_fn(self, node) -> None:
-        if node is not None:
-            raise SparseLayoutError(_NO_HISTORY)
-
-    def requires_grad_(self, requires_grad: bool = True) -> "SparseCooTensor":
-        self._values_t.requires_grad_(requires_grad)
-        self._sig = _coo_sig(self._values_t, len(self._shape))
-        return self
-
-    def detach(self) -> "SparseCooTensor":
-        return make_coo(self._idx, self._values_t.detach(), self._shape, self._coalesced)
+    def _signature(self, values_t) -> int:
+        return _coo_sig(values_t, len(self._shape))
 
     def to(self, *args, **kwargs):
         """``A.to(dtype)`` converts the values; the device must be the CPU."""
-        dtype = kwargs.pop("dtype", None)
-        dev = kwargs.pop("device", None)
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or type(a).__name__ == "device":
-                dev = a
-            else:
-                dtype = a
+        dev, dtype = self._to_args(args, kwargs)
         if dev is not None and str(dev).split(":")[0] != "cpu":
             self.cuda()
         if dtype is None:
             return self
-        return make_coo(self._idx, self._values_t.to(dtype), self._shape, self._coalesced)
-
-    # -- dense-style access: clear errors ----------------------------------------------
-    numpy = _dense_only("numpy()")
-    __getitem__ = _dense_only("indexing")
-    __setitem__ = _dense_only("index assignment")
-    tolist = _dense_only("tolist()")
-    __iter__ = _dense_only("iteration")
-    item = _dense_only("item()")
-
-    @property
-    def strides(self):
-        raise SparseLayoutError("a sparse COO tensor has no strides; convert it with .to_dense() first")
-
-    def __array__(self, dtype=None, copy=None):
-        a = self.to_dense()._data
-        return a if dtype is None else a.astype(dtype)
+        return self._with_values(self._values_t.to(dtype))
 
     def __repr__(self) -> str:
         # PyTorch's layout, with dj in place of torch

@@ -1,0 +1,141 @@
+"""What every sparse layout's tensor type shares: metadata, the values tensor as the autograd
+leaf, and clear errors for dense-style access.
+
+A sparse tensor here is a set of index arrays plus a dense 1-D ``values`` tensor
+(``_values_t``); ``_data`` is that tensor's array (so dtype queries work), never a dense
+view.  Gradients live on the values: ``A.grad`` is the values' gradient in A's pattern,
+and a sparse result never carries autograd history of its own.  A layout (CSR in
+sparse.py, COO in sparse_coo.py) names itself and says how to rebuild its pattern around
+new values; everything else is here, so the layouts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SparseLayoutError
+from .tensor import Tensor
+
+__all__ = ["SparseTensor"]
+
+
+def _dense_only(what: str):
+    def method(self, *args, **kwargs):
+        raise SparseLayoutError(f"{what} is not supported on a sparse {self._LAYOUT_WORD} tensor of shape "
+                                f"{self.shape} (nnz={self._nnz()}); convert it with .to_dense() first")
+    method.__name__ = what
+    return method
+
+
+class SparseTensor(Tensor):
+    """The base of the sparse layouts' tensor types (not built directly).
+
+    A subclass sets ``_LAYOUT_WORD`` (``"CSR"``, ``"COO"``: used in messages), ``_NO_HISTORY``
+    (the error for a sparse result asked to carry autograd history) and defines ``_nnz()``,
+    ``_with_values(values_t)`` (the same pattern around other values) and
+    ``_signature(values_t)`` (the dispatch signature for those values).
+    """
+
+    _LAYOUT_WORD = "sparse"
+    _NO_HISTORY = "a sparse result cannot carry autograd history"
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    def size(self, dim: int | None = None):
+        return self._shape if dim is None else self._shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def numel(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    @property
+    def device(self):
+        return self._values_t.device
+
+    @staticmethod
+    def _to_args(args, kwargs):
+        """``(device, dtype)`` from ``A.to(...)``'s arguments, positional or keyword, either may be None."""
+        dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or type(a).__name__ == "device":
+                dev = a
+            else:
+                dtype = a
+        return dev, dtype
+
+    def to_dense(self) -> Tensor:
+        from .registry import lookup
+        return lookup("aten::to_dense").entry(self)
+
+    # -- autograd: the values tensor is the leaf -------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._values_t.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value) -> None:
+        # autograd's mark_output sets this on outputs; only values-level tracking is supported
+        if value and not self._values_t.requires_grad:
+            raise SparseLayoutError(self._NO_HISTORY)
+
+    @property
+    def grad(self):
+        g = self._values_t.grad
+        return None if g is None else self._with_values(g)
+
+    @grad.setter
+    def grad(self, value) -> None:
+        # ``A.grad = None`` (zero_grad) clears the values' gradient; a sparse gradient sets it
+        self._values_t.grad = value._values_t if isinstance(value, SparseTensor) else value
+
+    @property
+    def grad_fn(self):
+        return self._values_t.grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, node) -> None:
+        # autograd's recorders mark an output by setting its grad_fn (mark_output, autograd/codegen.py)
+        if node is not None:
+            raise SparseLayoutError(self._NO_HISTORY)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        self._values_t.requires_grad_(requires_grad)
+        self._sig = self._signature(self._values_t)
+        return self
+
+    def detach(self):
+        return self._with_values(self._values_t.detach())
+
+    # -- dense-style access: clear errors ----------------------------------------------
+    numpy = _dense_only("numpy()")
+    __getitem__ = _dense_only("indexing")
+    __setitem__ = _dense_only("index assignment")
+    tolist = _dense_only("tolist()")
+    __iter__ = _dense_only("iteration")
+    item = _dense_only("item()")
+
+    @property
+    def strides(self):
+        raise SparseLayoutError(f"a sparse {self._LAYOUT_WORD} tensor has no strides; convert it with "
+                                f".to_dense() first")
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_dense()._data
+        if type(a) is not np.ndarray:       # a CudaArray: copy to the host
+            a = a.to_host()
+        return a if dtype is None else a.astype(dtype)
