@@ -21,7 +21,8 @@ from ..ops import entries
 
 __all__ = ["smooth_l1_loss", "huber_loss", "soft_margin_loss", "margin_ranking_loss", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
-           "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_similarity", "pairwise_distance", "pdist"]
+           "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_similarity", "pairwise_distance", "pdist",
+           "triplet_margin_with_distance_loss"]
 
 A = entries("aten")
 
@@ -405,4 +406,29 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = A.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(A.clamp_min(A.sub(A.add(d_pos, margin), d_neg), 0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean"):
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` with any ``distance_function``
+    (default: ``pairwise_distance``); ``swap`` uses the smaller of d(a, n) and d(p, n).
+
+    >>> import dispatch_jit as dj
+    >>> a, pos, neg = dj.tensor([[0.0, 0.0]]), dj.tensor([[0.0, 1.0]]), dj.tensor([[0.0, 1.5]])
+    >>> triplet_margin_with_distance_loss(a, pos, neg, distance_function=lambda x, y: (x - y).abs().sum(-1))
+    tensor(0.5000)
+    """
+    reduction = _reduction("triplet_margin_with_distance_loss", None, None, reduction)
+    if margin <= 0:
+        raise InvalidArgumentError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got "
+                                   f"{margin} instead")
+    if not (anchor.ndim == positive.ndim == negative.ndim):
+        raise ShapeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                         f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                         f"{negative.ndim}D inputs")
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = A.minimum(d_neg, dist(positive, negative))
     return _reduce(A.clamp_min(A.sub(A.add(d_pos, margin), d_neg), 0), reduction)

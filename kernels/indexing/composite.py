@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import BOOL, INT, int64
-from dispatch_jit.errors import BroadcastError, DTypeError, OutOfBoundsError, ShapeError
+from dispatch_jit.errors import BroadcastError, DTypeError, InvalidArgumentError, OutOfBoundsError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.registry import lookup
 
@@ -262,7 +262,37 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     return lookup("aten::scatter_reduce.two").entry(input, dim, index, src, reduce, include_self=include_self)
 
 
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """``input`` with each slice ``source[i]`` combined into its slice ``index[i]`` along ``dim`` by
+    ``reduce`` ("prod", "mean", "amax", "amin"; the input's own values count unless
+    ``include_self=False``), as ``torch.index_reduce``: scatter_reduce with the index spread over the
+    source's slices.
+
+    >>> import dispatch_jit as dj
+    >>> dj.ones(3).index_reduce(0, dj.tensor([0, 0, 2]), dj.tensor([2.0, 3.0, 5.0]), "prod")
+    tensor([6., 1., 5.])
+    """
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise InvalidArgumentError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                                   f"{reduce}.")
+    axis = normalize_axis(dim, max(input.ndim, 1), "index_reduce")
+    x1 = A.reshape(input, (1,)) if input.ndim == 0 else input
+    src = A.reshape(source, (-1,)) if input.ndim == 0 else (source if source.ndim else A.reshape(source, (1,)))
+    if src.dtype is not input.dtype:
+        raise DTypeError(f"index_reduce_(): self ({input.dtype.name}) and source ({src.dtype.name}) must have the "
+                         f"same scalar type")
+    idx = _index_1d("index_reduce", index, x1.shape[axis])
+    if src.ndim != x1.ndim or src.shape[axis] != idx.shape[0] or any(
+            src.shape[d] != x1.shape[d] for d in range(x1.ndim) if d != axis):
+        raise ShapeError(f"index_reduce_(): Source/destination tensor must have same slice shapes and the index "
+                         f"must have one entry per source slice: self {tuple(input.shape)}, index "
+                         f"{tuple(index.shape)}, source {tuple(source.shape)}, dim {dim}")
+    out = scatter_reduce(x1, axis, _spread(idx, src, axis), src, reduce, include_self=include_self)
+    return A.reshape(out, ()) if input.ndim == 0 else out
+
+
 PY_FUNCTIONS = {
+    "index_reduce": (index_reduce, True),
     "masked_select": (masked_select, True), "masked_scatter": (masked_scatter, True),
     "index_add": (index_add, True), "index_copy": (index_copy, True), "index_fill": (index_fill, True),
     "index_put": (index_put, True), "put": (put, True), "scatter_reduce": (scatter_reduce, True),

@@ -93,6 +93,10 @@ for _r in ("sum", "prod", "mean", "amax", "amin"):
         CASES[f"scatter_reduce-{_r}-{_inc}"] = (
             lambda m, a, s, r=_r, inc=_inc: m.scatter_reduce(a, 1, m.tensor(IDX), s, r, include_self=inc),
             (SELF, SRC), ["float64"] + (["int64"] if _r == "mean" else []))
+for _r in ("prod", "mean", "amax", "amin"):
+    CASES[f"index_reduce-{_r}"] = (lambda m, a, s, r=_r: a.index_reduce(1, m.tensor([0, 2, 0, 0]), s, r,
+                                                                        include_self=r != "mean"), (SELF, SRC),
+                                   ["float64", "int64"])
 PARAMS = [(name, dt) for name, (_, _, dts) in CASES.items() for dt in dts]
 
 
@@ -139,7 +143,7 @@ def test_against_numpy(name):
 
 GRAD = ["nansum", "nanmean", "aminmax", "var_mean", "std_mean", "kthvalue", "nanmedian-dim", "quantile-q",
         "nanquantile", "cummax", "cummin", "logcumsumexp", "repeat_interleave-t", "masked_select", "masked_scatter",
-        "index_add", "index_copy", "index_fill", "index_put", "put"] + [f"scatter_reduce-{r}-{i}" for r in
+        "index_add", "index_copy", "index_fill", "index_put", "put", "index_reduce-amax", "index_reduce-mean"] + [f"scatter_reduce-{r}-{i}" for r in
                                                                        ("sum", "prod", "mean", "amax", "amin")
                                                                        for i in (True, False)]
 

@@ -51,6 +51,8 @@ CASES = {
     "triplet": (lambda f, a, b, c: f.triplet_margin_loss(a, b, c, margin=2.0), (A, B, C)),
     "triplet-swap-p1": (lambda f, a, b, c: f.triplet_margin_loss(a, b, c, p=1, swap=True, reduction="none"),
                         (A, B, C)),
+    "triplet_with_distance": (lambda f, a, b, c: f.triplet_margin_with_distance_loss(
+        a, b, c, distance_function=lambda x, y: (x - y).abs().sum(-1), swap=True), (A, B, C)),
     "multilabel_soft_margin": (lambda f, a, y: f.multilabel_soft_margin_loss(a, y), (A, (SIGN2 > 0) * 1.0)),
     "multi_margin": (lambda f, a: f.multi_margin_loss(a, _like(a, [0, 5, 2, 3])), (A,)),
     "multi_margin-p2": (lambda f, a, w: f.multi_margin_loss(a, _like(a, [1, 1, 4, 0]), p=2, margin=0.5, weight=w,
