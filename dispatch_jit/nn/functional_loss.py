@@ -22,7 +22,7 @@ from ..ops import entries
 __all__ = ["smooth_l1_loss", "huber_loss", "soft_margin_loss", "margin_ranking_loss", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_similarity", "pairwise_distance", "pdist",
-           "triplet_margin_with_distance_loss"]
+           "triplet_margin_with_distance_loss", "multilabel_margin_loss"]
 
 A = entries("aten")
 
@@ -432,3 +432,44 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     if swap:
         d_neg = A.minimum(d_neg, dist(positive, negative))
     return _reduce(A.clamp_min(A.sub(A.add(d_pos, margin), d_neg), 0), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
+    """The multi-label hinge loss: for each sample, the sum over its target classes ``y`` (the
+    leading entries of ``target`` before the first -1) and the other classes ``i`` of
+    ``max(0, 1 - (x[y] - x[i]))``, divided by the number of classes.
+
+    >>> import dispatch_jit as dj
+    >>> multilabel_margin_loss(dj.tensor([[0.1, 0.2, 0.4, 0.8]]), dj.tensor([[3, 0, -1, 1]]))
+    tensor(0.8500)
+    """
+    reduction = _reduction("multilabel_margin_loss", size_average, reduce, reduction)
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0 and input.shape[0] != 0) or \
+            (input.ndim == 1 and input.shape[0] == 0):
+        raise ShapeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                         f"{list(input.shape)}")
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    x = A.reshape(input, (1, -1)) if input.ndim <= 1 else input
+    t = A.reshape(target, tuple(x.shape)).to(_int64())
+    n, c = x.shape
+    if t.numel() and (bool(A.any(A.lt(t, -1)).item()) or bool(A.any(A.ge(t, c)).item())):
+        raise InvalidArgumentError(f"multilabel_margin_loss: target out of range: every target must be in "
+                                   f"[-1, {c})")
+    from ..creation import arange
+    valid = A.ne(A.cumprod(A.ne(t, -1).to(_int64()), 1), 0)                          # (N, J): before the first -1
+    classes = arange(c, device=x.device)
+    hit = A.logical_and(A.eq(A.unsqueeze(t, 2), A.reshape(classes, (1, 1, c))), A.unsqueeze(valid, 2))
+    is_target = A.any(hit, [1])                                                       # (N, C)
+    xy = A.gather(x, 1, A.clamp_min(t, 0))                                            # (N, J)
+    z = A.clamp_min(A.add(A.sub(A.unsqueeze(x, 1), A.unsqueeze(xy, 2)), 1.0), 0)      # (N, J, C)
+    keep = A.logical_and(A.unsqueeze(valid, 2), A.unsqueeze(A.logical_not(is_target), 1))
+    rows = A.div(A.sum(A.where(keep, z, A.mul(z, 0)), [1, 2]), c) if c else A.sum(A.mul(x, 0), [1])
+    if input.ndim <= 1 and reduction == "none":
+        rows = A.reshape(rows, ())
+    return _reduce(rows, reduction)
+
+
+def _int64():
+    from ..dtypes import int64
+    return int64

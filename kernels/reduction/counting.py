@@ -1,5 +1,5 @@
 """PyTorch's counting and searching functions over the sort, search, scatter and gather ops:
-argwhere, histc, bincount, bucketize, isin, unique_consecutive and repeat_interleave
+argwhere, histc, histogram, bincount, bucketize, isin, unique_consecutive and repeat_interleave
 (``PY_FUNCTIONS``: ``dj.X``, and ``Tensor.X`` where PyTorch has the method).
 
 Their result sizes depend on the data (a count, a maximum), so each reads one number back
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, float64, int64, promote_types
 from dispatch_jit.errors import DTypeError, InvalidArgumentError, ShapeError
 from dispatch_jit.ops import entries
+from dispatch_jit.return_types import named
 
 from ..shape.op import normalize_axis
 
@@ -68,6 +69,68 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument nam
     pos = A.clamp(A.where(inside, pos, 0), 0, bins - 1)
     counts = A.scatter_add(_zeros(bins, input.dtype, input), 0, pos, inside.to(input.dtype))
     return counts
+
+
+HistogramResult = named("histogram", ("hist", "bin_edges"))
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002  (PyTorch's names)
+    """A histogram of ``input``'s elements over ``bins`` (a count of equal bins over ``range``, by
+    default the data's range, or a 1-D tensor of increasing edges), as ``torch.histogram``:
+    ``(hist, bin_edges)``; each bin holds [left, right) and the last one its right edge too; elements
+    outside are ignored; ``weight`` sums weights, ``density`` normalizes to unit area.
+
+    >>> import dispatch_jit as dj
+    >>> dj.histogram(dj.tensor([1.0, 2.0, 1.0, 4.0]), 3)
+    histogram(hist=tensor([2., 1., 1.]), bin_edges=tensor([1., 2., 3., 4.]))
+    """
+    if input.dtype.category != FLOAT:
+        raise DTypeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, and be "
+                         f"float32 or float64 (got input {input.dtype.name})")
+    x = A.reshape(input, (-1,))
+    if hasattr(bins, "_sig"):
+        if bins.ndim != 1 or bins.shape[0] < 1:
+            raise ShapeError(f"torch.histogram(): bins tensor should have one dimension, but got {bins.ndim} "
+                             f"dimensions")
+        if bins.dtype is not input.dtype:
+            raise DTypeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but "
+                             f"got input {input.dtype.name} and bins {bins.dtype.name}")
+        edges = bins
+    else:
+        if int(bins) <= 0:
+            raise InvalidArgumentError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        if range is not None:
+            lo, hi = float(range[0]), float(range[1])
+        elif x.numel():
+            lo, hi = float(A.min(x, None).item()), float(A.max(x, None).item())
+        else:
+            lo, hi = 0.0, 0.0
+        if lo > hi:
+            raise InvalidArgumentError(f"torch.histogram(): min should not exceed max, but got min {lo} max {hi} "
+                                       f"for dimension 0")
+        if not all(v == v and abs(v) != float("inf") for v in (lo, hi)):
+            raise InvalidArgumentError(f"torch.histogram(): range of [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        from dispatch_jit.creation import linspace
+        edges = linspace(lo, hi, int(bins) + 1, dtype=input.dtype, device=input.device)
+    nb = edges.shape[0] - 1
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise ShapeError("torch.histogram: if weight tensor is provided it should have the same shape as the input "
+                         "tensor excluding its innermost dimension")
+    w = A.reshape(weight, (-1,)).to(input.dtype) if weight is not None else A.add(A.mul(x, 0), 1)
+    if nb == 0 or x.numel() == 0:
+        hist = _zeros(nb, input.dtype, input)
+    else:
+        first, last = A.narrow(edges, 0, 0, 1), A.narrow(edges, 0, nb, 1)
+        inside = A.logical_and(A.ge(x, first), A.le(x, last))
+        # the bin whose [left, right) holds x, found on the edges themselves; the last edge closes the last bin
+        pos = A.clamp(A.sub(A.searchsorted(edges, x, right=True), 1), 0, nb - 1)
+        hist = A.scatter_add(_zeros(nb, input.dtype, input), 0, pos, A.where(inside, w, A.mul(w, 0)))
+    if density:
+        widths = A.sub(A.narrow(edges, 0, 1, nb), A.narrow(edges, 0, 0, nb))
+        hist = A.div(hist, A.mul(A.sum(hist), widths))
+    return HistogramResult(hist, edges)
 
 
 def bincount(input, weights=None, minlength=0):  # noqa: A002
@@ -227,7 +290,7 @@ def _repeat_index(counts, like, output_size):
 
 
 PY_FUNCTIONS = {
-    "argwhere": (argwhere, True), "histc": (histc, True), "bincount": (bincount, True), "bucketize": (bucketize, False),
+    "argwhere": (argwhere, True), "histc": (histc, True), "histogram": (histogram, True), "bincount": (bincount, True), "bucketize": (bucketize, False),
     "isin": (isin, False), "unique_consecutive": (unique_consecutive, True),
     "repeat_interleave": (repeat_interleave, True),
 }

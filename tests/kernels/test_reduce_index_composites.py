@@ -66,6 +66,9 @@ CASES = {
     "argwhere": (lambda m, a: m.argwhere(a), (I,), FI),
     "histc": (lambda m, a: m.histc(a, 4), (X,), F),
     "histc-range": (lambda m, a: a.histc(7, -1, 1), (X,), F),
+    "histogram": (lambda m, a: m.histogram(a, 4), (X,), F),
+    "histogram-edges": (lambda m, a: a.histogram(m.tensor([-1.0, 0.0, 0.5, 2.0], dtype=a.dtype), density=True), (X,), F),
+    "histogram-range-w": (lambda m, a: m.histogram(a, 5, range=(-1.0, 1.0), weight=a.abs()), (X,), F),
     "bincount": (lambda m, a: m.bincount(a), (np.array([0, 3, 3, 1, 7]),), ["int64"]),
     "bincount-w": (lambda m, a: a.bincount(a * 2, minlength=10), (np.array([0, 3, 3, 1]),), ["int64"]),
     "bucketize": (lambda m, a: m.bucketize(a, m.tensor([0, 1, 3]), right=True), (I,), ["int64"]),
@@ -130,7 +133,8 @@ ORACLE = {
     "cummax": lambda a: np.fmax.accumulate(a, 1) if False else np.maximum.accumulate(a, 1),
     "bincount": lambda a: np.bincount(a), "argwhere": lambda a: np.argwhere(a),
     "isin": lambda a: np.isin(a, [1, 3]), "repeat_interleave": lambda a: np.repeat(a, 2, 1),
-    "masked_select": lambda a: a[M], "histc-range": lambda a: np.histogram(a, 7, (-1, 1))[0],
+    "masked_select": lambda a: a[M], "histogram": lambda a: np.histogram(a, 4)[0],
+"histc-range": lambda a: np.histogram(a, 7, (-1, 1))[0],
 }
 
 
