@@ -51,6 +51,7 @@ from .kernels.surface import quantized_add, quantized_linear, quantized_matmul  
 from .kernels.warmup import WarmupInfo, warmup  # noqa: E402
 from .quantized import QuantizedTensor, qint8, quantize_per_tensor, quint8  # noqa: E402
 from . import nn, optim  # noqa: E402  (above the op library: modules, losses, optimizers)
+from . import signal  # noqa: E402  torch.signal.windows
 from . import func  # noqa: E402  torch.func's transforms (vmap over the Batched key, grad, jacrev, ...)
 from .func import vmap  # noqa: E402
 
@@ -96,7 +97,7 @@ __all__ = [
     "SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr", "SparseCooTensor",
     "sparse_coo", "sparse_coo_tensor",
     "compile", "CompiledFunction", "warmup", "WarmupInfo", "set_mode", "get_mode", "execution_mode", "autocast", "is_autocast_enabled", "get_autocast_dtype",
-    "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "linalg", "fft", "special", "from_dlpack", "from_dask", "no_grad", "enable_grad",
+    "errors", "return_types", "utils", "autograd", "cuda", "nn", "optim", "array_api", "linalg", "fft", "special", "signal", "from_dlpack", "from_dask", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "set_num_threads", "get_num_threads",
 ] + sorted(_FUNCTIONS)
 

@@ -13,12 +13,12 @@ from dispatch_jit.registry import lookup
 
 from . import composite, composite_math, composite_torch, torch_functions, torch_kwargs, unique
 from .arrayops import op as arrayops_ops
-from .indexing import op as indexing_ops
+from .indexing import composite as indexing_composite, op as indexing_ops
 from .nn import op as nn_ops
 from .op_examples import EXAMPLES  # noqa: F401  (the op entries' docstring examples)
 from .elementwise.table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
 from .linalg import op as linalg_ops
-from .reduction import op as reduction_ops
+from .reduction import composite as reduction_composite, counting, op as reduction_ops, scans
 from .shape.cpu import SHAPE_KERNELS
 
 __all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "ARRAY_API_ALIASES",
@@ -31,7 +31,7 @@ for _op in SCALAR_OPS.values():
 _NN_PUBLIC = [s for s in nn_ops.SCHEMAS if s.split("(")[0] in nn_ops.PUBLIC]
 for _schema in (list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC
                 + arrayops_ops.SCHEMAS + indexing_ops.SCHEMAS + composite_torch.SCHEMAS
-                + composite_math.SCHEMAS):
+                + composite_math.SCHEMAS + scans.SCHEMAS):
     _full = _schema.split("(")[0]
     FUNCTIONS.setdefault(_full.split(".")[0], _full)
 FUNCTIONS.pop("to", None)
@@ -42,7 +42,8 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 # dj.<name> (and Tensor.<name> where flagged) that are Python functions over the ops, as PyTorch's
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
-                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
+                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS, **reduction_composite.PY_FUNCTIONS,
+                    **counting.PY_FUNCTIONS, **indexing_composite.PY_FUNCTIONS)
 torch_kwargs.attach_ops()
 # dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
 PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)
@@ -69,7 +70,7 @@ for _op in SCALAR_OPS.values():
 for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone", "narrow",
               *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS, *nn_ops.METHODS,
               *arrayops_ops.METHODS, *indexing_ops.METHODS,
-              *composite_torch.METHODS, *composite_math.METHODS):
+              *composite_torch.METHODS, *composite_math.METHODS, *scans.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"
 METHODS["amax"], METHODS["amin"] = FUNCTIONS["amax"], FUNCTIONS["amin"]

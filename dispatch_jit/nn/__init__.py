@@ -22,6 +22,10 @@ from .module import IncompatibleKeys, Module, Parameter
 from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, Identity, L1Loss, LayerNorm,
                       Linear, MSELoss, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, Tanh)
 from .normalization import BatchNorm1d, BatchNorm2d
+from .loss import *  # noqa: F401,F403  (SmoothL1Loss, KLDivLoss, ..., CosineSimilarity, PairwiseDistance)
+from .loss import __all__ as _LOSS_LAYERS
+from .norm_layers import *  # noqa: F401,F403  (GroupNorm, InstanceNorm1d/2d, RMSNorm, shuffles, adaptive pools)
+from .norm_layers import __all__ as _NORM_LAYERS
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential",
@@ -29,4 +33,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "IncompatibleKe
            "Identity", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
            "Flatten", "Unflatten", "Softmax", "LogSoftmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
-           "AlphaDropout", "MultiheadAttention", "BCELoss"]
+           "AlphaDropout", "MultiheadAttention", "BCELoss"] + _LOSS_LAYERS + _NORM_LAYERS

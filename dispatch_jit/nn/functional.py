@@ -30,12 +30,16 @@ from ..tensor import wrap
 from .functional_attention import batch_norm, normalize, scaled_dot_product_attention
 from .functional_conv import adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d, pad
 from .functional_dropout import alpha_dropout, dropout1d, dropout2d
+from .functional_loss import *  # noqa: F401,F403  (the regression, margin and embedding losses, distances)
+from .functional_loss import __all__ as _LOSSES
+from .functional_norm import *  # noqa: F401,F403  (group/instance/RMS/LRN norms, shuffles, adaptive pools)
+from .functional_norm import __all__ as _NORMS
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "one_hot",
            "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "layer_norm",
            "embedding", "binary_cross_entropy", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool2d", "pad", "batch_norm", "normalize", "scaled_dot_product_attention",
-           "dropout1d", "dropout2d", "alpha_dropout"]
+           "dropout1d", "dropout2d", "alpha_dropout"] + _LOSSES + _NORMS
 
 A = entries("aten")
 

@@ -361,6 +361,8 @@ RULES.update({
     "softmax": dims_rule("axis"), "log_softmax": dims_rule("axis"),
     "_softmax_backward_data": dims_rule("axis"), "_log_softmax_backward_data": dims_rule("axis"),
     "cumsum": dims_rule("dim"), "cumprod": dims_rule("dim"),
+    "cummax": dims_rule("dim"), "cummin": dims_rule("dim"), "logcumsumexp": dims_rule("dim"), "mode": dims_rule("dim"),
+    "scatter_reduce.two": dims_rule("dim", expand=True),
     "sort": dims_rule("dim"), "topk": dims_rule("dim"), "argsort": dims_rule("dim"), "take": take_rule,
     "transpose.int": dims_rule("dim0", "dim1"), "narrow": dims_rule("axis"), "flip": dims_rule("dims"),
     "unsqueeze": dims_rule("axis", extra_rank=1),

@@ -79,7 +79,8 @@ def resolve(op):
         # the same way.
         return ("function", _rebind(op.op))
     for prefix, ns in (("nn.functional.", lambda: dj.nn.functional), ("linalg.", lambda: getattr(dj, "linalg", None)),
-                       ("fft.", lambda: getattr(dj, "fft", None)), ("special.", lambda: getattr(dj, "special", None))):
+                       ("fft.", lambda: getattr(dj, "fft", None)), ("special.", lambda: getattr(dj, "special", None)),
+                       ("signal.windows.", lambda: getattr(getattr(dj, "signal", None), "windows", None))):
         if name.startswith(prefix):
             mod = ns()
             fn = getattr(mod, name[len(prefix):], None) if mod is not None else None
