@@ -44,8 +44,7 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 def words_to_storage(words: np.ndarray) -> np.ndarray:
     """uint16 words as a bfloat16 array (a view)."""
-    return np.ascontiguousarray(words, np.uint16).view(BF16_STORAGE) if words.ndim == 0 else \
-        words.astype(np.uint16, copy=False).view(BF16_STORAGE)
+    return np.asarray(words, np.uint16).view(BF16_STORAGE)
 
 
 def to_float32(a: np.ndarray) -> np.ndarray:
@@ -56,10 +55,9 @@ def to_float32(a: np.ndarray) -> np.ndarray:
 def from_float32(f: np.ndarray) -> np.ndarray:
     """float32 values rounded to bfloat16, ties to even; NaN stays NaN."""
     f = np.asarray(f, np.float32)
-    u = np.ascontiguousarray(f).view(np.uint32)
-    r = ((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype(np.uint16)
-    r[np.isnan(f)] = QUIET_NAN
-    return r.view(BF16_STORAGE)
+    u = np.ascontiguousarray(f).view(np.uint32).reshape(f.shape)     # (ascontiguousarray makes 0-d 1-d)
+    r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    return np.asarray(np.where(np.isnan(f), np.uint32(QUIET_NAN), r), np.uint16).view(BF16_STORAGE)
 
 
 def cast(a: np.ndarray, to: DType | np.dtype) -> np.ndarray:

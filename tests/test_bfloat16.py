@@ -168,3 +168,84 @@ def test_elementwise_bit_for_bit_against_torch():
         check(getattr(dj, name)(a), getattr(torch, name)(ta))
     check(a * 0.3, ta * 0.3)
     check(a + 3, ta + 3)
+
+
+def test_reductions_accumulate_in_float32_and_round_once():
+    # 1 + 256 * 2**-9: bfloat16 accumulation would stay at 1.0; float32's gives 1.5, exact in bfloat16
+    x = dj.tensor([1.0] + [2.0 ** -9] * 256, dtype=dj.bfloat16)
+    s = x.sum()
+    assert s.dtype is dj.bfloat16 and s.shape == () and s.item() == 1.5
+    assert x.mean().dtype is dj.bfloat16 and x.amax().item() == 1.0 and x.argmax().item() == 0
+    assert x.sum(dtype=dj.float32).dtype is dj.float32 and x.float().sum(dtype=dj.bfloat16).item() == 1.5
+    m = dj.tensor([[1.0, 3.0], [2.0, 5.0]], dtype=dj.bfloat16)
+    assert m.sum(0).tolist() == [3.0, 8.0] and m.amin(1).dtype is dj.bfloat16 and bool(m.any())
+
+
+def test_reductions_and_matmul_against_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    f, g = rng.standard_normal((40, 33)).astype(np.float32), rng.standard_normal((33, 7)).astype(np.float32)
+    a, b = dj.tensor(f).bfloat16(), dj.tensor(g).bfloat16()
+    ta, tb = torch.from_numpy(f).bfloat16(), torch.from_numpy(g).bfloat16()
+    tw = lambda t: t.view(torch.int16).numpy().view(np.uint16)    # noqa: E731
+    for name in ("sum", "mean", "amax", "amin", "var"):
+        assert (words(getattr(a, name)(1)) == tw(getattr(ta, name)(1))).all(), name
+        assert words(getattr(a, name)()).tolist() == tw(getattr(ta, name)()).tolist(), name
+    # matmul: float32 products and sums (BLAS), one rounding; torch's CPU kernel gives the same bits here
+    r = a @ b
+    assert r.dtype is dj.bfloat16 and (words(r) == tw(ta @ tb)).all()
+    assert (words(r) == tw((ta.float() @ tb.float()).bfloat16())).all()
+    assert (a @ dj.tensor(g)).dtype is dj.float32
+
+
+def test_autograd_through_bfloat16_matches_torch():
+    torch = pytest.importorskip("torch")
+    f = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32)
+    for fn in (lambda x, m: (x * x).sum(), lambda x, m: m.exp(x).mean(),
+               lambda x, m: (m.tanh(x) * 3 + x / 2).sum(1).sum(), lambda x, m: (x.T * x[0:1].T).sum(),
+               lambda x, m: (x @ x.T).sum()):
+        x = dj.tensor(f).bfloat16().requires_grad_()
+        tx = torch.from_numpy(f).bfloat16().requires_grad_()
+        fn(x, dj).backward()
+        fn(tx, torch).backward()
+        assert x.grad.dtype is dj.bfloat16
+        assert (words(x.grad) == tx.grad.view(torch.int16).numpy().view(np.uint16)).all()
+
+
+def test_save_load_and_pickle_keep_the_words():
+    import io
+    import pickle
+    x = from_words([0x3F80, 0x4020, 0xC053, 0x7F80]).reshape(2, 2)
+    buf = io.BytesIO()
+    dj.save({"x": x, "col": x[:, 1]}, buf)
+    buf.seek(0)
+    d = dj.load(buf)
+    assert d["x"].dtype is dj.bfloat16 and words(d["x"]).tolist() == words(x).tolist()
+    assert words(d["col"]).tolist() == [0x4020, 0x7F80]
+    assert words(pickle.loads(pickle.dumps(x))).tolist() == words(x).tolist()
+
+
+def test_dlpack_in_and_out_as_kdlbfloat():
+    torch = pytest.importorskip("torch")
+    x = from_words([0x3F80, 0x4020, 0xC053])
+    t = torch.from_dlpack(x)
+    assert t.dtype == torch.bfloat16 and t.tolist() == x.tolist()
+    t[0] = 7.0                                                  # one buffer
+    assert x[0].item() == 7.0
+    tt = torch.tensor([1.5, -2.25, 3.3], dtype=torch.bfloat16)
+    y = dj.from_dlpack(tt)
+    assert y.dtype is dj.bfloat16 and y.tolist() == tt.tolist()
+    tt[1] = 9.0
+    assert y[1].item() == 9.0
+    assert dj.from_dlpack(tt.view(torch.int16)).dtype is dj.int16
+
+
+def test_compiled_mode_equals_eager_bit_for_bit():
+    f = np.random.default_rng(3).standard_normal((5, 7)).astype(np.float32)
+    a, b = dj.tensor(f).bfloat16(), dj.tensor(f[::-1].copy()).bfloat16()
+
+    def chain(x, y):
+        return (dj.maximum((x * y + 0.3) * 2.0 - x, 0.0) * dj.exp(-y)).sum(1)
+    eager = chain(a, b)
+    compiled = dj.compile(chain)(a, b)
+    assert compiled.dtype is dj.bfloat16 and words(compiled).tolist() == words(eager).tolist()
