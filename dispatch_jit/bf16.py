@@ -130,3 +130,8 @@ def refusal(op_name: str, device: str) -> str:
     return (f"'{op_name}' has no bfloat16 kernel on {device}: its kernel would read bfloat16's 16-bit words "
             f"as integers. Convert the input with .float() and the result back with .bfloat16(); "
             f"dispatch_jit.bf16.supported_ops({device!r}) lists the ops that take bfloat16")
+
+
+def astype(a: np.ndarray, to: DType) -> np.ndarray:
+    """``a.astype(to.np, copy=False)``, rounding to bfloat16 where ``to`` is bfloat16."""
+    return cast(a, to) if to is bfloat16 or a.dtype == BF16_STORAGE else a.astype(to.np, copy=False)

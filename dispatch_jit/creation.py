@@ -13,8 +13,9 @@ import operator
 
 import numpy as np
 
-from .bf16 import cast, from_float32
-from .dtypes import DType, as_dtype, bfloat16, bool_, default_complex_dtype, from_numpy_dtype, get_default_dtype, int64
+from .bf16 import astype as _astype, cast, from_float32
+from .dtypes import (DType, as_dtype, bfloat16, bool_, default_complex_dtype, float32, from_numpy_dtype,
+                     get_default_dtype, int64)
 from .errors import (ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError,
                      ValueOverflowError)
 from .signature import MAX_NDIM
@@ -274,7 +275,7 @@ def _arange_values(start, end, step, dt: DType) -> np.ndarray:
         acc = np.float32 if dt.itemsize < 4 else np.float64    # PyTorch's acc_type on the CPU
         n = math.ceil((float(end) - float(start)) / float(step))
         i = np.arange(n, dtype=acc)
-        return (acc(start) + acc(step) * i).astype(dt.np, copy=False)
+        return _astype(acc(start) + acc(step) * i, dt)
     if not dt.is_integral:
         raise DTypeError(f"arange: not implemented for {dt.name} (as PyTorch); use an integer or floating dtype")
     s, e, st = int(start), int(end), int(step)      # truncated toward zero: PyTorch counts in int64
@@ -286,7 +287,7 @@ def _arange_values(start, end, step, dt: DType) -> np.ndarray:
         n = abs(q) // abs(st) if (q >= 0) == (st > 0) else 0
     else:                 # the other integer dtypes count with the untruncated floats, as PyTorch does
         n = max(math.ceil((float(end) - float(start)) / float(step)), 0)
-    return (s + st * np.arange(n, dtype=np.int64)).astype(dt.np, copy=False)
+    return _astype(s + st * np.arange(n, dtype=np.int64), dt)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -314,6 +315,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 
 def _linspace_values(start, end, steps: int, dt: DType) -> np.ndarray:
+    if dt is bfloat16:      # counted in float32, each value rounded once
+        return from_float32(_linspace_values(start, end, steps, float32))
     if steps == 0:
         return np.empty(0, dt.np)
     if dt.is_integral:
@@ -340,7 +343,9 @@ def _linspace_values(start, end, steps: int, dt: DType) -> np.ndarray:
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     n, m = _size(n, "eye", "n"), (None if m is None else _size(m, "eye", "m"))
-    return _finish(np.eye(n, m, dtype=_dt(dtype).np), device, requires_grad)
+    dt = _dt(dtype)
+    return _finish(_astype(np.eye(n, m, dtype=dt.np if dt is not bfloat16 else np.float32), dt), device,
+                   requires_grad)
 
 
 class Generator:

@@ -249,3 +249,45 @@ def test_compiled_mode_equals_eager_bit_for_bit():
     eager = chain(a, b)
     compiled = dj.compile(chain)(a, b)
     assert compiled.dtype is dj.bfloat16 and words(compiled).tolist() == words(eager).tolist()
+
+
+def test_factories_fills_and_masks_round_values_not_words():
+    # NumPy's casts would store the integer 1 as the word 0x0001 (a subnormal): each path converts values
+    x = dj.tensor([0.5, -2.0, 3.0], dtype=dj.bfloat16)
+    assert dj.arange(3, dtype=dj.bfloat16).tolist() == [0.0, 1.0, 2.0]
+    assert dj.arange(0, 0.3, 0.1, dtype=dj.bfloat16).tolist() == [0.0, 0.10009765625, 0.2001953125]
+    assert dj.linspace(0, 1, 5, dtype=dj.bfloat16).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert dj.eye(2, dtype=dj.bfloat16).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    r = dj.randn(1000, dtype=dj.bfloat16, generator=dj.Generator(0))
+    assert r.dtype is dj.bfloat16 and 0.8 < r.float().std().item() < 1.2
+    assert 0.3 < dj.rand(1000, dtype=dj.bfloat16).float().mean().item() < 0.7
+    assert set(dj.randint(0, 3, (100,), dtype=dj.bfloat16).tolist()) <= {0.0, 1.0, 2.0}
+    assert x.clone().fill_(1.3).tolist() == [1.296875] * 3
+    assert x.masked_fill(x > 0, 1.3).tolist() == [1.296875, -2.0, 1.296875]
+    y = x.clone()
+    y[1] = 1.3
+    y[2] = dj.tensor(7.0)
+    assert y.tolist() == [0.5, 1.296875, 7.0]
+    z = dj.zeros(3)
+    z[0:2] = x[1:]
+    assert z.tolist() == [-2.0, 3.0, 0.0]
+    d = dj.nn.functional.dropout(dj.ones(1000, dtype=dj.bfloat16), 0.5)
+    assert set(d.tolist()) <= {0.0, 2.0} and 0 < d.float().sum().item() < 2000
+
+
+def test_nn_softmax_and_linear_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    f, wf, bf = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 40), (5, 40), (5,)))
+    tw = lambda t: t.detach().view(torch.int16).numpy().view(np.uint16)    # noqa: E731
+    x, w, b = (dj.tensor(a).bfloat16().requires_grad_() for a in (f, wf, bf))
+    tx, tw_, tb = (torch.from_numpy(a).bfloat16().requires_grad_() for a in (f, wf, bf))
+    s = dj.softmax(x, -1)
+    assert s.dtype is dj.bfloat16 and (words(s) == tw(torch.softmax(tx, -1))).all()
+    y = dj.nn.functional.linear(x, w, b)         # float32 products, sums and bias; one rounding (addmm)
+    ty = torch.nn.functional.linear(tx, tw_, tb)
+    assert (words(y) == tw(ty)).all()
+    (y.sum() + (s * s).sum()).backward()
+    (ty.sum() + (torch.softmax(tx, -1) ** 2).sum()).backward()
+    for g, tg in ((x.grad, tx.grad), (w.grad, tw_.grad), (b.grad, tb.grad)):
+        assert g.dtype is dj.bfloat16 and (words(g) == tw(tg)).all()
