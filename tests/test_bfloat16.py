@@ -291,3 +291,20 @@ def test_nn_softmax_and_linear_match_torch():
     (ty.sum() + (torch.softmax(tx, -1) ** 2).sum()).backward()
     for g, tg in ((x.grad, tx.grad), (w.grad, tw_.grad), (b.grad, tb.grad)):
         assert g.dtype is dj.bfloat16 and (words(g) == tw(tg)).all()
+
+
+# (not SGD: its per-tensor update is mul then sub, two roundings, where torch's add_(alpha=-lr) rounds once)
+@pytest.mark.parametrize("name,kw", [("Adam", {"lr": 0.01}), ("AdamW", {"lr": 0.01, "weight_decay": 0.1})])
+def test_optimizer_steps_on_bfloat16_parameters_match_torch(name, kw):
+    torch = pytest.importorskip("torch")
+    p = dj.tensor([1.0, 2.0, -3.0, 0.1]).bfloat16().requires_grad_()
+    tp = torch.tensor([1.0, 2.0, -3.0, 0.1]).bfloat16().requires_grad_()
+    opt, topt = getattr(dj.optim, name)([p], **kw), getattr(torch.optim, name)([tp], **kw)
+    for _ in range(3):
+        opt.zero_grad()
+        topt.zero_grad()
+        (p * p * p).sum().backward()
+        (tp * tp * tp).sum().backward()
+        opt.step()
+        topt.step()
+    assert p.dtype is dj.bfloat16 and words(p).tolist() == tp.detach().view(torch.int16).numpy().view(np.uint16).tolist()
