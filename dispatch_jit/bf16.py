@@ -127,9 +127,11 @@ def refused(op_name: str, namespace: str, key: str, metas: tuple) -> bool:
 
 
 def refusal(op_name: str, device: str) -> str:
+    fix = ("Convert the input with .float() and the result back with .bfloat16()" if device == "CPU" else
+           "No CUDA kernel takes bfloat16 yet: move the tensor to the CPU with .cpu(), or convert it there with "
+           ".float() before moving it")
     return (f"'{op_name}' has no bfloat16 kernel on {device}: its kernel would read bfloat16's 16-bit words "
-            f"as integers. Convert the input with .float() and the result back with .bfloat16(); "
-            f"dispatch_jit.bf16.supported_ops({device!r}) lists the ops that take bfloat16")
+            f"as integers. {fix}; dispatch_jit.bf16.supported_ops({device!r}) lists the ops that take bfloat16")
 
 
 def astype(a: np.ndarray, to: DType) -> np.ndarray:

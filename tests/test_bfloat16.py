@@ -308,3 +308,12 @@ def test_optimizer_steps_on_bfloat16_parameters_match_torch(name, kw):
         opt.step()
         topt.step()
     assert p.dtype is dj.bfloat16 and words(p).tolist() == tp.detach().view(torch.int16).numpy().view(np.uint16).tolist()
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
+def test_cuda_keeps_the_words_and_its_kernels_refuse_bfloat16():
+    x = from_words([0x3F80, 0x4020])
+    y = x.to("cuda")
+    assert y.dtype is dj.bfloat16 and words(y.cpu()).tolist() == [0x3F80, 0x4020]
+    with pytest.raises(NoKernelError, match=r"no bfloat16 kernel on CUDA.*\.cpu\(\)"):
+        dj.add(y, y)

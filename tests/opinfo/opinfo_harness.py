@@ -174,6 +174,8 @@ def to_dj(x):
 
 def _dj_to_torch(x):
     import torch
+    if x.dtype is dj.bfloat16:        # no NumPy dtype: its words travel by DLPack (kDLBfloat)
+        return torch.from_dlpack(x.contiguous()).clone()
     return torch.from_numpy(np.array(x.numpy(), copy=True))
 
 
