@@ -13,9 +13,9 @@ import operator
 
 import numpy as np
 
-from .bf16 import astype as _astype, cast, from_float32
-from .dtypes import (DType, as_dtype, bfloat16, bool_, default_complex_dtype, float32, from_numpy_dtype,
-                     get_default_dtype, int64)
+from .bf16 import astype as _astype, cast, from_float32, to_float32
+from .dtypes import (BF16_STORAGE, DType, as_dtype, bfloat16, bool_, default_complex_dtype, float32,
+                     from_numpy_dtype, get_default_dtype, int64)
 from .errors import (ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError,
                      ValueOverflowError)
 from .signature import MAX_NDIM
@@ -89,6 +89,8 @@ def _one_shape(size, fname: str) -> tuple:
 def _to_numpy(data, dt: DType | None):
     if isinstance(data, Tensor):
         return data._host_values()
+    if isinstance(data, np.ndarray) and data.dtype == BF16_STORAGE:     # bfloat16's words: their values
+        return to_float32(data)
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
         data = [_to_numpy(v, dt) for v in data]
     return data

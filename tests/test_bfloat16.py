@@ -91,6 +91,8 @@ def test_conversions_and_python_values():
     assert dj.full((2,), 3.3, dtype=dj.bfloat16).tolist() == [3.296875, 3.296875]
     assert dj.zeros(3, dtype=dj.bfloat16).tolist() == [0.0, 0.0, 0.0]
     assert dj.tensor(x).dtype is dj.bfloat16 and dj.tensor(x).tolist() == x.tolist()
+    stored = bf16.from_float32(np.array([1.5, -2.0], np.float32))     # a bfloat16 storage array: its values
+    assert dj.tensor(stored).tolist() == [1.5, -2.0] and dj.tensor(stored, dtype=dj.int64).tolist() == [1, -2]
     assert dj.tensor(x, dtype=dj.float32).tolist() == x.tolist()
     assert dj.asarray(np.array([1.5, 1.00390625]), dtype=dj.bfloat16).tolist() == [1.5, 1.0]
     assert dj.cat([x, dj.tensor([0.5])]).dtype is dj.float32
@@ -271,6 +273,9 @@ def test_factories_fills_and_masks_round_values_not_words():
     z = dj.zeros(3)
     z[0:2] = x[1:]
     assert z.tolist() == [-2.0, 3.0, 0.0]
+    n = dj.zeros(1000, dtype=dj.bfloat16).normal_(generator=dj.Generator(1))
+    assert 0.8 < n.float().std().item() < 1.2
+    assert 0.3 < dj.zeros(1000, dtype=dj.bfloat16).uniform_().float().mean().item() < 0.7
     d = dj.nn.functional.dropout(dj.ones(1000, dtype=dj.bfloat16), 0.5)
     assert set(d.tolist()) <= {0.0, 2.0} and 0 < d.float().sum().item() < 2000
 
@@ -307,7 +312,8 @@ def test_optimizer_steps_on_bfloat16_parameters_match_torch(name, kw):
         (tp * tp * tp).sum().backward()
         opt.step()
         topt.step()
-    assert p.dtype is dj.bfloat16 and words(p).tolist() == tp.detach().view(torch.int16).numpy().view(np.uint16).tolist()
+    assert p.dtype is dj.bfloat16
+    assert words(p).tolist() == tp.detach().view(torch.int16).numpy().view(np.uint16).tolist()
 
 
 @pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
