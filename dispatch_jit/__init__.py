@@ -32,8 +32,9 @@ from .defaults import set_default_dtype
 from .printing import get_printoptions, set_printoptions
 from .serialization import load, save
 from .dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard, show_dispatch_trace
-from .dtypes import (DType, can_cast, complex64, complex128, float16, float32, float64, get_default_dtype, int8,
-                     int16, int32, int64, promote_types, result_type, uint8, uint16, uint32, uint64)
+from .dtypes import (DType, bfloat16, can_cast, complex64, complex128, finfo, float16, float32, float64,
+                     get_default_dtype, iinfo, int8, int16, int32, int64, promote_types, result_type, uint8, uint16,
+                     uint32, uint64)
 from .dtypes import bool_ as bool  # noqa: A001  (dj.bool, as torch.bool)
 from .introspect import cache_info, dump, dump_table, has_kernel, list_operators
 from .keys import DispatchKey, DispatchKeySet
@@ -82,7 +83,7 @@ __all__ = [
     "Tensor", "tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
     "zeros_like", "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "manual_seed", "Generator",
     "device", "strided", "is_tensor", "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-    "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "promote_types",
+    "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "finfo", "iinfo", "promote_types",
     "result_type", "can_cast", "get_default_dtype", "set_default_dtype", "float", "double", "half", "int", "long",
     "as_tensor", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli", "multinomial",
     "save", "load", "set_printoptions", "get_printoptions",

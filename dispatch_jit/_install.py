@@ -10,7 +10,7 @@ from .broadcast import broadcast_shapes
 from .creation import tensor
 from .devices import device as _device, device_module, is_backend_type
 from .entry import make_entry
-from .dtypes import as_dtype, bool_, float16, float32, float64, int32, int64
+from .dtypes import as_dtype, bfloat16, bool_, float16, float32, float64, int32, int64
 from .errors import ArgumentTypeError, BroadcastError
 from .dlpack import dlpack, dlpack_device
 from .registry import lookup
@@ -222,7 +222,7 @@ def install(namespace: dict, surface) -> list[str]:
     Tensor.__dlpack__ = dlpack
     Tensor.__dlpack_device__ = dlpack_device
     for meth, dt in (("float", float32), ("double", float64), ("half", float16), ("int", int32),
-                     ("long", int64), ("bool", bool_)):
+                     ("long", int64), ("bool", bool_), ("bfloat16", bfloat16)):
         setattr(Tensor, meth, _cast(dt))
     return names
 

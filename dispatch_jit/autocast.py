@@ -8,15 +8,19 @@ excluded, exactly as PyTorch's autocast wrappers do; every other op falls
 through at no cost.  Autocast sits above Autograd, so the casts are recorded
 and each input's gradient arrives in its own dtype.
 
-Defaults: float16 on CUDA; on the CPU also float16 *storage* (Numba has no
-float16 arithmetic on the CPU, so the CPU kernels compute in float32 and
-round once when storing).
+Defaults, as PyTorch's: bfloat16 on the CPU, float16 on CUDA; either takes
+``dtype=`` (float16, bfloat16, float32, float64).  Both 16-bit types are
+storage only on the CPU: the kernels compute in float32 and round once when
+storing (bfloat16 to nearest even, as PyTorch's CPU kernels).
 
 >>> import dispatch_jit as dj
 >>> a = dj.ones(2, 2)
 >>> with dj.autocast("cpu"):
 ...     (a @ a).dtype, (a @ a).sum().dtype
-(dispatch_jit.float16, dispatch_jit.float32)
+(dispatch_jit.bfloat16, dispatch_jit.float32)
+>>> with dj.autocast("cpu", dtype=dj.float16):
+...     (a @ a).dtype
+dispatch_jit.float16
 """
 
 from __future__ import annotations
@@ -25,15 +29,15 @@ import functools
 import threading
 
 from .dispatcher import ExcludeDispatchKeyGuard, tls
-from .dtypes import DType, as_dtype, float16, float32, promote_types
+from .dtypes import DType, as_dtype, bfloat16, float16, float32, promote_types
 from .errors import DTypeError, InvalidArgumentError
 from .keys import AUTOCAST_BITS, AUTOCAST_KEY_FOR_DEVICE, DispatchKey, key_bits
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "AutocastKernel", "POLICIES"]
 
 _AUTOCAST_BITS = AUTOCAST_BITS
-_DEFAULT_DTYPE = {"cpu": float16, "cuda": float16}
-_LOWER_OK = {"float16", "float32", "float64"}    # bfloat16 does not exist here (see the module docstring)
+_DEFAULT_DTYPE = {"cpu": bfloat16, "cuda": float16}     # PyTorch's defaults
+_LOWER_OK = {"float16", "bfloat16", "float32", "float64"}
 
 
 class _State(threading.local):
@@ -59,7 +63,7 @@ class autocast:
 
     Args:
         device_type: "cpu" or "cuda" (which tensors it applies to).
-        dtype: the lower precision (default float16).
+        dtype: the lower precision (default: bfloat16 on "cpu", float16 on "cuda", as PyTorch's).
         enabled: False disables autocast inside an enclosing region.
     """
 
@@ -68,7 +72,8 @@ class autocast:
             raise InvalidArgumentError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
         d = as_dtype(dtype) if dtype is not None else _DEFAULT_DTYPE[device_type]
         if d.name not in _LOWER_OK:
-            raise DTypeError(f"autocast: dtype must be a floating dtype (float16, float32, float64), got {d.name}")
+            raise DTypeError(f"autocast: dtype must be a floating dtype (float16, bfloat16, float32, float64), "
+                             f"got {d.name}")
         self.device_type, self.dtype, self.enabled = device_type, d, bool(enabled)
         self.bit = key_bits(AUTOCAST_KEY_FOR_DEVICE[device_type])
 

@@ -13,11 +13,13 @@ import operator
 
 import numpy as np
 
-from .dtypes import DType, as_dtype, default_complex_dtype, get_default_dtype, int64
+from .bf16 import astype as _astype, cast, from_float32, to_float32
+from .dtypes import (BF16_STORAGE, DType, as_dtype, bfloat16, bool_, default_complex_dtype, float32,
+                     from_numpy_dtype, get_default_dtype, int64)
 from .errors import (ArgumentTypeError, DTypeError, InvalidArgumentError, SchemaError, ShapeError,
                      ValueOverflowError)
 from .signature import MAX_NDIM
-from .tensor import Tensor, _check_cpu, infer_dtype, place, wrap
+from .tensor import Tensor, _check_cpu, place, wrap
 
 __all__ = ["tensor", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
            "ones_like", "empty_like", "full_like", "as_tensor", "manual_seed", "Generator", "from_numpy"]
@@ -39,7 +41,10 @@ def _is_cuda(dev) -> bool:
 def _filled(shape: tuple, dt: DType, value, device, requires_grad: bool) -> Tensor:
     """A new tensor of ``value`` (None: uninitialized); on CUDA filled by a kernel, never via the host."""
     if not _is_cuda(device):
-        a = np.empty(shape, dt.np) if value is None else np.full(shape, value, dt.np)
+        if value is not None and dt is bfloat16:
+            a = from_float32(np.full(shape, value, np.float32))
+        else:
+            a = np.empty(shape, dt.np) if value is None else np.full(shape, value, dt.np)
         return _finish(a, device, requires_grad)
     from .cuda import array as cuda_array
     from .cuda.copy import fill
@@ -83,7 +88,9 @@ def _one_shape(size, fname: str) -> tuple:
 
 def _to_numpy(data, dt: DType | None):
     if isinstance(data, Tensor):
-        return data._host()
+        return data._host_values()
+    if isinstance(data, np.ndarray) and data.dtype == BF16_STORAGE:     # bfloat16's words: their values
+        return to_float32(data)
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
         data = [_to_numpy(v, dt) for v in data]
     return data
@@ -100,11 +107,13 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
     if device is None and isinstance(data, Tensor):
         device = data.device
     try:
-        a = np.array(_to_numpy(data, dt), dtype=dt.np, copy=True)
+        a = np.array(_to_numpy(data, dt), dtype=np.float32 if dt is bfloat16 else dt.np, copy=True)
     except (ValueError, TypeError) as e:
         raise ShapeError(f"tensor(): cannot build a {dt.name} tensor from {type(data).__name__}: {e}") from None
     if a.dtype == object:
         raise DTypeError(f"tensor(): data of type {type(data).__name__} has no numeric dtype")
+    if dt is bfloat16:      # Python numbers and NumPy arrays round to float32, then to bfloat16, as PyTorch's
+        a = from_float32(a)
     return _finish(a, device, requires_grad)
 
 
@@ -125,7 +134,7 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None) -> Tensor
         if dt is not None and a.dtype != dt.np:
             if copy is False:
                 raise InvalidArgumentError("asarray(copy=False) would need a copy to change the dtype")
-            a = a.astype(dt.np)
+            a = cast(a, dt)
         elif copy:
             a = a.copy()
         return _finish(a, device, False)
@@ -268,7 +277,7 @@ def _arange_values(start, end, step, dt: DType) -> np.ndarray:
         acc = np.float32 if dt.itemsize < 4 else np.float64    # PyTorch's acc_type on the CPU
         n = math.ceil((float(end) - float(start)) / float(step))
         i = np.arange(n, dtype=acc)
-        return (acc(start) + acc(step) * i).astype(dt.np, copy=False)
+        return _astype(acc(start) + acc(step) * i, dt)
     if not dt.is_integral:
         raise DTypeError(f"arange: not implemented for {dt.name} (as PyTorch); use an integer or floating dtype")
     s, e, st = int(start), int(end), int(step)      # truncated toward zero: PyTorch counts in int64
@@ -280,7 +289,7 @@ def _arange_values(start, end, step, dt: DType) -> np.ndarray:
         n = abs(q) // abs(st) if (q >= 0) == (st > 0) else 0
     else:                 # the other integer dtypes count with the untruncated floats, as PyTorch does
         n = max(math.ceil((float(end) - float(start)) / float(step)), 0)
-    return (s + st * np.arange(n, dtype=np.int64)).astype(dt.np, copy=False)
+    return _astype(s + st * np.arange(n, dtype=np.int64), dt)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -308,6 +317,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 
 def _linspace_values(start, end, steps: int, dt: DType) -> np.ndarray:
+    if dt is bfloat16:      # counted in float32, each value rounded once
+        return from_float32(_linspace_values(start, end, steps, float32))
     if steps == 0:
         return np.empty(0, dt.np)
     if dt.is_integral:
@@ -334,7 +345,9 @@ def _linspace_values(start, end, steps: int, dt: DType) -> np.ndarray:
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     n, m = _size(n, "eye", "n"), (None if m is None else _size(m, "eye", "m"))
-    return _finish(np.eye(n, m, dtype=_dt(dtype).np), device, requires_grad)
+    dt = _dt(dtype)
+    return _finish(_astype(np.eye(n, m, dtype=dt.np if dt is not bfloat16 else np.float32), dt), device,
+                   requires_grad)
 
 
 class Generator:
@@ -381,3 +394,35 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     tensor([1., 2.])
     """
     return asarray(data, dtype=dtype, device=device)
+
+
+def infer_dtype(data) -> DType:
+    """The dtype dj.tensor(data) picks: NumPy arrays keep theirs; Python values
+    follow PyTorch (float -> the default dtype, int -> int64, bool -> bool, complex -> complex64 or
+    complex128 under a float64 default)."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return from_numpy_dtype(data.dtype)
+    flat = _flatten(data)
+    if not flat:
+        return get_default_dtype()
+    kinds = {type(v) for v in flat}
+    if any(issubclass(k, complex) for k in kinds):
+        return default_complex_dtype()
+    if any(issubclass(k, float) or (issubclass(k, np.floating)) for k in kinds):
+        return get_default_dtype()
+    if kinds <= {bool, np.bool_}:
+        return bool_
+    return int64
+
+
+def _flatten(data) -> list:
+    out, stack = [], [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            out.append(x.item() if x.numel() == 1 else 0.0)
+        else:
+            out.append(x)
+    return out

@@ -36,6 +36,7 @@ import sys
 import threading
 from typing import Callable
 
+from . import bf16
 from .errors import DeviceMismatchError, NoKernelError, SchemaError
 from .introspect import dump_table
 from .keys import DispatchKey, DispatchKeySet, bits_below
@@ -407,6 +408,8 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
     fn, kind = op.table[key.value] if ks else (None, KernelKind.MISSING)
     if fn is None:
         raise no_kernel_error(op, key, ks)
+    if (key, kind) in _BF16_CHECKED and bf16.refused(op.name, op.schema.namespace, key.name, metas):
+        raise NoKernelError(bf16.refusal(op.name, key.name))
     call = Call(op, key, ks, metas, trace)
     if kind is KernelKind.BACKEND_FALLBACK:
         kern = _boxed(op, fn, ks)
@@ -421,6 +424,11 @@ def _resolve_keyset(op: OperatorEntry, ks: int, metas: tuple, label: str, trace:
     if trace:
         kern = _traced(kern, op, key, label)
     return kern
+
+
+# the kernels that see arrays: bfloat16 reaches only those declared for it (bf16.py)
+_BF16_CHECKED = frozenset([(k, kind) for k in (DispatchKey.CPU, DispatchKey.CUDA)
+                           for kind in (KernelKind.KERNEL, KernelKind.COMPOSITE_EXPLICIT)])
 
 
 def _unboxed(op: OperatorEntry, fn: Callable) -> Callable:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dtypes import BF16_STORAGE
 from .errors import ArgumentTypeError
 from .tensor import Tensor, wrap
 
@@ -50,6 +51,9 @@ def dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         kw["max_version"] = tuple(max_version)
     if copy is not None:
         kw["copy"] = copy
+    if self._data.dtype == BF16_STORAGE:
+        # NumPy exports the words as uint16; the capsule then says what they are: kDLBfloat, 16 bits
+        return _retype(self._data.view(np.uint16).__dlpack__(**kw), _KDL_UINT, _KDL_BFLOAT)
     return self._data.__dlpack__(**kw)
 
 
@@ -71,8 +75,63 @@ def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
         raise ArgumentTypeError(f"from_dlpack: a {type(x).__name__} does not support DLPack (no __dlpack__); "
                         f"use dj.asarray for NumPy arrays, buffers and sequences")
     kw = {} if copy is None else {"copy": copy}
-    a = np.from_dlpack(x, device="cpu", **kw) if device is not None else np.from_dlpack(x, **kw)
-    return wrap(a)
+    src = _Bfloat16Words(x) if _dl_dtype_code(x) == _KDL_BFLOAT else x
+    a = np.from_dlpack(src, device="cpu", **kw) if device is not None else np.from_dlpack(src, **kw)
+    return wrap(a.view(BF16_STORAGE) if src is not x else a)
+
+
+# -- bfloat16 (DLDataType code kDLBfloat): NumPy has no such dtype, so its words travel as uint16 and
+# the capsule's type code is rewritten on the way out and in.  The capsule points to a
+# DLManagedTensor (name "dltensor") or, from DLPack 1.0, a DLManagedTensorVersioned
+# ("dltensor_versioned"); in both the DLTensor's dtype code is one byte at a fixed offset.
+_KDL_UINT, _KDL_BFLOAT = 1, 4
+_CODE_OFFSET = {b"dltensor": 20, b"dltensor_versioned": 52}     # void* data, DLDevice, int32 ndim | + 32
+
+
+def _capsule_code(capsule, new: int | None = None) -> int:
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(capsule)
+    off = _CODE_OFFSET.get(name)
+    if off is None:
+        raise BufferError(f"DLPack: a capsule named {name!r} (already consumed?) holds no tensor")
+    code = ctypes.c_uint8.from_address(api.PyCapsule_GetPointer(capsule, name) + off)
+    old = code.value
+    if new is not None:
+        code.value = new
+    return old
+
+
+def _retype(capsule, old: int, new: int):
+    """``capsule`` with its dtype code ``old`` rewritten to ``new`` (16-bit words either way)."""
+    if _capsule_code(capsule) != old:
+        raise BufferError("DLPack: expected 16-bit words to retype")
+    _capsule_code(capsule, new)
+    return capsule
+
+
+def _dl_dtype_code(x) -> int | None:
+    """The DLPack dtype code ``x`` exports, where the producer says it without a capsule (torch's
+    ``dtype``); None where it does not matter (NumPy arrays are never bfloat16)."""
+    if isinstance(x, np.ndarray):
+        return None
+    return _KDL_BFLOAT if str(getattr(x, "dtype", "")).endswith("bfloat16") else None
+
+
+class _Bfloat16Words:
+    """A bfloat16 producer as NumPy can import it: its capsules say uint16."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+    def __dlpack__(self, **kw):
+        return _retype(self.x.__dlpack__(**kw), _KDL_BFLOAT, _KDL_UINT)
 
 
 def _on_cuda(x) -> bool:

@@ -6,6 +6,12 @@ PyTorch's ``result_type``: categories bool < integer < floating < complex;
 dimensioned tensors first, then zero-dim tensors, then Python scalars, where
 a lower tier only matters when it is of a higher category.  One deviation:
 there is no complex32, so float16 meeting a complex value gives complex64.
+
+bfloat16 has no NumPy dtype (``ml_dtypes`` would give it one; it is not a
+dependency): it is stored as its 16-bit words in a one-field structured dtype
+(``BF16_STORAGE``), distinct from uint16 so that an array still says what it
+holds, and every value conversion goes through ``bfloat16.py``.  It promotes
+as PyTorch's: with float16 to float32, with a wider float to that float.
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ from .errors import DTypeError
 
 __all__ = [
     "DType", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128", "ALL_DTYPES",
-    "promote_types", "result_type", "can_cast", "as_dtype", "get_default_dtype", "default_complex_dtype", "from_numpy_dtype",
+    "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "ALL_DTYPES", "BF16_STORAGE",
+    "promote_types", "result_type", "can_cast", "finfo", "iinfo", "as_dtype", "get_default_dtype", "default_complex_dtype", "from_numpy_dtype",
 ]
 
 # category rank: the order PyTorch's promotion walks
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
+
+# bfloat16's storage: its bits as a uint16 field of a structured dtype, which no NumPy dtype
+# equals, so ``from_numpy_dtype`` tells it from uint16; kernels read it through a uint16 view
+BF16_STORAGE = np.dtype([("bfloat16", "<u2")])
 
 
 class DType:
@@ -66,15 +76,17 @@ _SPECS = [
     ("int64", np.int64, INT), ("uint8", np.uint8, INT), ("uint16", np.uint16, INT), ("uint32", np.uint32, INT),
     ("uint64", np.uint64, INT), ("float16", np.float16, FLOAT), ("float32", np.float32, FLOAT),
     ("float64", np.float64, FLOAT), ("complex64", np.complex64, COMPLEX), ("complex128", np.complex128, COMPLEX),
+    ("bfloat16", BF16_STORAGE, FLOAT),
 ]
 ALL_DTYPES: tuple[DType, ...] = tuple(DType(n, d, i, c) for i, (n, d, c) in enumerate(_SPECS))
 (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
- float16, float32, float64, complex64, complex128) = ALL_DTYPES
+ float16, float32, float64, complex64, complex128, bfloat16) = ALL_DTYPES
 
 BY_NAME = {d.name: d for d in ALL_DTYPES}
 BY_NP = {d.np: d for d in ALL_DTYPES}
-# Also keyed by the NumPy scalar type (np.float32), which users pass as often as np.dtype objects.
-BY_NP_TYPE = {d.np.type: d for d in ALL_DTYPES}
+# Also keyed by the NumPy scalar type (np.float32), which users pass as often as np.dtype objects
+# (not bfloat16's: its storage's scalar type is np.void, which stands for no number type).
+BY_NP_TYPE = {d.np.type: d for d in ALL_DTYPES if d is not bfloat16}
 _ALIASES = {"float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
             "cfloat": complex64, "cdouble": complex128}
 _PY_TYPES = {bool: bool_, int: int64, float: float32, complex: complex64}
@@ -153,6 +165,9 @@ def promote_types(a, b) -> DType:
 def _promote_slow(a: DType, b: DType) -> DType:
     if a is b:
         return a
+    if bfloat16 in (a, b) and a.category == b.category == FLOAT:
+        other = b if a is bfloat16 else a
+        return float32 if other is float16 else other
     if a.category != b.category:
         hi, lo = (a, b) if a.category > b.category else (b, a)
         if hi.category == COMPLEX and lo.category == FLOAT and lo.itemsize == 8:
@@ -270,3 +285,58 @@ def can_cast(from_, to) -> bool:
         return False
     # bool is its own category: only bool may be stored into bool
     return not (t is bool_ and f is not bool_)
+
+
+class finfo:
+    """Machine limits of a floating point dtype, as ``torch.finfo`` (of a complex dtype: of its
+    real part; without an argument: of the default dtype).
+
+    >>> import dispatch_jit as dj
+    >>> f = dj.finfo(dj.bfloat16)
+    >>> f.bits, f.eps, f.max, f.tiny
+    (16, 0.0078125, 3.3895313892515355e+38, 1.1754943508222875e-38)
+    """
+
+    __slots__ = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype")
+
+    def __init__(self, type=None):  # noqa: A002  (torch's parameter name)
+        d = _default_dtype if type is None else as_dtype(type)
+        if d.category not in (FLOAT, COMPLEX):
+            raise DTypeError(f"torch.finfo() requires a floating point input type, got {d.name}; "
+                             f"use dj.iinfo for integer types")
+        d = {complex64: float32, complex128: float64}.get(d, d)
+        if d is bfloat16:
+            # the largest bfloat16 is 0x7F7F: float32's exponent range, 8 significant bits
+            self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0 ** -7, 3.3895313892515355e+38, \
+                2.0 ** -126, 0.01
+        else:
+            f = np.finfo(d.np)
+            self.bits, self.eps, self.max = int(f.bits), float(f.eps), float(f.max)
+            self.tiny, self.resolution = float(f.smallest_normal), float(str(f.resolution))
+        self.min, self.smallest_normal, self.dtype = -self.max, self.tiny, d.name
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Machine limits of an integer dtype, as ``torch.iinfo``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.iinfo(dj.int8).min, dj.iinfo(dj.int8).max
+    (-128, 127)
+    """
+
+    __slots__ = ("bits", "max", "min", "dtype")
+
+    def __init__(self, type):  # noqa: A002
+        d = as_dtype(type)
+        if d.category not in (BOOL, INT):
+            raise DTypeError(f"torch.iinfo() requires an integer input type, got {d.name}; use dj.finfo for "
+                             f"floating point types")
+        i = np.iinfo(np.uint8 if d is bool_ else d.np)
+        self.bits, self.max, self.min, self.dtype = int(i.bits), int(i.max), int(i.min), d.name
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

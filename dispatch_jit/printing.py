@@ -109,7 +109,11 @@ def format_data(a: np.ndarray) -> str:
 
 def tensor_repr(t) -> str:
     a = t._data if hasattr(t, "_data") else np.asarray(t)
-    host = a if isinstance(a, np.ndarray) else np.asarray(t.numpy())
+    # _host_values: a bfloat16 tensor's as float32 (it has no NumPy dtype to print)
+    if hasattr(t, "_host_values"):
+        host = t._host_values()
+    else:
+        host = a if isinstance(a, np.ndarray) else np.asarray(t.numpy())
     extras = []
     if str(t.device) != "cpu":
         extras.append(f"device='{t.device}'")

@@ -17,6 +17,7 @@ import numpy as np
 
 from .autograd.function import Function
 from .autograd.grad_mode import is_grad_enabled
+from .bf16 import astype as _astype
 from .broadcast import broadcast_shapes
 from .creation import Generator, _finish, _like, _shape, _size, default_generator, zeros
 from .dtypes import DType, as_dtype, get_default_dtype, int64
@@ -76,7 +77,7 @@ def _draw(rng, kind: str, shape: tuple, dt: DType) -> np.ndarray:
         a = re + 1j * im if kind == "uniform" else (re + 1j * im) * np.sqrt(real(0.5))
     else:
         a = draw(shape, dtype=real)
-    return a.astype(dt.np, copy=False)
+    return _astype(a, dt)
 
 
 def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False,
@@ -150,7 +151,7 @@ def _integers(rng, low: int, high: int, shape: tuple, dt: DType, fname: str) -> 
             raise InvalidArgumentError(f"{fname}(): low={low} is out of bounds for {dt.name}")
         if high - 1 > top:
             raise InvalidArgumentError(f"{fname}(): high - 1 = {high - 1} is out of bounds for {dt.name}")
-    return rng.integers(low, high, shape, dtype=np.int64 if high <= 2**63 else np.uint64).astype(dt.np, copy=False)
+    return _astype(rng.integers(low, high, shape, dtype=np.int64 if high <= 2**63 else np.uint64), dt)
 
 
 def randint(low=0, high=None, size=None, *, generator: Generator | None = None, dtype=None, device=None,
@@ -214,7 +215,7 @@ def randperm(n, *, generator: Generator | None = None, dtype=None, device=None, 
     if dt.is_integral and n - 1 > np.iinfo(dt.np).max:
         raise InvalidArgumentError(f"randperm(): n={n} values do not fit {dt.name} (at most "
                                    f"{np.iinfo(dt.np).max + 1})")
-    a = _rng(generator, "randperm").permutation(n).astype(dt.np, copy=False)
+    a = _astype(_rng(generator, "randperm").permutation(n), dt)
     return _finish(a, device, requires_grad)
 
 
@@ -282,7 +283,7 @@ def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtyp
             raise SchemaError(f"normal(): argument 'size' must be a tuple of ints, not {type(size).__name__}")
         dt = _sample_dtype(dtype, "normal")
         z = _draw(rng, "normal", _shape((tuple(size),), "normal"), dt)
-        return _finish((z * std + mean).astype(dt.np, copy=False), device, requires_grad)
+        return _finish(_astype(z * std + mean, dt), device, requires_grad)
     if size is not None or dtype is not None or device is not None or requires_grad:
         raise SchemaError("normal(): size, dtype, device and requires_grad go with a float mean and std only; with a "
                           "tensor mean or std the samples take its shape, dtype and device")
@@ -308,7 +309,7 @@ def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtyp
 
     def sample():
         z = _draw(rng, "normal", shape, dt)
-        return _finish((z * s + m).astype(dt.np, copy=False), _place(ref.device), False)
+        return _finish(_astype(z * s + m, dt), _place(ref.device), False)
     return _with_grad(Normal, sample, mean, std)
 
 
@@ -353,7 +354,7 @@ def bernoulli(input, p=None, *, generator: Generator | None = None) -> Tensor:
             raise InvalidArgumentError(f"bernoulli(): expects p to be in [0, 1], but got p={p}")
 
     def sample():
-        return _finish((rng.random(shape) < prob).astype(dt.np), _place(input.device), False)
+        return _finish(_astype(rng.random(shape) < prob, dt), _place(input.device), False)
     return _with_grad(Bernoulli, sample, input)
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import dispatcher
 from .devices import CPU_DEVICE, _check_cpu, device, place  # noqa: F401  (CPU_DEVICE, _check_cpu: re-exported)
-from .dtypes import DType, bool_, default_complex_dtype, from_numpy_dtype, get_default_dtype, int64
+from .bf16 import to_float32
+from .dtypes import BF16_STORAGE, DType, from_numpy_dtype
 from .errors import ArgumentTypeError, AutogradError, DTypeError, InvalidArgumentError, ShapeError, TensorStateError
 from .keys import AUTOGRAD_BITS, DispatchKey, DispatchKeySet, key_bits
 from .signature import MAX_NDIM, keyset_sig_bits, make_sig, sig_keyset
@@ -169,6 +170,10 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The data as a NumPy array: sharing memory with a CPU tensor; for a CUDA
         tensor, a host copy (waits for pending kernels)."""
+        if self._data.dtype == BF16_STORAGE:
+            # NumPy has no bfloat16: handing out the 16-bit words would be a silent reinterpretation
+            raise DTypeError("Got unsupported ScalarType BFloat16: NumPy has no bfloat16; convert first "
+                             "with .float(), which is exact")
         if self._sig & _CUDA_SIG_BITS:
             return self._data.to_host()
         return self._data
@@ -176,7 +181,14 @@ class Tensor:
     def _host(self) -> np.ndarray:
         return self._data.to_host() if self._sig & _CUDA_SIG_BITS else self._data
 
+    def _host_values(self) -> np.ndarray:
+        """The data on the host as values Python can read: a bfloat16 tensor's as float32 (exact)."""
+        a = self._host()
+        return to_float32(a) if a.dtype == BF16_STORAGE else a
+
     def __array__(self, dtype=None, copy=None):
+        if self._data.dtype == BF16_STORAGE:
+            self.numpy()    # raises, as PyTorch's __array__ of a bfloat16 tensor
         if self._sig & _CUDA_SIG_BITS:
             a = self._data.to_host()
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
@@ -189,16 +201,16 @@ class Tensor:
         if self._data.size != 1:
             raise InvalidArgumentError(f"item(): a tensor with {self._data.size} elements cannot be converted to a "
                              f"Python scalar; index it first")
-        return self._host().reshape(()).item()
+        return self._host_values().reshape(()).item()
 
     def tolist(self):
-        return self._host().tolist()
+        return self._host_values().tolist()
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise TensorStateError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
                                f"use .any() or .all()")
-        return bool(self._host().reshape(()))
+        return bool(self._host_values().reshape(()))
 
     def __float__(self):
         return float(self.item())
@@ -462,38 +474,6 @@ def dispatch_keys(t: Tensor) -> DispatchKeySet:
 
 def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
-
-
-def infer_dtype(data) -> DType:
-    """The dtype dj.tensor(data) picks: NumPy arrays keep theirs; Python values
-    follow PyTorch (float -> the default dtype, int -> int64, bool -> bool, complex -> complex64 or
-    complex128 under a float64 default)."""
-    if isinstance(data, (np.ndarray, np.generic)):
-        return from_numpy_dtype(data.dtype)
-    flat = _flatten(data)
-    if not flat:
-        return get_default_dtype()
-    kinds = {type(v) for v in flat}
-    if any(issubclass(k, complex) for k in kinds):
-        return default_complex_dtype()
-    if any(issubclass(k, float) or (issubclass(k, np.floating)) for k in kinds):
-        return get_default_dtype()
-    if kinds <= {bool, np.bool_}:
-        return bool_
-    return int64
-
-
-def _flatten(data) -> list:
-    out, stack = [], [data]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (list, tuple)):
-            stack.extend(x)
-        elif isinstance(x, Tensor):
-            out.append(x.item() if x.numel() == 1 else 0.0)
-        else:
-            out.append(x)
-    return out
 
 
 dispatcher.set_tensor_type(Tensor)

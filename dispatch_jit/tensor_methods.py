@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 
+from .bf16 import astype as bf16_astype
 from .dtypes import COMPLEX, FLOAT
 from .autograd.grad_mode import is_grad_enabled
 from .creation import full
@@ -146,7 +147,7 @@ def _random(op: str, self, sample, generator) -> Tensor:
         raise DTypeError(f"{op}: expected a floating point tensor, got {self.dtype.name}")
     from .creation import default_generator
     rng = (generator or default_generator).rng
-    a = np.asarray(sample(rng, self.shape)).astype(self.dtype.np)
+    a = bf16_astype(np.asarray(sample(rng, self.shape)), self.dtype)     # (bfloat16: rounded, not its words)
     from .creation import tensor
     return _write(op, self, tensor(a, device=self.device if self.is_cuda else None))
 

@@ -10,7 +10,7 @@ gets these.  Each checks PyTorch's preconditions first, so an error names the op
 from __future__ import annotations
 
 from dispatch_jit.broadcast import broadcast_shapes
-from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, float64
+from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, bfloat16, float64
 from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
 from dispatch_jit.ops import entries
 
@@ -120,7 +120,7 @@ def masked_fill(x, mask, value):
                              f"input's shape {tuple(x.shape)}")
     # the result keeps the input's dtype: the value is cast to it, as PyTorch's
     if isinstance(value, (bool, int, float, complex)):
-        value = x.dtype.np.type(value).item()
+        value = x.dtype.np.type(value).item() if x.dtype is not bfloat16 else float(value)   # (rounded by where)
     out = A.where(mask, value, x)
     return out if out.dtype is x.dtype else out.to(x.dtype)
 

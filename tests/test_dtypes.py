@@ -16,7 +16,7 @@ def test_dtype_objects():
     assert dj.float32.itemsize == 4 and dj.float32.is_floating_point
     assert dj.complex64.is_complex and dj.int8.is_signed and not dj.uint8.is_signed
     assert repr(dj.bool) == "dispatch_jit.bool"
-    assert len(ALL_DTYPES) == 14
+    assert len(ALL_DTYPES) == 15
 
 
 @pytest.mark.parametrize("a,b,expected", [

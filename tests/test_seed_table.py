@@ -21,7 +21,7 @@ EXPECTED = {
     "(cpu, sparse_csr)": (["[call] op=[aten::matmul], key=[SparseCsrCPU]"], dj.float32),
     "(cpu, sparse_coo)": (["[call] op=[aten::matmul], key=[SparseCPU]"], dj.float32),
     "(cpu, float32, autocast)": (["[call] op=[aten::matmul], key=[AutocastCPU]",
-                                  " [call] op=[aten::matmul], key=[CPU]"], dj.float16),
+                                  " [call] op=[aten::matmul], key=[CPU]"], dj.bfloat16),
     # on a GPU, or on the CUDA simulator (tests/conftest.py)
     "(cuda, float32, requires_grad)": (["[call] op=[aten::matmul], key=[AutogradCUDA]",
                                         " [redispatch] op=[aten::matmul], key=[CUDA]"], dj.float32),

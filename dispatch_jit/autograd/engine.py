@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from ..creation import ones_like
+from ..dtypes import BF16_STORAGE
 from ..errors import AutogradError
 from ..signature import CONTIGUOUS_BIT
 from ..tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
@@ -106,7 +107,7 @@ def _seed(t):
     """The implicit gradient of a one-element root: ones of its shape and dtype.  A dense CPU
     root's is made here (its signature is the root's, less autograd, contiguous); others'
     by ones_like."""
-    if t.__class__ is Tensor and not t._sig & _CUDA_SIG_BITS:
+    if t.__class__ is Tensor and not t._sig & _CUDA_SIG_BITS and t._data.dtype != BF16_STORAGE:   # (1's words)
         a = np.empty(t._data.shape, t._data.dtype)
         a[...] = 1          # np.ones is a Python function: 10x this on a one-element array
         g = _new(Tensor)

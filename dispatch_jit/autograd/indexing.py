@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..bf16 import from_float32, to_float32
 from ..creation import zeros
+from ..dtypes import BF16_STORAGE
 from ..tensor import Tensor, wrap, wrap_view
 from .grad_mode import is_grad_enabled
 from .graph import edge_of, mark_output, node_class
@@ -87,5 +89,10 @@ def index_add(gz, index, g) -> None:
     if gz.is_cuda:
         from ..cuda import index as cuda_index
         cuda_index.index_add(gz._data, index, g._data)
+    elif gz._data.dtype == BF16_STORAGE:
+        # bfloat16 sums in float32, rounded once (exact where no index repeats: adds to zeros)
+        f = to_float32(gz._data)
+        np.add.at(f, index, to_float32(g._data))
+        gz._data[...] = from_float32(f)
     else:
         np.add.at(gz._data, index, g._data)

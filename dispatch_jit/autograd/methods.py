@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import BOOL, COMPLEX, FLOAT, INT
+from ..bf16 import cast as bf16_cast
+from ..dtypes import BF16_STORAGE, BOOL, COMPLEX, FLOAT, INT
 from ..errors import AutogradError, CastingError, ShapeError, ValueOverflowError
 from ..tensor import Tensor, bump_version
 from ..writes import before_write
@@ -42,6 +43,9 @@ def _setitem(self, index, value):
     elif getattr(value, "requires_grad", False) and self.dtype.category < FLOAT:
         value = value.detach()        # an integral tensor takes the values, never a gradient
     src = value._data if isinstance(value, Tensor) else value
+    if self._data.dtype == BF16_STORAGE or getattr(src, "dtype", None) == BF16_STORAGE:
+        # no NumPy cast knows bfloat16's words: values convert (round to nearest even) through bf16.py
+        src = bf16_cast(np.asarray(src), self._data.dtype) if np.asarray(src).dtype != self._data.dtype else src
     idx = unwrap_index(index)
 
     def write():

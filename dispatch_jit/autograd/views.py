@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..bf16 import from_float32
+from ..dtypes import BF16_STORAGE
 from ..errors import AutogradError
 from ..tensor import place, wrap
 from .graph import edge_of, mark_output, node_class
@@ -100,9 +102,9 @@ def positions(root, view) -> np.ndarray:
 
 def _mask_outside(g, shape: tuple, pos: np.ndarray):
     """1 outside the written region of a root-shaped gradient, 0 inside."""
-    m = np.ones(shape, dtype=g._data.dtype)
+    m = np.ones(shape, dtype=g._data.dtype if g._data.dtype != BF16_STORAGE else np.float32)
     m.reshape(-1)[pos.reshape(-1)] = 0
-    return wrap(place(m, g.device))
+    return wrap(place(m if m.dtype == g._data.dtype else from_float32(m), g.device))
 
 
 def view_history(view, root, pos: np.ndarray | None = None) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, float16, result_type
+from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, bfloat16, float16, result_type
 from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction.table import REDUCTIONS
 from dispatch_jit.kernels.shape.op import _EMPTY_AXES
@@ -64,7 +64,9 @@ class Elementwise:
 
 
 def _fusible_dtype(d: DType) -> bool:
-    return d is not float16 and d.category != COMPLEX
+    # bfloat16 runs its eager steps (each rounded by the loop generator's store) until fused
+    # loops round each intermediate as eager does
+    return d is not float16 and d is not bfloat16 and d.category != COMPLEX
 
 
 def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementwise | None, str]:

@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from ..bf16 import astype as bf16_astype
 from ..creation import default_generator
 from ..dtypes import FLOAT
 from ..errors import DTypeError, InvalidArgumentError, OutOfBoundsError, SchemaError, ShapeError
@@ -324,7 +325,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
         raise DTypeError(f"dropout: expected a floating point tensor, got {input.dtype.name}")
     rng = (generator or default_generator).rng
     keep = rng.random(tuple(input.shape)) >= p
-    scale = np.where(keep, 1.0 / (1.0 - p) if p < 1.0 else 0.0, 0.0).astype(input.dtype.np)
+    scale = bf16_astype(np.where(keep, 1.0 / (1.0 - p) if p < 1.0 else 0.0, 0.0), input.dtype)
     mask = wrap(scale) if not input.is_cuda else wrap(scale).to(input.device)
     return A.mul_(input, mask) if inplace else A.mul(input, mask)
 

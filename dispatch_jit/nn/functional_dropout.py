@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from ..bf16 import astype as bf16_astype
 from ..creation import default_generator
 from ..dtypes import FLOAT
 from ..errors import DTypeError, SchemaError, ShapeError
@@ -33,7 +34,7 @@ _SELU_ALPHA_SCALED = 1.7580993408473766    # SELU's scale * alpha: its negative 
 def dropout_mask(x, shape: tuple, p: float, generator=None):
     """A tensor of ``shape`` (broadcastable to ``x``), 0 with probability ``p`` and 1/(1-p) else."""
     keep = (generator or default_generator).rng.random(shape) >= p
-    scale = np.where(keep, 1.0 / (1.0 - p) if p < 1.0 else 0.0, 0.0).astype(x.dtype.np)
+    scale = bf16_astype(np.where(keep, 1.0 / (1.0 - p) if p < 1.0 else 0.0, 0.0), x.dtype)
     return wrap(scale).to(x.device) if x.is_cuda else wrap(scale)
 
 

@@ -9,6 +9,7 @@ logical and bitwise ops); any other op (nextafter) has the backend fallback.
 
 from __future__ import annotations
 
+from dispatch_jit import bf16
 from dispatch_jit.autograd.inplace import AutogradInplaceKernel
 from dispatch_jit.library import fallthrough_kernel
 
@@ -25,6 +26,9 @@ def _name(schema: str) -> str:
 
 
 SCHEMAS = [s for f, i in ELEMENTWISE_SCHEMAS.values() for s in (f, i) if s]
+
+# the CPU loops read and store bfloat16 through its words (support/loops: read_cast, store)
+bf16.support(*(f"aten::{_name(s)}" for s in SCHEMAS), keys=("CPU",))
 
 
 def _backend(kernel_class) -> dict:

@@ -17,7 +17,10 @@ compiled only when an output of at least ``PARALLEL_MIN`` elements first
 shows up, since starting threads costs microseconds.  Outputs are allocated
 with NumPy in Python, never inside njit (several times slower here).
 float16 has no arithmetic in Numba's CPU backend: it is stored as float16 and
-computed in float32.
+computed in float32.  bfloat16 is computed in float32 too, inside the loop:
+its arrays are passed as uint16 views of their words, which the loop widens
+on reading and rounds to nearest even on storing (support/loops: ``read_cast``,
+``store``), so the result is written in place, with no float32 buffer.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
-from dispatch_jit.dtypes import ALL_DTYPES, float16, float32
+from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16, float32
 from dispatch_jit.jit import cache, threads
 from dispatch_jit.jit.source import define
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
-from ..support.loops import PARALLEL_MIN, Nest, loop_globals, read_cast, type_fn
+from ..support.loops import PARALLEL_MIN, Nest, loop_globals, read_cast, store, type_fn
 from ..support.numba_types import NB_DTYPE, NB_PY
 from .table import (ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
                     kernel_prelude, output_tensor)
@@ -54,9 +57,11 @@ def compiled_kernels() -> int:
 
 
 def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
-                static_names: tuple) -> str:
+                static_names: tuple, in_dtypes: tuple = (), out_dtype=None) -> str:
     """One loop nest (support/loops: a region of one node).  ``kinds[i]`` is "array", "scalar" or
-    "none" per input."""
+    "none" per input; ``in_dtypes`` and ``out_dtype`` the arrays' dtypes (bfloat16's are read and
+    stored through its words)."""
+    in_dtypes = in_dtypes or (None,) * len(kinds)
     present = tuple(_NAMES[i] for i, k in enumerate(kinds) if k != "none")
     expr = op.expression(compute.category, present, compute.name)
     guarded = op.fast.get(compute.name) if ndim else None
@@ -80,9 +85,10 @@ def _gen_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, fl
     def element(stmt: str = "", value: str = ""):
         """A body reading the operands, then running ``stmt`` or storing ``value``."""
         def body(at) -> list:
-            reads = [f"{_NAMES[i]} = " + (f"s{i}" if k == "scalar" else read_cast(casts[i], at(f"a{i}"), ct))
+            reads = [f"{_NAMES[i]} = " + (f"s{i}" if k == "scalar" else
+                                          read_cast(casts[i], at(f"a{i}"), ct, in_dtypes[i]))
                      for i, k in enumerate(kinds) if k != "none"]
-            return reads + [stmt or f"{at('out')} = {value}"]
+            return reads + [stmt or store(at("out"), value, out_dtype)]
         return body
 
     if check is not None:
@@ -159,9 +165,11 @@ class ElementwiseCPU(ElementwiseKernel):
         kresult = float32 if result is float16 else result
         plan = _Plan(self, call.op.name, kinds, r.casts, kcompute, r.compute, result, kresult, r.static_names,
                      r.in_idx, r.static_idx, r.out_pos, in_metas)
-        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype is not float16
+        # float16 is converted and bfloat16 read through views, on the general path
+        half = (float16, bfloat16)
+        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype not in half
                                                       for m in in_metas if m.kind == "tensor")
-                   and result is not float16)
+                   and result not in half)
         return plan.fast(ndim) if fast_ok else plan.general
 
 
@@ -195,7 +203,7 @@ class _Plan:
         v = self.variants.get(key)
         if v is None:
             src = _gen_source(self.kern.op, self.kinds, self.casts, self.kcompute, ndim, flat,
-                              self.static_names)
+                              self.static_names, in_dtypes, out_dtype)
             v = _Variant(src, self.kcompute.np, self._argtypes(ndim, "C" if flat else "A", in_dtypes, out_dtype))
             self.variants[key] = v
             self._record(in_dtypes, out_dtype, ndim, flat)
@@ -287,19 +295,25 @@ class _Plan:
                     a.__array_interface__["data"][0] == out_arr.__array_interface__["data"][0]
                     and a.strides == out_arr.strides and a.shape == out_arr.shape):
                 arrays[j] = a.copy()
+        in_dtypes = []
         for j, a in enumerate(arrays):
+            d = None
             if self.kinds[j] == "array":
                 if a.dtype == np.float16:
                     a = a.astype(np.float32)
+                d = ALL_DTYPES[_DT_INDEX[a.dtype]]
+                if d is bfloat16:
+                    a = a.view(np.uint16)       # its words: the loop reads them (read_cast)
                 if a.shape != shape:
                     a = np.broadcast_to(a, shape)
                 arrays[j] = a
-        target = out_arr
+            in_dtypes.append(d)
+        in_dtypes = tuple(in_dtypes)
+        target, out_dtype = out_arr, ALL_DTYPES[_DT_INDEX[out_arr.dtype]]
         if out_arr.dtype == np.float16:
-            target = np.empty(shape, np.float32)
-        in_dtypes = tuple(ALL_DTYPES[_DT_INDEX[a.dtype]] if k == "array" else None
-                          for a, k in zip(arrays, self.kinds))
-        out_dtype = ALL_DTYPES[_DT_INDEX[target.dtype]]
+            target, out_dtype = np.empty(shape, np.float32), float32
+        elif out_dtype is bfloat16:
+            target = out_arr.view(np.uint16)    # the loop rounds into the words (support/loops' store)
         # out= and in-place on contiguous, same-shape operands: the flat loop vectorizes,
         # the strided one (layout 'A') does not
         flat = target.flags.c_contiguous and all(
@@ -309,7 +323,7 @@ class _Plan:
         v = self.variant(loop_ndim, flat, in_dtypes, out_dtype)
         kargs = [a for a, k in zip(arrays, self.kinds) if k != "none"] + [args[i] for i in self.static_idx]
         v.run(target.size, *kargs, kt)
-        if target is not out_arr:
+        if target is not out_arr and out_dtype is not bfloat16:
             np.copyto(out_arr, target, casting="unsafe")
         if out_t is not None:
             bump_version(out_t)    # in-place and out= writes are visible to autograd's saved-tensor checks

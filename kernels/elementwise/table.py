@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bool_, float16, float32, float64, get_default_dtype,
-                                 int64)
+from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bfloat16, bool_, float16, float32, float64,
+                                 get_default_dtype, int64)
 from dispatch_jit.errors import ArgumentTypeError
 
 from ..support.loops import constant
@@ -284,10 +284,10 @@ def _predicate(d: DType, n: int):
 
 def _no_half(d: DType, n: int):
     # float16 computes in float32 in every loop: float32's neighbour of x rounds back to x
-    if d is float16:
+    if d is float16 or d is bfloat16:
         from dispatch_jit.errors import DTypeError
-        raise DTypeError("nextafter() does not support float16 (it computes in float32, whose neighbour of x "
-                         "rounds back to x in float16); supported dtypes: float32, float64; convert first: "
+        raise DTypeError(f"nextafter() does not support {d.name} (it computes in float32, whose neighbour of x "
+                         f"rounds back to x in {d.name}); supported dtypes: float32, float64; convert first: "
                          "x.to(dj.float32)")
     return d, d, ("compute",) * n
 
@@ -470,8 +470,8 @@ class ElementwiseKernel:
         """The miss path: resolve the signature's types (``resolve``), let the backend refuse
         what it cannot compile (``check``), then build its plan (``plan``)."""
         r = resolve(self.op, call)
-        # float16 is stored as float16 and computed in float32: neither backend computes in it
-        kcompute = float32 if r.compute is float16 else r.compute
+        # float16 and bfloat16 are stored in 16 bits and computed in float32: neither backend computes in them
+        kcompute = float32 if r.compute is float16 or r.compute is bfloat16 else r.compute
         self.check(r)
         call.op.note_compiled(self.__name__)
         return self.plan(call, r, kcompute)

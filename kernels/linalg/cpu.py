@@ -37,7 +37,7 @@ Which kernel runs, by dtype (``_KIND``):
   loop: 256x256 int32 takes it 12.6 ms, this module 0.45 ms (2 threads).
   Matrix-vector shapes (``n < _ROWDOT_MAX_N``) use a row-dot form that
   vectorizes over k instead.
-- float16: computed in float32 (``astype``) and rounded once, like
+- float16 and bfloat16: computed in float32 and rounded once, like
   PyTorch and NumPy (which also accumulates float16 in float32) do.
 - bool: rejected, as PyTorch has no bool matmul on the CPU.
 
@@ -56,6 +56,8 @@ import numba
 import numpy as np
 from numba import types as nbt
 
+from dispatch_jit import bf16
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.jit import cache
 from dispatch_jit.kernels.linalg.gemm import gemm
 from dispatch_jit.kernels.linalg.product import ikj_rows as _ikj_rows, product_into, skinny
@@ -80,9 +82,9 @@ __all__ = ["SUPPORTED_DTYPES", "matmul_result_shape", "get_matmul", "get_dot", "
 _KIND = {np.dtype(t): kind for kind, ts in {
     "blas": (np.float32, np.float64, np.complex64, np.complex128),
     "loop": (np.int8, np.int16, np.int32, np.int64, np.uint8),
-    "half": (np.float16,),
+    "half": (np.float16, BF16_STORAGE),
 }.items() for t in ts}
-SUPPORTED_DTYPES = tuple(_KIND)
+SUPPORTED_DTYPES = tuple(d for d in _KIND if d != BF16_STORAGE)     # NumPy's (and bfloat16, stored as words)
 
 _ROWDOT_MAX_N = 4          # n below this: the row-dot form (vectorizes over k)
 _SMALL_MNK = 8 * 8 * 8     # float batches of matrices this small use the loop nest
@@ -354,11 +356,12 @@ def _matmul(dt: np.dtype, kind: str, a: np.ndarray, b: np.ndarray, out, name="ma
         if np.may_share_memory(out, a) or np.may_share_memory(out, b):
             out[...] = _matmul(dt, kind, a, b, None, name)
             return out
-    if kind == "half":  # compute in float32, round once
-        r32 = _matmul(_F32, "blas", a.astype(np.float32), b.astype(np.float32), None, name)
+    if kind == "half":  # compute in float32, round once (bfloat16: to nearest even, bf16.py)
+        r32 = _matmul(_F32, "blas", bf16.cast(a, _F32), bf16.cast(b, _F32), None, name)
+        r = bf16.cast(r32, dt)
         if out is None:
-            return r32.astype(dt)
-        out[...] = r32
+            return r
+        out[...] = r
         return out
     res = np.empty(shape, dt) if out is None else out
     o3 = res.reshape(nbatch, m, n)
@@ -392,7 +395,7 @@ def _kind_of(dtype, name: str):
     if kind is None:
         why = " (PyTorch has no bool matmul on the CPU either)" if dt == np.bool_ else ""
         raise DTypeError(f"{name}: dtype {dt} is not supported{why}; supported dtypes: "
-                         f"{', '.join(map(str, SUPPORTED_DTYPES))}; cast the operands to one of them")
+                         f"{', '.join(map(str, SUPPORTED_DTYPES))}, bfloat16; cast the operands to one of them")
     return dt, kind
 
 

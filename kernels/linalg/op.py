@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from dispatch_jit import bf16
 from dispatch_jit.dtypes import result_type
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.registry import CompiledSignature
@@ -52,9 +53,9 @@ def _bind_cpu(name: str, call, dt):
     def run(x, y):
         xa, ya = x._data, y._data
         if xa.dtype != npdt:
-            xa = xa.astype(npdt)
+            xa = bf16.cast(xa, npdt)      # NumPy's cast, or bfloat16's rounding one
         if ya.dtype != npdt:
-            ya = ya.astype(npdt)
+            ya = bf16.cast(ya, npdt)
         r = fn(xa, ya)
         if osig is not None and r.flags.c_contiguous:
             return wrap_like_sig(r, osig)

@@ -4,6 +4,8 @@ pool.py's sliding-window ops (CPU loops in windows.py), each with its own rows."
 
 from __future__ import annotations
 
+from dispatch_jit import bf16
+
 from . import conv, grad, op, pool
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
@@ -22,3 +24,7 @@ def _merged(*tables):
 
 KERNELS = _merged({"CPU": op.CPU_KERNELS, "CUDA": op.CUDA_KERNELS, "Meta": op.META_KERNELS, **grad.KERNELS},
                   conv.KERNELS, pool.KERNELS)
+
+# softmax's row kernels widen bfloat16 to float32 and round once; linear decomposes into matmul and add
+bf16.support(*(f"aten::{n}" for n in ("softmax", "log_softmax", "_softmax_backward_data",
+                                      "_log_softmax_backward_data", "linear", "linear_backward")), keys=("CPU",))

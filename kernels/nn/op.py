@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit import bf16
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.creation import empty
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
-from dispatch_jit.dtypes import FLOAT, as_dtype
+from dispatch_jit.dtypes import BF16_STORAGE, FLOAT, as_dtype
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.keys import AUTOGRAD_BITS, DispatchKeySet
 from dispatch_jit.tensor import wrap
@@ -102,19 +103,21 @@ def from_rows(r: np.ndarray, shape: tuple, axis: int) -> np.ndarray:
 
 
 def _compute_dtype(a: np.ndarray) -> np.dtype:
-    return np.dtype(np.float32) if a.dtype == _F16 else a.dtype
+    return np.dtype(np.float32) if a.dtype == _F16 or a.dtype == BF16_STORAGE else a.dtype
 
 
 def _rowwise(name: str, arrays: tuple, axis: int) -> np.ndarray:
-    """Kernel ``name`` over ``arrays`` (same shape) along ``axis``: float16 in float32."""
+    """Kernel ``name`` over ``arrays`` (same shape) along ``axis``: float16 and bfloat16 in float32,
+    rounded once (bf16.cast: to nearest even)."""
     shape, dt = arrays[0].shape, arrays[0].dtype
     if arrays[0].size == 0:
         return np.empty(shape, dt)
     cd = _compute_dtype(arrays[0])
-    rows = [to_rows(a.astype(cd, copy=False), axis) for a in arrays]
+    rows = [to_rows(a if a.dtype == cd else bf16.cast(a, cd), axis) for a in arrays]
     out = np.empty(rows[0].shape, cd)
     cpu.get(name, cd)(*rows, out)
-    return from_rows(out, shape, axis).astype(dt, copy=False)
+    r = from_rows(out, shape, axis)
+    return r if r.dtype == dt else bf16.cast(r, dt)
 
 
 def _softmax_cpu(name):
@@ -130,7 +133,7 @@ def _softmax_backward_cpu(name):
     def kernel(grad_output, output, axis):
         g, y = grad_output._data, output._data
         if g.dtype != y.dtype:
-            g = g.astype(y.dtype)
+            g = bf16.cast(g, y.dtype)
         if g.shape != y.shape:
             g = np.broadcast_to(g, y.shape)
         return wrap(_rowwise(f"{name}_backward", (g, y), normalize_axis(axis, y.ndim, name)))
@@ -281,6 +284,10 @@ def linear_cpu(x, weight, bias=None):
     check_linear(x, weight, bias)
     a, w = x._data, weight._data
     dt = a.dtype
+    if dt == BF16_STORAGE and w.dtype == dt and (bias is None or bias._data.dtype == dt):
+        # as PyTorch's CPU addmm: float32 products, sums and bias, one rounding to nearest even
+        f32 = [None if t is None else wrap(bf16.to_float32(t._data)) for t in (x, weight, bias)]
+        return wrap(bf16.from_float32(linear_cpu(*f32)._data))
     if dt in _BLAS and w.dtype == dt and w.ndim == 2 and (bias is None or (bias._data.dtype == dt
                                                                             and bias._data.ndim <= 1)):
         a2 = a if a.ndim == 2 else a.reshape(-1, a.shape[-1])

@@ -8,6 +8,7 @@ differentiable: they fall through Autograd.
 
 from __future__ import annotations
 
+from dispatch_jit import bf16
 from dispatch_jit.library import fallthrough_kernel
 from dispatch_jit.registry import Tag
 
@@ -22,3 +23,5 @@ KERNELS = {
     "CUDA": op.kernels("cuda", cuda.CUDA),
     "Autograd": {name: fallthrough_kernel for name in ("argmax", "argmin", "all", "any")},
 }
+# cpu.py reduces bfloat16 as float32 and rounds the result once
+bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU",))

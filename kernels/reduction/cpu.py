@@ -47,7 +47,8 @@ from typing import Callable
 import numba
 import numpy as np
 
-from dispatch_jit.dtypes import from_numpy_dtype
+from dispatch_jit import bf16
+from dispatch_jit.dtypes import BF16_STORAGE, bfloat16, from_numpy_dtype
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
@@ -324,14 +325,20 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
 
 def _bind(name: str, call, kernel_name: str):
     """The CPU ``reduce`` of one reduction op (reduction/op.py's Reduction calls it): the
-    dtype-specialized callable is resolved here, once per signature."""
+    dtype-specialized callable is resolved here, once per signature.  bfloat16 (in, or
+    ``dtype=``) reduces as float32, exactly widened, and a float32 result is rounded back to
+    nearest even once (PyTorch's CPU reductions accumulate bfloat16 in float32 too)."""
     dt = call.metas[0].dtype
-    fn = get_reduction(name, dt.np)
     call.op.note_compiled(kernel_name, CompiledSignature((dt.name,)))
+    if dt is bfloat16:
+        return _bind_bfloat16(name)
+    fn = get_reduction(name, dt.np)
 
     def reduce(a, axes, keepdims, to, kw):
         if to is None:
             return np.asarray(fn(a, axes, keepdims, **kw))
+        if to == BF16_STORAGE:
+            return _bind_bfloat16(name)(bf16.cast(a, bfloat16), axes, keepdims, None, kw)
         return np.asarray(get_reduction(name, to)(a.astype(to), axes, keepdims, **kw))
     reduce.full = None
     if fn.full is not None and call.metas[0].contiguous:
@@ -339,6 +346,19 @@ def _bind(name: str, call, kernel_name: str):
         # the result's signature is known here (a 0-d CPU tensor of the result dtype)
         reduce.full = fn.full
         reduce.full_sig = make_sig(CPU_BITS, from_numpy_dtype(result_dtype(name, dt.np)), 0, True)
+    return reduce
+
+
+def _bind_bfloat16(name: str):
+    fn = get_reduction(name, np.dtype(np.float32))
+
+    def reduce(a, axes, keepdims, to, kw):
+        f = bf16.to_float32(a)
+        if to is not None and to != BF16_STORAGE:
+            return np.asarray(get_reduction(name, to)(f.astype(to), axes, keepdims, **kw))
+        r = np.asarray(fn(f, axes, keepdims, **kw))
+        return bf16.from_float32(r) if r.dtype == np.float32 else r
+    reduce.full = None
     return reduce
 
 

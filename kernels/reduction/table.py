@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.errors import DTypeError, SchemaError
 
 __all__ = ["REDUCTIONS", "ReductionSpec", "Pass", "SUPPORTED", "result_dtype", "kernel_dtype", "state_dtypes",
@@ -240,6 +241,10 @@ def result_dtype(name: str, dtype: np.dtype) -> np.dtype:
     (dtype('int64'), dtype('float32'))
     """
     spec = spec_of(name)
+    if np.dtype(getattr(dtype, "np", dtype)) == BF16_STORAGE:
+        # bfloat16 reduces as float32 (cpu.py widens it): a float32 result is rounded back
+        r = spec.result(check_dtype(spec, _F32))
+        return BF16_STORAGE if r == _F32 else r
     return spec.result(check_dtype(spec, dtype))
 
 

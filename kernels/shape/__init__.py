@@ -7,6 +7,7 @@ dispatch_jit/cuda/copy.py where a view is impossible.
 
 from __future__ import annotations
 
+from dispatch_jit import bf16
 from dispatch_jit.creation import empty_like
 
 from . import cuda
@@ -24,3 +25,7 @@ KERNELS = {
     # mode's records of it (autograd's .grad of a pending gradient) are typed by
     "Meta": {"clone": lambda self: empty_like(self)},
 }
+
+# views move no values, and cat/stack/to/clone convert through dispatch_jit/bf16.py (on the CPU:
+# CUDA's casts and copies are NumPy-free kernels that do not know bfloat16 yet)
+bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU",))

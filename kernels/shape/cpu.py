@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit import bf16
 from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.broadcast import broadcast_shapes  # noqa: F401  (re-exported: NumPy's stops at 32 dims)
 from dispatch_jit.errors import ShapeError, SchemaError
@@ -169,7 +170,7 @@ def common_dtype(tensors, op):
 
 def _same_dtype_arrays(tensors, op):
     dt = common_dtype(tensors, op)
-    return [t._data if t.dtype is dt else t._data.astype(dt.np) for t in tensors], dt
+    return [t._data if t.dtype is dt else bf16.cast(t._data, dt) for t in tensors], dt
 
 
 def cat(tensors, axis=0):
@@ -198,13 +199,7 @@ def casting(convert):
     return to_dtype
 
 
-def _cast(a: np.ndarray, npdt) -> np.ndarray:
-    out = np.empty(a.shape, npdt)
-    np.copyto(out, a, casting="unsafe")
-    return out
-
-
-to_dtype = casting(_cast)
+to_dtype = casting(bf16.cast)     # NumPy's casts, or bfloat16's (to and from float32, rounded to nearest even)
 
 
 def clone(self):

@@ -9,15 +9,18 @@ kernels compute it in float32); ``NB_PY`` types a Python scalar argument;
 from __future__ import annotations
 
 import numba
+import numpy as np
 from numba import types as nbt
 
-from dispatch_jit.dtypes import ALL_DTYPES, float16
+from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16
 
 from .scalar_helpers import HELPERS
 
 __all__ = ["NB_DTYPE", "NB_PY", "JIT_HELPERS"]
 
-NB_DTYPE = {d.np: numba.from_dtype(d.np) for d in ALL_DTYPES if d is not float16}
+NB_DTYPE = {d.np: numba.from_dtype(d.np) for d in ALL_DTYPES if d is not float16 and d is not bfloat16}
+# a bfloat16 array reaches a kernel as a uint16 view of its words (support/loops: read_cast, store)
+NB_DTYPE[bfloat16.np] = numba.from_dtype(np.uint16)
 NB_PY = {bool: nbt.boolean, int: nbt.int64, float: nbt.float64, complex: nbt.complex128}
 # numba_inline: helpers too large for LLVM's inliner (support/vecmath) are inlined by Numba
 JIT_HELPERS = {name: numba.njit(error_model="numpy", inline=getattr(fn, "numba_inline", "never"))(fn)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .intrinsics import f32_from_bits
+from .intrinsics import bits_from_f32, f32_from_bits
 from .sincos_f32 import functions as sincos_functions
 from .vecmath import functions as vecmath_functions
 
@@ -135,6 +135,22 @@ def _exp_f32(x):
     if x != x:
         y = x
     return y
+
+
+def _bf16_load(u):
+    """A bfloat16 (its uint16 word ``u``) as float32: the word is the float32's upper half (exact)."""
+    return f32_from_bits(np.int32(np.uint32(u) << np.uint32(16)))
+
+
+def _bf16_store(f):
+    """float32 ``f`` rounded to bfloat16's word, to nearest, ties to even, as PyTorch's c10::BFloat16
+    (dispatch_jit/bf16.py rounds arrays alike); a NaN becomes the quiet NaN 0x7FC0."""
+    x = np.float32(f)
+    u = np.uint32(bits_from_f32(x))
+    r = np.uint16((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16))
+    if x != x:
+        r = np.uint16(0x7FC0)
+    return r
 
 
 def _csign(z):
@@ -280,7 +296,7 @@ def _rshift(a, b):
     return a >> np.int64(63) if a < 0 else a - a
 
 
-HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32,
+HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _iremainder, _ipow, _exp_f32, _bf16_load, _bf16_store,
                                    _csign, _cdiv, _cexpm1, _clog1p, _clog2, _logaddexp, _lshift, _rshift, _csinh, _ccosh,
                                    _ctanh, _cacos, _cacosh, _casinh, _catanh)}
 HELPERS.update(sincos_functions())

@@ -43,6 +43,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from dispatch_jit.bufferpool import pool as _pool
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.jit import cache
 from dispatch_jit.kernels.support.loops import MAX_LOOP_NDIM, PARALLEL_MIN, full_chunks
 from dispatch_jit.signature import CONTIGUOUS_BIT
@@ -263,7 +264,7 @@ class _Site(Site):
         return self.arrays[vid]
 
 
-_NO_NUMBA_DTYPES = frozenset([np.dtype(np.float16)])
+_NO_NUMBA_DTYPES = frozenset([np.dtype(np.float16), BF16_STORAGE])
 
 
 def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | str:
@@ -296,7 +297,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     # Numba's CPU target has no float16 arithmetic or array arguments (eager kernels and the
     # interpreted plan compute float16 through float32 in NumPy)
     if any(a.dtype in _NO_NUMBA_DTYPES for a in arrays.values()):
-        return "a float16 value (Numba's CPU target has no float16 type: the plan runs interpreted)"
+        return "a float16 or bfloat16 value (Numba's CPU target has neither type: the plan runs interpreted)"
     work = []
 
     def scratch(shape, dtype, chunks_of=None):

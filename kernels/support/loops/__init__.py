@@ -13,9 +13,9 @@ internals (``tests/test_architecture.py`` holds it to that).
 """
 
 from .nest import (GUARD_CHUNK, MAX_LOOP_NDIM, PARALLEL_MIN, TILE, TILE_MIN_INNER, TYPE_FNS, Nest, constant, crosswise,
-                   loop_globals, read_cast, type_fn)
+                   loop_globals, read_cast, store, type_fn)
 from .fold import Fold
 from .parallel import full_chunks
 
-__all__ = ["Nest", "read_cast", "type_fn", "TYPE_FNS", "constant", "loop_globals", "crosswise", "GUARD_CHUNK", "TILE",
+__all__ = ["Nest", "read_cast", "store", "type_fn", "TYPE_FNS", "constant", "loop_globals", "crosswise", "GUARD_CHUNK", "TILE",
            "TILE_MIN_INNER", "PARALLEL_MIN", "MAX_LOOP_NDIM", "full_chunks", "Fold"]

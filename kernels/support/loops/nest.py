@@ -36,12 +36,12 @@ from typing import Callable
 import numba
 import numpy as np
 
-from dispatch_jit.dtypes import ALL_DTYPES, float16
+from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16
 
 from ..numba_types import JIT_HELPERS
 from ..sincos_f32 import GUARD_GLOBALS
 
-__all__ = ["Nest", "read_cast", "type_fn", "TYPE_FNS", "constant", "loop_globals", "crosswise", "GUARD_CHUNK", "TILE",
+__all__ = ["Nest", "read_cast", "store", "type_fn", "TYPE_FNS", "constant", "loop_globals", "crosswise", "GUARD_CHUNK", "TILE",
            "TILE_MIN_INNER", "PARALLEL_MIN", "MAX_LOOP_NDIM"]
 
 # Below this many output elements one core is faster than waking the pool:
@@ -67,8 +67,8 @@ TILE = (16, 256)
 TILE_MIN_INNER = 2048
 
 # a dtype's constructor in generated source: _t_float32(x) converts x as NumPy's scalar type does
-# (float16 has none: it is stored as float16 and computed in float32)
-TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16}
+# (float16 and bfloat16 have none: they are stored as 16 bits and computed in float32)
+TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d is not bfloat16}
 
 
 def type_fn(name: str) -> str:
@@ -76,15 +76,28 @@ def type_fn(name: str) -> str:
     return f"_t_{name}"
 
 
-def read_cast(cast: str, src: str, ct: str) -> str:
+def read_cast(cast: str, src: str, ct: str, dtype=None) -> str:
     """How a kernel reads an operand ``src`` for its op: ``"compute"``: converted to the compute
     dtype (``ct``, the name of its constructor); ``"bool"``: tested against 0; ``"none"``: as is.
-    The one cast rule of eager and fused loops (which cast applies comes from the op's type rule)."""
+    The one cast rule of eager and fused loops (which cast applies comes from the op's type rule).
+    A bfloat16 operand (``dtype``; its array is a uint16 view of the words) is widened to float32
+    first, exactly, so every cast starts from its value."""
+    if dtype is bfloat16:
+        src = f"_bf16_load({src})"
     if cast == "compute":
         return f"{ct}({src})"
     if cast == "bool":
         return f"({src} != 0)"
     return src
+
+
+def store(dst: str, value: str, dtype=None) -> str:
+    """The statement writing ``value`` (in the compute dtype) to the output element ``dst``: a
+    bfloat16 output (a uint16 view of its words) rounds the float32 value to nearest even, so an
+    eager op and a fused chain round wherever eager mode rounds."""
+    if dtype is bfloat16:
+        return f"{dst} = _bf16_store({value})"
+    return f"{dst} = {value}"
 
 
 def constant(value, ct: str) -> str:
