@@ -4,7 +4,9 @@
 table.REDUCTIONS; ``kernel`` exec's it and compiles it with
 ``numba.njit`` once per (op, kernel dtype, variant), on first use, keeping
 only the compiled overload's entry point.  cpu.py plans calls onto
-these kernels (see its docstring for the loop shapes).
+these kernels (see its docstring for the loop shapes).  Float sums and
+products (sum, mean, prod, var's mean) fold in the written lane order of
+support/loops/lanes.py, which the compiler's fused epilogues generate too.
 
 >>> import numpy as np
 >>> warmup("sum", np.dtype(np.float64)); "float64" in compiled_signatures()["sum"]

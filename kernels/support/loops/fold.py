@@ -7,8 +7,8 @@ sums) instead of storing it.  ``Fold`` writes those statements for the CPU loops
 grid-stride kernels and their shared-memory tree.
 
 >>> from dispatch_jit.dtypes import float32, float64
->>> Fold("sum", float64, float32).step("acc", "v")
-['acc = _radd(acc, _t_float64(v))']
+>>> Fold("sum", float64, float32).step("acc", "v")     # strict: a float sum's order is written (lanes.py)
+['acc = _sadd(acc, _t_float64(v))']
 """
 
 from __future__ import annotations
