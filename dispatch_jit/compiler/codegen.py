@@ -15,12 +15,14 @@ allocated by the caller.
 
 A region with a reduction epilogue folds the reduced value into an accumulator of
 the eager kernel's accumulator dtype (``Fold``) instead of storing it, in one of three
-shapes: ``full`` (every axis: ``Nest.loop_chunks``, in the eager kernel's chunks, one
-private accumulator each in a ``p0`` buffer, merged at the end in order), ``rows`` (the
-reduced axes are the last ones: one register accumulator per output element, prange
-over the first kept dimension) and ``cols`` (any other axes: accumulators in a ``p0``
-array of the keepdim shape, visited in memory order; prange only when dimension 0 is
-kept).  Compiled loops are cached process-wide by (source, argument types, parallel)
+shapes: ``full`` (every axis: in the eager kernel's chunks, one partial each in a ``p0``
+buffer, merged at the end in order), ``rows`` (the reduced axes are the last ones, or for
+a float sum or product any with the last one: one fold per output element, prange over
+the first kept dimension) and ``cols`` (any other axes: accumulators in a ``p0`` array of
+the keepdim shape, visited in memory order; prange only when dimension 0 is kept).  A float
+sum or product folds in the written lane order of ``support/loops/lanes.py``
+(``full_walk``, ``rows_walk``), the eager kernel's, so it stores eager's bits; a shape on
+which eager's kernel would fold otherwise runs eagerly (``unlike_eager``).  Compiled loops are cached process-wide by (source, argument types, parallel)
 in the one compile cache (dispatch_jit/jit/cache.py, kind "loop"), so functions with the
 same structure share them, and on disk (dispatch_jit/jit/diskcache.py), so that a fresh
 process loads them instead.
@@ -40,6 +42,8 @@ from numba import types as nbt
 from dispatch_jit.dtypes import BOOL, FLOAT, DType
 from dispatch_jit.kernels.support.loops import Nest, constant, crosswise, loop_globals, read_cast, type_fn
 from dispatch_jit.kernels.support.loops.fold import FOLD_IMPORTS, Fold
+from dispatch_jit.kernels.support.loops.lanes import full_walk, rows_walk
+from dispatch_jit.kernels.support.loops.parallel import splits_outputs
 from dispatch_jit.kernels.support.numba_types import NB_DTYPE as _NB_DTYPE
 
 from dispatch_jit.jit import cache
@@ -168,7 +172,31 @@ class Codegen:
         red = self.region.reduce
         if red is None:
             return None
-        return "full" if red.full else "rows" if red.trailing else "cols"
+        if red.full:
+            return "full"
+        # a float sum folds each output's elements in the lane order where eager's kernel does: where
+        # the innermost dimension is reduced (eager's "inner" mode on the stored C-contiguous value)
+        return "rows" if red.trailing or (self.fold.ordered and red.ndim - 1 in red.axes) else "cols"
+
+    def unlike_eager(self, shape: tuple) -> str:
+        """Why this loop's float sum over ``shape`` would not fold in the eager kernel's order
+        ("" where it does): eager folds column-wise where the innermost dimension of size > 1
+        is kept (a size-1 last dimension decides otherwise here), and splits a few long
+        outputs into chunks on threads."""
+        red, mode = self.region.reduce, self.reduce_mode
+        if not self.fold.ordered or mode == "full":
+            return ""
+        big = [d for d, n in enumerate(shape) if n > 1]
+        kept, reduced = [d for d in big if d not in red.axes], [d for d in big if d in red.axes]
+        K = int(np.prod([shape[d] for d in kept]))
+        R = int(np.prod([shape[d] for d in reduced]))
+        rows = not kept or not reduced or reduced[-1] > kept[-1]
+        if R > 1 and rows != (mode == "rows"):
+            return (f"{red.kind} over dims {red.axes} of shape {tuple(shape)}: eager's kernel folds "
+                    f"{'each output' if rows else 'column-wise'} there, as this loop does not")
+        if mode == "rows" and splits_outputs(K, R):
+            return f"{red.kind} over dims {red.axes} of shape {tuple(shape)}: eager splits each output across threads"
+        return ""
 
     def _reduce_source(self, flat: bool) -> str:
         r, red, mode = self.region, self.region.reduce, self.reduce_mode
@@ -183,7 +211,17 @@ class Codegen:
                     parallel=not (mode == "cols" and 0 in red.axes))
         lines += nest.setup
         folded = lambda acc: (lambda at: self._element(at) + fold.step(acc, value))
-        if mode == "full":
+        element = lambda at: (self._element(at), fold.value(value))
+        ridx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd) if d not in red.axes or red.keepdim)
+        if fold.ordered and mode == "full":
+            lines += full_walk(nest, element, "init_r", type_fn(red.acc.name), fold.lane_step)
+            lines += ["    tot = init_r", "    for ch in range(nc):"]
+            lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
+            lines.append(f"    r0[{ridx or '()'}] = {fold.final('tot', 'cnt')}")
+        elif fold.ordered and mode == "rows":
+            lines += rows_walk(nest, red.axes, element, "init_r", type_fn(red.acc.name), fold.lane_step,
+                               lambda acc: [f"r0[{ridx}] = {fold.final(acc, 'cnt')}"])
+        elif mode == "full":
             cnt = "n0" if flat else " * ".join(f"n{d}" for d in range(nd))
             lines += [f"    cnt = {cnt}", "    nc = p0.shape[0]"]
             lines += nest.loop_chunks(["acc = init_r"], folded("acc"), ["p0[ch] = acc"])

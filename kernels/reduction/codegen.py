@@ -4,7 +4,9 @@
 table.REDUCTIONS; ``kernel`` exec's it and compiles it with
 ``numba.njit`` once per (op, kernel dtype, variant), on first use, keeping
 only the compiled overload's entry point.  cpu.py plans calls onto
-these kernels (see its docstring for the loop shapes).
+these kernels (see its docstring for the loop shapes).  Float sums and
+products (sum, mean, prod, var's mean) fold in the written lane order of
+support/loops/lanes.py, which the compiler's fused epilogues generate too.
 
 >>> import numpy as np
 >>> warmup("sum", np.dtype(np.float64)); "float64" in compiled_signatures()["sum"]
@@ -27,6 +29,9 @@ from numba.extending import intrinsic
 
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.jit import cache, diskcache
+
+from ..support.loops.fold import radd
+from ..support.loops.lanes import LANES, TAIL, lane_close, lane_open, lane_run, sadd, smul
 
 from .table import (REDUCTIONS, Pass, ReductionSpec, _F32, check_dtype, kernel_dtype, spec_of,
                               state_dtypes)
@@ -106,10 +111,38 @@ def _names(states, fmt: str) -> dict:
     return {s: fmt.format(s) for s, _, _ in states}
 
 
-def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
-    """Python source of one kernel variant: the loop shapes around the op's snippets."""
+def _ordered_step(p: Pass) -> str | None:
+    """"_sadd"/"_smul" where a pass is a plain float sum or product (``{s} += x``): it folds in
+    the explicit lane order of support/loops/lanes.py, as the fused epilogues do."""
+    m = re.fullmatch(r"\{(\w+)\} (?:([+*])= x|= (_sadd|_smul)\(\{\1\}, x\))", p.step)
+    if m is None or len(p.states) != 1:
+        return None
+    return m.group(3) or ("_sadd" if m.group(2) == "+" else "_smul")
+
+
+def _strict(p: Pass) -> Pass:
+    """``p`` with its step and merge strict where it is a plain float sum or product."""
+    step = _ordered_step(p)
+    if step is None:
+        return p
+    s = p.states[0][0]
+    return dataclasses.replace(p, step=f"{{{s}}} = {step}({{{s}}}, x)", merge=f"{{{s}}} = {step}({{{s}}}, {{{s}_o}})")
+
+
+def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str, ordered: bool = False) -> str:
+    """Python source of one kernel variant: the loop shapes around the op's snippets.
+    ``ordered`` (float and complex accumulators): plain sums and products fold in the lane
+    order of support/loops/lanes.py, every step strict (``_ordered_step``)."""
     if variant == "serial":
         passes = tuple(dataclasses.replace(p, lanes=False) for p in passes)
+    if ordered:
+        # column-wise (accumulators in memory) and chunk merges: strict left-to-right steps; such a
+        # kernel compiles without fast-math (it would reach into the inlined strict steps too), and
+        # its other float sums (var's squares) reassociate through _radd as the fused loops' do
+        passes = tuple(_strict(p) for p in passes)
+        passes = tuple(p if _ordered_step(p) else dataclasses.replace(p, step=re.sub(
+            r"(?m)^\{(\w+)\} \+= (.+)$", r"{\1} = _radd({\1}, \2)", p.step)) for p in passes)
+    steps = {id(p): _ordered_step(p) for p in passes} if ordered else {}
     states = [st for p in passes for st in p.states]
     scalar = _names(states, "st_{}")
 
@@ -117,7 +150,18 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
         return "".join(f"{nm[s]} = T_{s}({v})\n" for s, _, v in p.states)
 
     def lanes_alloc():
-        return "".join(f"ln_{s} = np.empty(W, T_{s})\n" for p in passes if p.lanes for s, _, _ in p.states)
+        return ("".join(f"ln_{s} = np.empty(W, T_{s})\n" for p in passes if p.lanes for s, _, _ in p.states)
+                + "".join(f"ln = np.empty(LANES, T_{p.states[0][0]})\n" for p in passes if steps.get(id(p))))
+
+    def ordered_runs(p, nm, runs):
+        # one output's (or chunk's) elements in the lane order: ``runs`` walks them, calling
+        # ``fold(t0, t1, rb)`` per run of the innermost reduced axis
+        (s, _, v), step = p.states[0], steps[id(p)]
+        value = lambda t: ([], f"ACC(buf[rb + {t} * sR2])")
+        fold = lambda t0, t1, rb: (f"rb = {rb}\n" + "\n".join(lane_run(t0, t1, "t", value, f"T_{s}({v})", step))
+                                   + "\n")
+        return ("\n".join(lane_open(runs[0], f"T_{s}", alloc=False)) + "\n" + runs[1](fold)
+                + "\n".join(lane_close(nm[s], f"T_{s}({v})", step)) + "\n")
 
     def run(p, nm, t0, t1, rb, jb):
         # elements [t0, t1) of one run of the innermost reduced axis, at row base rb
@@ -149,6 +193,10 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
         # one output element at `base`: every pass over all R1 * R2 elements
         code = ""
         for p in passes:
+            if steps.get(id(p)):
+                walk = lambda fold: "for r1 in range(R1):\n" + _indent(fold("Z", "R2", "base + r1 * sR1"), 1)
+                code += ordered_runs(p, scalar, ("R1 * R2", walk)) + p.post.format(**scalar) + "\n"
+                continue
             code += (init(p, scalar) + lanes_open(p, scalar) + "for r1 in range(R1):\n    b = base + r1 * sR1\n"
                      "    jb = r1 * R2\n" + _indent(run(p, scalar, "Z", "R2", "b", "jb"), 1)
                      + lanes_close(p, scalar) + p.post.format(**scalar) + "\n")
@@ -161,11 +209,19 @@ def _source(spec: ReductionSpec, passes: tuple[Pass, ...], variant: str) -> str:
         for p in passes:
             local = dict(scalar, **_names(p.states, "c_{}"))
             merged = dict(scalar, **{f"{s}_o": f"p_{s}[c]" for s, _, _ in p.states})
-            body = (lanes_alloc() + "lo = np.uint64(c) * blk\nhi = min(n_u, lo + blk)\n" + init(p, local)
-                    + lanes_open(p, local) + "j0 = lo\nwhile j0 < hi:\n    r1 = j0 // R2\n    t0 = j0 - r1 * R2\n"
-                    "    t1 = min(R2, t0 + (hi - j0))\n    jb = r1 * R2\n"
-                    + _indent(run(p, local, "t0", "t1", "base + r1 * sR1", "jb"), 1) + "    j0 += t1 - t0\n"
-                    + lanes_close(p, local) + "".join(f"p_{s}[c] = c_{s}\n" for s, _, _ in p.states))
+            if steps.get(id(p)):
+                walk = lambda fold: ("j0 = lo\nwhile j0 < hi:\n    r1 = j0 // R2\n    t0 = j0 - r1 * R2\n"
+                                     "    t1 = min(R2, t0 + (hi - j0))\n"
+                                     + _indent(fold("t0", "t1", "base + r1 * sR1"), 1) + "    j0 += t1 - t0\n")
+                body = (lanes_alloc() + "lo = np.uint64(c) * blk\nhi = min(n_u, lo + blk)\n"
+                        + ordered_runs(p, local, ("hi - lo", walk))
+                        + "".join(f"p_{s}[c] = c_{s}\n" for s, _, _ in p.states))
+            else:
+                body = (lanes_alloc() + "lo = np.uint64(c) * blk\nhi = min(n_u, lo + blk)\n" + init(p, local)
+                        + lanes_open(p, local) + "j0 = lo\nwhile j0 < hi:\n    r1 = j0 // R2\n    t0 = j0 - r1 * R2\n"
+                        "    t1 = min(R2, t0 + (hi - j0))\n    jb = r1 * R2\n"
+                        + _indent(run(p, local, "t0", "t1", "base + r1 * sR1", "jb"), 1) + "    j0 += t1 - t0\n"
+                        + lanes_close(p, local) + "".join(f"p_{s}[c] = c_{s}\n" for s, _, _ in p.states))
             code += "".join(f"p_{s} = np.empty(nch, T_{s})\n" for s, _, _ in p.states)
             code += f"for c in prange(nch):\n{_indent(body, 1)}"
             code += init(p, scalar) + f"for c in range(nch):\n{_indent(p.merge.format(**merged), 1)}\n"
@@ -245,7 +301,8 @@ def _compile(key: tuple[str, np.dtype, str]):
         raise SchemaError(f"unknown kernel variant {variant!r}; known: {', '.join(_VARIANTS)}")
     spec = REDUCTIONS[name]
     passes, acc, states = spec.passes(kin), spec.acc(kin), state_dtypes(spec, kin)
-    src = _source(spec, passes, variant)
+    ordered = acc.kind in "fc" and any(_ordered_step(p) for p in passes)
+    src = _source(spec, passes, variant, ordered=ordered)
     # Trim what this op does not use: less IR, faster compiles.
     if acc == kin:
         src = re.sub(r"ACC\((buf\[[^\]]*\])\)", r"\1", src)
@@ -257,12 +314,15 @@ def _compile(key: tuple[str, np.dtype, str]):
     ns = {"np": np, "prange": prange, "EXP": _exp_f32 if spec.result(kin) == _F32 else _exp, "ACC": acc.type,
           "LOW": low, "HIGH": high, "INF": math.inf, "Z": u64(0), "U1": u64(1), "W": u64(_LANES),
           "G": u64(_GROUP), "LG": u64(_LANE_GROUP), "WG": u64(_LANES * _LANE_GROUP),
+          "LANES": u64(LANES), "TAIL": u64(TAIL), "_sadd": sadd, "_smul": smul, "_radd": radd,
           **{f"T_{s}": dt.type for s, dt in states}}
     arr = lambda dt, ro=False: types.Array(numba.from_dtype(dt), 1, "C", readonly=ro)
     argtypes = (arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
                 arr(spec.result(kin)), *[arr(dt) for _, dt in states])
     _SOURCES[key] = src
     opts = dict(parallel=variant in ("rows", "chunks", "cols"), **_FLAGS)
+    if ordered:
+        del opts["fastmath"]
     return diskcache.compile_cached(src, "kern", argtypes, opts, ns)     # (entry point, "disk" | "compiled")
 
 

@@ -54,7 +54,8 @@ from dispatch_jit.registry import CompiledSignature
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS
 
-from ..support.loops.parallel import MIN_CHUNK, REDUCE_PARALLEL_MIN, chunk_length, reduce_pieces, use_parallel
+from ..support.loops.parallel import (MIN_CHUNK, REDUCE_PARALLEL_MIN, chunk_length, reduce_pieces, splits_outputs,
+                                      use_parallel)
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
 from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
                               spec_of, state_dtypes)
@@ -197,7 +198,7 @@ def _parallel_plan(p) -> tuple[str, int]:
         nb = max(1, min(-(-nt // K1), -(-K2 // 256)))
         return "cols", -(-K2 // nb)                          # columns per block
     K, R = K1 * K2, R1 * R2
-    if K < pieces and R >= 2 * MIN_CHUNK:
+    if K == 1 and R >= 2 * MIN_CHUNK or splits_outputs(K, R):
         return "chunks", chunk_length(R, pieces)             # chunk length (one rule with the fused epilogues)
     return "rows", -(-K // pieces)                           # rows per block
 

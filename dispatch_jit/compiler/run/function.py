@@ -184,11 +184,13 @@ def _fused_call(region, gen, site, name, scalars, parallel):
         mode = gen.reduce_mode
         if n == 0:
             return "a reduction over an empty shape"
+        if why := gen.unlike_eager(shape):
+            return why
         if mode != "full" and len(shape) > MAX_LOOP_NDIM:
             return f"a reduction over {len(shape)} dimensions (one nested loop each)"
         extra.append(site.names[red.out])
         if mode == "full":
-            extra.append(site.scratch((1,), red.acc.np, chunks_of=(n, None if flat else shape[0])))
+            extra.append(site.scratch((1,), red.acc.np, chunks_of=(n, None if flat or gen.fold.ordered else shape[0])))
         elif mode == "cols":
             extra.append(site.scratch(reduced_shape(shape, red.axes, True), red.acc.np))
             threads = 0 not in red.axes      # as FusedStep.threads: no race-free prange over dimension 0

@@ -228,6 +228,8 @@ class FusedStep:
             n *= d
         if red is not None and n == 0:
             return self.run_eagerly(env, f"{red.kind} over an empty shape {shape}")
+        if red is not None and (why := self.gen.unlike_eager(shape)):
+            return self.run_eagerly(env, why)
         flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
         if len(shape) > MAX_LOOP_NDIM and not (flat and (red is None or self.mode == "full")):
             # one nested ``for`` per dimension: Python compiles at most 20 nested blocks
@@ -244,7 +246,7 @@ class FusedStep:
             if self.mode == "full":
                 # the eager kernel's chunks, so that a fused float sum rounds as eager's (same bits)
                 nc = full_chunks(n)
-                extra.append(np.empty(nc if flat else min(nc, shape[0]), self.acc_np))
+                extra.append(np.empty(nc if flat or self.gen.fold.ordered else min(nc, shape[0]), self.acc_np))
             elif self.mode == "cols":
                 extra.append(empty(reduced_shape(shape, red.axes, True), self.acc_np))
         # a transposed input: the nest walks tiles (codegen.crosswise), a variant compiled when first needed

@@ -3,7 +3,9 @@
 Eager elementwise kernels (``kernels/elementwise/cpu.py``, a region of one node) and
 the fused regions of compiled mode (``dispatch_jit/compiler/codegen.py``, many nodes)
 both take their loops, their operand casts, their parallel thresholds, the
-chunks of a full reduction (``parallel.py``) and their globals from here, so that a fused chain computes what eager mode computes.  The
+chunks of a full reduction (``parallel.py``), the fold order of float sums
+(``lanes.py``, eager reduction kernels too) and their globals from here, so that
+a fused chain computes what eager mode computes.  The
 compiler imports this package's public names only, never a kernel backend's
 internals (``tests/test_architecture.py`` holds it to that).
 

@@ -7,8 +7,8 @@ sums) instead of storing it.  ``Fold`` writes those statements for the CPU loops
 grid-stride kernels and their shared-memory tree.
 
 >>> from dispatch_jit.dtypes import float32, float64
->>> Fold("sum", float64, float32).step("acc", "v")
-['acc = _radd(acc, _t_float64(v))']
+>>> Fold("sum", float64, float32).step("acc", "v")     # strict: a float sum's order is written (lanes.py)
+['acc = _sadd(acc, _t_float64(v))']
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ radd = numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda 
 rmul = numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a * b)
 
 # the first lines of a CPU source that folds (its module-level names for radd and rmul)
-FOLD_IMPORTS = ["from dispatch_jit.kernels.support.loops.fold import radd as _radd, rmul as _rmul", ""]
+FOLD_IMPORTS = ["from dispatch_jit.kernels.support.loops.fold import radd as _radd, rmul as _rmul",
+                "from dispatch_jit.kernels.support.loops.lanes import LANES, TAIL, sadd as _sadd, smul as _smul", ""]
 
 
 class Fold:
@@ -37,6 +38,21 @@ class Fold:
 
     def __init__(self, kind: str, acc: DType, result: DType, target: str = "cpu"):
         self.kind, self.acc, self.result, self.target = kind, acc, result, target
+
+    @property
+    def ordered(self) -> bool:
+        """A float sum or product: it folds in the explicit lane order of lanes.py (CPU), every
+        step strict, as eager's kernels do; max and min take no order, integers are exact."""
+        return self.kind in ("sum", "mean", "prod") and self.acc.category == FLOAT and self.target == "cpu"
+
+    @property
+    def lane_step(self) -> str:
+        """The strict step of an ordered fold, by name: ``"_sadd"`` or ``"_smul"``."""
+        return "_smul" if self.kind == "prod" else "_sadd"
+
+    def value(self, value: str) -> str:
+        """``value`` converted to the accumulator's dtype."""
+        return f"{type_fn(self.acc.name)}({value})"
 
     def init(self) -> str:
         """The accumulator's starting value."""
@@ -63,7 +79,9 @@ class Fold:
             # NaN propagates as in the eager kernel: a NaN is taken, and nothing replaces it
             return [f"xr = {x}", f"if xr {cmp} {acc} or xr != xr:", f"    {acc} = xr"]
         add = self.kind in ("sum", "mean")
-        if self.acc.category == FLOAT:      # the merge too: eager's merge loop is compiled with reassociation
+        if self.ordered:                    # one strict step (a column's fold in memory, chunks' merge)
+            return [f"{acc} = {self.lane_step}({acc}, {x})"]
+        if self.acc.category == FLOAT:
             fn = ("_cadd" if add else "_cmul") if self.target == "cuda" else ("_radd" if add else "_rmul")
             return [f"{acc} = {fn}({acc}, {x})"]
         return [f"{acc} {'+' if add else '*'}= {x}"]

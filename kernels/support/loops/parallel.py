@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 __all__ = ["REDUCE_PARALLEL_MIN", "PARALLEL", "MIN_CHUNK", "use_parallel", "chunk_length", "full_chunks",
-           "reduce_pieces"]
+           "reduce_pieces", "splits_outputs"]
 
 # From this many input elements on, a parallel reduction may run (where threads
 # pay, see use_parallel): 4 MB of float32 take ~100 us on one core, waking
@@ -97,3 +97,11 @@ def full_chunks(n: int) -> int:
 def reduce_pieces() -> int:
     """Tasks a parallel reduction is split into: four per thread, for balance on a busy machine."""
     return 4 * numba.get_num_threads()
+
+
+def splits_outputs(K: int, R: int) -> bool:
+    """Whether the eager kernel folds each of ``K`` > 1 outputs of ``R`` elements in chunks
+    on threads (its ``chunks`` variant: few outputs, long ones), so that a loop folding each
+    output whole would round differently."""
+    return (K > 1 and K * R >= REDUCE_PARALLEL_MIN and K < reduce_pieces() and R >= 2 * MIN_CHUNK
+            and use_parallel())
