@@ -1,5 +1,6 @@
 """PyTorch's remaining creation names and its conjugation no-ops: logspace, triu_indices,
-tril_indices, scalar_tensor, resolve_conj, resolve_neg, conj_physical.
+tril_indices, scalar_tensor, empty_strided, empty_permuted, Tensor.new_empty_strided, resolve_conj,
+resolve_neg, conj_physical.
 
 The factories take no tensor (nothing to dispatch on): their values are computed once with NumPy,
 as creation.py's, and become a tensor there.  dispatch_jit keeps no lazy conjugate or negative
@@ -128,6 +129,81 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, r
     return tensor(s, dtype=dt, device=device, requires_grad=requires_grad)
 
 
+def _sizes(name: str, size) -> tuple:
+    size = tuple(size)
+    if any(n < 0 for n in size):
+        raise InvalidArgumentError(f"{name}: Trying to create tensor with negative dimension {min(size)}: "
+                                   f"{list(size)}")
+    return size
+
+
+def _strided(size: tuple, stride: tuple, dtype, device, requires_grad: bool):
+    """An uninitialized tensor of ``size`` whose elements lie ``stride`` apart in one buffer (a
+    NumPy view of it; on another device the data is moved there, contiguous)."""
+    from dispatch_jit.creation import from_numpy
+    from dispatch_jit.dtypes import as_dtype, get_default_dtype
+    dt = as_dtype(dtype) if dtype is not None else get_default_dtype()
+    span = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    buf = np.empty(span, dt.np)
+    a = np.lib.stride_tricks.as_strided(buf, size, tuple(s * buf.itemsize for s in stride))
+    t = from_numpy(a)
+    if device is not None and str(device) != "cpu":
+        t = t.to(device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of ``size`` with the element steps ``stride``, as
+    ``torch.empty_strided``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.empty_strided((2, 3), (1, 2)).stride()
+    (1, 2)
+    """
+    size, stride = _sizes("empty_strided", size), tuple(stride)
+    if len(size) != len(stride):
+        raise InvalidArgumentError(f"empty_strided: dimensionality of sizes ({len(size)}) must match dimensionality "
+                                   f"of strides ({len(stride)})")
+    if any(s < 0 for s in stride):
+        raise InvalidArgumentError(f"empty_strided: strides must be non-negative, got {list(stride)}")
+    return _strided(size, stride, dtype, device, requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad=False,
+                   pin_memory=False):
+    """An uninitialized tensor of ``size`` laid out in memory in the dimension order
+    ``physical_layout`` (outermost first), as ``torch.empty_permuted``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.empty_permuted((2, 3, 4), (2, 0, 1)).stride()
+    (3, 1, 6)
+    """
+    size, order = _sizes("empty_permuted", size), tuple(physical_layout)
+    if len(order) != len(size):
+        raise InvalidArgumentError(f"empty_permuted: Number of dimensions in size does not match the length of the "
+                                   f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
+                                   f"len(physical_layout) = {len(order)}")
+    if sorted(order) != list(range(len(size))):
+        raise InvalidArgumentError(f"empty_permuted: Duplicate dim not allowed (physical_layout {list(order)} must "
+                                   f"be a permutation of the dimensions)")
+    stride, step = [0] * len(size), 1
+    for d in reversed(order):
+        stride[d], step = step, step * max(size[d], 1)
+    return _strided(size, tuple(stride), dtype, device, requires_grad)
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
+                      pin_memory=False):
+    """``empty_strided`` of ``self``'s dtype and device unless given.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([1]).new_empty_strided((2,), (3,)).dtype.name
+    'int64'
+    """
+    return empty_strided(size, stride, dtype=dtype if dtype is not None else self.dtype,
+                         device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
 def resolve_conj(input):  # noqa: A002  (PyTorch's argument name)
     """``input`` itself: dispatch_jit has no lazy conjugate bit to materialize.
 
@@ -162,6 +238,8 @@ def conj_physical(input):  # noqa: A002
 # name -> (function, also a Tensor method?)
 PY_FUNCTIONS = {
     "logspace": (logspace, False), "triu_indices": (triu_indices, False), "tril_indices": (tril_indices, False),
-    "scalar_tensor": (scalar_tensor, False), "resolve_conj": (resolve_conj, True),
+    "scalar_tensor": (scalar_tensor, False), "empty_strided": (empty_strided, False),
+    "empty_permuted": (empty_permuted, False), "resolve_conj": (resolve_conj, True),
     "resolve_neg": (resolve_neg, True), "conj_physical": (conj_physical, True),
 }
+METHODS_ONLY = {"new_empty_strided": new_empty_strided}

@@ -202,7 +202,13 @@ def broadcast_tensors(*tensors):
 
 def _h(self):
     """The conjugate transpose of a matrix (``x.H``; ``x.mH`` for batches of matrices), a view
-    for real dtypes."""
+    for real dtypes.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([[1, 2]]).H
+    tensor([[1],
+            [2]])
+    """
     if self.ndim != 2:
         raise ShapeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
     return adjoint(self)

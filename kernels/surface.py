@@ -46,7 +46,7 @@ PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, 
                     **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS, **shape_views.PY_FUNCTIONS,
                     **shape_splits.PY_FUNCTIONS, **products.PY_FUNCTIONS, **composite_creation.PY_FUNCTIONS)
 # Tensor.<name> only (PyTorch has no torch.<name> function for these)
-PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY)
+PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY, **composite_creation.METHODS_ONLY)
 torch_kwargs.attach_ops()
 # dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
 PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)

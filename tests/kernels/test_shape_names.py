@@ -225,6 +225,8 @@ ERRORS = [
     ("multi_dot", lambda m, x: m.linalg.multi_dot([x[0]]), "at least 2 tensors"),
     ("vander", lambda m, x: m.linalg.vander(x[0, 0], N=1), "N must be greater than 1"),
     ("H", lambda m, x: x.H, "only supported on matrices"),
+    ("empty_strided", lambda m, x: m.empty_strided((2, 3), (1,)), "dimensionality of sizes"),
+    ("empty_permuted", lambda m, x: m.empty_permuted((2, 3), (0, 0)), "Duplicate dim"),
 ]
 
 
@@ -254,6 +256,16 @@ def test_meshgrid_without_indexing_warns_as_torch():
         dj.meshgrid(dj.arange(2), indexing="ij")
 
 
+@pytest.mark.parametrize("make", [
+    lambda m: m.empty_strided((2, 3, 0), (1, 2, 5)), lambda m: m.empty_strided((2, 3), (3, 1), dtype=m.int64),
+    lambda m: m.empty_strided((4, 2), (0, 1)), lambda m: m.empty_permuted((2, 3, 4), (2, 0, 1)),
+    lambda m: m.ones(2, dtype=m.float64).new_empty_strided((3, 2), (1, 3)),
+])
+def test_uninitialized_tensors_have_torchs_shape_strides_and_dtype(make):
+    got, want = make(dj), make(torch)
+    assert (got.shape, got.stride(), got.dtype.name) == (tuple(want.shape), want.stride(), str(want.dtype)[6:])
+
+
 def test_resolve_and_conj_physical_of_real_tensors_are_the_input():
     x = dj.arange(3.0)
     assert dj.resolve_conj(x) is x and x.resolve_neg() is x and dj.conj_physical(x) is x
@@ -275,10 +287,29 @@ def test_compiled_equals_eager_bit_for_bit():
 
 def test_names_live_where_torch_has_them():
     names = set(shape_views.PY_FUNCTIONS) | set(shape_splits.PY_FUNCTIONS) | set(products.PY_FUNCTIONS) \
-        | set(composite_creation.PY_FUNCTIONS) | set(shape_views.METHODS_ONLY) | set(shape_splits.METHODS_ONLY)
+        | set(composite_creation.PY_FUNCTIONS) | set(shape_views.METHODS_ONLY) | set(shape_splits.METHODS_ONLY) \
+        | set(composite_creation.METHODS_ONLY)
     for n in sorted(names):
         assert hasattr(dj, n) == hasattr(torch, n), f"dj.{n}: torch.{n} exists: {hasattr(torch, n)}"
         assert hasattr(dj.Tensor, n) == hasattr(torch.Tensor, n), f"Tensor.{n}: torch has it: " \
                                                                   f"{hasattr(torch.Tensor, n)}"
     for n in ("multi_dot", "vander"):
         assert callable(getattr(dj.linalg, n))
+
+
+DOCUMENTED = {**{n: f for n, f in {**shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY,
+                                   **composite_creation.METHODS_ONLY}.items() if not isinstance(f, property)},
+              "H": shape_views._h, "multi_dot": dj.linalg.multi_dot, "vander": dj.linalg.vander}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_method_and_linalg_docstring_examples_run(name):
+    """tests/test_op_docstrings.py runs the dj.<name> functions' examples; these are Tensor-only
+    methods and dj.linalg's."""
+    import doctest
+    fn = DOCUMENTED[name]
+    test = doctest.DocTestParser().get_doctest(fn.__doc__, {"dj": dj}, name, None, 0)
+    assert test.examples, f"{name} has no example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0, f"{name}'s docstring example failed"
