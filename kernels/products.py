@@ -273,8 +273,9 @@ def dist(input, other, p=2):  # noqa: A002
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The ``p``-norm distance between each row of ``x1`` (..., P, M) and each of ``x2``
-    (..., R, M), as ``torch.cdist``: shape (..., P, R).  Computed from the differences (PyTorch
-    may use a matrix product for p=2, which rounds differently).
+    (..., R, M), as ``torch.cdist``: shape (..., P, R).  For p=2 with more than 25 rows (or
+    ``compute_mode="use_mm_for_euclid_dist"``) as PyTorch, through one matrix product; otherwise
+    from the differences.
 
     >>> import dispatch_jit as dj
     >>> dj.cdist(dj.tensor([[0.0, 0.0]]), dj.tensor([[3.0, 4.0], [0.0, 1.0]]))
@@ -292,8 +293,38 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist", None):
         raise SchemaError(f"{compute_mode} is not a valid value for compute_mode")
+    if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
+            compute_mode in ("use_mm_for_euclid_dist_if_necessary", None)
+            and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
+        return _euclidean_by_matmul(x1, x2)
     diff = A.sub(A.unsqueeze(x1, -2), A.unsqueeze(x2, -3))
-    return norm(diff, p, -1)
+    if p in (0, 1) or p == float("inf"):
+        return norm(diff, p, -1)
+    # sum(|d|^p)^(1/p) with the root taken only away from 0: at a zero distance PyTorch's gradient
+    # is 0, where the root's own derivative would make it NaN
+    if p == 2:
+        s = A.sum(A.mul(diff, diff), (-1,))
+    else:
+        # |d|^p likewise only away from 0 (for p < 1 its derivative there is infinite; PyTorch's is 0)
+        flat = A.eq(diff, 0)
+        s = A.sum(A.where(flat, 0.0, A.pow(A.where(flat, 1.0, A.abs(diff)), float(p))), (-1,))
+    zero = A.eq(s, 0)
+    root = A.sqrt(A.where(zero, 1.0, s)) if p == 2 else A.pow(A.where(zero, 1.0, s), 1.0 / p)
+    return A.where(zero, 0.0, root)
+
+
+def _euclidean_by_matmul(x1, x2):
+    """PyTorch's ``_euclidean_dist``, step for step (so the values round as its do): |a|^2 + |b|^2
+    - 2 a.b as one matrix product of padded operands, clamped at 1e-30 before the square root (the
+    clamp's zero gradient is what PyTorch's backward gives at a zero distance)."""
+    from dispatch_jit.creation import ones
+    n1 = A.sum(A.mul(x1, x1), (-1,), True)
+    n2 = A.sum(A.mul(x2, x2), (-1,), True)
+    pad1 = ones(*n1.shape, dtype=x1.dtype, device=x1.device)
+    pad2 = ones(*n2.shape, dtype=x2.dtype, device=x2.device)
+    a = A.cat([A.mul(x1, -2), n1, pad1], -1)
+    b = A.cat([x2, pad2, n2], -1)
+    return A.sqrt(A.clamp(A.matmul(a, A.transpose(b, -2, -1)), 1e-30, None))
 
 
 def cartesian_prod(*tensors):
