@@ -198,6 +198,8 @@ def install(namespace: dict, surface) -> list[str]:
         names.append(public)
         if is_method:
             setattr(Tensor, public, fn)
+    for meth, fn in getattr(surface, "PY_METHODS", {}).items():
+        setattr(Tensor, meth, fn)
     _document(namespace, names, getattr(surface, "EXAMPLES", {}))
     for dunder, (opname, reflected) in OPERATORS.items():
         entry = lookup(f"aten::{opname}").entry

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dispatch_jit.registry import lookup
 
-from . import composite, composite_math, composite_torch, torch_functions, torch_kwargs, unique
+from . import (composite, composite_creation, composite_math, composite_torch, products, shape_splits, shape_views,
+               torch_functions, torch_kwargs, unique)
 from .arrayops import op as arrayops_ops
 from .indexing import composite as indexing_composite, op as indexing_ops
 from .nn import op as nn_ops
@@ -21,7 +22,7 @@ from .linalg import op as linalg_ops
 from .reduction import composite as reduction_composite, counting, op as reduction_ops, scans
 from .shape.cpu import SHAPE_KERNELS
 
-__all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "ARRAY_API_ALIASES",
+__all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "PY_METHODS", "ARRAY_API_ALIASES",
            "quantized_matmul", "quantized_add", "quantized_linear"]
 
 # dj.<name> -> operator overload name
@@ -43,7 +44,10 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
                     **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS, **reduction_composite.PY_FUNCTIONS,
-                    **counting.PY_FUNCTIONS, **indexing_composite.PY_FUNCTIONS)
+                    **counting.PY_FUNCTIONS, **indexing_composite.PY_FUNCTIONS, **shape_views.PY_FUNCTIONS,
+                    **shape_splits.PY_FUNCTIONS, **products.PY_FUNCTIONS, **composite_creation.PY_FUNCTIONS)
+# Tensor.<name> only (PyTorch has no torch.<name> function for these)
+PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY, **composite_creation.METHODS_ONLY)
 torch_kwargs.attach_ops()
 # dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
 PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)

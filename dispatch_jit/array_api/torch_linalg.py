@@ -17,10 +17,11 @@ from dispatch_jit.return_types import named
 
 from . import linalg as _xp
 from ._manipulation import normalize
+from .torch_linalg_products import multi_dot, vander
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "eigh", "eigvalsh", "eig",
            "eigvals", "svd", "svdvals", "qr", "cholesky", "pinv", "matrix_rank", "matrix_power", "cross",
-           "diagonal", "vecdot", "matmul"]
+           "diagonal", "vecdot", "matmul", "multi_dot", "vander"]
 
 _ops = entries("aten")
 # PyTorch's named results (torch.return_types.linalg_eigh, ...)
