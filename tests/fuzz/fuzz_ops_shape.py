@@ -163,11 +163,10 @@ def _rows():
             True),
         Row("select_scatter", "reduce", (lambda a, p: sel.format(a[0], p["axis"], p["index"]),), "bif",
             _select_scatter_np, None, EXACT, _select_params, True),
-        # no gradient row: the operand is used twice, and lazy mode's gradient of
-        # (x.unsqueeze(1) * x.unsqueeze(0)).sum() differs from eager's in the last bit (the two
-        # contributions summed in another order: a compiler issue, not kron's)
+        # the operand is used twice: its gradient sums two contributions, which compiled modes must
+        # add in eager's order
         Row("kron", "reduce", (lambda a, p: f"dj.kron({a[0]}, {a[0]})", lambda a, p: f"{a[0]}.kron({a[0]})"), "bif",
-            lambda args, p: np.kron(args[0], args[0]), lambda t, p: t[0].kron(t[0]), EXACT, _kron_params, False),
+            lambda args, p: np.kron(args[0], args[0]), lambda t, p: t[0].kron(t[0]), EXACT, _kron_params, True),
         Row("mv", "matmul", (lambda a, p: f"dj.mv({a[0]}, {a[1]})", lambda a, p: f"{a[0]}.mv({a[1]})"), "if", _mv_np,
             lambda t, p: t[0].mv(t[1]), tol_matmul, None, True, arity=2),
     ]
