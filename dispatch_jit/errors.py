@@ -41,6 +41,7 @@ __all__ = ["VmapError",
     "InterpreterError",
     "ValueOverflowError",
     "LoadError",
+    "CompileWarning",
 ]
 
 
@@ -184,3 +185,9 @@ class LoadError(DispatchJitError, pickle.UnpicklingError):
     """``dj.load`` refused a file: not a regular file, not an archive ``dj.save`` writes, a member
     that declares one size and holds another, or a pickle asking for what ``weights_only`` refuses.
     It is a ``pickle.UnpicklingError``, as ``torch.load``'s refusals are."""
+
+
+class CompileWarning(UserWarning):
+    """``dj.compile`` ran a call eagerly where it could not trace it (a graph break): the warning
+    names the function, the reason and the user's source line, once per function and line (as
+    ``torch.compile`` reports graph breaks); ``explain()`` lists every break."""

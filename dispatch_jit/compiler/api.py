@@ -43,18 +43,18 @@ import weakref
 from collections import namedtuple
 
 from dispatch_jit import registry
-from dispatch_jit.bufferpool import pool_info
 from dispatch_jit.dispatcher import tls
 from dispatch_jit.dtypes import get_default_dtype
 from dispatch_jit.tensor import Tensor
 
 from .backends import backend_entry
+from .explain import explain_lines
 from .graph.passes import same_graph
-from .graph.views import view_copies
 from .module_wrapper import compile_module
 from .run.cached import CompiledEntry, EagerEntry, entry_for
 from .run.steps import Stats
 from .trace.argkey import Unhashable, arg_key, leaf_key, perturbed
+from .trace.breaks import Breaks, take_site
 from .trace.fallback import flat_tensors as _tensors, install_tracer_fallback, trace
 from .trace.guards import Unguardable, find_captures, make_reader, writes_outside
 from .trace.recompiles import key_change
@@ -107,6 +107,7 @@ class CompiledFunction:
         self._found = False
         self._side_effect = ""         # why a trace cannot stand for every call (guards.writes_outside)
         self._by_value: dict = {}      # ("a", position) / ("k", name) -> why that scalar is keyed by value
+        self._breaks = Breaks(self)    # the graph breaks told (trace/breaks.py)
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -232,8 +233,11 @@ class CompiledFunction:
         try:
             graph, paths = self._trace(key, args, kwargs, caps, tensors + _tensors(caps, []))
         except TraceAbort as e:    # a training step (backward, an optimizer): traced as one, training/whole_step.py
-            return step_entry(self, args, caps) if is_step(self.fn, e.reason) else EagerEntry(
-                f"trace aborted: {e.reason}")
+            site = take_site()
+            if is_step(self.fn, e.reason):
+                return step_entry(self, args, caps)
+            self._breaks.tell(f"trace aborted: {e.reason}", site)
+            return EagerEntry(f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001
             # the function raises for this signature (a dtype error found while tracing, say): run
             # it eagerly, so that the error is eager mode's first one (an earlier op may fail first
@@ -287,7 +291,10 @@ class CompiledFunction:
     def cache_info(self) -> CacheInfo:
         with self._lock:
             entries = list(self._cache.values())
-        eager = sum(e.calls for e in entries if isinstance(e, EagerEntry)) + self._limit.calls
+        # a whole step's entry runs some calls eagerly (its own line says which): counted here too,
+        # so that the header and that line agree
+        eager = sum(e.calls if isinstance(e, EagerEntry) else getattr(e, "eager_calls", 0) for e in entries) \
+            + self._limit.calls
         return CacheInfo(self._calls, self._hits, self._traces, self._stats.compiles, self._stats.disk_hits, eager,
                          len(entries))
 
@@ -321,64 +328,7 @@ class CompiledFunction:
 
     def explain(self) -> _Report:
         """What the last call did, why the last recompile happened, and what ran eagerly."""
-        info = self.cache_info()
-        lines = [f"{self.__name__}: {info.calls} calls, {info.hits} cache hits, {info.traces} traces, "
-                 f"{info.compiles} loop compiles, {info.disk_hits} loops from the disk cache, "
-                 f"{info.eager_calls} eager calls, {info.entries} signatures"]
-        lines.append(f"last recompile: {self._last_recompile}")
-        if isinstance(self._last, EagerEntry):
-            lines.append(f"last call ran eagerly: {self._last.reason}")
-        e = self._entry()
-        if e is not None:
-            lines.append(f"compiled plan: {len(e.plan.fused)} fused loop(s), "
-                         f"{sum(1 for n in e.optimized.nodes if n.op not in ('fused', 'const'))} eager step(s)")
-            for f in e.plan.fused:
-                if getattr(f, "device", "cpu") == "cuda":
-                    from dispatch_jit.cuda.runtime import is_simulator
-                    sim = " (Numba's CUDA simulator)" if is_simulator() else ""
-                    red = f.region.reduce
-                    epi = (f"; {red.kind} epilogue: block partials in shared memory, merged by a second "
-                           f"one-block kernel" if red is not None else "")
-                    lines.append(f"  fused#{f.region.index}: device cuda, one numba.cuda.jit grid-stride "
-                                 f"kernel{sim}{epi}; {f.launches} launch(es)")
-                else:
-                    tiled = any(len(k) == 3 for k in f.loops)
-                    lines.append(f"  fused#{f.region.index}: device cpu, numba.njit loop" +
-                                 (" (tiled over the last two dims: an input is read crosswise)" if tiled else ""))
-            for name, why in e.notes:
-                lines.append(f"  eager step {name}: {why}")
-            for name, n in view_copies(e.optimized):
-                lines.append(f"  view step {name} copied its input {n} time(s): its strides cannot express the "
-                             f"new shape (non-contiguous or broadcast), so NumPy copied it; the result is exact")
-        if isinstance(self._last, CompiledEntry):
-            lines += self._last.explain_lines()
-        with self._lock:
-            entries = list(self._cache.values())
-        for ent in entries:
-            if isinstance(ent, EagerEntry):
-                lines.append(f"eager signature ({ent.calls} calls): {ent.reason}")
-        if self._limit.calls:
-            lines.append(f"calls past the recompile limit ({self._limit.calls}) ran eagerly")
-        for c in self._captures:
-            kind = "an implicit input, read at every call" if isinstance(self._peek(c), Tensor) else \
-                "guarded: a change retraces"
-            lines.append(f"captured {c.label}: {kind}")
-        for (where, k), why in self._by_value.items():
-            name = self._arg_name(k) if where == "a" else f"'{k}'"
-            lines.append(f"scalar argument {name} is keyed by value: {why}")
-        pool = pool_info()
-        lines.append(f"output pool (process-wide): {pool.hits} hits, {pool.misses} misses, "
-                     f"{pool.free_bytes / 2**20:.1f} of {pool.bytes / 2**20:.1f} MiB free for reuse")
-        if self._stats.region_eager_runs:
-            lines.append(f"fused regions run eagerly {self._stats.region_eager_runs} time(s); last: "
-                         f"{self._stats.region_eager_reason}")
-        return _Report("\n".join(lines))
-
-    def _peek(self, c):
-        try:
-            return make_reader([c])(())[1][0]
-        except Exception:          # an argument's attribute, or gone since: nothing to show
-            return None
+        return _Report("\n".join(explain_lines(self)))
 
     def __repr__(self):
         return f"<compiled {self.__name__}>"

@@ -376,6 +376,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     n = weight.shape[0]
     if padding_idx is not None and not -n <= padding_idx < n:
         raise SchemaError(f"embedding: padding_idx {padding_idx} must be within num_embeddings ({n})")
+    if padding_idx is None:
+        # one index_select of the rows: it refuses a negative row or one past the end (eager mode, a
+        # compiled plan alike), and a trace records it without reading the indices
+        try:
+            rows = weight.index_select(0, input.reshape(-1))
+        except OutOfBoundsError as e:
+            raise OutOfBoundsError(str(e).replace("index_select:", "embedding:", 1)) from None
+        return rows.view(tuple(input.shape) + (weight.shape[1],))
     # weight[input] is indexing, where -1 is the last row; an embedding's index is a row number, and
     # PyTorch refuses a negative one as it refuses one past the end
     idx = input.numpy()

@@ -6,8 +6,8 @@ cumprod).  No CUDA kernels yet (README)."""
 from __future__ import annotations
 
 from . import grad
-from .op import CPU_KERNELS, SCHEMAS
+from .op import CPU_KERNELS, META_KERNELS, SCHEMAS
 
 __all__ = ["SCHEMAS", "KERNELS"]
 
-KERNELS = {"CPU": CPU_KERNELS, **grad.KERNELS}
+KERNELS = {"CPU": CPU_KERNELS, "Meta": META_KERNELS, **grad.KERNELS}

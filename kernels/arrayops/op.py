@@ -22,7 +22,7 @@ from dispatch_jit.tensor import wrap
 from ..shape.op import normalize_axes, normalize_axis
 from . import sorting
 
-__all__ = ["SCHEMAS", "CPU_KERNELS", "METHODS"]
+__all__ = ["SCHEMAS", "CPU_KERNELS", "META_KERNELS", "METHODS"]
 
 SCHEMAS = [
     "sort(Tensor self, int dim=-1, bool descending=False, *, bool stable=False) -> (Tensor values, Tensor indices)",
@@ -244,7 +244,8 @@ def _indices(index, size: int, op: str, negative: bool = True) -> np.ndarray:
     lo = -size if negative else 0
     if i.size and (i.min() < lo or i.max() >= size):
         bad = i[(i < lo) | (i >= size)].reshape(-1)[0]
-        raise OutOfBoundsError(f"{op}: index {int(bad)} is out of bounds for an axis of size {size}"
+        raise OutOfBoundsError(f"{op}: index out of range in self: index {int(bad)} is out of bounds for an axis "
+                               f"of size {size}"
                                + ("" if negative or bad >= 0 else " (negative indices are refused here, as "
                                   "PyTorch's; add the size to count from the end)"))
     return i
@@ -284,6 +285,20 @@ def take_along_dim(x, indices, dim=None):
     i = np.broadcast_to(i, shape[:axis] + (i.shape[axis],) + shape[axis + 1:])
     return wrap(np.take_along_axis(a, i, axis))
 
+
+def index_select_meta(x, dim, index):
+    """What a trace learns about index_select without data (its kernel reads the indices to check
+    them): x's shape with ``dim`` of the index's length.  The bounds check waits for the run."""
+    from dispatch_jit.creation import empty
+    if index.dtype.category != INT:
+        raise DTypeError(f"index_select: indices must be an integer tensor, got {index.dtype.name}")
+    shape = list(x.shape)
+    if x.ndim:
+        shape[normalize_axis(dim, x.ndim, "index_select")] = index.numel()
+    return empty(*shape, dtype=x.dtype, device=x.device)
+
+
+META_KERNELS = {"index_select": index_select_meta}
 
 CPU_KERNELS = {
     "sort": sort, "argsort": argsort, "mode": mode, "searchsorted": searchsorted, "cumsum": _cumulate("cumsum"),

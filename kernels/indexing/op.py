@@ -148,6 +148,24 @@ def topk_meta(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     return TopkResult(empty(*shape, dtype=x.dtype, device=x.device), empty(*shape, dtype=int64, device=x.device))
 
 
-META_KERNELS = {"topk": topk_meta}
+def _index_meta(op: str, out_of):
+    """gather's, scatter's and scatter_add's types without data (their kernels read the indices to
+    check them): ``out_of(x, index)``'s shape, x's dtype.  The dtype checks are made here; the size
+    and bounds checks wait for the run (a trace holds no sizes)."""
+    def meta(x, dim, index, src=None, **_):
+        from dispatch_jit.creation import empty
+        if index.dtype.category != INT:
+            raise DTypeError(f"{op}: expected an integer (int64) index, got {index.dtype.name}")
+        if isinstance(src, Tensor) and src.dtype is not x.dtype:
+            raise DTypeError(f"{op}: expected src to have the input's dtype {x.dtype.name}, got "
+                             f"{src.dtype.name}; convert it: src.to(x.dtype)")
+        return empty(*out_of(x, index).shape, dtype=x.dtype, device=x.device)
+    meta.__name__ = f"{op}_meta"
+    return meta
+
+
+META_KERNELS = {"topk": topk_meta, "gather": _index_meta("gather", lambda x, i: i),
+                "scatter": _index_meta("scatter", lambda x, i: x),
+                "scatter_add": _index_meta("scatter_add", lambda x, i: x)}
 
 CPU_KERNELS = {"topk": topk, "gather": gather, "scatter": _scatter("scatter", False), "scatter_add": _scatter("scatter_add", True)}

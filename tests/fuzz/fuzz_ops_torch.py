@@ -59,6 +59,17 @@ def _scatter_add_np(args, p):
     return out.astype(a.dtype)
 
 
+def _index_select_params(ch, args):
+    """An axis and a 1-D index of rows along it, repeats allowed (an embedding's lookup: its
+    backward adds the repeats' gradients, a scatter_add)."""
+    a = args[0]
+    if a.ndim == 0 or a.size == 0 or a.size > 4096:
+        return None
+    axis = ch.int(-a.ndim, a.ndim - 1)
+    n = a.shape[axis % a.ndim]
+    return {"axis": axis, "index": [ch.int(0, n - 1) for _ in range(ch.int(1, 5))]}
+
+
 def _torch_index(fn):
     def run(t, p):
         import torch
@@ -156,6 +167,12 @@ ROWS = [
                              lambda a, p: f"{a[0]}.gather({p['axis']}, dj.tensor({p['index']}, dtype=dj.int64))"),
         "bif", _gather_np, _torch_index(lambda torch, t, d, i: torch.gather(t, d, i)), EXACT,
         _gather_params(False), True),
+    Row("index_select", "reduce", (lambda a, p: f"dj.index_select({a[0]}, {p['axis']}, "
+                                                f"dj.tensor({p['index']}, dtype=dj.int64))",
+                                   lambda a, p: f"{a[0]}.index_select({p['axis']}, dj.tensor({p['index']}, "
+                                                f"dtype=dj.int64))"),
+        "bif", lambda args, p: np.take(args[0], np.array(p["index"], np.int64), p["axis"]),
+        _torch_index(lambda torch, t, d, i: torch.index_select(t, d, i)), EXACT, _index_select_params, True),
     Row("scatter_add", "reduce", (lambda a, p: f"dj.scatter_add({a[0]}, {p['axis']}, "
                                                f"dj.tensor({p['index']}, dtype=dj.int64), {a[0]})",),
         "bif", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i, t)),

@@ -170,6 +170,9 @@ class Graph:
     # real tensors that require grad, found by identity (a model's parameters): inputs after the
     # arguments' and the captures' (trace/symbolic.py ``to_arg``; owners.py guards where they live)
     lifted: list = field(default_factory=list)
+    # value id -> its sizes, where the trace knew them (a ShapedTracer's: a whole step, a joint
+    # graph); the fusion pass keeps a value smaller than its loop out of that loop (passes.py)
+    shapes: dict = field(default_factory=dict)
 
     def new_value(self, ty: TensorType) -> int:
         vid = self.next_id
@@ -179,7 +182,7 @@ class Graph:
 
     def copy(self) -> "Graph":
         return Graph(list(self.inputs), [Node(n.op, n.args, dict(n.kwargs), n.outs, n.value) for n in self.nodes],
-                     self.outputs, dict(self.types), self.next_id, dict(self.notes))
+                     self.outputs, dict(self.types), self.next_id, dict(self.notes), shapes=self.shapes)
 
     def uses(self) -> dict[int, int]:
         """How many times each value is read (by nodes and by the outputs)."""

@@ -184,10 +184,14 @@ def lone_region(n: Node, g: Graph) -> Region | None:
     return None if info is None else _region([n], [info], set(n.outs), g)
 
 
-def _components(rn) -> list[list[int]]:
+def _components(rn, g: Graph) -> list[list[int]]:
     """The positions in ``rn`` (a run of nodes) grouped by the chains they form: two nodes are in
-    one group where one reads what the other defines, directly or through others of the run."""
+    one group where one reads what the other defines, directly or through others of the run.  A
+    0-d value read by a chain does not join it to the chain that made it (a clipping coefficient
+    read by every parameter's update would make one loop of all of them): the 0-d chains come first
+    (an elementwise node's inputs have no more dimensions than it, so they read only 0-d values)."""
     parent = list(range(len(rn)))
+    scalar = [all(g.types[v].ndim == 0 for v in n.outs) for n in rn]
 
     def find(k):
         while parent[k] != k:
@@ -197,14 +201,33 @@ def _components(rn) -> list[list[int]]:
     owner = {}
     for k, n in enumerate(rn):
         for v in n.inputs():
-            if v in owner:
+            if v in owner and scalar[owner[v]] == scalar[k]:
                 parent[find(k)] = find(owner[v])
         for v in n.outs:
             owner[v] = k
     groups: dict = {}
     for k in range(len(rn)):
         groups.setdefault(find(k), []).append(k)
-    return list(groups.values())
+    return sorted(groups.values(), key=lambda grp: not scalar[grp[0]])
+
+
+def _smaller(grp, used, nodes, shapes) -> list:
+    """The nodes of ``grp`` (positions in ``nodes``) that compute an output of the run (``used``)
+    whose known sizes are fewer elements than the run's largest value, with the nodes of ``grp``
+    they read, in order; [] when there is none or every node would be one of them."""
+    sizes = {v: int(np.prod(shapes[v])) for i in grp for v in nodes[i].outs if v in shapes}
+    if not sizes:
+        return []
+    top = max(sizes.values())
+    want = {v for v, n in sizes.items() if n < top and v in used}
+    by_out = {v: i for i in grp for v in nodes[i].outs}
+    keep: set = set()
+    while want:
+        i = by_out.get(want.pop())
+        if i is not None and i not in keep:
+            keep.add(i)
+            want.update(v for v in nodes[i].inputs() if v in by_out)
+    return [] if len(keep) in (0, len(grp)) else [i for i in grp if i in keep]
 
 
 def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, str]]]:
@@ -232,13 +255,23 @@ def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, s
         used = reads_after[end] if red is not None else reads_after[end - 1]
         groups = [run]
         if split_chains and red is None:
-            groups = [[run[k] for k in c] for c in _components([nodes[i] for i in run])]
+            groups = [[run[k] for k in c] for c in _components([nodes[i] for i in run], g)]
         for grp in groups:
-            emit(grp, used, red)
+            # a 0-d chain's values that later chains of the run read are outputs of its loop
+            others = {v for k in run if k not in grp for v in nodes[k].inputs()} if len(groups) > 1 else set()
+            emit(grp, used | others, red)
         run.clear()
 
     def emit(grp, used, red):
         nonlocal regions
+        pre = _smaller(grp, used, nodes, g.shapes) if red is None and g.shapes else []
+        if pre:
+            # a value smaller than the loop (a layer norm's saved 1/std, a mask kept for the
+            # backward) cannot be stored by it: its chain is a loop of its own, first
+            rest = [i for i in grp if i not in pre]
+            emit(pre, used | {v for i in rest for v in nodes[i].inputs()}, None)
+            emit(rest, used, None)
+            return
         rn, ri = [nodes[i] for i in grp], [infos[i][0] for i in grp]
         if len(rn) == 1 and red is None:
             out_nodes.append(rn[0])

@@ -23,10 +23,11 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
 from dispatch_jit.signature import CONTIGUOUS_BIT
-from dispatch_jit.tensor import TRACE_MARK, Tensor
+from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
 from ..elementwise import scalar_op_of
-from ..graph.ir import Var
+from ..graph.ir import Var, vars_in
+from ..graph.views import is_view
 from .symbolic import Tracer
 
 __all__ = ["ShapedTracer"]
@@ -43,7 +44,7 @@ class ShapedTracer(Tracer):
 
     def __init__(self):
         super().__init__()
-        self.shapes: dict[int, tuple] = {}
+        self.shapes: dict[int, tuple] = self.graph.shapes
         self.last_meta = None
 
     def place(self, t: Tensor, shape) -> Tensor:
@@ -114,6 +115,37 @@ class ShapedTracer(Tracer):
         if not isinstance(a, np.ndarray):      # every index an integer: a 0-d view, as eager's getitem
             a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
         return self.place(out, a.shape)
+
+    def contiguous(self, t: Tensor) -> Tensor:
+        """``t.contiguous()`` of a view, as eager mode answers it: the view's layout follows from
+        its chain of views over a value whose layout is known (an op's result is C-contiguous, an
+        input's contiguity is part of the key), replayed on a one-byte probe of that value's sizes:
+        ``t`` itself where the replayed view is contiguous, else a recorded clone.  (A plain trace
+        has no sizes, so there it aborts.)"""
+        vid = t.__dict__[TRACE_MARK][1]
+        if vid in self.input_contiguous:
+            return super().contiguous(t)
+        chain, v = [], vid
+        producers = {o: n for n in self.graph.nodes for o in n.outs}
+        while (node := producers.get(v)) is not None and is_view(node):
+            srcs = vars_in((node.args, tuple(node.kwargs.values())))
+            if len(srcs) != 1:
+                return super().contiguous(t)
+            chain.append(node)
+            v = srcs[0].id
+        if node is None and not self.input_contiguous.get(v, False) or v not in self.shapes:
+            return super().contiguous(t)     # a constant, or a non-contiguous input: abort
+        probe = wrap(np.empty(self.shapes[v], np.uint8))
+        self.in_meta += 1
+        try:
+            with ExcludeDispatchKeyGuard(DispatchKey.Tracer):
+                for node in reversed(chain):
+                    args = tuple(probe if isinstance(a, Var) else a for a in node.args)
+                    kwargs = {k: probe if isinstance(a, Var) else a for k, a in node.kwargs.items()}
+                    probe = node.op(*args, **kwargs)
+        finally:
+            self.in_meta -= 1
+        return t if probe._data.flags.c_contiguous else t.clone()
 
     def var_shape(self, v: Var) -> tuple:
         return self.shapes[v.id]

@@ -20,6 +20,7 @@ from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 from ..elementwise import result_of
 from ..graph.ir import Graph, Node, TensorType, Var, rebuild
 from ..graph.views import GETITEM, index_type, is_view, view_type
+from .breaks import note_site
 
 __all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor", "STEP_REASONS"]
 
@@ -65,6 +66,8 @@ class Tracer:
         self.done = False
 
     def abort(self, reason: str):
+        if not self.aborted:
+            note_site()       # the user's line, for the graph break's warning (breaks.py)
         self.aborted = self.aborted or reason
         raise TraceAbort(self.aborted)
 

@@ -318,6 +318,8 @@ class StepTracer(ShapedTracer):
                     old = self.sym(old)
                     self.in_backward += 1
                     g = A.add(old, g)        # the engine's ``cur + g``: a new tensor
+                elif _made_by_view(self.graph, _vid(g)):
+                    g = A.clone(g)           # the engine's: a view never becomes .grad (engine._accumulated)
                 real.__dict__["_grad"] = g
                 self.grad_params[id(real)] = real
         finally:

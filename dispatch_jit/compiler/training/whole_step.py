@@ -68,6 +68,7 @@ from ..graph.passes import optimize
 from ..run.cached import CompiledEntry
 from ..run.plan import Plan
 from ..trace.fallback import flat_tensors
+from ..trace.breaks import take_site
 from ..trace.owners import make_check, module_tensors
 from ..trace.symbolic import STEP_REASONS
 from .driver import trace_step
@@ -236,6 +237,7 @@ class StepEntry(CompiledEntry):
         empty.outputs = ()
         super().__init__(empty, empty, Plan(empty, cf._stats), [])
         self.stats, self.parallel = cf._stats, cf.parallel
+        self.breaks = cf._breaks
         self.variants: dict = {}
         self.traces = 0
         self.eager_calls = 0
@@ -320,6 +322,8 @@ class StepEntry(CompiledEntry):
             except TypeError as e:
                 return f"an optimizer option is not hashable ({e})"
             return self._build(key, fn, args, kwargs, caps)
+        if isinstance(tr, str):
+            self.breaks.tell(tr, take_site())
         v = tr if isinstance(tr, str) else _Variant(tr, self.stats, self.parallel)
         if not isinstance(v, str):
             self.plan, self.graph, self.optimized, self.notes = v.plan, tr.graph, v.optimized, v.notes
