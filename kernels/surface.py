@@ -12,6 +12,7 @@ from __future__ import annotations
 from dispatch_jit.registry import lookup
 
 from . import composite, composite_math, composite_torch, torch_functions, torch_kwargs, unique
+from .elementwise import torch_names as elementwise_functions
 from .arrayops import op as arrayops_ops
 from .indexing import op as indexing_ops
 from .nn import op as nn_ops
@@ -27,7 +28,8 @@ __all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "ARRAY_API_ALIAS
 # dj.<name> -> operator overload name
 FUNCTIONS: dict[str, str] = {}
 for _op in SCALAR_OPS.values():
-    FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
+    if _op.function:
+        FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
 _NN_PUBLIC = [s for s in nn_ops.SCHEMAS if s.split("(")[0] in nn_ops.PUBLIC]
 for _schema in (list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC
                 + arrayops_ops.SCHEMAS + indexing_ops.SCHEMAS + composite_torch.SCHEMAS
@@ -42,7 +44,7 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 # dj.<name> (and Tensor.<name> where flagged) that are Python functions over the ops, as PyTorch's
 # overloaded names (max(x) / max(x, dim) / max(x, other)) and non-tensor results (equal -> bool)
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
-                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS)
+                    **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS, **elementwise_functions.PY_FUNCTIONS)
 torch_kwargs.attach_ops()
 # dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
 PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)
