@@ -6,13 +6,17 @@ functions), written as plain Python over ``math`` so that one definition serves 
 kernels, the fused loops and CUDA (support/scalar_helpers.py registers them with the others).
 
 Every function computes in float64 whatever its argument (a float32 input is widened once), so a
-float32 result is the float64 value rounded once.  Accuracy in float64, measured against mpmath
-at 10^5 points per function (tests/kernels/elementwise/test_special_fns.py checks a sample):
-erfinv and ndtri within 4 ulp (a rational first guess, then Newton steps on erf or erfc),
-digamma within 8 ulp away from its roots (Cephes' psi: recurrence to x >= 10, then the
-asymptotic series), zeta within 8 ulp (Cephes' Euler-Maclaurin sum), i0/i1 and their scaled
-forms within 8 ulp (the power series, all of whose terms are positive, below 30; the asymptotic
-expansion above), erfcx and log_ndtr within 8 ulp.  Helpers never raise (see scalar_helpers).
+float32 result is the float64 value rounded once.  Accuracy in float64, against SciPy over each
+domain with its tails (tests/kernels/elementwise/test_special_fns.py asserts these bounds):
+erfinv and ndtri within 4 ulp (a rational first guess, then Newton steps on erf, or on log erfc
+in the tails); i0, i1 and their scaled forms within 8 ulp (the power series, all of whose terms
+are positive, up to 30; the asymptotic expansion above); erfcx within 8 ulp (exp(x^2) from an
+exactly split x^2); digamma within 64 ulp for x > 0 (Cephes' psi: recurrence to x >= 10, then the
+asymptotic series; measured relative to max(|result|, 1) around its root) and 512 ulp near the
+poles of x < 0; zeta and polygamma within 64 ulp (Cephes' Euler-Maclaurin sum).  ndtr and
+log_ndtr are PyTorch's formulas over erfc and erfcx: in the tails their error grows as x^2 / 2 ulp
+(the rounding of x / sqrt 2), as PyTorch's does.  Helpers never raise (see scalar_helpers), also
+where CUDA's simulator runs them as Python (domains are tested before math is called).
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ _PSI_A = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.5757575757575
 _ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
            -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
            1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+@register_jitable
+def _is_int(x):
+    """Whether a finite float is an integer (math.floor returns an int64 in Numba, which overflows
+    past 2**63: x % 1.0 stays a float)."""
+    return x % 1.0 == 0.0
 
 
 @register_jitable
@@ -148,7 +159,10 @@ def _erfcx(x):
 @register_jitable
 def _erfcx_pos(x):
     if x < 25.0:
-        return math.exp(x * x) * math.erfc(x)
+        # exp(x^2) with x^2 split as hi^2 (exact: hi has 12 fraction bits) + (x - hi)(x + hi): the
+        # rounding of x * x alone would cost x^2 / 2 ulps
+        hi = math.floor(x * 4096.0) / 4096.0
+        return math.exp(hi * hi) * math.exp((x - hi) * (x + hi)) * math.erfc(x)
     if x == _INF:
         return 0.0
     z = 1.0 / (2.0 * x * x)
@@ -177,10 +191,10 @@ def _digamma(x):
     if x == 0.0:
         return math.copysign(_INF, -x)
     if x < 0.0:
-        if x == math.floor(x):
+        if _is_int(x) or math.isinf(x):
             return _NAN
-        # reflection: digamma(1 - x) - pi / tan(pi x), tan's argument reduced first
-        result = -math.pi / math.tan(math.pi * (x - math.trunc(x)))
+        # reflection: digamma(1 - x) - pi / tan(pi x), tan's argument reduced first (period 1)
+        result = -math.pi / math.tan(math.pi * (x % 1.0))
         x = 1.0 - x
     else:
         result = 0.0
@@ -210,9 +224,9 @@ def _zeta(x, q):
     if x < 1.0:
         return _NAN
     if q <= 0.0:
-        if q == math.floor(q):
+        if _is_int(q):
             return _INF
-        if x != math.floor(x):
+        if not _is_int(x):
             return _NAN
     s = q ** -x
     a = q
@@ -292,8 +306,8 @@ def _i0e(x):
 
 def _i0(x):
     x = float(x)
-    if x != x:
-        return x
+    if x != x or math.isinf(x):             # NaN at +-inf, as PyTorch's (SciPy gives inf)
+        return _NAN
     if abs(x) > 713.99:                        # overflows (exp alone would past 709.78)
         return _INF
     return _bessel_i_scaled(0, x) * math.exp(abs(x))
@@ -310,8 +324,8 @@ def _i1e(x):
 
 def _i1(x):
     x = float(x)
-    if x != x:
-        return x
+    if x != x or math.isinf(x):             # NaN at +-inf, as PyTorch's
+        return _NAN
     if abs(x) > 713.99:
         return math.copysign(_INF, x)
     return math.copysign(_bessel_i_scaled(1, x) * math.exp(abs(x)), x)
@@ -405,7 +419,7 @@ def _fmin(a, b):
 def _lgamma(x):
     """log|gamma(x)|: +inf at 0 and the negative integers (libm's; Python's math raises there)."""
     x = float(x)
-    if x <= 0.0 and x == math.floor(x):
+    if x <= 0.0 and (_is_int(x) or math.isinf(x)):
         return _INF
     return math.lgamma(x)
 

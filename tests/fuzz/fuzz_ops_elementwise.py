@@ -38,12 +38,14 @@ def _torch_f(name, **kw):
     return call
 
 
-def _act(name, fn, tol=EXACT, cats="f", rule="promote", torch_kw=None, grad=True, check=None):
-    """An nn.functional activation: dj.nn.functional.<name>(x) against torch.nn.functional.<name>."""
+def _act(name, fn, tol=EXACT, cats="f", rule="promote", torch_kw=None, grad=True, check=None, wide=True):
+    """An nn.functional activation: dj.nn.functional.<name>(x) against torch.nn.functional.<name>.
+    ``wide``: the oracle computes in float64 (the row's float literals); else in the compute dtype
+    (a static such as negative_slope is cast to it, as PyTorch's opmath does)."""
     kw = torch_kw or {}
     args = "".join(f", {k}={v!r}" for k, v in kw.items())
     return Row(name, "unary", (lambda a, p, n=name, s=args: f"dj.nn.functional.{n}({a[0]}{s})",), cats,
-               ew(_f64(fn), rule, cats, check), _torch_f(name, **kw), tol, None, grad,
+               ew(_f64(fn) if wide else fn, rule, cats, check), _torch_f(name, **kw), tol, None, grad,
                torch_skip=lambda a, p: not all(isinstance(x, np.ndarray) and x.dtype.kind == "f" for x in a))
 
 
@@ -106,22 +108,24 @@ ROWS = [
     Row("float_power", "binary", (lambda a, p: f"dj.float_power({a[0]}, {a[1]})",
                                   lambda a, p: f"{a[0]}.float_power({a[1]})"), "bif", _float_power,
         lambda t, p: __import__("torch").float_power(*t), U4, None, False, arity=2),
-    # -- activations --------------------------------------------------------------------------------
+    # -- activations (``wide=False``: math.* on a float32 input computes in float32, as PyTorch's) --------------------------------------------------------------------------------
     _act("hardswish", lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0),
     _act("hardsigmoid", lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0),
     _act("hardtanh", lambda x: np.minimum(np.maximum(x, -1), 1), cats="if", check=_no_unsigned),
     _act("relu6", lambda x: np.minimum(np.maximum(x, 0), 6), cats="if", check=_no_unsigned),
-    _act("leaky_relu", lambda x: np.where(x > 0, x, x * 0.2), torch_kw={"negative_slope": 0.2}),
-    _act("elu", lambda x: np.where(x > 0, x, np.expm1(x) * 1.5), U4, torch_kw={"alpha": 1.5}),
+    _act("leaky_relu", lambda x: np.where(x > 0, x, x * np.asarray(0.2, x.dtype)), torch_kw={"negative_slope": 0.2},
+         wide=False),
+    _act("elu", lambda x: np.where(x > 0, x, np.expm1(x) * 1.5), U8, torch_kw={"alpha": 1.5}, wide=False),
     _act("selu", lambda x: np.where(x > 0, x * 1.0507009873554805, np.expm1(x) * (1.6732632423543772 *
-                                                                                 1.0507009873554805)), U4),
-    _act("celu", lambda x: np.where(x > 0, x, np.expm1(x / 2.0) * 2.0), U4, torch_kw={"alpha": 2.0}),
-    _act("softplus", lambda x: np.where(x * 2.0 > 20.0, x, np.log1p(np.exp(x * 2.0)) / 2.0), U4,
-         torch_kw={"beta": 2.0}),
+                                                                                 1.0507009873554805)), U8,
+         wide=False),
+    _act("celu", lambda x: np.where(x > 0, x, np.expm1(x / 2.0) * 2.0), U8, torch_kw={"alpha": 2.0}, wide=False),
+    _act("softplus", lambda x: np.where(x * 2.0 > 20.0, x, np.log1p(np.exp(x * 2.0)) / 2.0), U8,
+         torch_kw={"beta": 2.0}, wide=False),
     _act("softshrink", lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, x * 0.0))),
     _act("hardshrink", lambda x: np.where((x >= -0.5) & (x <= 0.5), 0.0, x)),
     _act("softsign", lambda x: x / (1.0 + np.abs(x)), rule="float", cats="f"),
-    _act("tanhshrink", lambda x: x - np.tanh(x), _near(8), rule="float", cats="f"),
-    _act("mish", lambda x: x * np.tanh(np.log1p(np.exp(x))), U8),
-    _act("logsigmoid", lambda x: np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x))), U4),
+    _act("tanhshrink", lambda x: x - np.tanh(x), _near(8), rule="float", cats="f", wide=False),
+    _act("mish", lambda x: x * np.tanh(np.log1p(np.exp(x))), U8, wide=False),
+    _act("logsigmoid", lambda x: np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x))), U8, wide=False),
 ]
