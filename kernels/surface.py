@@ -16,7 +16,8 @@ from .elementwise import torch_names as elementwise_functions
 from .arrayops import op as arrayops_ops
 from .indexing import op as indexing_ops
 from .nn import op as nn_ops
-from .op_examples import EXAMPLES  # noqa: F401  (the op entries' docstring examples)
+from .op_examples import EXAMPLES as _CORE_EXAMPLES
+from .elementwise.examples import EXAMPLES as _ELEMENTWISE_EXAMPLES
 from .elementwise.table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
 from .linalg import op as linalg_ops
 from .reduction import op as reduction_ops
@@ -24,6 +25,9 @@ from .shape.cpu import SHAPE_KERNELS
 
 __all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "ARRAY_API_ALIASES",
            "quantized_matmul", "quantized_add", "quantized_linear"]
+
+# the op entries' docstring examples (dispatch_jit/_install.py reads EXAMPLES)
+EXAMPLES = {**_CORE_EXAMPLES, **_ELEMENTWISE_EXAMPLES}
 
 # dj.<name> -> operator overload name
 FUNCTIONS: dict[str, str] = {}

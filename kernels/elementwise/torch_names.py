@@ -41,7 +41,12 @@ def polygamma(n, input, *, out=None):  # noqa: A002  (PyTorch's argument names)
 
 
 def polygamma_(self, n):
-    """In place: ``x.polygamma_(n)``."""
+    """In place: ``x.polygamma_(n)``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([1.0]).polygamma_(1)
+    tensor([1.6449])
+    """
     return self.copy_(polygamma(n, self))
 
 
@@ -57,7 +62,12 @@ def logit(input, eps=None, *, out=None):  # noqa: A002
 
 
 def logit_(self, eps=None):
-    """In place: ``x.logit_(eps)``."""
+    """In place: ``x.logit_(eps)``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([0.5, 0.75]).logit_()
+    tensor([0.0000, 1.0986])
+    """
     return A.logit_(self, eps=-1.0 if eps is None else float(eps))
 
 
@@ -84,7 +94,12 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):  # noqa: 
 
 
 def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
-    """In place: ``x.nan_to_num_(...)``."""
+    """In place: ``x.nan_to_num_(...)``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([float("nan"), 1.0]).nan_to_num_(5.0)
+    tensor([5., 1.])
+    """
     if self.dtype.category in (BOOL, INT):
         return self
     return A.nan_to_num_(self, **_nan_to_num_args(self, nan, posinf, neginf))
@@ -112,7 +127,12 @@ def mvlgamma(input, p, *, out=None):  # noqa: A002
 
 
 def mvlgamma_(self, p):
-    """In place: ``x.mvlgamma_(p)``."""
+    """In place: ``x.mvlgamma_(p)``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([2.5]).mvlgamma_(2)
+    tensor([0.8570])
+    """
     return self.copy_(mvlgamma(self, p))
 
 
@@ -137,7 +157,12 @@ def lerp(input, end, weight, *, out=None):  # noqa: A002
 
 
 def lerp_(self, end, weight):
-    """In place: ``x.lerp_(end, weight)``."""
+    """In place: ``x.lerp_(end, weight)``.
+
+    >>> import dispatch_jit as dj
+    >>> dj.tensor([0.0, 1.0]).lerp_(dj.tensor([10.0, 3.0]), 0.5)
+    tensor([5., 2.])
+    """
     return self.copy_(lerp(self, end, weight))
 
 
