@@ -26,6 +26,7 @@ from dispatch_jit.ops import entries
 from dispatch_jit.signature import DTYPE_MASK, DTYPE_SHIFT, relayout
 from dispatch_jit.tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 
+from .derivatives_elementwise import ROWS as ELEMENTWISE_ROWS
 from .reduction.op import correction_of
 
 __all__ = ["DERIVATIVES", "KERNELS"]
@@ -444,6 +445,8 @@ DERIVATIVES: dict[str, Derivative] = {
     "clone": _D("CloneBackward", lambda g, s, c: g),
     "to.dtype": _D("ToCopyBackward", lambda g, s, c: g),     # cast back to the input dtype by the kernel
 }
+
+DERIVATIVES.update(ELEMENTWISE_ROWS)     # the math/special/activation rows (derivatives_elementwise.py)
 
 # one Autograd kernel per row (registered by kernels/__init__.py)
 KERNELS = {"Autograd": {name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}

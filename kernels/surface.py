@@ -13,10 +13,12 @@ from dispatch_jit.registry import lookup
 
 from . import (composite, composite_creation, composite_math, composite_torch, products, shape_splits, shape_views,
                torch_functions, torch_kwargs, unique)
+from .elementwise import torch_names as elementwise_functions
 from .arrayops import op as arrayops_ops
 from .indexing import composite as indexing_composite, op as indexing_ops
 from .nn import op as nn_ops
-from .op_examples import EXAMPLES  # noqa: F401  (the op entries' docstring examples)
+from .op_examples import EXAMPLES as _CORE_EXAMPLES
+from .elementwise.examples import EXAMPLES as _ELEMENTWISE_EXAMPLES
 from .elementwise.table import ELEMENTWISE_SCHEMAS, SCALAR_OPS
 from .linalg import op as linalg_ops
 from .reduction import composite as reduction_composite, counting, op as reduction_ops, scans
@@ -25,10 +27,14 @@ from .shape.cpu import SHAPE_KERNELS
 __all__ = ["FUNCTIONS", "METHODS", "OPERATORS", "PY_FUNCTIONS", "PY_METHODS", "ARRAY_API_ALIASES",
            "quantized_matmul", "quantized_add", "quantized_linear"]
 
+# the op entries' docstring examples (dispatch_jit/_install.py reads EXAMPLES)
+EXAMPLES = {**_CORE_EXAMPLES, **_ELEMENTWISE_EXAMPLES}
+
 # dj.<name> -> operator overload name
 FUNCTIONS: dict[str, str] = {}
 for _op in SCALAR_OPS.values():
-    FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
+    if _op.function:
+        FUNCTIONS[_op.name] = ELEMENTWISE_SCHEMAS[_op.name][0].split("(")[0]
 _NN_PUBLIC = [s for s in nn_ops.SCHEMAS if s.split("(")[0] in nn_ops.PUBLIC]
 for _schema in (list(SHAPE_KERNELS) + reduction_ops.SCHEMAS + linalg_ops.SCHEMAS + composite.SCHEMAS + _NN_PUBLIC
                 + arrayops_ops.SCHEMAS + indexing_ops.SCHEMAS + composite_torch.SCHEMAS
@@ -45,7 +51,8 @@ FUNCTIONS["amax"], FUNCTIONS["amin"] = FUNCTIONS.pop("max"), FUNCTIONS.pop("min"
 PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, **composite_math.PY_FUNCTIONS,
                     **unique.PY_FUNCTIONS, **torch_kwargs.PY_FUNCTIONS, **reduction_composite.PY_FUNCTIONS,
                     **counting.PY_FUNCTIONS, **indexing_composite.PY_FUNCTIONS, **shape_views.PY_FUNCTIONS,
-                    **shape_splits.PY_FUNCTIONS, **products.PY_FUNCTIONS, **composite_creation.PY_FUNCTIONS)
+                    **shape_splits.PY_FUNCTIONS, **products.PY_FUNCTIONS, **composite_creation.PY_FUNCTIONS,
+                    **elementwise_functions.PY_FUNCTIONS)
 # Tensor.<name> only (PyTorch has no torch.<name> function for these)
 PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY, **composite_creation.METHODS_ONLY)
 torch_kwargs.attach_ops()

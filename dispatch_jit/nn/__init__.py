@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from . import functional, init, utils
 from .activation import Flatten, LogSoftmax, Softmax, Unflatten
+from .activation_modules import *  # noqa: F401,F403  (its __all__ is part of ours)
+from .activation_modules import __all__ as _ACTIVATIONS
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d
@@ -33,4 +35,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "IncompatibleKe
            "Identity", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
            "Flatten", "Unflatten", "Softmax", "LogSoftmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
-           "AlphaDropout", "MultiheadAttention", "BCELoss"] + _LOSS_LAYERS + _NORM_LAYERS
+           "AlphaDropout", "MultiheadAttention", "BCELoss", *_ACTIVATIONS] + _LOSS_LAYERS + _NORM_LAYERS

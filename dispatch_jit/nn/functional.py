@@ -28,6 +28,8 @@ from ..dtypes import FLOAT
 from ..errors import DTypeError, InvalidArgumentError, OutOfBoundsError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
+from .functional_activation import *  # noqa: F401,F403  (its __all__ is part of ours)
+from .functional_activation import __all__ as _ACTIVATIONS
 from .functional_attention import batch_norm, normalize, scaled_dot_product_attention
 from .functional_conv import adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d, pad
 from .functional_dropout import alpha_dropout, dropout1d, dropout2d
@@ -40,7 +42,7 @@ __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_ent
            "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "layer_norm",
            "embedding", "binary_cross_entropy", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool2d", "pad", "batch_norm", "normalize", "scaled_dot_product_attention",
-           "dropout1d", "dropout2d", "alpha_dropout"] + _LOSSES + _NORMS
+           "dropout1d", "dropout2d", "alpha_dropout", *_ACTIVATIONS] + _LOSSES + _NORMS
 
 A = entries("aten")
 

@@ -15,62 +15,22 @@ Type rules (``TYPE_RULES``) map the inputs' promotion dtype to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
-from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bfloat16, bool_, float16, float32, float64,
-                                 get_default_dtype, int64)
+from dispatch_jit.dtypes import (BOOL, COMPLEX, FLOAT, INT, DType, bfloat16, bool_, complex128, float16, float32,
+                                 float64, get_default_dtype, int64)
 from dispatch_jit.errors import ArgumentTypeError
 
 from ..support.loops import constant
 from ..support.sincos_f32 import GUARD as SINCOS_GUARD
+from .rows_activation import ROWS as ACTIVATION_ROWS
+from .rows_math import ROWS as MATH_ROWS
+from .scalar_op import ALL, FLT, FLT_C, INTEGRAL, INTS, NUM, REAL, REAL_B, Check, ScalarOp
 
 __all__ = ["Check", "ScalarOp", "SCALAR_OPS", "TYPE_RULES", "type_rule", "Resolved", "resolve", "broadcast_shape",
            "check_output", "ELEMENTWISE_SCHEMAS",
            "kernel_prelude", "check_statics", "output_tensor", "ElementwiseKernel"]
-
-ALL = frozenset({BOOL, INT, FLOAT, COMPLEX})
-NUM = frozenset({INT, FLOAT, COMPLEX})
-REAL = frozenset({INT, FLOAT})
-REAL_B = frozenset({BOOL, INT, FLOAT})
-FLT = frozenset({FLOAT})
-FLT_C = frozenset({FLOAT, COMPLEX})
-INTEGRAL = frozenset({BOOL, INT})
-INTS = frozenset({INT})
-
-
-@dataclass(frozen=True)
-class Check:
-    """Inputs an op refuses: where ``guard`` (an expression over x, y, z) holds for any element.
-
-    Loops never raise inside ``prange`` (the exception would be lost with its thread): they count
-    the failing elements and, after the loop, raise ``error(message)`` (``error`` names a builtin
-    exception; generated code spells it).  Eager CPU kernels count before writing anything.
-
-    ``scalar``: the guard reads only operands that are Python numbers in the call (PyTorch refuses
-    ``int_tensor ** -1`` but computes ``int_tensor ** tensor_of_negatives``), as given, before the
-    cast to the compute dtype (-1 is no uint8): it is tested once per call, before any loop, even
-    for an empty tensor, and not at all where those operands are tensors.
-    """
-
-    guard: str
-    error: str
-    message: str
-    scalar: bool = False
-
-    def raise_stmt(self) -> str:
-        return f"raise {self.error}({self.message!r})"
-
-    def names(self) -> frozenset:
-        """The operands (x, y, z) the guard reads."""
-        import ast
-        return frozenset(n.id for n in ast.walk(ast.parse(self.guard, mode="eval"))
-                         if isinstance(n, ast.Name) and n.id in ("x", "y", "z"))
-
-    def refuses(self, **operands) -> bool:
-        """The guard on Python values (a scalar check where no generated loop tests it: CUDA)."""
-        return bool(eval(self.guard, {}, operands))      # noqa: S307 - the table's own expression
-
 
 _DIV0 = Check("y == 0", "ZeroDivisionError", "floor_divide: integer division by zero; mask the zero divisors "
               "or divide in floating point (x.to(dj.float32))")
@@ -80,30 +40,6 @@ _MOD0 = Check("y == 0", "ZeroDivisionError", "remainder: integer modulo by zero;
 # negatives computes (_ipow: 1 for base 1, -1 or 1 for base -1, else 0)
 _NEGPOW = Check("y < 0", "ValueError", "pow: integers to negative integer powers are not allowed; "
                 "use a floating point base (x.to(dj.float32))", scalar=True)
-
-
-@dataclass(frozen=True)
-class ScalarOp:
-    name: str
-    arity: int
-    expr: str | Callable[[tuple[str, ...]], str]   # callable: given the present inputs' names
-    rule: str = "promote"
-    cats: frozenset = NUM
-    by_cat: dict = field(default_factory=dict)     # category or dtype name -> expression override
-    statics: tuple = ()                            # schema fragments of static parameters
-    doc: str = ""
-    inplace: bool = True
-    method: bool = True
-    operator: tuple = ()                           # Python operators that map to it
-    # compute dtype name -> (expression, guard): a faster form that equals the exact one wherever
-    # the guard (an expression over x) holds; eager CPU loops use it on chunks where it holds for all
-    fast: dict = field(default_factory=dict)
-    checks: dict = field(default_factory=dict)     # category -> Check (inputs it refuses)
-
-    def expression(self, category: int, present: tuple[str, ...], dtype_name: str = "") -> str:
-        # most specific first: an override for the compute dtype, then its category
-        e = self.by_cat.get(dtype_name) or self.by_cat.get(category, self.expr)
-        return e(present) if callable(e) else e
 
 
 def _clamp_expr(present: tuple[str, ...]) -> str:
@@ -245,6 +181,8 @@ _OPS = [
     # -- ternary ------------------------------------------------------------------------------
     ScalarOp("where", 3, "y if x else z", rule="where", cats=ALL, inplace=False, method=False),
     ScalarOp("clamp", 3, _clamp_expr, rule="clamp", cats=REAL_B),
+    *MATH_ROWS,
+    *ACTIVATION_ROWS,
 ]
 SCALAR_OPS: dict[str, ScalarOp] = {op.name: op for op in _OPS}
 
@@ -278,6 +216,12 @@ def _abs(d: DType, n: int):
     return d, (float64 if d.name == "complex128" else float32) if d.category == COMPLEX else d, ("compute",)
 
 
+def _double(d: DType, n: int):
+    # float_power: float64, or complex128 for complex inputs, whatever the inputs' precision
+    c = complex128 if d.category == COMPLEX else float64
+    return c, c, ("compute",) * n
+
+
 def _predicate(d: DType, n: int):
     return d, bool_, ("compute",) * n
 
@@ -294,7 +238,7 @@ def _no_half(d: DType, n: int):
 
 TYPE_RULES: dict[str, Callable] = {
     "promote": _promote, "square": _square, "float": _float, "compare": _compare, "logical": _logical, "abs": _abs,
-    "predicate": _predicate, "clamp": _promote, "no_half": _no_half,
+    "predicate": _predicate, "clamp": _promote, "no_half": _no_half, "double": _double,
 }
 
 
@@ -412,8 +356,9 @@ _OUT = "Tensor(a!)? out=None"
 def _schemas(op: ScalarOp) -> tuple[str, str | None]:
     statics = [s for s in op.statics]
     if op.arity == 1:
-        f = f"{op.name}(Tensor self, *, {_OUT}) -> Tensor"
-        i = f"{op.name}_(Tensor(a!) self) -> Tensor(a!)"
+        f = f"{op.name}(Tensor self, *, {', '.join(statics + [_OUT])}) -> Tensor"
+        kwi = (", *, " + ", ".join(statics)) if statics else ""
+        i = f"{op.name}_(Tensor(a!) self{kwi}) -> Tensor(a!)"
     elif op.arity == 2:
         kw = ", ".join(statics + [_OUT])
         f = f"{op.name}.Tensor(Tensor self, Tensor other, *, {kw}) -> Tensor"

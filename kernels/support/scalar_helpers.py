@@ -23,6 +23,7 @@ import numpy as np
 
 from .intrinsics import bits_from_f32, f32_from_bits
 from .sincos_f32 import functions as sincos_functions
+from .special_fns import functions as special_functions
 from .vecmath import functions as vecmath_functions
 
 
@@ -301,3 +302,4 @@ HELPERS = {f.__name__: f for f in (_maximum, _minimum, _sign, _ifloordiv, _irema
                                    _ctanh, _cacos, _cacosh, _casinh, _catanh)}
 HELPERS.update(sincos_functions())
 HELPERS.update(vecmath_functions())
+HELPERS.update(special_functions())

@@ -1637,8 +1637,9 @@ from fuzz_ops_torch import ROWS as _TORCH_SURFACE_ROWS  # noqa: E402
 from fuzz_ops_math import ROWS as _MATH_ROWS  # noqa: E402
 from fuzz_ops_reduce import ROWS as _REDUCE_ROWS  # noqa: E402
 from fuzz_ops_shape import ROWS as _SHAPE_ROWS  # noqa: E402
+from fuzz_ops_elementwise import ROWS as _ELEMENTWISE_ROWS  # noqa: E402
 
-ROWS += _TORCH_SURFACE_ROWS + _MATH_ROWS + _REDUCE_ROWS + _SHAPE_ROWS
+ROWS += _TORCH_SURFACE_ROWS + _MATH_ROWS + _REDUCE_ROWS + _SHAPE_ROWS + _ELEMENTWISE_ROWS
 ROW = {r.name: r for r in ROWS}
 
 # What dispatch_jit has that the table leaves out on purpose, and what the brief asked for that it lacks.
