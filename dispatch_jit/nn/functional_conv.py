@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..creation import full
-from ..errors import SchemaError, ShapeError
+from ..errors import DTypeError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
 
@@ -93,6 +93,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _floating(who: str, x) -> None:
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{who}: expected a floating point input, got {x.dtype.name} (\"{who}\" not implemented "
+                         f"for it); convert first: x.float()")
+
+
 def _pool_args(who, nd, kernel_size, stride, padding, dilation=1):
     k = _ntuple(kernel_size, nd, "kernel_size", who)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _ntuple(stride, nd, "stride", who)
@@ -124,6 +130,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """
     if input.ndim not in (2, 3):
         raise ShapeError(f"max_pool1d() Expected 2D or 3D input tensor, but got [{', '.join(map(str, input.shape))}]")
+    _floating("max_pool1d_impl", input)  # PyTorch's max_pool1d, unlike max_pool2d, refuses integers
     k, s, p, d = _pool_args("max_pool1d", 1, kernel_size, stride, padding, dilation)
     x = A.unsqueeze(input, -2)
     out = A.squeeze(A.max_pool2d(x, k, s, p, d, bool(ceil_mode)), [-2])
@@ -170,6 +177,7 @@ def adaptive_avg_pool2d(input, output_size):
     if input.ndim not in (3, 4):
         raise ShapeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
                          f"[{', '.join(map(str, input.shape))}]")
+    _floating("adaptive_avg_pool2d", input)  # PyTorch refuses integers (avg_pool2d takes int64)
     size = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size, output_size]
     h, w = input.shape[-2:]
     oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
