@@ -167,6 +167,17 @@ def test_errors():
         x.masked_fill(dj.tensor(A) * 0, 1.0)
     with pytest.raises(BroadcastError, match="does not broadcast"):
         x.masked_fill(dj.tensor([True, False]), 1.0)
+    # a complex value with an imaginary part does not fit a real tensor: refused as PyTorch does,
+    # not silently dropped; an imaginary part of zero fits, and a bool or complex tensor takes any
+    m = dj.tensor([True, False])
+    for value in (1j, dj.tensor(2 + 1j)):
+        with pytest.raises(OverflowError, match="value cannot be converted to type int64 without overflow"):
+            dj.tensor([1, 2]).masked_fill(m, value)
+        with pytest.raises(OverflowError, match="float32"):
+            dj.tensor([1.0, 2.0]).masked_fill(m, value)
+    assert dj.tensor([1, 2]).masked_fill(m, 3 + 0j).tolist() == [3, 2]
+    assert dj.tensor([False, False]).masked_fill(m, 1j).tolist() == [True, False]
+    assert dj.tensor([1j, 2j]).masked_fill(m, 1j).tolist() == [1j, 2j]
     with pytest.raises(ShapeError, match="out of range"):
         x.topk(5)
     with pytest.raises(ShapeError, match="can not be smaller"):
