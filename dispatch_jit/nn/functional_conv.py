@@ -244,6 +244,9 @@ def pad(input, pad, mode: str = "constant", value=None):
         if mode == "constant":
             out = _pad_constant(out, dim, lo, hi, 0.0 if value is None else value)
             continue
+        if mode == "replicate":
+            out = _pad_replicate(out, dim, lo, hi, input.shape)
+            continue
         if lo < 0 or hi < 0:    # a negative pad crops first; the rest pads the cropped dim, as PyTorch's
             out = _pad_constant(out, dim, min(lo, 0), min(hi, 0), 0.0)
             lo, hi = max(lo, 0), max(hi, 0)
@@ -260,6 +263,21 @@ def pad(input, pad, mode: str = "constant", value=None):
         idx = wrap(_pad_index(mode, n, lo, hi))
         out = A.index_select(out, dim, idx.to(out.device) if out.is_cuda else idx)
     return out
+
+
+def _pad_replicate(x, dim: int, lo: int, hi: int, shape):
+    """Output j of the dim reads input clamp(j - lo, 0, n - 1), as PyTorch's replicate padding: a negative
+    pad crops, and may crop past the edge (pad (-4, 5) of 4 elements gives 5 copies of the last), or
+    empty the dim (pad (-4, 0))."""
+    n = x.shape[dim]
+    m = n + lo + hi
+    if m < 0:
+        raise ShapeError(f"pad: padding ({lo}, {hi}) gives dimension {dim} of size {n} the negative size {m} "
+                         f"(input [{', '.join(map(str, shape))}])")
+    if m and n == 0:
+        raise ShapeError(f"replicate padding of an empty dimension {dim} (input [{', '.join(map(str, shape))}])")
+    idx = wrap(np.clip(np.arange(m, dtype=np.int64) - lo, 0, max(n - 1, 0)))
+    return A.index_select(x, dim, idx.to(x.device) if x.is_cuda else idx)
 
 
 def _pad_constant(x, dim: int, lo: int, hi: int, value):

@@ -43,6 +43,7 @@ def _both(fn_dj, fn_torch, arrays, tol=TOL):
 @pytest.mark.parametrize("mode,shape,pad", [
     ("constant", (2, 3), (1, 2)), ("constant", (2, 3, 4), (2, -1, 0, 1, 1, 1)), ("reflect", (2, 5), (2, 3)),
     ("reflect", (1, 2, 4, 5), (1, 2, 3, 1)), ("replicate", (2, 3, 4), (3, 1)), ("replicate", (1, 2, 2, 3, 3), (1, 1, 2, 0, 1, 2)),
+    ("replicate", (2, 3, 4), (-4, 5, 2, -3)),
     ("circular", (1, 2, 4, 5), (2, 1, 3, 4)), ("circular", (2, 3, 4), (-1, 2))])
 def test_pad_matches_torch(mode, shape, pad):
     value = 2.5 if mode == "constant" else None
@@ -55,6 +56,12 @@ def test_pad_without_torch_and_its_errors():
     assert F.pad(x, (1, 1), "replicate").numpy().tolist() == [[1.0, 1.0, 2.0, 3.0, 3.0]]
     assert F.pad(x, (1, 2), "circular").numpy().tolist() == [[3.0, 1.0, 2.0, 3.0, 1.0, 2.0]]
     assert F.pad(x, (-1, 1)).numpy().tolist() == [[2.0, 3.0, 0.0]]
+    # a negative replicate pad crops, even past the edge it then replicates (output j reads input
+    # clamp(j - lo, 0, n - 1), as PyTorch's), or empties the dim
+    assert F.pad(x, (-3, 2), "replicate").numpy().tolist() == [[3.0, 3.0]]
+    assert F.pad(x, (-1, -2), "replicate").shape == (1, 0)
+    with pytest.raises(ShapeError, match="negative size -1"):
+        F.pad(x, (-2, -2), "replicate")
     xg = dj.tensor(RNG.standard_normal((1, 2, 3, 4)), requires_grad=True)
     assert dj.autograd.gradcheck(lambda t: F.pad(t, (2, 1, 1, 2), "reflect"), (xg,))
     with pytest.raises(ShapeError, match="Padding length should be less than or equal to two times"):
