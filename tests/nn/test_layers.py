@@ -108,6 +108,14 @@ def test_batch_norm_gradients_and_errors():
         F.batch_norm(dj.ones(2, 3), dj.zeros(4), dj.ones(4))
     with pytest.raises(ShapeError, match=r"expected 4D input \(got 3D input\)"):
         nn.BatchNorm2d(3)(dj.ones(2, 3, 4))
+    # PyTorch counts a 1-D input's channels as 0: an empty one with empty statistics gives itself
+    for training in (True, False):
+        out = F.batch_norm(dj.ones(0), dj.zeros(0), dj.ones(0), training=training)
+        assert out.shape == (0,) and out.dtype == dj.float32
+    with pytest.raises(ShapeError, match="running_mean should contain 0 elements not 1"):
+        F.batch_norm(dj.ones(0), dj.zeros(1), dj.ones(1))
+    with pytest.raises(ShapeError, match="2 or more dimensions"):
+        F.batch_norm(dj.ones(3), dj.zeros(3), dj.ones(3))
 
 
 @needs_torch
