@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import BOOL, COMPLEX, FLOAT, bfloat16, float64
-from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError
+from dispatch_jit.errors import BroadcastError, DTypeError, ShapeError, ValueOverflowError
 from dispatch_jit.ops import entries
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
@@ -118,11 +118,29 @@ def masked_fill(x, mask, value):
     if not fits:
         raise BroadcastError(f"masked_fill: the mask of shape {tuple(mask.shape)} does not broadcast to the "
                              f"input's shape {tuple(x.shape)}")
+    if x.dtype.category not in (BOOL, COMPLEX):
+        _check_real_value(x, value)
+        if isinstance(value, complex):
+            value = value.real
     # the result keeps the input's dtype: the value is cast to it, as PyTorch's
     if isinstance(value, (bool, int, float, complex)):
         value = x.dtype.np.type(value).item() if x.dtype is not bfloat16 else float(value)   # (rounded by where)
     out = A.where(mask, value, x)
     return out if out.dtype is x.dtype else out.to(x.dtype)
+
+
+def _check_real_value(x, value):
+    """PyTorch refuses a complex value with an imaginary part for a real (non-bool) tensor rather than
+    dropping it; a complex 0-d tensor is read for that, as PyTorch reads it."""
+    if isinstance(value, complex):
+        v = value
+    elif getattr(value, "dtype", None) is not None and value.dtype.category == COMPLEX:
+        v = complex(value.item())
+    else:
+        return
+    if v.imag != 0:
+        raise ValueOverflowError(f"masked_fill: value cannot be converted to type {x.dtype.name} without overflow "
+                                 f"(it is complex, {v}); fill a complex tensor, or pass the real part: value.real")
 
 
 def repeat(x, repeats):

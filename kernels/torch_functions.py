@@ -80,13 +80,16 @@ _INF = math.inf
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
     """The vector p-norm over ``dim`` (every element when None), as ``torch.norm``: ``p`` a
-    number, ``inf``, ``-inf``, or ``"fro"`` (2 over the elements given).
+    number, ``inf``, ``-inf``, or ``"fro"`` (2 over the elements given); ``"nuc"``, the nuclear
+    norm (the sum of the singular values) of the matrices over the two dims ``dim``.
 
     >>> import dispatch_jit as dj
     >>> dj.norm(dj.tensor([3.0, 4.0]))
     tensor(5.)
     >>> dj.tensor([[1.0, -2.0], [3.0, 4.0]]).norm(1, dim=1)
     tensor([3., 7.])
+    >>> dj.norm(dj.tensor([[3.0, 0.0], [0.0, -4.0]]), p="nuc")
+    tensor(7.)
     """
     if dtype is not None:
         input = input.to(dtype)
@@ -94,8 +97,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
         raise SchemaError(f"norm: expected a floating point or complex tensor, got {input.dtype.name}; "
                           f"convert first: x.float()")
     if p == "nuc":
-        raise SchemaError("norm: p='nuc' (the nuclear norm) needs singular values; use "
-                          "dj.array_api.linalg.matrix_norm(x, ord='nuc')")
+        return _nuclear_norm(input, dim, keepdim)
     if p == "fro" or p is None:
         p = 2
     if isinstance(dim, int):
@@ -113,6 +115,24 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
     if p == 2:
         return A.sqrt(A.sum(A.mul(a, a), axis, keepdim))
     return A.pow(A.sum(A.pow(a, float(p)), axis, keepdim), 1.0 / p)
+
+
+def _nuclear_norm(x, dim, keepdim):
+    """The sum of the singular values of the matrices over the two dims ``dim`` (the only two when None),
+    as ``torch.norm(p='nuc')`` (that is ``linalg.matrix_norm(ord='nuc')``)."""
+    dims = tuple(range(x.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    if len(dims) != 2:
+        raise ShapeError(f"norm: p='nuc' takes the matrices over exactly two dims (dim must be a 2-tuple); got "
+                         f"dim={dims} for a {x.ndim}-d tensor")
+    d0, d1 = (normalize_axis(d, x.ndim, "norm") for d in dims)
+    if d0 == d1:
+        raise ShapeError(f"norm: p='nuc' needs two different dims; got {dims}")
+    rest = [d for d in range(x.ndim) if d not in (d0, d1)]
+    r = A.sum(A.linalg_svdvals(A.permute(x, rest + [d0, d1])), (-1,), False)
+    if keepdim:
+        for d in sorted((d0, d1)):
+            r = A.unsqueeze(r, d)
+    return r
 
 
 def where(condition, input=_MISSING, other=_MISSING):  # noqa: A002

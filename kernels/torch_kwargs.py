@@ -1,5 +1,6 @@
 """PyTorch's keyword arguments that select another computation: ``div(rounding_mode=)``,
-``round(decimals=)``, ``nonzero(as_tuple=)``, ``scatter(reduce=)``, ``searchsorted(sorter=)``.
+``round(decimals=)``, ``nonzero(as_tuple=)``, ``scatter(reduce=)``, ``searchsorted(sorter=)``; and
+``narrow``, whose ``start`` may be a 0-d integer tensor (read as an int, as ``torch.narrow``).
 
 ``dj.div``, ``dj.round``, ... (and their Tensor methods) are the Python functions here
 (kernels/surface.py's ``PY_FUNCTIONS``): without the keyword they call the op itself, with it the
@@ -177,6 +178,22 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return _entry("searchsorted.Tensor")(sorted_sequence, input, **kw)
 
 
+def narrow(input, dim, start, length):  # noqa: A002
+    """The view of ``input`` from ``start`` for ``length`` elements along ``dim``; ``start`` is an int or,
+    as in ``torch.narrow``, a 0-d integer tensor (its value is read).
+
+    >>> import dispatch_jit as dj
+    >>> dj.narrow(dj.arange(5), 0, dj.tensor(1), 3)
+    tensor([1, 2, 3])
+    """
+    if isinstance(start, Tensor):
+        if start.ndim != 0 or start.dtype.category != INT:
+            raise InvalidArgumentError(f"narrow: start must be an 0-dim integral Tensor (got a {start.ndim}-d "
+                                       f"{start.dtype.name} tensor); pass an int or a 0-d integer tensor")
+        start = int(start.item())
+    return _entry("narrow")(input, dim, start, length)
+
+
 def _int64():
     from dispatch_jit.dtypes import int64
     return int64
@@ -190,11 +207,11 @@ divide.__doc__ = div.__doc__.replace("dj.div(", "dj.divide(").replace(".div(", "
 
 KERNELS = {"CPU": {"scatter.reduce": scatter_reduce_kernel}}
 PY_FUNCTIONS = {"div": (div, True), "divide": (divide, True), "round": (round, True), "nonzero": (nonzero, True),
-                "scatter": (scatter, True), "searchsorted": (searchsorted, False)}
+                "scatter": (scatter, True), "searchsorted": (searchsorted, False), "narrow": (narrow, True)}
 # each function's op without the keyword: what introspection (dj.dump_table(dj.div)) and the
 # docstring's first line (its schema, as every op function's) name
 _OPS = {"div": "div.Tensor", "divide": "div.Tensor", "round": "round", "nonzero": "nonzero", "scatter": "scatter",
-        "searchsorted": "searchsorted.Tensor"}
+        "searchsorted": "searchsorted.Tensor", "narrow": "narrow"}
 
 
 def attach_ops() -> None:

@@ -4,6 +4,11 @@
 >>> import dispatch_jit as dj
 >>> dj.fft.rfft(dj.tensor([1.0, 0.0, 0.0, 0.0]))
 tensor([1.+0.j, 1.+0.j, 1.+0.j])
+
+Integer and bool input is transformed in the default float dtype, as in PyTorch:
+
+>>> dj.fft.fft(dj.tensor([1, 0])).dtype
+dispatch_jit.complex64
 """
 
 from __future__ import annotations
@@ -26,10 +31,19 @@ def _no_out(name: str, out) -> None:
         raise SchemaError(f"fft.{name}: out= is not supported by dispatch_jit; assign the result instead")
 
 
+def _promoted(input):  # noqa: A002
+    """Integer and bool input in the default float dtype, as torch.fft does (the array API's fft, like the
+    kernels, takes floating and complex input only)."""
+    dt = getattr(input, "dtype", None)
+    if dt is not None and not (dt.is_floating_point or dt.is_complex):
+        return input.to(get_default_dtype())
+    return input
+
+
 def _one(name: str):
     def fn(input, n=None, dim=-1, norm=None, *, out=None):  # noqa: A002  (PyTorch's argument name)
         _no_out(name, out)
-        return getattr(_ops, f"fft_{name}")(input, n, dim, norm)
+        return getattr(_ops, f"fft_{name}")(_promoted(input), n, dim, norm)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``torch.fft.{name}``: the one-dimensional transform along ``dim``, ``n`` points."
     return fn
@@ -40,7 +54,7 @@ def _many(name: str, default_dim):
         _no_out(name, out)
         dims = None if dim is None else [dim] if isinstance(dim, int) else list(dim)
         return getattr(_ops, f"fft_{name.rstrip('2') + ('n' if name.endswith('2') else '')}")(
-            input, None if s is None else list(s), dims, norm)
+            _promoted(input), None if s is None else list(s), dims, norm)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``torch.fft.{name}``: the transform over ``dim``, of sizes ``s``."
     return fn

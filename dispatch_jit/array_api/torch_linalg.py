@@ -190,9 +190,23 @@ def _float64():
     return float64
 
 
+def _lower_hermitian(A):  # noqa: N803
+    """The Hermitian matrix of ``A``'s lower triangle: PyTorch's ``hermitian=True`` reads only that
+    triangle (its eigh's UPLO='L'), so a matrix outside the contract gives the same answer here."""
+    low = A.tril(-1)
+    upper = low.transpose(-2, -1)
+    if not A.dtype.is_complex:
+        return A.tril() + upper
+    # LAPACK's Hermitian routines take the diagonal as real: its imaginary part is not read either
+    return low + upper.conj() + (A.tril() - low).real
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):  # noqa: N803
-    """The pseudo-inverse of each matrix, singular values below ``rtol`` times the largest dropped."""
+    """The pseudo-inverse of each matrix, singular values below ``rtol`` times the largest dropped;
+    with ``hermitian=True`` only the lower triangle is read, as PyTorch's."""
     _no_out("pinv", out)
+    if hermitian:
+        A = _lower_hermitian(A)  # noqa: N806
     return _ops.linalg_pinv(A, rtol=_tol("pinv", atol, rtol), hermitian=hermitian)
 
 

@@ -45,6 +45,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     (tensor([0.2000]), tensor([1.1000]))
     """
     if input.ndim < 2:
+        if input.ndim == 1 and input.numel() == 0 and input.dtype.category == FLOAT and \
+                running_mean is not None and running_var is not None:
+            # PyTorch counts the channels of a 1-D input as 0: an empty one with empty statistics is
+            # its own (empty) result
+            for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                            ("bias", bias)):
+                if t is not None and t.numel() != 0:
+                    raise ShapeError(f"{name} should contain 0 elements not {t.numel()}")
+            return A.clone(input)
         raise ShapeError(f"batch_norm: expected an input of 2 or more dimensions (N, C, ...), got shape "
                          f"{tuple(input.shape)}")
     if input.dtype.category != FLOAT:

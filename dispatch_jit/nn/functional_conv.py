@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..creation import full
-from ..errors import SchemaError, ShapeError
+from ..errors import DTypeError, SchemaError, ShapeError
 from ..ops import entries
 from ..tensor import wrap
 
@@ -93,6 +93,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _floating(who: str, x) -> None:
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{who}: expected a floating point input, got {x.dtype.name} (\"{who}\" not implemented "
+                         f"for it); convert first: x.float()")
+
+
 def _pool_args(who, nd, kernel_size, stride, padding, dilation=1):
     k = _ntuple(kernel_size, nd, "kernel_size", who)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _ntuple(stride, nd, "stride", who)
@@ -124,6 +130,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """
     if input.ndim not in (2, 3):
         raise ShapeError(f"max_pool1d() Expected 2D or 3D input tensor, but got [{', '.join(map(str, input.shape))}]")
+    _floating("max_pool1d_impl", input)  # PyTorch's max_pool1d, unlike max_pool2d, refuses integers
     k, s, p, d = _pool_args("max_pool1d", 1, kernel_size, stride, padding, dilation)
     x = A.unsqueeze(input, -2)
     out = A.squeeze(A.max_pool2d(x, k, s, p, d, bool(ceil_mode)), [-2])
@@ -170,6 +177,7 @@ def adaptive_avg_pool2d(input, output_size):
     if input.ndim not in (3, 4):
         raise ShapeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
                          f"[{', '.join(map(str, input.shape))}]")
+    _floating("adaptive_avg_pool2d", input)  # PyTorch refuses integers (avg_pool2d takes int64)
     size = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size, output_size]
     h, w = input.shape[-2:]
     oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
@@ -236,6 +244,9 @@ def pad(input, pad, mode: str = "constant", value=None):
         if mode == "constant":
             out = _pad_constant(out, dim, lo, hi, 0.0 if value is None else value)
             continue
+        if mode == "replicate":
+            out = _pad_replicate(out, dim, lo, hi, input.shape)
+            continue
         if lo < 0 or hi < 0:    # a negative pad crops first; the rest pads the cropped dim, as PyTorch's
             out = _pad_constant(out, dim, min(lo, 0), min(hi, 0), 0.0)
             lo, hi = max(lo, 0), max(hi, 0)
@@ -252,6 +263,21 @@ def pad(input, pad, mode: str = "constant", value=None):
         idx = wrap(_pad_index(mode, n, lo, hi))
         out = A.index_select(out, dim, idx.to(out.device) if out.is_cuda else idx)
     return out
+
+
+def _pad_replicate(x, dim: int, lo: int, hi: int, shape):
+    """Output j of the dim reads input clamp(j - lo, 0, n - 1), as PyTorch's replicate padding: a negative
+    pad crops, and may crop past the edge (pad (-4, 5) of 4 elements gives 5 copies of the last), or
+    empty the dim (pad (-4, 0))."""
+    n = x.shape[dim]
+    m = n + lo + hi
+    if m < 0:
+        raise ShapeError(f"pad: padding ({lo}, {hi}) gives dimension {dim} of size {n} the negative size {m} "
+                         f"(input [{', '.join(map(str, shape))}])")
+    if m and n == 0:
+        raise ShapeError(f"replicate padding of an empty dimension {dim} (input [{', '.join(map(str, shape))}])")
+    idx = wrap(np.clip(np.arange(m, dtype=np.int64) - lo, 0, max(n - 1, 0)))
+    return A.index_select(x, dim, idx.to(x.device) if x.is_cuda else idx)
 
 
 def _pad_constant(x, dim: int, lo: int, hi: int, value):

@@ -126,11 +126,12 @@ _OPS = [
              by_cat={INT: "True", BOOL: "True", COMPLEX: "cmath.isfinite(x)"}, inplace=False),
     ScalarOp("logical_not", 1, "not x", rule="logical", cats=ALL),
     ScalarOp("bitwise_not", 1, "~x", cats=INTEGRAL, by_cat={BOOL: "not x"}, operator=("__invert__",)),
-    ScalarOp("signbit", 1, "math.copysign(1.0, x) < 0", rule="predicate", cats=FLT, inplace=False),
+    ScalarOp("signbit", 1, "math.copysign(1.0, x) < 0", rule="predicate", cats=REAL_B,
+             by_cat={INT: "x < 0", BOOL: "False"}, inplace=False),
     # conj/real/imag of a real tensor are the tensor itself (real), or zeros (imag); PyTorch's real
     # and imag are views and attributes: here they are functions only, computing a new tensor
     ScalarOp("conj", 1, "x", cats=ALL, by_cat={COMPLEX: "x.conjugate()"}, inplace=False),
-    ScalarOp("real", 1, "x", rule="abs", cats=NUM, by_cat={COMPLEX: "x.real"}, inplace=False, method=False),
+    ScalarOp("real", 1, "x", rule="abs", cats=ALL, by_cat={COMPLEX: "x.real"}, inplace=False, method=False),
     ScalarOp("imag", 1, "_zero", rule="abs", cats=NUM, by_cat={COMPLEX: "x.imag"}, inplace=False, method=False),
     # -- binary -------------------------------------------------------------------------------
     ScalarOp("add", 2, "x + alpha * y", cats=ALL, by_cat={BOOL: "x or (alpha and y)", "int64": _WRAP64["add"]},

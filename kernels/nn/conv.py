@@ -11,7 +11,8 @@ calls ``convolution_backward_input``/``_weight`` instead, ops of one output with
 of their own (each is bilinear: its gradients are a convolution and the other op), so double
 backward works.  Direct loops lost to this on the benchmark
 shape (N=32, C=16, 28x28, k=3): the product is where BLAS's blocking pays.  A 1-D op runs as a
-2-D one of height 1.  float16 computes in float32; integer and complex inputs are refused.
+2-D one of height 1.  float16 computes in float32, integers in int64 (wrapping, then cast back, as
+PyTorch 2.13's CPU convolution accepts integer tensors); bool and complex inputs are refused.
 
 >>> import dispatch_jit as dj
 >>> from dispatch_jit.ops import entries
@@ -28,7 +29,7 @@ import numpy as np
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.creation import empty
-from dispatch_jit.dtypes import FLOAT
+from dispatch_jit.dtypes import FLOAT, INT
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import wrap
@@ -63,8 +64,8 @@ def check_conv(x, weight, bias, stride, padding, dilation, transposed, groups):
         raise SchemaError("convolution: transposed convolution (conv_transpose) is not supported; "
                           "pass transposed=False")
     for t, name in ((x, "input"), (weight, "weight")):
-        if t.dtype.category != FLOAT:
-            raise DTypeError(f"convolution: expected a floating point {name}, got {t.dtype.name} "
+        if t.dtype.category not in (FLOAT, INT):
+            raise DTypeError(f"convolution: expected a floating point or integer {name}, got {t.dtype.name} "
                              f"(\"slow_conv2d_cpu\" not implemented for it); convert first: x.float()")
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         raise DTypeError(f"Input type ({x.dtype.name}) and weight type ({weight.dtype.name}) should be the same"
@@ -115,6 +116,10 @@ def _as4(a: np.ndarray, cd) -> np.ndarray:
 
 
 def _cd(a: np.ndarray) -> np.dtype:
+    # integers compute in int64: the products and sums wrap, and cast back (wrapping again) they give
+    # what the input dtype's own wrapping arithmetic gives, as PyTorch's integer convolution
+    if a.dtype.kind in "iu":
+        return np.dtype(np.int64)
     return np.dtype(np.float32) if a.dtype == _F16 else a.dtype
 
 

@@ -8,7 +8,8 @@ output held between forward and backward) and adds the gradient there, which is 
 saved indices give, ties and NaNs included.  ``max_pool2d_indices`` gives the indices
 (``return_indices=True``), flat h*W + w in the unpadded plane, as PyTorch's.  Both backward ops
 have derivative rows of their own (a gather at those indices; avg_pool2d itself), so double
-backward works.
+backward works.  As PyTorch 2.13's CPU kernels, max_pool2d also takes integer input (compared in
+its dtype) and avg_pool2d int64 (an int64 sum divided truncating toward zero).
 
 >>> import dispatch_jit as dj
 >>> from dispatch_jit.ops import entries
@@ -23,7 +24,7 @@ import numpy as np
 
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.creation import empty
-from dispatch_jit.dtypes import FLOAT
+from dispatch_jit.dtypes import FLOAT, INT
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import wrap
@@ -89,10 +90,20 @@ def pool_geometry(who: str, shape: tuple, kernel_size, stride, padding, dilation
     return kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
 
 
-def _float(who: str, x) -> None:
-    if x.dtype.category != FLOAT:
-        raise DTypeError(f"{who}: expected a floating point input, got {x.dtype.name} (\"{who}\" not implemented "
-                         f"for it); convert first: x.float()")
+def _check_dtype(who: str, x) -> None:
+    """PyTorch 2.13's CPU dtypes: max_pool2d takes floating and integer input (not bool), avg_pool2d
+    floating and int64 only."""
+    cat = x.dtype.category
+    if cat == FLOAT or (cat == INT and (who == "max_pool2d" or x.dtype.name == "int64")):
+        return
+    ok = "a floating point or integer" if who == "max_pool2d" else "a floating point or int64"
+    raise DTypeError(f"{who}: expected {ok} input, got {x.dtype.name} (\"{who}\" not implemented for it); "
+                     f"convert first: x.float()")
+
+
+def _lowest(cd) -> np.ndarray:
+    """max_pool's start value (a window that misses the plane gives it): -inf, or the integer minimum."""
+    return np.array([np.iinfo(cd).min if cd.kind in "iu" else -np.inf], cd)
 
 
 def _as4(a: np.ndarray) -> tuple:
@@ -107,14 +118,14 @@ def _out_shape(shape: tuple, oh: int, ow: int) -> tuple:
 
 
 def max_pool2d_cpu(x, kernel_size, stride, padding, dilation, ceil_mode, *, _indices=False):
-    _float("max_pool2d", x)
+    _check_dtype("max_pool2d", x)
     kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = pool_geometry("max_pool2d", tuple(x.shape), kernel_size, stride,
                                                            padding, dilation, ceil_mode)
     a4, cd = _as4(x._data)
     out = np.empty(a4.shape[:2] + (oh, ow), cd)
     idx = np.empty(out.shape, np.int64)
     if out.size:
-        windows.get("max_pool", cd)(a4, kh, kw, sh, sw, ph, pw, dh, dw, out, idx)
+        windows.get("max_pool", cd)(a4, kh, kw, sh, sw, ph, pw, dh, dw, out, idx, _lowest(cd))
     shape = _out_shape(tuple(x.shape), oh, ow)
     return wrap(idx.reshape(shape)) if _indices else wrap(out.reshape(shape).astype(x._data.dtype, copy=False))
 
@@ -130,7 +141,7 @@ def max_pool2d_backward_cpu(grad_output, x, kernel_size, stride, padding, dilati
     g4, _ = _as4(np.broadcast_to(grad_output._data, _out_shape(tuple(x.shape), oh, ow)).astype(cd))
     gx = np.zeros(a4.shape, cd)
     if g4.size:
-        windows.get("max_pool_backward", cd)(g4, a4, kh, kw, sh, sw, ph, pw, dh, dw, gx)
+        windows.get("max_pool_backward", cd)(g4, a4, kh, kw, sh, sw, ph, pw, dh, dw, gx, _lowest(cd))
     return wrap(gx.reshape(x._data.shape).astype(x._data.dtype, copy=False))
 
 
@@ -140,15 +151,15 @@ def _avg_check(divisor_override) -> None:
 
 
 def avg_pool2d_cpu(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    _float("avg_pool2d", x)
+    _check_dtype("avg_pool2d", x)
     _avg_check(divisor_override)
     kh, kw, sh, sw, ph, pw, _, _, oh, ow = pool_geometry("avg_pool2d", tuple(x.shape), kernel_size, stride,
                                                          padding, 1, ceil_mode)
     a4, cd = _as4(x._data)
     out = np.empty(a4.shape[:2] + (oh, ow), cd)
     if out.size:
-        windows.get("avg_pool", cd)(a4, kh, kw, sh, sw, ph, pw, bool(count_include_pad),
-                                    int(divisor_override or 0), out)
+        windows.get("avg_pool_int" if cd.kind == "i" else "avg_pool", cd)(
+            a4, kh, kw, sh, sw, ph, pw, bool(count_include_pad), int(divisor_override or 0), out)
     return wrap(out.reshape(_out_shape(tuple(x.shape), oh, ow)).astype(x._data.dtype, copy=False))
 
 

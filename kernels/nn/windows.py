@@ -11,19 +11,21 @@ input arrives already zero-padded (op code pads it with NumPy), pooling pads imp
   backward recomputes that index from the input and adds the gradient there (no index tensor
   kept between forward and backward).
 - ``avg_pool``/``avg_pool_backward``: PyTorch's divisor rule (the window clipped to the padded
-  plane with count_include_pad, to the plane without it, or ``divisor_override``).
+  plane with count_include_pad, to the plane without it, or ``divisor_override``); ``avg_pool_int``
+  the int64 form (an int64 sum divided truncating, as PyTorch's).
 
 Planes are independent, so the pooling loops run ``prange`` over them (a plane's result never
 depends on the thread count).  im2col/col2im stay serial: each sits between two BLAS calls, and
 a Numba thread pool waking while OpenBLAS's threads still spin slows both (kernels/linalg/cpu.py
 measured 25x on small products; here the parallel copy gained nothing on the loaded 2-core
-machine).  Every sum accumulates in float64.  Outputs
+machine).  Every floating sum accumulates in float64.  Outputs
 are allocated by the caller and passed in; ``get(name, dtype)`` compiles once per dtype through
 the compile cache (kind "nn_windows").
 
 >>> import numpy as np
 >>> x = np.arange(4.0).reshape(1, 1, 2, 2); out = np.empty((1, 1, 1, 1)); idx = np.empty((1, 1, 1, 1), np.int64)
->>> get("max_pool", x.dtype)(x, 2, 2, 2, 2, 0, 0, 1, 1, out, idx); float(out[0, 0, 0, 0]), int(idx[0, 0, 0, 0])
+>>> get("max_pool", x.dtype)(x, 2, 2, 2, 2, 0, 0, 1, 1, out, idx, np.array([-np.inf]))
+>>> float(out[0, 0, 0, 0]), int(idx[0, 0, 0, 0])
 (3.0, 3)
 """
 
@@ -90,12 +92,13 @@ def col2im(cols, kh, kw, sh, sw, dh, dw, c0, oh, ow, gxp):
 
 
 @numba.njit(boundscheck=False)
-def _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw):
+def _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw, lowest):
     """(max, flat position in the plane) of output (y, xo)'s window: the first maximum, a NaN
-    winning (the last NaN seen), -1 when the window misses the plane; max_pool's forward and its
-    backward (which finds the argmax again) share it, so both pick the same element."""
+    winning (the last NaN seen); (``lowest``, -1) when the window misses the plane.  Compared in
+    the input's own dtype (an int64 above 2**53 would round in float64).  max_pool's forward and
+    its backward (which finds the argmax again) share it, so both pick the same element."""
     h_, w_ = x.shape[2], x.shape[3]
-    best, at = -np.inf, -1
+    best, at = lowest, -1
     for i in range(kh):
         r = y * sh - ph + i * dh
         if r < 0 or r >= h_:
@@ -104,14 +107,16 @@ def _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw):
             q = xo * sw - pw + j * dw
             if q < 0 or q >= w_:
                 continue
-            v = np.float64(x[n, c, r, q])
+            v = x[n, c, r, q]
             if v > best or v != v or at < 0:
                 best, at = v, r * w_ + q
     return best, at
 
 
 @numba.njit(boundscheck=False, parallel=True)
-def max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
+def max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx, lowest):
+    """``lowest`` (a 1-element array of x's dtype): -inf, or an integer dtype's minimum, as
+    PyTorch's; what a window that misses the plane gives."""
     n_, c_, h_, w_ = x.shape
     oh, ow = out.shape[2], out.shape[3]
     for p in numba.prange(n_ * c_):
@@ -119,13 +124,13 @@ def max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
         c = p - n * c_
         for y in range(oh):
             for xo in range(ow):
-                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw)
+                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw, lowest[0])
                 out[n, c, y, xo] = best
                 idx[n, c, y, xo] = at
 
 
 @numba.njit(boundscheck=False, parallel=True)
-def max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, dh, dw, gx):
+def max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, dh, dw, gx, lowest):
     n_, c_, h_, w_ = x.shape
     oh, ow = g.shape[2], g.shape[3]
     for p in numba.prange(n_ * c_):
@@ -133,7 +138,7 @@ def max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, dh, dw, gx):
         c = p - n * c_
         for y in range(oh):
             for xo in range(ow):
-                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw)
+                best, at = _window_max(x, n, c, y, xo, kh, kw, sh, sw, ph, pw, dh, dw, lowest[0])
                 if at >= 0:
                     r = at // w_
                     q = at - r * w_
@@ -189,26 +194,49 @@ def avg_pool_backward(g, kh, kw, sh, sw, ph, pw, include_pad, divisor, gx):
                         gx[n, c, r, q] += v
 
 
+@numba.njit(boundscheck=False, parallel=True)
+def avg_pool_int(x, kh, kw, sh, sw, ph, pw, include_pad, divisor, out):
+    """avg_pool of an integer input, as PyTorch's CPU kernel: the window's sum in int64 (wrapping),
+    divided by the divisor truncating toward zero (C++'s integer division)."""
+    n_, c_, h_, w_ = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    for p in numba.prange(n_ * c_):
+        n = p // c_
+        c = p - n * c_
+        for y in range(oh):
+            for xo in range(ow):
+                r0, r1, q0, q1, d = _avg_window(y, xo, kh, kw, sh, sw, ph, pw, h_, w_, include_pad, divisor)
+                s = np.int64(0)
+                for r in range(r0, r1):
+                    for q in range(q0, q1):
+                        s += np.int64(x[n, c, r, q])
+                t = abs(s) // abs(d)
+                out[n, c, y, xo] = -t if (s < 0) != (d < 0) else t
+
+
 _F = {"im2col": im2col, "col2im": col2im, "max_pool": max_pool, "max_pool_backward": max_pool_backward,
-      "avg_pool": avg_pool, "avg_pool_backward": avg_pool_backward}
+      "avg_pool": avg_pool, "avg_pool_backward": avg_pool_backward, "avg_pool_int": avg_pool_int}
 
 
 def _sig(name: str, dt) -> tuple:
     """The one Numba signature each loop compiles for, per dtype."""
     a4, a2 = nbt.Array(numba.from_dtype(dt), 4, "C"), nbt.Array(numba.from_dtype(dt), 2, "C")
+    a1 = nbt.Array(numba.from_dtype(dt), 1, "C")
     i, b = nbt.int64, nbt.boolean
     win = (i,) * 6
     return {"im2col": (a4,) + win + (i, i, i, a2), "col2im": (a2,) + win + (i, i, i, a4),
-            "max_pool": (a4,) + win + (i, i, a4, nbt.Array(nbt.int64, 4, "C")),
-            "max_pool_backward": (a4, a4) + win + (i, i, a4),
-            "avg_pool": (a4,) + win + (b, i, a4), "avg_pool_backward": (a4,) + win + (b, i, a4)}[name]
+            "max_pool": (a4,) + win + (i, i, a4, nbt.Array(nbt.int64, 4, "C"), a1),
+            "max_pool_backward": (a4, a4) + win + (i, i, a4, a1),
+            "avg_pool": (a4,) + win + (b, i, a4), "avg_pool_backward": (a4,) + win + (b, i, a4),
+            "avg_pool_int": (a4,) + win + (b, i, a4)}[name]
 
 
 _ENTRY = cache.entries(_KIND)
 
 
 def get(name: str, dtype):
-    """The compiled entry point of loop ``name`` for arrays of ``dtype`` (float32 or float64)."""
+    """The compiled entry point of loop ``name`` for arrays of ``dtype`` (float32 or float64; int64 for
+    convolution's and avg_pool_int's loops; any integer dtype for max_pool's)."""
     key = (name, np.dtype(dtype))
     ep = _ENTRY.get(key)
     if ep is None:

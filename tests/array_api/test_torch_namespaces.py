@@ -106,6 +106,37 @@ def test_against_numpy():
     assert dj.special.sinc(t([0.0, 1.0])).tolist()[0] == 1.0
 
 
+def test_fft_promotes_integer_and_bool_input_to_the_default_float():
+    # torch.fft transforms integer and bool input in the default float dtype (complex64 results)
+    x = dj.tensor([1, 0, 2, 3])
+    got = dj.fft.fft(x)
+    assert got.dtype == dj.complex64
+    np.testing.assert_allclose(got.numpy(), np.fft.fft([1.0, 0.0, 2.0, 3.0]), rtol=1e-6, atol=1e-6)
+    assert dj.fft.irfft(x).dtype == dj.float32
+    m = dj.tensor([[True, False], [True, True]])
+    np.testing.assert_allclose(dj.fft.rfft2(m).numpy(), np.fft.rfft2(np.array([[1.0, 0.0], [1.0, 1.0]])),
+                               rtol=1e-6, atol=1e-6)
+    old = dj.get_default_dtype()
+    dj.set_default_dtype(dj.float64)
+    try:
+        assert dj.fft.ihfft(x).dtype == dj.complex128
+    finally:
+        dj.set_default_dtype(old)
+
+
+def test_pinv_hermitian_reads_the_lower_triangle():
+    # torch.linalg.pinv(hermitian=True) reads only the lower triangle (and a real diagonal), as LAPACK's
+    # Hermitian routines: a matrix outside the contract gives torch's answer, not the full matrix's
+    a = np.array([[2.0, 100.0], [1.0, 3.0]])
+    sym = np.array([[2.0, 1.0], [1.0, 3.0]])
+    np.testing.assert_allclose(dj.linalg.pinv(dj.tensor(a), hermitian=True).numpy(), np.linalg.pinv(sym),
+                               rtol=1e-12)
+    c = np.array([[2.0 + 5j, 7.0 - 1j], [1.0 + 2j, 3.0]])
+    herm = np.array([[2.0, 1.0 - 2j], [1.0 + 2j, 3.0]])
+    np.testing.assert_allclose(dj.linalg.pinv(dj.tensor(c), hermitian=True).numpy(), np.linalg.pinv(herm),
+                               rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.torch
 def test_freq_against_torch():
     torch = pytest.importorskip("torch")

@@ -481,9 +481,9 @@ ROWS: list[Row] = [
     unary("isfinite", np.isfinite, "predicate"),
     unary("logical_not", np.logical_not, "logical"),
     unary("bitwise_not", np.invert, cats=_INTEGRAL, op="~"),
-    unary("signbit", np.signbit, "predicate", _F, method=False),
+    unary("signbit", np.signbit, "predicate", _REALB, method=False),
     unary("conj", lambda x: x.copy(), cats="bif"),
-    unary("real", lambda x: x.copy(), cats=_NUM, method=False, grad=True),
+    unary("real", lambda x: x.copy(), cats=_REALB, method=False, grad=True),
     unary("imag", np.zeros_like, cats=_NUM, method=False, torch_skip=lambda a, p: True),
     # -- binary elementwise --------------------------------------------------------------------
     binary("add", np.add, op="+", grad=True, keeps_pos=True),

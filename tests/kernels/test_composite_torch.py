@@ -45,6 +45,8 @@ CASES = {
     "norm-1-dim": (lambda m, a: a.norm(1, dim=1, keepdim=True), (A,), FLOATS),
     "norm-inf": (lambda m, a: a.norm(float("inf"), dim=0), (A,), FLOATS),
     "norm-3": (lambda m, a: m.norm(a, 3, dim=(0, 1)), (A,), FLOATS),
+    "norm-nuc": (lambda m, a: m.norm(a, "nuc"), (A,), FLOATS),
+    "norm-nuc-batch": (lambda m, a: m.norm(m.stack([a, a * 2]), "nuc", dim=(2, 0), keepdim=True), (A,), FLOATS),
     "einsum-matmul": (lambda m, a, b: m.einsum("ij,jk->ik", a, b), (A, B), FLOATS),
     "einsum-batched": (lambda m, a, b: m.einsum("bij,bjk->bik", a, b), (np.stack([A, A]), np.stack([B, -B])),
                        FLOATS),
@@ -84,6 +86,8 @@ ORACLE = {
     "mm": lambda a, b: a @ b, "outer": np.outer, "t": lambda a: a.T, "clamp_min": lambda a: np.maximum(a, 0.5),
     "masked_fill": lambda a: np.where(a > 0, -1.5, a), "repeat": lambda a: np.tile(a, (2, 1, 3)),
     "topk": lambda a: -np.sort(-a, 1)[:, :2], "norm-1-dim": lambda a: np.abs(a).sum(1, keepdims=True),
+    "norm-nuc": lambda a: np.linalg.norm(a, "nuc"),
+    "norm-nuc-batch": lambda a: np.linalg.norm(np.stack([a, a * 2]).transpose(1, 2, 0), "nuc", axis=(1, 2))[None, :, None],
     "einsum-trace": lambda a: np.trace(a), "einsum-ellipsis": lambda a, b: np.einsum("...ij,...jk->...ik", a, b),
     "einsum-three": lambda a, b, c: np.einsum("ij,jk,k->i", a, b, c),
 }
@@ -163,6 +167,17 @@ def test_errors():
         x.masked_fill(dj.tensor(A) * 0, 1.0)
     with pytest.raises(BroadcastError, match="does not broadcast"):
         x.masked_fill(dj.tensor([True, False]), 1.0)
+    # a complex value with an imaginary part does not fit a real tensor: refused as PyTorch does,
+    # not silently dropped; an imaginary part of zero fits, and a bool or complex tensor takes any
+    m = dj.tensor([True, False])
+    for value in (1j, dj.tensor(2 + 1j)):
+        with pytest.raises(OverflowError, match="value cannot be converted to type int64 without overflow"):
+            dj.tensor([1, 2]).masked_fill(m, value)
+        with pytest.raises(OverflowError, match="float32"):
+            dj.tensor([1.0, 2.0]).masked_fill(m, value)
+    assert dj.tensor([1, 2]).masked_fill(m, 3 + 0j).tolist() == [3, 2]
+    assert dj.tensor([False, False]).masked_fill(m, 1j).tolist() == [True, False]
+    assert dj.tensor([1j, 2j]).masked_fill(m, 1j).tolist() == [1j, 2j]
     with pytest.raises(ShapeError, match="out of range"):
         x.topk(5)
     with pytest.raises(ShapeError, match="can not be smaller"):
@@ -173,6 +188,8 @@ def test_errors():
         dj.isclose(x, x.float())
     with pytest.raises(SchemaError, match="floating point"):
         dj.norm(dj.tensor([1, 2]))
+    with pytest.raises(ShapeError, match="dim must be a 2-tuple"):
+        dj.norm(dj.ones(2, 2, 2), "nuc")
     with pytest.raises(SchemaError, match="2 operand"):
         dj.einsum("ij,jk", x)
     with pytest.raises(SchemaError, match="subscripts are letters"):

@@ -97,3 +97,18 @@ def test_errors():
         dj.ones(2).scatter(0, dj.tensor([5]), 3.0, reduce="multiply")
     with pytest.raises(TypeError, match="sorter must be an integer tensor"):
         dj.searchsorted(dj.tensor([1, 2]), dj.tensor([1]), sorter=dj.tensor([0.0, 1.0]))
+
+
+def test_narrow_takes_a_0d_integer_tensor_start():
+    # torch.narrow's start may be a 0-d integer tensor (narrow.Tensor); dj's schema takes an int only
+    x = dj.arange(6).reshape(2, 3)
+    assert dj.narrow(x, 1, dj.tensor(1), 2).tolist() == [[1, 2], [4, 5]]
+    assert x.narrow(1, dj.tensor(-2), 2).tolist() == [[1, 2], [4, 5]]
+    assert dj.narrow(x, dim=0, start=dj.tensor(1, dtype=dj.int32), length=1).tolist() == [[3, 4, 5]]
+    assert dj.narrow(x, 1, 0, 1).tolist() == [[0], [3]]
+    for bad in (dj.tensor([1]), dj.tensor(1.0), dj.tensor(True)):
+        with pytest.raises(InvalidArgumentError, match="start must be an 0-dim integral Tensor"):
+            dj.narrow(x, 1, bad, 1)
+    f = dj.compile(lambda t, s: t.narrow(1, s, 2))
+    assert f(x, dj.tensor(1)).tolist() == [[1, 2], [4, 5]]
+    assert f(x, dj.tensor(0)).tolist() == [[0, 1], [3, 4]]  # the start's value, not a stale one

@@ -102,8 +102,8 @@ def test_conv_errors_name_what_was_wrong():
         F.conv2d(dj.ones(5, 5), dj.ones(1, 1, 3, 3))
     with pytest.raises(SchemaError, match="padding='same' is not supported for strided convolutions"):
         F.conv2d(x, dj.ones(1, 3, 3, 3), stride=2, padding="same")
-    with pytest.raises(DTypeError, match="floating point"):
-        F.conv2d(dj.ones(1, 1, 3, 3, dtype=dj.int64), dj.ones(1, 1, 2, 2, dtype=dj.int64))
+    with pytest.raises(DTypeError, match="floating point or integer input, got bool"):
+        F.conv2d(dj.ones(1, 1, 3, 3, dtype=dj.bool), dj.ones(1, 1, 2, 2, dtype=dj.bool))
     with pytest.raises(DTypeError, match="should be the same"):
         F.conv2d(x, dj.ones(1, 3, 3, 3, dtype=dj.float64))
 
@@ -178,8 +178,16 @@ def test_pool_errors_name_what_was_wrong():
         F.max_pool2d(dj.ones(4, 4), 2)
     with pytest.raises(SchemaError, match="divisor must be not zero"):
         F.avg_pool2d(x, 2, divisor_override=0)
-    with pytest.raises(DTypeError, match="floating point"):
-        F.max_pool2d(dj.ones(1, 1, 4, 4, dtype=dj.int64), 2)
+    with pytest.raises(DTypeError, match="floating point or integer input, got bool"):
+        F.max_pool2d(dj.ones(1, 1, 4, 4, dtype=dj.bool), 2)
+    # PyTorch 2.13's CPU kernels: avg_pool2d takes int64 but no other integer; max_pool1d and
+    # adaptive_avg_pool2d no integer at all
+    with pytest.raises(DTypeError, match="floating point or int64 input, got int32"):
+        F.avg_pool2d(dj.ones(1, 1, 4, 4, dtype=dj.int32), 2)
+    with pytest.raises(DTypeError, match="max_pool1d_impl"):
+        F.max_pool1d(dj.ones(1, 1, 4, dtype=dj.int64), 2)
+    with pytest.raises(DTypeError, match="adaptive_avg_pool2d"):
+        F.adaptive_avg_pool2d(dj.ones(1, 4, 4, dtype=dj.int64), 2)
     with pytest.raises(SchemaError, match="stride should be greater than zero"):
         F.avg_pool2d(x, 2, stride=0)
 
@@ -265,3 +273,29 @@ def test_avg_pool2d_negative_divisor_override_divides_by_it():
     x = dj.arange(16.0).reshape(1, 1, 4, 4)
     got = dj.nn.functional.avg_pool2d(x, 2, divisor_override=-2)
     assert got.tolist() == [[[[-5.0, -9.0], [-21.0, -25.0]]]]
+
+
+def test_integer_convolution_and_pooling_as_torch():
+    # PyTorch 2.13's CPU kernels take integer input: convolution in wrapping integer arithmetic,
+    # max_pool2d compared in the input's dtype, avg_pool2d (int64) dividing the sum truncating
+    x = dj.tensor([[[[-7, 2, 5], [3, -1, 0], [4, 4, -9]]]])
+    w = dj.tensor([[[[1, -2], [3, 1]]]])
+    got = F.conv2d(x, w, dj.tensor([10]))
+    assert got.dtype == dj.int64 and got.tolist() == [[[[10 - 7 - 4 + 9 - 1, 10 + 2 - 10 - 3 + 0],
+                                                          [10 + 3 + 2 + 12 + 4, 10 - 1 + 0 + 12 - 9]]]]
+    i8 = F.conv1d(dj.tensor([[[100, 100]]], dtype=dj.int8), dj.tensor([[[1, 1]]], dtype=dj.int8))
+    assert i8.dtype == dj.int8 and i8.tolist() == [[[-56]]]  # 200 wraps, as int8 arithmetic does
+    big = dj.tensor([[[[2 ** 62 + 1, 2 ** 62, -2 ** 63, 3]]]])  # unequal, though equal in float64
+    vals, idx = F.max_pool2d(big, (1, 2), return_indices=True)
+    assert vals.tolist() == [[[[2 ** 62 + 1, 3]]]] and idx.tolist() == [[[[0, 3]]]]
+    assert F.max_pool2d(x.to(dj.int16), 2, 1).tolist() == [[[[3, 5], [4, 4]]]]
+    assert F.avg_pool2d(x, 2, 1).tolist() == [[[[-3 // 4 + 1, 6 // 4], [10 // 4, -6 // 4 + 1]]]]  # truncated
+    assert F.avg_pool1d(dj.tensor([[-1, -2, -4, 3, 5]]), 3, padding=1).tolist() == [[-1, 1]]
+    compiled = dj.compile(lambda a, b: F.avg_pool2d(F.conv2d(a, b, padding=1), 2) + F.max_pool2d(a, 2))
+    assert compiled(x, w).tolist() == (F.avg_pool2d(F.conv2d(x, w, padding=1), 2) + F.max_pool2d(x, 2)).tolist()
+    torch = pytest.importorskip("torch")
+    tx, tw = torch.tensor(x.tolist()), torch.tensor(w.tolist())
+    assert F.conv2d(x, w, stride=2, padding=1).tolist() == torch.nn.functional.conv2d(tx, tw, stride=2,
+                                                                                      padding=1).tolist()
+    for args in ((2, 1), (3, 2, 1), (2, 1, 1, True, False), (2, 1, 0, False, True, -3)):
+        assert F.avg_pool2d(x, *args).tolist() == torch.nn.functional.avg_pool2d(tx, *args).tolist(), args

@@ -43,6 +43,7 @@ def _both(fn_dj, fn_torch, arrays, tol=TOL):
 @pytest.mark.parametrize("mode,shape,pad", [
     ("constant", (2, 3), (1, 2)), ("constant", (2, 3, 4), (2, -1, 0, 1, 1, 1)), ("reflect", (2, 5), (2, 3)),
     ("reflect", (1, 2, 4, 5), (1, 2, 3, 1)), ("replicate", (2, 3, 4), (3, 1)), ("replicate", (1, 2, 2, 3, 3), (1, 1, 2, 0, 1, 2)),
+    ("replicate", (2, 3, 4), (-4, 5, 2, -3)),
     ("circular", (1, 2, 4, 5), (2, 1, 3, 4)), ("circular", (2, 3, 4), (-1, 2))])
 def test_pad_matches_torch(mode, shape, pad):
     value = 2.5 if mode == "constant" else None
@@ -55,6 +56,12 @@ def test_pad_without_torch_and_its_errors():
     assert F.pad(x, (1, 1), "replicate").numpy().tolist() == [[1.0, 1.0, 2.0, 3.0, 3.0]]
     assert F.pad(x, (1, 2), "circular").numpy().tolist() == [[3.0, 1.0, 2.0, 3.0, 1.0, 2.0]]
     assert F.pad(x, (-1, 1)).numpy().tolist() == [[2.0, 3.0, 0.0]]
+    # a negative replicate pad crops, even past the edge it then replicates (output j reads input
+    # clamp(j - lo, 0, n - 1), as PyTorch's), or empties the dim
+    assert F.pad(x, (-3, 2), "replicate").numpy().tolist() == [[3.0, 3.0]]
+    assert F.pad(x, (-1, -2), "replicate").shape == (1, 0)
+    with pytest.raises(ShapeError, match="negative size -1"):
+        F.pad(x, (-2, -2), "replicate")
     xg = dj.tensor(RNG.standard_normal((1, 2, 3, 4)), requires_grad=True)
     assert dj.autograd.gradcheck(lambda t: F.pad(t, (2, 1, 1, 2), "reflect"), (xg,))
     with pytest.raises(ShapeError, match="Padding length should be less than or equal to two times"):
@@ -101,6 +108,14 @@ def test_batch_norm_gradients_and_errors():
         F.batch_norm(dj.ones(2, 3), dj.zeros(4), dj.ones(4))
     with pytest.raises(ShapeError, match=r"expected 4D input \(got 3D input\)"):
         nn.BatchNorm2d(3)(dj.ones(2, 3, 4))
+    # PyTorch counts a 1-D input's channels as 0: an empty one with empty statistics gives itself
+    for training in (True, False):
+        out = F.batch_norm(dj.ones(0), dj.zeros(0), dj.ones(0), training=training)
+        assert out.shape == (0,) and out.dtype == dj.float32
+    with pytest.raises(ShapeError, match="running_mean should contain 0 elements not 1"):
+        F.batch_norm(dj.ones(0), dj.zeros(1), dj.ones(1))
+    with pytest.raises(ShapeError, match="2 or more dimensions"):
+        F.batch_norm(dj.ones(3), dj.zeros(3), dj.ones(3))
 
 
 @needs_torch

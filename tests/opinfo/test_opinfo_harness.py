@@ -75,3 +75,58 @@ def test_written_expected_failures_load_back(tmp_path):
     assert table[("a", "int64")]["samples"] == {"s0"}
     assert table[("a", "int64")]["reason"] == 'TO BE REVIEWED: dj raised "X"'
     assert table[("b", "bool")]["samples"] is None
+
+
+def test_sparse_results_are_compared_densified_and_by_layout():
+    dense = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    assert h.compare(dj.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse(), dense.to_sparse()) is None
+    assert "values" in _fails(dj.tensor([[1.0, 0.0], [0.0, 3.0]]).to_sparse(), dense.to_sparse())
+    assert "layout dj strided vs torch sparse_coo" in _fails(dj.tensor([[1.0, 0.0], [0.0, 2.0]]),
+                                                             dense.to_sparse())
+
+
+def test_an_index_among_ties_is_judged_by_the_values_it_selects():
+    x = torch.tensor([[3, 1, 3], [2, 2, 0]])
+    sample = type("S", (), {"input": x, "args": (), "kwargs": {"dim": 1}})()
+    judges = h._judges("argsort", sample)
+    want = torch.tensor([[1, 0, 2], [2, 0, 1]])
+    h.compare(dj.tensor([[1, 2, 0], [2, 1, 0]]), want, judges=judges)  # the other order of the tied pairs
+    with pytest.raises(AssertionError, match="select other values"):
+        h.compare(dj.tensor([[0, 1, 2], [2, 0, 1]]), want, judges=judges)
+    with pytest.raises(AssertionError, match="repeat an element"):
+        h.compare(dj.tensor([[1, 0, 0], [2, 0, 1]]), want, judges=judges)
+    with pytest.raises(AssertionError, match="leave the range"):
+        h.compare(dj.tensor([[1, 0, 5], [2, 0, 1]]), want, judges=judges)
+    # a stable sort's order among ties is defined: compared exactly
+    stable = type("S", (), {"input": x, "args": (), "kwargs": {"dim": 1, "stable": True}})()
+    assert h._judges("argsort", stable) is None
+    # argmax over the flattened input: index 0 and 2 both hold the maximum 3
+    flat = type("S", (), {"input": x, "args": (), "kwargs": {}})()
+    h.compare(dj.tensor(2), torch.tensor(0), judges=h._judges("argmax", flat))
+    with pytest.raises(AssertionError, match="select other values"):
+        h.compare(dj.tensor(1), torch.tensor(0), judges=h._judges("argmax", flat))
+
+
+def test_eigenvectors_are_judged_up_to_their_phase():
+    a = torch.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    w, v = torch.linalg.eigh(a)
+    sample = type("S", (), {"input": a, "args": (), "kwargs": {}})()
+    judges = h._judges("linalg.eigh", sample)
+    flipped = (dj.tensor(w.numpy()), dj.tensor((v * torch.tensor([-1.0, 1.0], dtype=torch.float64)).numpy()))
+    h.compare(flipped, (w, v), judges=judges)
+    swapped = (dj.tensor(w.numpy()), dj.tensor(v.flip(-1).numpy()))
+    with pytest.raises(AssertionError, match="up to each eigenvector's phase"):
+        h.compare(swapped, (w, v), judges=judges)
+    c = torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64)
+    wc, vc = torch.linalg.eig(c)
+    rotated = dj.tensor((vc * torch.tensor([1j, -1.0])).numpy())
+    h.compare((dj.tensor(wc.numpy()), rotated), (wc, vc), judges=h._judges("linalg.eig", sample))
+
+
+def test_an_error_input_torch_accepts_is_judged_against_torch():
+    # clamp_min's generic binary error input passes a Python scalar `other`, which torch.clamp_min
+    # accepts (its Scalar overload): judged against torch's result, not as "must raise"
+    op = OPS["clamp_min"]
+    ei = next(iter(op.error_inputs("cpu")))
+    op(ei.sample_input.input, *ei.sample_input.args)  # torch does not raise
+    assert ("e0", "pass", "") in h.run_case(op, "int64")

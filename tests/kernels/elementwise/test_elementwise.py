@@ -366,6 +366,19 @@ def test_op_matches_numpy(name, dtype):
     check_close(got, want, result)
 
 
+def test_signbit_of_integers_and_bool_and_real_of_bool_as_torch():
+    # torch.signbit takes integer and bool input (bool is never negative); torch.real returns a bool
+    # tensor unchanged (both used to raise)
+    assert dj.signbit(dj.tensor([-3, 0, 7])).tolist() == [True, False, False]
+    assert dj.signbit(dj.tensor([0, 255], dtype=dj.uint8)).tolist() == [False, False]
+    assert dj.signbit(dj.tensor([True, False])).tolist() == [False, False]
+    got = dj.real(dj.tensor([True, False]))
+    assert got.dtype is dj.bool and got.tolist() == [True, False]
+    torch = pytest.importorskip("torch")
+    assert torch.signbit(torch.tensor([-3, 0, 7])).tolist() == [True, False, False]
+    assert torch.real(torch.tensor([True, False])).dtype == torch.bool
+
+
 # -- 2. unsupported dtypes ----------------------------------------------------------------------
 @pytest.mark.parametrize("name,dtype", UNSUPPORTED, ids=[f"{n}-{d.name}" for n, d in UNSUPPORTED])
 def test_unsupported_dtype_raises(name, dtype):
