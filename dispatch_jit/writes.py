@@ -58,8 +58,9 @@ def before_write(t) -> None:
 
 def guard_writes(op, metas: tuple, fn: Callable) -> Callable:
     """``fn`` (the kernel an entry of ``op`` calls for arguments ``metas``), wrapped to run the
-    observers on each tensor it writes, when one is registered and the schema marks one written."""
-    if not _observers:
+    observers on each tensor it writes, when one is registered and the schema marks one written
+    (not a kernel marked ``runs_write_observers``: it runs them itself, where it writes)."""
+    if not _observers or getattr(getattr(fn, "__wrapped__", fn), "runs_write_observers", False):
         return fn
     observers = tuple(_observers)
     written = [(i, m.kind == "list") for i, (a, m) in enumerate(zip(op.schema.arguments, metas))

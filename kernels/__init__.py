@@ -25,7 +25,7 @@ from dispatch_jit.cuda.codegen import register_scalar_helpers
 from dispatch_jit.library import Library, fallthrough_kernel
 
 from . import (arrayops, autocast_policy, batching, composite, composite_math, composite_torch, derivatives, elementwise, indexing,
-               lapack, linalg, nn, quantized, reduction, shape, sparse, torch_kwargs, unique)
+               lapack, linalg, nn, optim, quantized, reduction, shape, sparse, torch_kwargs, unique)
 from .indexing import reduce as _scatter_reduce
 from .reduction import scans as _scans
 from .aten import aten as _aten_def, fallbacks as _fallbacks
@@ -34,7 +34,8 @@ from .support.vecmath import CUDA_FORMS
 
 # definitions in this order; their kernels in the same order, key by key
 FAMILIES = (elementwise, shape, reduction, linalg, nn, composite, derivatives, autocast_policy, sparse, quantized,
-            arrayops, lapack, indexing, composite_torch, composite_math, unique, torch_kwargs, _scans, _scatter_reduce, batching)
+            arrayops, lapack, indexing, composite_torch, composite_math, unique, torch_kwargs, _scans, _scatter_reduce,
+            optim, batching)
 
 # backend fallbacks: the kernel at a key for every op, present and future, that has none there
 FALLBACKS = {

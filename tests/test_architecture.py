@@ -401,9 +401,9 @@ def test_no_test_folder_passes_for_an_optional_package():
 # -- no compiled-mode slots below the compiler ---------------------------------------------------
 # The compiler plugs into the layers below it through their general mechanisms (a backend fallback
 # at the Tracer key, write observers, a tensor subclass's ``__backward__``), never by assigning a
-# name or an item of a lower layer's module.  Until the optimizers' updates are dispatcher ops
-# (issue 28), dj.optim's two step slots remain: this list may only shrink.
-SLOTS_PENDING = {"dispatch_jit.optim.optimizer.STEP_TRACE", "dispatch_jit.optim.optimizer.LAZY_STEP"}
+# name or an item of a lower layer's module.  Until a whole step's trace sees the optimizers' fused
+# update ops as it sees other ops (issue 28), dj.optim's step slot remains: this list may only shrink.
+SLOTS_PENDING = {"dispatch_jit.optim.optimizer.STEP_TRACE"}
 
 
 def slot_assignments(source: str, package: str, layer_of=None) -> set[str]:

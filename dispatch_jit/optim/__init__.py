@@ -1,5 +1,7 @@
-"""``dj.optim``: optimizers with PyTorch's names, options and defaults, each step one Numba loop
-per dtype for all parameters (foreach.py; RMSprop and Adagrad: eager tensor ops), and
+"""``dj.optim``: optimizers with PyTorch's names, options and defaults, each step of SGD, Adam and
+AdamW one fused update op per group (``_fused_sgd_``, ``_fused_adam_``, ``_fused_adamw_``:
+kernels/optim/, one Numba loop per dtype for all parameters; RMSprop and Adagrad: eager tensor
+ops, having no fused op), and
 ``dj.optim.lr_scheduler``, PyTorch's learning-rate schedulers.
 
 >>> import dispatch_jit as dj

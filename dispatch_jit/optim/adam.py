@@ -7,10 +7,9 @@ import math
 from ..autograd.grad_mode import no_grad
 from ..creation import zeros_like
 from ..errors import SchemaError
+from ..kernels.optim.fused import adam_ops
 from ..ops import entries
-from ..tensor import version_box, wrap
-from . import foreach
-from .optimizer import Optimizer, _traced, check_params, fast_path, flat_real, lazy_step, loop_dtype, written
+from .optimizer import Optimizer, _traced, check_params
 
 __all__ = ["Adam", "AdamW"]
 
@@ -24,8 +23,9 @@ class Adam(Optimizer):
         m = m + (g - m) * (1 - beta1);  v = v * beta2 + g * g * (1 - beta2)
         p = p - lr / (1 - beta1 ** t) * m / (sqrt(v) / sqrt(1 - beta2 ** t) + eps)
 
-    with ``max(v)`` over the steps in place of ``v`` when ``amsgrad``.  All parameters of one
-    dtype are updated by one Numba loop (foreach.py).
+    with ``max(v)`` over the steps in place of ``v`` when ``amsgrad``.  Each group is updated by one
+    call of ``_fused_adam_`` (``_fused_adamw_``; kernels/optim/): one Numba loop for all its
+    parameters where they are CPU float32/float64 (or complex) tensors of one dtype.
 
     >>> import dispatch_jit as dj
     >>> w = dj.nn.Parameter(dj.tensor([1.0, -1.0]))
@@ -52,8 +52,6 @@ class Adam(Optimizer):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
             return tr.step(self, closure, self._step)
-        if (lz := lazy_step()) is not None:      # compiled mode: the loop is recorded, then run
-            return lz.step(self, closure, self._step)
         return self._step(closure)
 
     def _step(self, closure):
@@ -95,94 +93,27 @@ class Adam(Optimizer):
         return step_size, bc2_sqrt, [1 - lr * wd, 1 - beta1, beta2, 1 - beta2, group["eps"], wd]
 
     def _update(self, group, params):
-        amsgrad, values = group["amsgrad"], None
-        if (lz := lazy_step()) is not None:
-            first = any(p not in self.state for p in params)
-            keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
-            lists = [[] if first else [self.state[p][k] for p in params] for k in keys]
-            rec = lz.group(params, [t for ts in lists for t in ts], "the first step creates the state" if first else "")
-            if rec is not None:       # compiled mode: the multi-tensor loop below, one record of the pending graph
-                values = self.step_values(group, params)
-                if rec("adam", [params, [p.__dict__["_grad"] for p in params], *lists] + ([] if amsgrad else [[]]),
-                       (values[0], values[1], *values[2], group["decoupled_weight_decay"], amsgrad, group["maximize"])):
-                    return
-        if values is None:
-            values = self.step_values(group, params)
-        states = [self.state[p] for p in params]
-        # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
-        flags = (values[2][5] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
-        avgs, sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
-        maxs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
-        # a complex parameter is updated as its real view, as PyTorch's is (view_as_real): its real
-        # and imaginary parts are two independent float parameters, not one complex number
-        if fast_path(params, avgs + sqs + maxs, real_view=True):
-            written(params + avgs + sqs + maxs)
-            empty = flat_real(params[0])[:0]
-            foreach.step("adam", [flat_real(p) for p in params], [flat_real(p.__dict__["_grad"]) for p in params],
-                         [flat_real(t) for t in avgs], [flat_real(t) for t in sqs],
-                         [flat_real(t) for t in maxs] if amsgrad else [empty] * len(params),
-                         loop_dtype(params[0]._data.dtype), (values[0], values[1], *values[2], *flags[1:]))
-            return
-        complex_ = [p.is_complex() for p in params]
-        if (tr := _traced()) is not None:       # the numbers: runtime scalars of a compiled step
-            if any(complex_):
+        amsgrad = group["amsgrad"]
+        keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
+        grads = [p.__dict__["_grad"] for p in params]
+        if (tr := _traced()) is not None:
+            # a compiled whole step: the per-tensor ops, their numbers runtime scalars of the plan
+            if any(p.is_complex() for p in params):
                 tr.abort(f"{type(self).__name__} on complex parameters (updated as their real views, which a "
                          f"compiled step does not trace)")
-            values = tr.step_scalars(self, group, params, values)
-        step_size, bc2_sqrt, shared = values
+            step_size, bc2_sqrt, shared = tr.step_scalars(self, group, params, self.step_values(group, params))
+            flags = (group["weight_decay"] != 0, group["decoupled_weight_decay"], amsgrad, group["maximize"])
+            with no_grad():
+                for p, g, ss, bc in zip(params, grads, step_size, bc2_sqrt):
+                    adam_ops(p, g, [self.state[p][k] for k in keys], ss, bc, *shared, *flags)
+            return
+        states = self.advance(group, params)[0]
+        beta1, beta2 = group["betas"]
+        op = A._fused_adamw_ if group["decoupled_weight_decay"] else A._fused_adam_
         with no_grad():
-            for p, s, ss, bc, c in zip(params, states, step_size, bc2_sqrt, complex_):
-                if c:
-                    for part in _parts(p, s):
-                        _adam_ops(*part, ss, bc, *shared, *flags)
-                else:
-                    _adam_ops(p, p.__dict__["_grad"], s, ss, bc, *shared, *flags)
-
-
-def _parts(p, s) -> tuple:
-    """The real view of a complex CPU parameter, its gradient and its state ``s``, as two float
-    updates: ``(p, g, s)`` of the real parts, then of the imaginary parts, each a tensor over the
-    complex tensor's own memory (a NumPy view, written in place) sharing its version counter."""
-    keys = [k for k in _STATE if k in s]
-    ts = [p, p.__dict__["_grad"]] + [s[k] for k in keys]
-    out = []
-    for name in ("real", "imag"):
-        views = [_over(t, getattr(t._data, name)) for t in ts]
-        out.append((views[0], views[1], dict(zip(keys, views[2:]))))
-    return tuple(out)
-
-
-_STATE = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
-
-
-def _over(t, a):
-    """A plain tensor over ``a``, a NumPy view of ``t``'s memory, sharing ``t``'s version counter."""
-    v = wrap(a)
-    v.__dict__["_vc"] = version_box(t)
-    return v
-
-
-def _adam_ops(p, g, s, step_size, bc2_sqrt, shrink, beta1c, beta2, beta2c, eps, wd, decay, decoupled, amsgrad,
-              maximize):
-    """One parameter's update with dispatch_jit ops, in foreach._adam's order of roundings.  The flags
-    (``decay``: wd != 0) are read apart from the numbers, which a compiled step passes as runtime
-    scalars (never read in Python)."""
-    if maximize:
-        g = A.neg(g)
-    if decoupled:
-        if decay:
-            p.copy_(A.mul(p, shrink))
-    elif decay:
-        g = A.add(g, A.mul(p, wd))
-    m, v = s["exp_avg"], s["exp_avg_sq"]
-    m.copy_(A.add(m, A.mul(A.sub(g, m), beta1c)))
-    v.copy_(A.add(A.mul(v, beta2), A.mul(A.mul(g, g), beta2c)))
-    if amsgrad:
-        vm = s["max_exp_avg_sq"]
-        vm.copy_(A.maximum(vm, v))
-        v = vm
-    denom = A.add(A.div(A.sqrt(v), bc2_sqrt), eps)
-    p.copy_(A.sub(p, A.mul(A.div(m, denom), step_size)))
+            op(params, grads, *[[s[k] for s in states] for k in keys], *([] if amsgrad else [[]]),
+               [float(s["step"]) for s in states], lr=group["lr"], beta1=beta1, beta2=beta2,
+               weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=amsgrad, maximize=group["maximize"])
 
 
 class AdamW(Adam):

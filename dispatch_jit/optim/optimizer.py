@@ -1,23 +1,13 @@
 """``dj.optim.Optimizer``: param_groups, per-parameter state, zero_grad, state_dict, as PyTorch's.
 
-Subclasses write ``step`` twice over: as one multi-tensor loop per dtype (foreach.py),
-the eager CPU path, and as per-tensor dispatch_jit ops, which is what runs where the loop
-cannot: while ``@dj.compile`` traces a whole step (the ops are recorded and fused like any
-others, their writes functionalized), and for CUDA, float16 or non-contiguous parameters.
-``fast_path`` decides, per group.
-
-Compiled mode (``dj.execution_mode("compiled")``): ``step()`` is the sync point, as ``xm.mark_step()``
-is torch_xla's.  Each group that eager mode would update with its multi-tensor loop (C-contiguous
-CPU float32/float64 parameters and state, none a view of another tensor or handed to NumPy, not
-the step that creates the state) has that loop recorded as one step of the pending graph that holds the
-forward and the backward (``LAZY_STEP``: compiler/lazy/update.py), and the end of ``step()`` runs
-the graph once: forward tail, backward, ``.grad`` and the update as one plan, which becomes one
-compiled function that calls the loop itself.  The loop writes the parameters and the state in
-their own memory, as in eager mode, with the same bits; one version bump each.  Any other group
-first runs the graph, then takes eager mode's path.  ``lazy_info()`` counts both
-(``steps_recorded``, ``step_fallbacks``, ``step_fallback_reason``).
-Updates are made in place, under no_grad, and bump each written tensor's version
-counter, so autograd still detects a saved tensor that an update overwrote.
+SGD, Adam and AdamW update each group with one call of a fused update op (``_fused_sgd_``,
+``_fused_adam_``, ``_fused_adamw_``: kernels/optim/), as PyTorch's ``fused=True`` does; its kernel
+picks the multi-tensor loop or per-tensor ops.  Compiled mode (``dj.execution_mode("compiled")``)
+records that op like any other (compiler/lazy/update.py: the loop becomes one step of the graph
+that holds the forward and the backward, run at once).  A whole step compiled by ``dj.compile``
+traces the per-tensor ops instead (``STEP_TRACE``), with every number as a runtime scalar.
+Updates are made in place, under no_grad, and bump each written tensor's version counter, so
+autograd still detects a saved tensor that an update overwrote.
 
 >>> import dispatch_jit as dj
 >>> w = dj.nn.Parameter(dj.ones(2))
@@ -39,16 +29,11 @@ from ..autograd.methods import zero_grads
 from ..dispatcher import tls
 from ..errors import AutogradError, DTypeError, SchemaError, ShapeError
 from ..keys import DispatchKey, key_bits
-from ..tensor import Tensor, bump_version
-from ..writes import before_write
+from ..tensor import Tensor
 
-__all__ = ["Optimizer", "required", "fast_path", "flat", "flat_real", "loop_dtype", "check_params",
-           "read_only_error", "written", "lazy_step", "STEP_TRACE", "LAZY_STEP"]
+__all__ = ["Optimizer", "required", "check_params", "read_only_error", "STEP_TRACE"]
 
 _TRACER = key_bits(DispatchKey.Tracer)
-_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-# a complex tensor's real view (PyTorch's view_as_real): its parts, interleaved, as floats
-_REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 # A whole training step compiled by ``dj.compile`` (compiler/steptrace.py) traces the optimizer: it
@@ -58,21 +43,6 @@ _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): 
 # (the compiler sits above this layer, so it registers itself; issue 28: to become the Tracer key's
 # capture of dispatcher ops, as the write observers and the Tracer fallback are)
 STEP_TRACE: list = [None]
-
-
-# Compiled mode (compiler/lazy/update.py, which sits above this layer) plugs in here the object that
-# records a step's multi-tensor loops into the thread's pending graph: ``recording()`` (this thread
-# records in compiled mode), ``step(opt, closure, run)`` (runs ``run(closure)``, then the pending
-# graph: the step is the sync point), ``group(params, state, why)`` (the function that records a
-# group's loop, called as ``foreach.step`` is but with tensors, or None: the group takes eager
-# mode's path, after the graph ran)
-LAZY_STEP: list = [None]
-
-
-def lazy_step():
-    """The compiled-mode step recorder, if this thread records in compiled mode (else None)."""
-    hook = LAZY_STEP[0]
-    return hook if hook is not None and tls.include & _TRACER and hook.recording() else None
 
 
 def _traced():
@@ -87,50 +57,6 @@ class _Required:
 
 
 required = _Required()
-
-
-def fast_path(params: list, state: list = (), real_view: bool = False) -> bool:
-    """Whether ``params`` (with their gradients, and the optimizer ``state`` tensors the loop also
-    writes, list after list) can go through one multi-tensor loop: not while a trace records
-    (compiled mode: yes, ``LAZY_STEP``), and only C-contiguous CPU float32/float64 parameters of
-    one dtype whose gradients and state have it too, each gradient and state tensor of its
-    parameter's shape, the state writeable (after ``model.double()`` the state keeps its old
-    dtype: the per-tensor form then casts, as PyTorch's does).  ``real_view``: complex64/complex128
-    too, which the loop updates as their real views (``flat_real``, ``loop_dtype``)."""
-    if tls.include & _TRACER and lazy_step() is None or not params:
-        return False
-    dt = params[0]._data.dtype
-    if dt not in _LOOP_DTYPES and not (real_view and dt in _REAL):
-        return False
-    for p in params:
-        a, g = p._data, p.__dict__.get("_grad")
-        if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or g is None \
-                or g._data.__class__ is not np.ndarray or g._data.dtype != dt or g._data.shape != a.shape:
-            return False
-    k = len(params)
-    for j, t in enumerate(state):
-        a = None if t is None else t._data
-        if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous \
-                or a.shape != params[j % k]._data.shape or not a.flags.writeable:
-            return False
-    return True
-
-
-def flat(t) -> np.ndarray:
-    """``t``'s data as a 1-D array: a view for a C-contiguous tensor (a copy otherwise: gradients only)."""
-    return t._data.reshape(-1)
-
-
-def flat_real(t) -> np.ndarray:
-    """``flat(t)``, of a complex tensor its real view: real and imaginary parts interleaved, as floats
-    (PyTorch's optimizers update a complex parameter as ``view_as_real``)."""
-    a = t._data.reshape(-1)
-    return a.view(_REAL[a.dtype]) if a.dtype in _REAL else a
-
-
-def loop_dtype(dt) -> np.dtype:
-    """The dtype a loop over tensors of ``dt`` computes in: of a complex dtype, its parts'."""
-    return _REAL.get(dt, dt)
 
 
 def check_params(opt, group: dict, params: list, real_view: bool = False) -> None:
@@ -171,15 +97,6 @@ def _which(opt, group: dict, p) -> str:
     gi = next(i for i, g in enumerate(opt.param_groups) if g is group)
     i = next(i for i, q in enumerate(group["params"]) if q is p)
     return f"parameter {i} of param group {gi}"
-
-
-def written(tensors) -> None:
-    """Before an in-place loop writes ``tensors``: run any pending compiled-mode graph that reads
-    them (writes.py's observers); after: bump their version counters."""
-    for t in tensors:
-        before_write(t)
-    for t in tensors:
-        bump_version(t)
 
 
 class Optimizer:

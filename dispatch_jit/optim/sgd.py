@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
+from ..creation import zeros_like
 from ..errors import SchemaError
+from ..kernels.optim.fused import sgd_ops
 from ..ops import entries
-from . import foreach
-from .optimizer import Optimizer, _traced, check_params, fast_path, flat, lazy_step, required, written
+from .optimizer import Optimizer, _traced, check_params, required
 
 __all__ = ["SGD"]
 
@@ -19,7 +20,8 @@ class SGD(Optimizer):
         d = g (+ weight_decay * p);  buf = momentum * buf + (1 - dampening) * d  (buf = d at first)
         d = d + momentum * buf (nesterov) or buf;  p = p - lr * d
 
-    All parameters of one dtype are updated by one Numba loop (foreach.py).
+    Each group is updated by one call of ``_fused_sgd_`` (kernels/optim/): one Numba loop for
+    all its parameters where they are CPU float32/float64 tensors of one dtype.
 
     >>> import dispatch_jit as dj
     >>> w = dj.nn.Parameter(dj.tensor([1.0, 2.0]))
@@ -47,8 +49,6 @@ class SGD(Optimizer):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss if given."""
         if (tr := _traced()) is not None:
             return tr.step(self, closure, self._step)
-        if (lz := lazy_step()) is not None:      # compiled mode: the loop is recorded, then run
-            return lz.step(self, closure, self._step)
         return self._step(closure)
 
     def step_values(self, group, params):
@@ -78,47 +78,21 @@ class SGD(Optimizer):
     def _update(self, group, params, states):
         momentum = group["momentum"]
         first = momentum != 0 and states[0].get("momentum_buffer") is None
-        if (lz := lazy_step()) is not None:
-            bufs = [] if momentum == 0 or first else [s["momentum_buffer"] for s in states]
-            rec = lz.group(params, bufs, "the first step creates the momentum buffers" if first else "")
-            # compiled mode: the multi-tensor loop below, as one record of the pending graph
-            if rec is not None and rec("sgd", [params, [p.__dict__["_grad"] for p in params], bufs],
-                                       tuple(self.step_values(group, params)[0])
-                                       + (group["nesterov"], group["maximize"], False)):
-                return
-        if momentum != 0 and first:
-            for p, s in zip(params, states):
-                s["momentum_buffer"] = p.detach().clone() if fast_path(params) else None
-        values = self.step_values(group, params)
-        # what the update's form depends on (a compiled step's key holds it: whether a number is zero)
-        flags = (values[0][3] != 0, momentum != 0, group["nesterov"], group["maximize"], first)
-        bufs = [s["momentum_buffer"] for s in states] if momentum != 0 else []
-        if fast_path(params, bufs):
-            written(params + bufs)
-            empty = flat(params[0])[:0]
-            foreach.step("sgd", [flat(p) for p in params], [flat(p.__dict__["_grad"]) for p in params],
-                         [flat(b) for b in bufs] if bufs else [empty] * len(params), params[0]._data.dtype,
-                         tuple(values[0]) + flags[2:])
+        grads = [p.__dict__["_grad"] for p in params]
+        if (tr := _traced()) is not None:
+            # a compiled whole step: the per-tensor ops, their numbers runtime scalars of the plan (its
+            # first step, which makes the buffers, runs eagerly)
+            values = tr.step_scalars(self, group, params, self.step_values(group, params))
+            flags = (group["weight_decay"] != 0, momentum != 0, group["nesterov"], group["maximize"], False)
+            with no_grad():
+                for p, g, s in zip(params, grads, states):
+                    sgd_ops(p, g, s.get("momentum_buffer"), *values[0], *flags)
             return
-        if (tr := _traced()) is not None:       # the numbers: runtime scalars of a compiled step
-            values = tr.step_scalars(self, group, params, values)
         with no_grad():
-            for p, s in zip(params, states):
-                s["momentum_buffer"] = _sgd_ops(p, p.__dict__["_grad"], s.get("momentum_buffer"), *values[0], *flags)
-
-
-def _sgd_ops(p, g, buf, lr, momentum, damp1, wd, decay, has_momentum, nesterov, maximize, first):
-    """One parameter's update with dispatch_jit ops, in foreach._sgd's order of roundings; returns the
-    momentum buffer.  The flags (``decay``: wd != 0, ``has_momentum``: momentum != 0) are read apart
-    from the numbers, which a compiled step passes as runtime scalars (never read in Python)."""
-    d = A.neg(g) if maximize else g
-    if decay:
-        d = A.add(d, A.mul(p, wd))
-    if has_momentum:
-        if first or buf is None:
-            buf = A.clone(d)
-        else:
-            buf.copy_(A.add(A.mul(buf, momentum), A.mul(d, damp1)))
-        d = A.add(d, A.mul(buf, momentum)) if nesterov else buf
-    p.copy_(A.sub(p, A.mul(d, lr)))
-    return buf
+            if first:      # the op writes the buffers at the first step, as PyTorch's allocates them
+                for g, s in zip(grads, states):
+                    s["momentum_buffer"] = zeros_like(g)
+            A._fused_sgd_(params, grads, [s["momentum_buffer"] for s in states] if momentum != 0 else [],
+                          weight_decay=group["weight_decay"], momentum=momentum, lr=group["lr"],
+                          dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
+                          is_first_step=first)

@@ -8,7 +8,7 @@ import pytest
 import dispatch_jit as dj
 from dispatch_jit.errors import AutogradError, SchemaError
 from dispatch_jit.jit import cache
-from dispatch_jit.optim import foreach
+from dispatch_jit.kernels.optim import foreach
 
 try:
     import torch

@@ -9,7 +9,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.errors import ArgumentTypeError, AutogradError, DTypeError, ShapeError
-from dispatch_jit.optim import foreach
+from dispatch_jit.kernels.optim import foreach
 
 MODES = ("eager", "compile", "compiled")
 X = np.array([[1 + 1j, 0.5j], [-0.25, 2 - 1j]], np.complex64)

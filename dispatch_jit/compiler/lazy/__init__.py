@@ -44,16 +44,17 @@ grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what 
 An error that eager mode raises inside a recorded op's kernel (a class index out of range)
 is raised, as the same class, by the read that runs the graph.
 
-The optimizer step (``update``): ``opt.step()`` of dj.optim's SGD, Adam and AdamW records each
-group's multi-tensor loop (foreach.py, eager mode's own update) as one step of the same graph,
+The optimizer step (``update``): ``opt.step()`` of dj.optim's SGD, Adam and AdamW calls a fused
+update op per group (``_fused_sgd_``, ``_fused_adam_``, ``_fused_adamw_``), whose Tracer-key kernel
+records its multi-tensor loop (foreach.py, eager mode's own update) as one step of the same graph,
 reading the pending gradients, its numbers (the learning rate, betas, Adam's bias corrections)
-runtime scalars, so a schedule reuses one plan.  The end of ``step()`` is the sync point (as
+runtime scalars, so a schedule reuses one plan.  The update is the sync point (as
 ``xm.mark_step()`` is torch_xla's): one flush runs forward tail, backward, ``.grad`` and update as
 one plan, whose compiled function calls the loop itself; the loop writes the parameters and the
 optimizer's state in their own memory, as in eager mode (same bits), one version bump each.  A
 group eager mode would not update with its loop, the step that creates the state, a parameter
 that is a view or whose storage was handed to NumPy runs the graph and then eager mode's path;
-``lazy_info()`` counts ``steps_recorded`` and ``step_fallbacks`` and keeps
+``lazy_info()`` counts ``steps_recorded`` and ``step_fallbacks`` (per group) and keeps
 ``step_fallback_reason``.  In-place writes of one's own (``p -= lr * p.grad``) are not recorded:
 they run the graph first.  Every other op runs eagerly,
 first forcing the pending graph if it reads a pending value or writes into a

@@ -1,58 +1,64 @@
-"""An optimizer's step in compiled mode: each group's multi-tensor loop recorded as one step of
-the pending graph that holds the forward and the backward, run with them as one plan at the end
-of ``step()``.
+"""An optimizer's update in compiled mode: the fused update ops (``_fused_sgd_``, ``_fused_adam_``,
+``_fused_adamw_``: kernels/optim/, which dj.optim's ``step()`` calls once per group) recorded as
+one step of the pending graph that holds the forward and the backward, and run with them as one
+plan.
 
-dj.optim's ``step()`` hands itself to ``STEP`` (``optimizer.LAZY_STEP``) when the calling thread
-records in compiled mode.  Per parameter group, ``StepRecorder.group`` decides whether the update
-can be recorded: exactly where eager mode would update the group with its multi-tensor loop
-(foreach.py) and nothing could observe a difference (C-contiguous CPU float32/float64 parameters
-of one dtype, gradients of that dtype and shape, state likewise, none of them a view of another
-tensor, no storage handed out to NumPy, distinct storages, not the step that creates the state).
-Views of a parameter (``w.view(...)``, ``w.t()`` in the forward) are no reason to fall back: the
-loop writes the parameter's own memory, as eager mode's does, after every step of the plan that
-reads them.  An exported storage is: the graph reads such an input from a snapshot (watch.py).  Then
-the optimizer calls the recorder as it would call ``foreach.step``, with tensors: one record
-``(spec, out, *tensors, *numbers)`` whose node runs that loop (``_Loop``):
+``install`` registers their kernels at the Tracer key (the compiler's key): while the thread
+records in compiled mode (else they are any op's, ``tracer_fallback``), ``StepRecorder.run``
+decides whether the call can be recorded: exactly where the eager kernel would run its
+multi-tensor loop (foreach.py) and nothing could observe a difference (C-contiguous CPU
+float32/float64 parameters of one dtype, gradients of that dtype and shape, state likewise, none
+of them a view of another tensor, no storage handed out to NumPy, distinct storages, not the
+step that creates the state).  Views of a parameter (``w.view(...)``, ``w.t()`` in the forward)
+are no reason to fall back: the loop writes the parameter's own memory, as eager mode's does,
+after every step of the plan that reads them.  An exported storage is: the graph reads such an
+input from a snapshot (watch.py).  Then the call becomes one record ``(spec, out, *tensors,
+*numbers)`` whose node runs that loop (``_Loop``):
 
 * its numbers (the learning rate, momentum, betas, Adam's bias corrections per parameter, ...)
   are runtime scalars of the plan (``Spec``'s ``("s", i)`` slots), so a learning-rate schedule
   reuses one plan; its flags (nesterov, maximize, amsgrad, ...) are part of the op, so of the key;
-* its one value is a 0-d placeholder, which ``StepRecorder`` holds until the flush: that keeps
-  the record live (a flush computes only what is referenced) and orders nothing else: the loop
-  writes the parameters and the state in place, as eager mode's loop does, after every other
-  step of the plan has read them (it is recorded last, and reads the gradients);
+* its one value is a 0-d placeholder, held until the flush: that keeps the record live (a flush
+  computes only what is referenced) and orders nothing else: the loop writes the parameters and
+  the state in place, as eager mode's loop does, after every other step of the plan has read
+  them (it is recorded last, and reads the gradients);
 * interpreted, the plan runs it through ``foreach.step`` itself; the plan function (run/function.py)
   calls the same njit loop inside its one compiled function (``_rule``: the tuples of flat
   arrays, padded as foreach pads them, and each number cast to the dtype as foreach casts it),
   so the bits are eager mode's either way.
 
 Before the loop is recorded, the pending graphs of other threads that read what it writes run
-(as eager mode's ``written()`` runs them before its loop).  The end of ``step()`` (``finish``) is
-the sync point: this thread's graph runs once (forward tail, backward, ``.grad``, updates: one
-plan, one compiled function after a few steps) and each written tensor gets one version bump,
-as from eager mode's loop.  A group that cannot be recorded first runs the graph (so groups
-update in eager mode's order), then takes eager mode's path; ``lazy_info()`` counts recorded
-steps and fallbacks, with the last fallback's reason.
+(as the eager kernel's ``written()`` runs them; the kernel is marked ``runs_write_observers``, so
+the dispatcher does not run this thread's graph first).  The update is the sync point, as
+``xm.mark_step()`` is torch_xla's: right after the record, this thread's graph runs once (forward
+tail, backward, ``.grad``, the update: one plan, one compiled function after a few steps) and each
+written tensor gets one version bump, as from eager mode's loop.  A call that cannot be recorded
+first runs the graph, then the eager kernel; ``lazy_info()`` counts recorded updates and
+fallbacks (``steps_recorded``, ``step_fallbacks``), with the last fallback's reason.
 """
 
 from __future__ import annotations
 
-import threading
+import math
 
 import numpy as np
 
-from dispatch_jit.optim import foreach, optimizer
+from dispatch_jit.kernels.optim import KERNELS, foreach
+from dispatch_jit.keys import DispatchKey
+from dispatch_jit.ops import overload_of
+from dispatch_jit.registry import lookup
 from dispatch_jit.tensor import Tensor, bump_version, wrap
 
 from ..graph.ir import TensorType, is_runtime_scalar
 from ..run.call_rules import HELPERS, RULES, RUNTIME_READERS
+from ..trace.fallback import tracer_fallback
 from ..trace.symbolic import _state
 from .encode import I64, Spec, out_sig, sig_type
 from .layout import FIRST_SLOT
 from .record import LazyRecorder
-from .state import state
+from .state import state as state_
 from .tensor import SLOT_DATA, LazyTensor, Pending, get_slot
-from .watch import exported_storages, is_exported, storage_root, pending_readers
+from .watch import exported_storages, is_exported, pending_readers, storage_root
 
 __all__ = ["StepRecorder", "STEP", "install"]
 
@@ -138,14 +144,6 @@ def _rule(node, site):
     return lines + [f"_optim_{op.loop}({', '.join(args)})"]
 
 
-class _Session(threading.local):
-    def __init__(self):
-        self.depth = 0             # step() calls under way in this thread (a closure may step)
-        self.written: list = []    # the tensors the recorded loops write
-        self.held: list = []       # the loops' placeholder values: live until the flush
-        self.recorded = False      # a loop of this step was recorded
-
-
 def _plain_reason(t, what: str, dt, shape, written: bool = True) -> str:
     """Why the computed tensor ``t`` (a parameter, its state, a gradient) keeps the loop out of the
     graph, or "".  A gradient is only read (any layout: the loop reads a copy, as eager's does)."""
@@ -177,8 +175,8 @@ def _written_ok(t, a, dt) -> bool:
     return t.__dict__.get("_base") is None
 
 
-def unrecordable(r, params: list, tensors: list) -> str:
-    """Why the loop over ``params`` (with their gradients) writing them and ``tensors`` (their
+def unrecordable(r, params: list, grads: list, tensors: list) -> str:
+    """Why the loop over ``params`` (with their ``grads``) writing them and ``tensors`` (their
     optimizer state, list after list) cannot be recorded into ``r``'s graph, or "" (the common
     case costs a few attribute reads per tensor; whatever looks unusual is looked at closely)."""
     get = SLOT_DATA.__get__
@@ -187,13 +185,12 @@ def unrecordable(r, params: list, tensors: list) -> str:
     if dt not in _LOOP_DTYPES:
         return _plain_reason(p0, "a parameter", None, None)
     arrays, owned, shapes = set(), True, []
-    for p in params:
+    for p, g in zip(params, grads):
         a = get(p, Tensor) if p.__class__ is Tensor else None
         if not _written_ok(p, a, dt):
             why = _plain_reason(p, "a parameter", None, None)
             if why or a.dtype != dt:
                 return why or "a group with parameters of several dtypes"
-        g = p.__dict__.get("_grad")
         if g.__class__ is LazyTensor:
             z = get(g, Tensor)
             if z.__class__ is not Pending or z.recorder is not r:
@@ -240,57 +237,67 @@ _SPECS: dict = {}     # (loop, n, dtype, list lengths, flags) -> its records' sp
 
 
 class StepRecorder:
-    """What ``optimizer.LAZY_STEP`` holds (see the module docstring)."""
+    """Compiled mode's kernel of the fused update ops at the Tracer key (see the module docstring)."""
 
-    def __init__(self):
-        self.tls = _Session()
+    def run(self, name: str, kernel, args: tuple, kwargs: dict):
+        """One call of op ``name`` (``kernel``: its eager kernel) while this thread records: its loop
+        recorded and the graph run, or (what cannot be recorded) the graph run, then ``kernel``."""
+        r = _state.tracer
+        b = _bind(name, args, kwargs)
+        params, grads = list(b["self"]), list(b["grads"])
+        if not params or b["grad_scale"] is not None or b["found_inf"] is not None:
+            return kernel(*args, **kwargs)       # nothing to do, or its error
+        if name == "_fused_sgd_":
+            state = list(b["momentum_buffer_list"]) if b["momentum"] != 0 else []
+            why = "the first step creates the momentum buffers" if b["is_first_step"] and state else ""
+            lists = [params, grads, state]
+            scalars = (b["lr"], b["momentum"], 1.0 - b["dampening"], b["weight_decay"], b["nesterov"],
+                       b["maximize"], False)
+            loop = "sgd"
+        else:
+            amsgrad = b["amsgrad"]
+            lists = [params, grads, list(b["exp_avgs"]), list(b["exp_avg_sqs"]), list(b["max_exp_avg_sqs"]) if amsgrad else []]
+            state = [t for ts in lists[2:] for t in ts]
+            steps, lr, beta1, beta2, wd = b["state_steps"], b["lr"], b["beta1"], b["beta2"], b["weight_decay"]
+            why = "the first step creates the state" if any(t == 1 for t in steps) else ""
+            # the numbers as the kernel computes them (Python floats)
+            scalars = ([lr / (1 - beta1 ** t) for t in steps], [math.sqrt(1 - beta2 ** t) for t in steps],
+                       1 - lr * wd, 1 - beta1, beta2, 1 - beta2, b["eps"], wd, name == "_fused_adamw_", amsgrad,
+                       b["maximize"])
+            loop = "adam"
+        if len({len(ts) for ts in lists if ts}) > 1:
+            return kernel(*args, **kwargs)       # its error
+        why = why or unrecordable(r, params, grads, state)
+        if not why:
+            self._before(r, params + state)
+            why = self.record(r, loop, lists, scalars)
+        if why:
+            state_.counters["step_fallbacks"] += 1
+            state_.step_fallback_reason = why
+            r.flush()
+            return kernel(*args, **kwargs)
+        state_.counters["steps_recorded"] += 1
+        return None
 
     @staticmethod
-    def recording() -> bool:
-        """Whether this thread records in compiled mode."""
-        return _state.tracer.__class__ is LazyRecorder
-
-    def step(self, opt, closure, run):
-        """``run(closure)`` (the optimizer's step, whose groups call ``group``), then ``finish``."""
-        s = self.tls
-        if s.depth:
-            return run(closure)
-        s.depth, s.recorded = 1, False
-        try:
-            return run(closure)
-        finally:
-            s.depth = 0
-            state.counters["steps_recorded"] += s.recorded
-            self.finish()
-
-    def group(self, params: list, tensors: list, why: str = ""):
-        """The function that records the loop over ``params`` (which writes them and ``tensors``)
-        if it can be recorded, else None, after running the graph so far."""
-        r = _state.tracer
-        why = why or unrecordable(r, params, tensors)
-        if why:
-            self._fall_back(why)
-            return None
-        # eager mode's written(): other threads' graphs that read what the loop writes run first
+    def _before(r, tensors: list) -> None:
+        """Eager mode's ``written()``: other threads' graphs that read what the loop writes run first."""
         keys = None
         for ref in tuple(pending_readers):
             o = ref()
             if o is not None and o is not r:
                 if keys is None:
-                    keys = {id(storage_root(get_slot(t, Tensor))) for t in params + tensors}
+                    keys = {id(storage_root(get_slot(t, Tensor))) for t in tensors}
                 if not keys.isdisjoint(o.read_keys):
                     o.flush()
-        return self.record
 
-    def _fall_back(self, why: str) -> None:
-        state.counters["step_fallbacks"] += 1
-        state.step_fallback_reason = why
-        self.finish()
-
-    def record(self, loop: str, lists: list, scalars: tuple) -> bool:
+    @staticmethod
+    def record(r, loop: str, lists: list, scalars: tuple) -> str:
         """Record ``foreach.step(loop, *lists, dtype, scalars)`` over tensors (``lists``: parameters,
-        gradients, state; an empty list where the loop takes none); False: a number that is not
-        a Python float or int (the graph has run: the caller takes eager mode's path)."""
+        gradients, state; an empty list where the loop takes none) into ``r``, run the graph (the
+        update is the sync point, as ``xm.mark_step()`` is torch_xla's), then bump the version of each
+        tensor the loop wrote; or why not (a number that is not a Python float or int: nothing
+        recorded)."""
         params = lists[0]
         flags, numbers = [], []
         for kind, x in zip(foreach.SCALARS[loop], scalars):
@@ -304,9 +311,7 @@ class StepRecorder:
             if x.__class__ is not float:
                 v = numbers[i] = _number(x)
                 if v is None:
-                    self._fall_back(f"a number of the update is a {type(x).__name__}")
-                    return False
-        r = _state.tracer
+                    return f"a number of the update is a {type(x).__name__}"
         dtype = SLOT_DATA.__get__(params[0], Tensor).dtype
         lens = tuple(len(ts) for ts in lists)
         key = (loop, len(params), dtype, lens, tuple(flags))
@@ -330,34 +335,48 @@ class StepRecorder:
                             continue
                     vid = ids.get(t)
                     vids.append(r.add_input(t, sig_type(t._sig)) if vid is None else vid)
-            held = r.append_values(known[0], vids + numbers, known[1])
-        s = self.tls
-        s.held += held
-        s.recorded = True
-        s.written += params + [t for ts in lists[2:] for t in ts]
-        return True
-
-    def finish(self) -> None:
-        """Run this thread's pending graph (and so the recorded loops), then bump the version of each
-        tensor they wrote."""
-        s = self.tls
-        written, held = s.written, s.held        # held: the placeholders stay live through the flush
-        s.written, s.held = [], []
-        r = _state.tracer
-        if r.__class__ is LazyRecorder:      # else the mode was left meanwhile, which ran the graph
-            r.flush()
-        for t in written:
+            held = r.append_values(known[0], vids + numbers, known[1])      # noqa: F841  live through the flush
+        r.flush()
+        for t in params + [t for ts in lists[2:] for t in ts]:
             bump_version(t)
+        return ""
+
+
+def _bind(name: str, args: tuple, kwargs: dict) -> dict:
+    """The op's arguments by name (the schema's order, defaults filled in)."""
+    out = {a.name: a.default for a in _OPS[name].schema.arguments if a.has_default}
+    out.update(zip((a.name for a in _OPS[name].schema.arguments), args))
+    out.update(kwargs)
+    return out
 
 
 STEP = StepRecorder()
+_OPS: dict = {}
+_HANDLES: list = []
+
+
+def _tracer_kernel(name: str, kernel):
+    op = overload_of(_OPS[name])
+
+    def fused(*args, **kwargs):
+        r = _state.tracer
+        if r.__class__ is LazyRecorder:
+            return STEP.run(name, kernel, args, kwargs)
+        return tracer_fallback(op, None, args, kwargs)     # a trace: as any op
+    fused.__name__ = fused.__qualname__ = name
+    # the loop is recorded after every step of this graph that reads what it writes: only other
+    # graphs run first (``_before``), and the eager kernel runs the observers where it writes
+    fused.runs_write_observers = True
+    return fused
 
 
 def install() -> None:
-    """Plug in (switch.py, when a thread first enters compiled mode): dj.optim's steps record their
-    loops (``optimizer.LAZY_STEP``), and plan functions call them (``_rule``, the njit loops)."""
+    """Plug in (switch.py, when a thread first enters compiled mode): the fused update ops' kernels at
+    the Tracer key record their loops, and plan functions call them (``_rule``, the njit loops)."""
     for loop in foreach.SCALARS:
         RULES[_NAME + loop] = _rule
         RUNTIME_READERS.add(_NAME + loop)
         HELPERS[f"_optim_{loop}"] = foreach.loop(loop)[0]
-    optimizer.LAZY_STEP[0] = STEP
+    for name, kernel in KERNELS["CPU"].items():
+        _OPS[name] = lookup(f"aten::{name}")
+        _HANDLES.append(_OPS[name].register(DispatchKey.Tracer, _tracer_kernel(name, kernel), "compiler/lazy/update.py"))

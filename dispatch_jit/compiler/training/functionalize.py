@@ -386,7 +386,9 @@ class StepTracer(ShapedTracer):
                 row.append(s)
                 n += 1
             out.append(row)
-        self.scalar_sources.append((opt, opt.param_groups.index(group), list(params), n))
+        # by identity: ``index`` compares the groups as dicts, so their parameters with ``==`` (traced)
+        gi = next(i for i, g in enumerate(opt.param_groups) if g is group)
+        self.scalar_sources.append((opt, gi, list(params), n))
         return out
 
     def active(self):

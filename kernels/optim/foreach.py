@@ -7,7 +7,7 @@ through the one compile cache (``dispatch_jit/jit/cache.py``, kind "optim"), not
 per parameter count.
 
 Each update is written as the same sequence of roundings as the per-tensor form in
-``sgd.py``/``adam.py`` (what ``@dj.compile`` and the compiled mode record): every
+``fused.py`` (what a ``@dj.compile``d whole step records, and CUDA runs): every
 scalar is cast to the parameter's dtype first and every intermediate is stored in it,
 so that the two forms give the same bits (tests/optim check it).
 
@@ -24,8 +24,8 @@ import numba
 import numpy as np
 from numba import types as nbt
 
-from ..errors import ShapeError
-from ..jit import cache
+from dispatch_jit.errors import ShapeError
+from dispatch_jit.jit import cache
 
 __all__ = ["step", "bucket", "compiled_signatures", "loop", "SCALARS"]
 
