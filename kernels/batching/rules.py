@@ -233,6 +233,37 @@ def take_rule(op, args, bdims):
     return flat.reshape((B,) + tuple(idx.shape)), 0
 
 
+# -- images: pooling and convolution over (C, H, W) or (N, C, H, W) -----------------------
+def images_rule(n_images: int, spatial: int | None = 2):
+    """The first ``n_images`` arguments are images, ``(C, *spatial)`` or ``(N, C, *spatial)``; the
+    others must be unbatched.  An unbatched example joins the batch as N; a batched one merges
+    the vmap batch into its N and splits it back after.  ``spatial=None``: the rank comes from the
+    weight (argument 1) as convolution's does."""
+    def rule(op, args, bdims):
+        from dispatch_jit.tensor import Tensor
+        if any(b is not None for b in bdims[n_images:]):
+            return NotImplemented       # a batched weight or size: the fallback's per-example calls
+        B = batch_size(args, bdims)
+        vals = list(args)
+        for i in range(n_images):
+            v = args[i]
+            if isinstance(v, Tensor):
+                vals[i] = front(v, bdims[i]) if bdims[i] is not None else v.expand((B,) + tuple(v.shape))
+        full = (args[1].ndim if spatial is None else spatial + 2)        # the rank with N
+        lr = vals[0].ndim - 1
+        if lr == full - 1:
+            return invoke(op, vals), 0
+        if lr != full:
+            return NotImplemented       # the per-example call raises the op's own error
+        N = vals[0].shape[1]
+        for i in range(n_images):
+            if isinstance(vals[i], Tensor):
+                vals[i] = vals[i].reshape((B * N,) + tuple(vals[i].shape[2:]))
+        out = invoke(op, vals)
+        return out.reshape((B, N) + tuple(out.shape[1:])), 0
+    return rule
+
+
 # -- matmul family ----------------------------------------------------------------------
 def matmul_rule(op, args, bdims):
     a, b = args[0], args[1]
@@ -374,6 +405,8 @@ RULES.update({
     "take_along_dim": take_along_dim_rule,
     "matmul": matmul_rule, "dot": dot_rule, "linear": linear_rule,
     "nll_loss": loss_rule, "cross_entropy_loss": loss_rule,
+    "max_pool2d": images_rule(1), "max_pool2d_indices": images_rule(1), "avg_pool2d": images_rule(1),
+    "max_pool2d_backward": images_rule(2), "convolution": images_rule(1, spatial=None),
     "nll_loss_backward": loss_backward_rule, "cross_entropy_loss_backward": loss_backward_rule,
 })
 

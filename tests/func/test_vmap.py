@@ -261,3 +261,27 @@ def test_batched_key_order_and_signatures():
     seen = []
     vmap(lambda r: seen.append(dj.dispatch_keys(r)) or r)(dj.ones(2, 2))
     assert seen[0].highest() is K.Batched
+
+
+IMAGES3 = dj.tensor(np.sin(np.arange(3 * 2 * 5 * 6, dtype=np.float64)).reshape(3, 2, 5, 6))     # B x (C, H, W)
+IMAGES4 = dj.tensor(np.cos(np.arange(3 * 2 * 2 * 5 * 6, dtype=np.float64)).reshape(3, 2, 2, 5, 6))  # B x (N, C, H, W)
+KERNEL = dj.tensor(np.linspace(-1, 1, 4 * 2 * 3 * 3).reshape(4, 2, 3, 3))
+
+
+@pytest.mark.parametrize("x", [IMAGES3, IMAGES4], ids=["chw", "nchw"])
+@pytest.mark.parametrize("name,f,exact", [
+    ("avg_pool2d", lambda t: F.avg_pool2d(t, 2, 1, 1, ceil_mode=True, count_include_pad=True), True),
+    ("max_pool2d", lambda t: F.max_pool2d(t, 2), True),
+    # the batch joins the convolution's GEMM, whose blocking (so its rounding) depends on its size
+    ("conv2d", lambda t: F.conv2d(t, KERNEL, padding=1), False),
+])
+def test_images_rule_equals_loop_without_the_fallback(x, name, f, exact):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the looping fallback warns: it must not run
+        got = vmap(f)(x).numpy()
+    want = _loop(f, [x], [0])
+    assert got.shape == want.shape
+    if exact:
+        assert np.array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
