@@ -5,6 +5,8 @@ bench_kernels:  kernel throughput per op family x dtype x size, against NumPy.
 bench_compile:  lazy compile time per dtype and import time, in fresh interpreters.
 bench_shared_cores: parallel kernels while two busy processes hold the cores, and quiet.
 bench_cuda*:    the GPU's (skipped without one; scripts/gpu_check.py runs them directly).
+bench_axes:     bfloat16 over float32, COO sparse.mm, per-sample gradients (vmap) and conv/pool
+                against PyTorch.
 
 Each suite also reports, as ``track_*`` benchmarks, the ratios the project's targets are stated
 in, measured in the same process: a ratio's name says what over what (``track_sort_dj_over_numpy``:

@@ -26,7 +26,8 @@ import pytest
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_coldstart", "bench_autograd", "bench_sparse", "bench_compiled", "bench_compiled_views", "bench_quantized",
            "bench_cuda_linalg", "bench_cuda", "bench_cuda_compiled", "bench_shared_cores",
-           "bench_training", "bench_compiled_training", "bench_gpt", "bench_arrayops", "bench_dask", "bench_threads"]
+           "bench_training", "bench_compiled_training", "bench_gpt", "bench_arrayops", "bench_dask", "bench_threads",
+           "bench_vecmath", "bench_axes"]
 PREFIXES = ("time_", "track_", "timeraw_")
 # knob -> quick value, set on a benchmark's class or module where it has one
 QUICK = {"calls_per_sample": 200, "samples": 2, "IMPORT_RUNS": 1, "steps": 2, "ROUNDS": 1}
