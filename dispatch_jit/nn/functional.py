@@ -35,6 +35,7 @@ from .functional_conv import adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d
 from .functional_dropout import alpha_dropout, dropout1d, dropout2d
 from .functional_loss import *  # noqa: F401,F403  (the regression, margin and embedding losses, distances)
 from .functional_loss import __all__ as _LOSSES
+from .functional_loss import _reduce, _reduction  # the legacy size_average/reduce flags, shared
 from .functional_norm import *  # noqa: F401,F403  (group/instance/RMS/LRN norms, shuffles, adaptive pools)
 from .functional_norm import __all__ as _NORMS
 
@@ -45,23 +46,6 @@ __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_ent
            "dropout1d", "dropout2d", "alpha_dropout", *_ACTIVATIONS] + _LOSSES + _NORMS
 
 A = entries("aten")
-
-
-def _reduction(who: str, size_average, reduce, reduction: str) -> str:
-    """PyTorch's legacy ``size_average``/``reduce`` flags, folded into ``reduction`` as it does."""
-    if size_average is None and reduce is None:
-        if reduction not in ("mean", "sum", "none"):
-            raise SchemaError(f"{who}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        return reduction
-    warnings.warn(f"{who}: size_average and reduce are deprecated, use reduction= instead", UserWarning,
-                  stacklevel=3)
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    return "none" if not reduce else "mean" if size_average else "sum"
-
-
-def _reduce(x, reduction: str):
-    return A.mean(x) if reduction == "mean" else A.sum(x) if reduction == "sum" else x
 
 
 # -- losses --------------------------------------------------------------------------------------------

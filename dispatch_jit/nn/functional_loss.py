@@ -16,7 +16,7 @@ import warnings
 
 from ..autograd.grad_mode import no_grad
 from ..dtypes import FLOAT, promote_types
-from ..errors import DTypeError, InvalidArgumentError, SchemaError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..ops import entries
 
 __all__ = ["smooth_l1_loss", "huber_loss", "soft_margin_loss", "margin_ranking_loss", "kl_div", "poisson_nll_loss",
@@ -31,7 +31,9 @@ def _reduction(who: str, size_average, reduce, reduction: str) -> str:
     """PyTorch's legacy ``size_average``/``reduce`` flags, folded into ``reduction`` as it does."""
     if size_average is None and reduce is None:
         if reduction not in ("mean", "sum", "none"):
-            raise InvalidArgumentError(f"{reduction} is not a valid value for reduction")
+            # PyTorch's ValueError and words, with the function's name
+            raise InvalidArgumentError(f"{who}: {reduction} is not a valid value for reduction "
+                                       f"(expected 'mean', 'sum' or 'none')")
         return reduction
     warnings.warn(f"{who}: size_average and reduce are deprecated, use reduction= instead", UserWarning,
                   stacklevel=3)
@@ -372,7 +374,7 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0, size_averag
         raise ShapeError(f"0D target tensor expects 1D input tensors, but found inputs with sizes "
                          f"{list(input1.shape)} and {list(input2.shape)}.")
     if target.ndim > 1:
-        raise ShapeError(f"0D or 1D target tensor expected, multi-target not supported")
+        raise ShapeError("0D or 1D target tensor expected, multi-target not supported")
     eps = 1e-12
     last = input1.ndim - 1
     prod = A.sum(A.mul(input1, input2), (last,))
