@@ -13,10 +13,11 @@ buffer names (so their ``state_dict`` keys are PyTorch's).
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ..creation import ones, tensor, zeros
+from ..creation import ones, zeros
 from ..errors import InvalidArgumentError, ShapeError
 from . import functional_norm as F
 from .module import Module, Parameter
+from .normalization import _NormBase
 
 __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm", "PixelShuffle",
            "PixelUnshuffle", "ChannelShuffle", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
@@ -43,27 +44,10 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class _InstanceNorm(Module):
-    _dims: tuple = ()
-
+class _InstanceNorm(_NormBase):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
                  track_running_stats: bool = False, device=None, dtype=None):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype, device=device))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype, device=device))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype="int64", device=device))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, input):
         if input.ndim not in self._dims:

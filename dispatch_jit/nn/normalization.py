@@ -23,7 +23,10 @@ from .module import Module, Parameter
 __all__ = ["BatchNorm1d", "BatchNorm2d"]
 
 
-class _BatchNorm(Module):
+class _NormBase(Module):
+    """What batch and instance norms share, as PyTorch's ``_NormBase``: the affine parameters
+    (``weight``, ``bias``) and the running statistics buffers, under PyTorch's names."""
+
     _dims: tuple = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
@@ -55,6 +58,8 @@ class _BatchNorm(Module):
                 self.running_var.fill_(1)
                 self.num_batches_tracked.zero_()
 
+
+class _BatchNorm(_NormBase):
     def forward(self, input):
         if input.ndim not in self._dims:
             want = " or ".join(f"{d}D" for d in self._dims)
