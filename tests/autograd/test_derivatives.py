@@ -245,6 +245,54 @@ CASES: dict[str, list[Case]] = {
                       check=dict(eps=1e-3, atol=1e-4, rtol=1e-3))],
 }
 
+# -- the math, special-function and activation rows (kernels/derivatives_elementwise.py) ----------------
+# values away from every kink of the piecewise rows (0, +-0.5, +-1, +-3 and threshold's 0.1)
+KINK = (-0.9, -0.35, 0.3, 0.7, -0.2, 0.8)
+
+
+def act(name, *args, **kw):
+    """F.<name>(x, *args, **kw) on the kink-free values, both modules' nn.functional."""
+    return [Case(lambda M, x: getattr(M.nn.functional, name)(x, *args, **kw), (In((2, 3), values=KINK, nc=True),))]
+
+
+def special(name, lo=-1.0, hi=1.0):
+    return unary(lambda M, x: getattr(M.special, name)(x), lo=lo, hi=hi)
+
+
+CASES.update({
+    "_prelu_kernel.Tensor": [Case(lambda M, x, w: M.nn.functional.prelu(x, w),
+                                  (In((2, 3), values=KINK, nc=True), In((3,), 0.1, 0.5)))],
+    "celu": act("celu", 0.7), "elu": act("elu", 1.3), "selu": act("selu"), "hardshrink": act("hardshrink"),
+    "softshrink": act("softshrink"), "hardsigmoid": act("hardsigmoid"), "hardswish": act("hardswish"),
+    "hardtanh": act("hardtanh"), "leaky_relu": act("leaky_relu", 0.1), "log_sigmoid": act("logsigmoid"),
+    "mish": act("mish"), "softplus": act("softplus", beta=2.0), "softsign": act("softsign"),
+    "tanhshrink": act("tanhshrink"), "threshold": act("threshold", 0.1, 20.0),
+    "deg2rad": unary(lambda M, x: M.deg2rad(x)), "rad2deg": unary(lambda M, x: M.rad2deg(x)),
+    "digamma": unary(lambda M, x: M.digamma(x), **POS), "lgamma": unary(lambda M, x: M.lgamma(x), **POS),
+    "polygamma": unary(lambda M, x: M.polygamma(1, x), **POS),
+    "erfc": unary(lambda M, x: M.erfc(x)), "erfinv": unary(lambda M, x: M.erfinv(x), lo=-0.8, hi=0.8),
+    "exp2": unary(lambda M, x: M.exp2(x)), "i0": unary(lambda M, x: M.i0(x)),
+    "frac": unary(lambda M, x: M.frac(x), lo=0.1, hi=0.9), "sinc": unary(lambda M, x: M.sinc(x), lo=0.2),
+    "logit": unary(lambda M, x: M.logit(x), lo=0.2, hi=0.8), "nan_to_num": unary(lambda M, x: M.nan_to_num(x)),
+    "positive": unary(lambda M, x: M.positive(x) * x),
+    "sgn": [Case(lambda M, x: M.sgn(x) + x, (In((2, 3), values=KINK, nc=True),))],
+    "float_power.Tensor": binary(lambda M, x, y: M.float_power(x, y), lx=(0.5, 2.0)),
+    "fmax.Tensor": binary(lambda M, x, y: M.fmax(x, y)), "fmin.Tensor": binary(lambda M, x, y: M.fmin(x, y)),
+    # x / y in (2.1, 2.8): away from fmod's jumps
+    "fmod.Tensor": binary(lambda M, x, y: M.fmod(x, y), lx=(2.2, 2.8), ly=(1.0, 1.05)),
+    "logaddexp2.Tensor": binary(lambda M, x, y: M.logaddexp2(x, y)),
+    "ldexp.Tensor": [Case(lambda M, x, e: M.ldexp(x, e), (x2(), In((3,), 0.0, 3.0, kind="const")))],
+    # torch and dj: "derivative not implemented"
+    "heaviside.Tensor": binary(lambda M, x, y: M.heaviside(x, y), oracle=False, check=dict(skip=True)),
+    "special_entr": special("entr", 0.2, 2.0), "special_erfcx": special("erfcx"), "special_i0e": special("i0e"),
+    "special_i1": special("i1"), "special_i1e": special("i1e"), "special_log_ndtr": special("log_ndtr"),
+    "special_ndtr": special("ndtr"), "special_ndtri": special("ndtri", 0.2, 0.8),
+    "special_xlog1py.Tensor": binary(lambda M, x, y: M.special.xlog1py(x, y), ly=(0.5, 2.0)),
+    # the derivative in q only (torch and dj: none in the exponent)
+    "special_zeta.Tensor": [Case(lambda M, s, q: M.special.zeta(s, q),
+                                 (In((3,), 2.0, 3.0, kind="const"), x2(lo=0.5, hi=2.0)))],
+})
+
 IDS = [(row, i) for row, cases in CASES.items() for i in range(len(cases))]
 
 
