@@ -9,4 +9,4 @@ PY=${PYTHON:-python3}
 # PyTorch's OpInfo database is tests/opinfo's oracle: the CPU build, pinned, into the test environment only
 # (the library never needs torch); expecttest is what torch's testing internals import.
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0" expecttest >/dev/null
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest --durations=25 "$@"

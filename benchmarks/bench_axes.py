@@ -1,5 +1,6 @@
 """The seed's remaining axes (issue 27) and the convolution layers (issue 29), against their
-PyTorch counterparts and dj's own float32, interleaved in one process.
+PyTorch counterparts and dj's own float32, interleaved in one process.  Targets (issue 27) are
+given with each ratio below.
 
 * ``BFloat16.track_bf16_over_f32``: a bfloat16 op's time over the same op in float32 (targets:
   elementwise <= 1.2 at 1e6 elements, matmul 1024 <= 1.5).
