@@ -38,12 +38,12 @@ from __future__ import annotations
 import numpy as np
 
 from .conversions import conversion
-from .dtypes import as_dtype, default_complex_dtype, from_numpy_dtype, get_default_dtype
+from .dtypes import from_numpy_dtype
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
-from .sparse_base import SparseTensor
+from .sparse_base import SparseTensor, coerce_values
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
@@ -282,19 +282,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
         raise InvalidArgumentError(f"sparse_csr_tensor: device must be 'cpu' or 'cuda', got {dev}")
     crow = _index_array(crow_indices, "crow_indices")
     col = _index_array(col_indices, "col_indices")
-    if isinstance(values, Tensor) and not isinstance(values, SparseCsrTensor) and \
-            (dtype is None or as_dtype(dtype) == values.dtype):
-        vt = values
-    else:
-        v = np.asarray(values._host() if isinstance(values, Tensor) else values)
-        if dtype is not None:
-            v = v.astype(as_dtype(dtype).np)
-        elif v.dtype.kind in "fc" and not isinstance(values, np.ndarray):
-            # Python floats and complexes -> the default dtypes, as dj.tensor does
-            v = v.astype((get_default_dtype() if v.dtype.kind == "f" else default_complex_dtype()).np)
-        elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
-            v = v.astype(np.int64)
-        vt = wrap(np.ascontiguousarray(v))
+    vt = coerce_values(values, dtype, SparseCsrTensor)
     if vt._data.ndim != 1:
         raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
     if not vt._data.flags.c_contiguous:

@@ -13,10 +13,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .errors import SparseLayoutError
-from .tensor import Tensor
+from .tensor import Tensor, wrap
 
-__all__ = ["SparseTensor"]
+__all__ = ["SparseTensor", "coerce_values"]
+
+
+def coerce_values(values, dtype, layout_type) -> Tensor:
+    """The ``values`` argument of a sparse constructor as a contiguous dense tensor.
+
+    A dense Tensor of the asked dtype is taken as it is (so it stays the autograd leaf the
+    caller passed); anything else becomes a new array: ``dtype`` when given, else Python
+    floats/complexes/ints take the default dtypes as ``dj.tensor`` gives them, while a NumPy
+    array keeps its own dtype.
+    """
+    if isinstance(values, Tensor) and not isinstance(values, layout_type) and \
+            (dtype is None or as_dtype(dtype) == values.dtype):
+        return values
+    v = np.asarray(values._host() if isinstance(values, Tensor) else values)
+    if dtype is not None:
+        v = v.astype(as_dtype(dtype).np)
+    elif v.dtype.kind in "fc" and not isinstance(values, np.ndarray):
+        v = v.astype((get_default_dtype() if v.dtype.kind == "f" else default_complex_dtype()).np)
+    elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
+        v = v.astype(np.int64)
+    return wrap(np.ascontiguousarray(v))
 
 
 def _dense_only(what: str):

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import as_dtype, default_complex_dtype, from_numpy_dtype, get_default_dtype
+from .dtypes import as_dtype, from_numpy_dtype, get_default_dtype
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
-from .sparse_base import SparseTensor
+from .sparse_base import SparseTensor, coerce_values
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCooTensor", "sparse_coo", "sparse_coo_tensor", "to_sparse_coo", "SPARSE_COO_BITS", "make_coo",
@@ -279,22 +279,12 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     if idx.ndim != 2:
         raise ShapeError(f"sparse_coo_tensor: indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    if isinstance(values, Tensor) and not isinstance(values, SparseCooTensor) and \
-            (dtype is None or as_dtype(dtype) == values.dtype):
-        if values.is_cuda:
-            raise InvalidArgumentError("sparse_coo_tensor: values on a CUDA device are not supported (the "
-                                       "SparseCUDA kernels are not implemented); move them with .cpu()")
-        vt = values if values._data.flags.c_contiguous else wrap(np.ascontiguousarray(values._data),
-                                                                 requires_grad=values.requires_grad)
-    else:
-        v = np.asarray(values._data if isinstance(values, Tensor) else values)
-        if dtype is not None:
-            v = v.astype(as_dtype(dtype).np)
-        elif v.dtype.kind in "fc" and not isinstance(values, np.ndarray):
-            v = v.astype((get_default_dtype() if v.dtype.kind == "f" else default_complex_dtype()).np)
-        elif v.dtype.kind == "i" and not isinstance(values, np.ndarray):
-            v = v.astype(np.int64)
-        vt = wrap(np.ascontiguousarray(v))
+    if isinstance(values, Tensor) and values.is_cuda:
+        raise InvalidArgumentError("sparse_coo_tensor: values on a CUDA device are not supported (the "
+                                   "SparseCUDA kernels are not implemented); move them with .cpu()")
+    vt = coerce_values(values, dtype, SparseCooTensor)
+    if not vt._data.flags.c_contiguous:
+        vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
     vshape = tuple(vt.shape)        # (under dj.compile a size read: the call then runs eagerly)
     if len(vshape) != 1:
         raise ShapeError(f"sparse_coo_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}; hybrid "
