@@ -21,12 +21,11 @@ import numpy as np
 from dispatch_jit.autograd.grad_mode import plain_no_grad
 from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
 from dispatch_jit.dtypes import ALL_DTYPES, COMPLEX
-from dispatch_jit.errors import AutogradError
 from dispatch_jit.ops import entries
 from dispatch_jit.signature import DTYPE_MASK, DTYPE_SHIFT, relayout
 from dispatch_jit.tensor import Tensor, _AUTOGRAD_SIG_BITS, _CUDA_SIG_BITS
 
-from .derivatives_elementwise import ROWS as ELEMENTWISE_ROWS
+from .derivatives_elementwise import ROWS as ELEMENTWISE_ROWS, _not_differentiable, _zeros
 from .reduction.op import correction_of
 
 __all__ = ["DERIVATIVES", "KERNELS"]
@@ -35,12 +34,6 @@ __all__ = ["DERIVATIVES", "KERNELS"]
 A = entries("aten")    # the ops are defined after this module is imported
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _2_SQRTPI = 2.0 / math.sqrt(math.pi)
-
-
-def _zeros(g):
-    # zeros, not g * 0: an infinite or NaN upstream gradient still gives 0, as PyTorch's zeros_like
-    from dispatch_jit.creation import zeros_like
-    return zeros_like(g)
 
 
 def _scaled(g, alpha):
@@ -270,13 +263,6 @@ def _atan2_grad(num):
         recip = A.reciprocal(A.add(A.mul(x, x), A.mul(y, y)))
         return A.mul(A.mul(g, num(s)), A.where(A.isinf(recip), 0.0, recip))
     return Grad(grad, ("self", "other"))
-
-
-def _not_differentiable(opname):
-    def grad(g, s, c):
-        raise AutogradError(f"derivative for {opname} is not implemented (as in PyTorch); compute it "
-                            f"under dj.no_grad() or .detach() its inputs")
-    return grad
 
 
 def _cat_grads(g, s, c):

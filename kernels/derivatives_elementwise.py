@@ -24,6 +24,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 def _zeros(g):
+    # zeros, not g * 0: an infinite or NaN upstream gradient still gives 0, as PyTorch's zeros_like
     from dispatch_jit.creation import zeros_like
     return zeros_like(g)
 
