@@ -183,6 +183,32 @@ def test_reductions_accumulate_in_float32_and_round_once():
     assert m.sum(0).tolist() == [3.0, 8.0] and m.amin(1).dtype is dj.bfloat16 and bool(m.any())
 
 
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "argmin", "var", "logsumexp", "any"])
+def test_reductions_read_the_words_and_equal_float32_rounded_once(name):
+    from dispatch_jit.kernels.reduction.cpu import compiled_signatures
+    g = np.random.default_rng(11)
+    x = dj.tensor(g.standard_normal((40, 30)).astype(np.float32)).bfloat16()
+    x[3, 4] = float("inf") if name == "amax" else 0.0
+    for v in (x, x.t(), x[::2, 1:]):              # contiguous, transposed, strided: no float32 copy
+        for kw in ({"dim": 1}, {"dim": 0, "keepdim": True}, {} if name != "logsumexp" else {"dim": (0, 1)}):
+            got, want = getattr(dj, name)(v, **kw), getattr(dj, name)(v.float(), **kw)
+            want = want.bfloat16() if want.dtype is dj.float32 else want
+            assert got.dtype is want.dtype and got.shape == want.shape
+            assert got._data.tobytes() == want._data.tobytes(), (name, kw)
+    kernel = {"mean": "sum", "amax": "max", "argmin": "argmin", "var": "var", "any": "any"}.get(name, name)
+    assert any(k.startswith("bfloat16") for k in compiled_signatures()[kernel]), compiled_signatures()[kernel]
+
+
+def test_a_full_reductions_result_rounds_as_arrays_do():
+    # the 0-d result of a full reduction is rounded by a scalar path: every word's neighbours, ties included
+    w = np.arange(0, 1 << 16, 97, dtype=np.uint32)
+    for low in (0, 0x7FFF, 0x8000, 0x8001):
+        f = ((w << 16) | low).view(np.float32)
+        want = bf16.from_float32(f).view(np.uint16)
+        got = [int(bf16.from_float32(v).view(np.uint16)) for v in f]   # 0-d float32 each
+        assert got == want.tolist()
+
+
 def test_reductions_and_matmul_against_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
@@ -323,3 +349,22 @@ def test_cuda_keeps_the_words_and_its_kernels_refuse_bfloat16():
     assert y.dtype is dj.bfloat16 and words(y.cpu()).tolist() == [0x3F80, 0x4020]
     with pytest.raises(NoKernelError, match=r"no bfloat16 kernel on CUDA.*\.cpu\(\)"):
         dj.add(y, y)
+
+
+def test_compiled_chain_is_one_fused_loop_over_views_and_mixed_dtypes():
+    # a transposed bfloat16 view, a broadcast row, an int32 operand (bfloat16 + int -> bfloat16) and a
+    # float32 one (-> float32): one loop, each node rounded where eager stores it, eager's bits
+    g = np.random.default_rng(5)
+    a = dj.tensor(g.standard_normal((6, 4)).astype(np.float32)).bfloat16().t()
+    b = dj.tensor(g.standard_normal(6).astype(np.float32)).bfloat16()
+    k = dj.tensor(g.integers(-3, 4, (4, 6)).astype(np.int32))
+    w = dj.tensor(g.standard_normal((4, 6)).astype(np.float32))
+
+    def chain(x, y, i, f):
+        h = dj.exp(x * y + i) - 0.25
+        return h * 3.0, h / f
+    f = dj.compile(chain)
+    for got, want in zip(f(a, b, k, w), chain(a, b, k, w)):
+        assert got.dtype is want.dtype and got._data.dtype == want._data.dtype
+        assert got._data.view(np.uint8).tolist() == want._data.view(np.uint8).tolist()
+    assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in f.explain(), f.explain()

@@ -1,9 +1,9 @@
 """Which recorded ops are elementwise, and their types, from kernels/elementwise/table.py.
 
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
-every dtype involved has Numba arithmetic of its own (float16 is computed in
-float32 and rounded per op in eager mode, complex is not generated yet: both
-stay eager steps).  The types come from the same ``type_rule`` the eager
+every dtype involved is generated: bfloat16 on the CPU is computed in float32
+and each node's result rounded to bfloat16 as eager mode stores it (codegen.py);
+float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.  The types come from the same ``type_rule`` the eager
 kernels use, so a fused chain stores every intermediate in the dtype eager
 mode would have materialized it in.
 
@@ -63,10 +63,10 @@ class Elementwise:
     casts: tuple
 
 
-def _fusible_dtype(d: DType) -> bool:
-    # bfloat16 runs its eager steps (each rounded by the loop generator's store) until fused
-    # loops round each intermediate as eager does
-    return d is not float16 and d is not bfloat16 and d.category != COMPLEX
+def _fusible_dtype(d: DType, device: str = "cpu") -> bool:
+    # bfloat16 fuses on the CPU: computed in float32, each node's result rounded where eager stores it
+    # (codegen.py); no CUDA fused loop takes it yet
+    return d is not float16 and (d is not bfloat16 or device == "cpu") and d.category != COMPLEX
 
 
 def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementwise | None, str]:
@@ -83,8 +83,9 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
     for x in operands:
         if isinstance(x, Var):
             t = types[x.id]
-            if not _fusible_dtype(t.dtype):
-                return None, f"{t.dtype.name} inputs are not fused yet"
+            if not _fusible_dtype(t.dtype, t.device):
+                where = f" on {t.device}" if t.dtype is bfloat16 else ""
+                return None, f"{t.dtype.name} inputs are not fused yet{where}"
             devices.add(t.device)
             promo.append(t)
         elif x is None:
@@ -109,8 +110,10 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
         return None, f"{sop.name} does not support {compute.name}"
     if compute.category < 2 and any(isinstance(v, (float, np.floating)) for _, v in statics):
         return None, "float static parameter on integral inputs (eager mode raises)"
-    if not (_fusible_dtype(compute) and _fusible_dtype(result)):
-        return None, f"{compute.name} arithmetic is not fused yet"
+    device = next(iter(devices))
+    if not (_fusible_dtype(compute, device) and _fusible_dtype(result, device)):
+        where = f" on {device}" if bfloat16 in (compute, result) else ""
+        return None, f"{compute.name} arithmetic is not fused yet{where}"
     return Elementwise(sop, operands, statics, compute, result, casts), ""
 
 
@@ -201,7 +204,7 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
         return None, f"{kind}: keepdims={keepdim!r} is not a bool"
     spec = REDUCTIONS[kind]
     dt = t.dtype.np
-    if not _fusible_dtype(t.dtype) or dt.kind not in spec.kinds:
+    if not _fusible_dtype(t.dtype) or t.dtype is bfloat16 or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"
     acc_rule = REDUCTIONS[spec.kernel].acc if spec.kernel else spec.acc
     result, acc = as_dtype(spec.result(dt)), as_dtype(acc_rule(dt))
