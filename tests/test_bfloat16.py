@@ -135,7 +135,7 @@ def test_ops_without_a_bfloat16_kernel_refuse_it_clearly():
     x = dj.tensor([1.0, 2.0], dtype=dj.bfloat16)
     with pytest.raises(DTypeError, match="nextafter.. does not support bfloat16"):
         dj.nextafter(x, x)
-    assert "aten::add" in bf16.supported_ops("CPU") and "aten::add" not in bf16.supported_ops("CUDA")
+    assert "aten::add" in bf16.supported_ops("CPU") and "aten::sum" not in bf16.supported_ops("CUDA")
     refused = [n for n in ("aten::cumsum", "aten::sort", "aten::argmax") if n not in bf16.supported_ops()]
     assert refused, "every op takes bfloat16 now: choose an op that refuses it"
     name = refused[0].split("::")[1]
@@ -343,12 +343,31 @@ def test_optimizer_steps_on_bfloat16_parameters_match_torch(name, kw):
 
 
 @pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
-def test_cuda_keeps_the_words_and_its_kernels_refuse_bfloat16():
+def test_cuda_keeps_the_words_and_its_other_kernels_refuse_bfloat16():
     x = from_words([0x3F80, 0x4020])
     y = x.to("cuda")
     assert y.dtype is dj.bfloat16 and words(y.cpu()).tolist() == [0x3F80, 0x4020]
     with pytest.raises(NoKernelError, match=r"no bfloat16 kernel on CUDA.*\.cpu\(\)"):
-        dj.add(y, y)
+        dj.sum(y)
+    assert "aten::add" in bf16.supported_ops("CUDA") and "aten::sum" not in bf16.supported_ops("CUDA")
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device or simulator")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the simulator computes with NumPy scalars
+def test_cuda_elementwise_kernels_read_and_round_the_words_as_the_cpu():
+    # edge words (ties, subnormals, inf, NaN, the largest finite) through a few ops: the CPU loop's bits
+    w = [0x0000, 0x8001, 0x007F, 0x3F80, 0x3F81, 0xBFFF, 0x7F7F, 0x7F80, 0xFF80, 0x7FC0, 0x4049, 0xC2F7]
+    x, y = from_words(w), from_words(w[::-1])
+    xc, yc = x.cuda(), y.cuda()
+    for f in (lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a / b, lambda a, b: a * 3.1 - 1.0,
+              lambda a, b: dj.maximum(a, b), lambda a, b: a < b):
+        got, want = f(xc, yc).cpu(), f(x, y)
+        assert got.dtype is want.dtype and got._data.tobytes() == want._data.tobytes()
+    got, want = (xc + y.float().cuda()).cpu(), x + y.float()       # promoted to float32
+    assert got.dtype is dj.float32 and got._data.tobytes() == want._data.tobytes()
+    xs = xc[::2]                                  # strided, and in place
+    xs.mul_(2.0)
+    assert words(xc.cpu()).tolist()[1::2] == w[1::2] and words(xs.cpu()).tolist() == words(x[::2] * 2.0).tolist()
 
 
 def test_compiled_chain_is_one_fused_loop_over_views_and_mixed_dtypes():
