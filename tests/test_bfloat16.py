@@ -387,3 +387,22 @@ def test_compiled_chain_is_one_fused_loop_over_views_and_mixed_dtypes():
         assert got.dtype is want.dtype and got._data.dtype == want._data.dtype
         assert got._data.view(np.uint8).tolist() == want._data.view(np.uint8).tolist()
     assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in f.explain(), f.explain()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_compiled_chain_ending_in_a_reduction_is_one_loop_with_eagers_bits(parallel, monkeypatch):
+    # full (in the eager kernel's chunks when threads are forced: 2**20 elements), rows and columns
+    from dispatch_jit.kernels.support.loops import parallel as par
+    monkeypatch.setattr(par, "PARALLEL", parallel)
+    g = np.random.default_rng(9)
+    shape = (1024, 1024) if parallel else (6, 50)
+    a = dj.tensor(g.standard_normal(shape).astype(np.float32)).bfloat16()
+    b = dj.tensor(g.standard_normal(shape[1]).astype(np.float32)).bfloat16()
+    chains = [lambda x, y: (x * y + 1.0).sum()] if parallel else [
+        lambda x, y: (x * y + 1.0).sum(), lambda x, y: dj.exp(x - y).mean(1), lambda x, y: (x * y).sum(0),
+        lambda x, y: (x + y).amax(1, keepdim=True), lambda x, y: dj.maximum(x, y * 2.0).amin(0)]
+    for chain in chains:
+        f = dj.compile(chain)
+        got, want = f(a, b), chain(a, b)
+        assert got.dtype is want.dtype and got.shape == want.shape and got._data.tobytes() == want._data.tobytes()
+        assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in f.explain(), f.explain()

@@ -210,6 +210,7 @@ class Codegen:
         ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
         params = ins + [f"s{i}" for i in range(len(self.scalars))] + outs + ["r0"] + ([] if mode == "rows" else ["p0"])
         fold = self.fold
+        put = (lambda dst, value: store(dst, value, red.result))    # a bfloat16 result rounds here
         lines = FOLD_IMPORTS + [f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
         lines.append(f"    init_r = {fold.init()}")
         value = self.local[red.src]
@@ -223,10 +224,10 @@ class Codegen:
             lines += full_walk(nest, element, "init_r", type_fn(red.acc.name), fold.lane_step)
             lines += ["    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
-            lines.append(f"    r0[{ridx or '()'}] = {fold.final('tot', 'cnt')}")
+            lines.append("    " + put("r0[" + (ridx or "()") + "]", fold.final("tot", "cnt")))
         elif fold.ordered and mode == "rows":
             lines += rows_walk(nest, red.axes, element, "init_r", type_fn(red.acc.name), fold.lane_step,
-                               lambda acc: [f"r0[{ridx}] = {fold.final(acc, 'cnt')}"])
+                               lambda acc: [put(f"r0[{ridx}]", fold.final(acc, 'cnt'))])
         elif mode == "full":
             cnt = "n0" if flat else " * ".join(f"n{d}" for d in range(nd))
             lines += [f"    cnt = {cnt}", "    nc = p0.shape[0]"]
@@ -234,14 +235,14 @@ class Codegen:
             lines += ["    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
             ridx = ", ".join("0" for _ in range(red.out_ndim)) or "()"
-            lines.append(f"    r0[{ridx}] = {fold.final('tot', 'cnt')}")
+            lines.append(f"    {put(f'r0[{ridx}]', fold.final('tot', 'cnt'))}")
         elif mode == "rows":
             # the reduced axes are the last ones: one register accumulator per output element
             k = nd - len(red.axes)
             ridx = [f"i{d}" for d in range(k)] + (["0"] * len(red.axes) if red.keepdim else [])
             lines.append(f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}")
             lines += nest.loop(folded("acc"), level=k, before=["acc = init_r"],
-                               after=[f"r0[{', '.join(ridx)}] = {fold.final('acc', 'cnt')}"])
+                               after=[put(f"r0[{', '.join(ridx)}]", fold.final('acc', 'cnt'))])
         else:
             # accumulators in p0 (the keepdim shape), visited in memory order
             pidx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd))
@@ -251,7 +252,7 @@ class Codegen:
                                + fold.step("acc", value) + [f"p0[{pidx}] = acc"])
             # r0 holds p0's elements in the same C order (only size-1 dims differ)
             lines += ["    w = r0.reshape(r0.size)", "    for j in range(q.shape[0]):",
-                      f"        w[j] = {fold.final('q[j]', 'cnt')}"]
+                      f"        {put('w[j]', fold.final('q[j]', 'cnt'))}"]
         return "\n".join(lines + self._raises()) + "\n"
 
     def source(self, flat: bool, tiled: bool = False) -> str:

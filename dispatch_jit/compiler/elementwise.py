@@ -11,7 +11,8 @@ A reduction (``sum``, ``prod``, ``mean``, ``max``, ``min``) fuses as the
 epilogue of a region when ``reduction_info`` resolves it: its axes are
 static, it has no ``dtype=``, and its dtype rules (result and accumulator)
 are read from the eager kernels' table in kernels/reduction/table.py, so the fused
-loop accumulates as eager mode does (ints in int64, floats in float64).
+loop accumulates as eager mode does (ints in int64, floats in float64; bfloat16 by
+float32's rules, its float32 result rounded once on store).
 
 Devices: a value's type carries its device ("cpu" or "cuda"); an
 elementwise node whose tensor operands are on different devices does not
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, bfloat16, float16, result_type
+from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, bfloat16, float16, float32, result_type
 from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction.table import REDUCTIONS
 from dispatch_jit.kernels.shape.op import _EMPTY_AXES
@@ -203,11 +204,16 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
     if not isinstance(keepdim, (bool, np.bool_)):
         return None, f"{kind}: keepdims={keepdim!r} is not a bool"
     spec = REDUCTIONS[kind]
-    dt = t.dtype.np
-    if not _fusible_dtype(t.dtype) or t.dtype is bfloat16 or dt.kind not in spec.kinds:
+    # bfloat16 reduces as float32 (eager's kernels read its words as float32's), a float32 result
+    # rounded once: the fold's rules are float32's, and the loop's store rounds
+    words = t.dtype is bfloat16
+    dt = np.dtype(np.float32) if words else t.dtype.np
+    if not _fusible_dtype(t.dtype, t.device) or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"
     acc_rule = REDUCTIONS[spec.kernel].acc if spec.kernel else spec.acc
     result, acc = as_dtype(spec.result(dt)), as_dtype(acc_rule(dt))
+    if words and result is float32:
+        result = bfloat16
     if not (_fusible_dtype(result) and _fusible_dtype(acc)):
         return None, f"{kind}: {result.name} results are not fused"
     out = node.outs[0] if node.outs else -1     # -1: not recorded yet (lazy mode asks for the type first)
