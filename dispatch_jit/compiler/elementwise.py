@@ -3,9 +3,10 @@
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
 every dtype involved is generated: bfloat16 on the CPU is computed in float32
 and each node's result rounded to bfloat16 as eager mode stores it (codegen.py);
-float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.  The types come from the same ``type_rule`` the eager
-kernels use, so a fused chain stores every intermediate in the dtype eager
-mode would have materialized it in.
+float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.
+The types come from the same ``type_rule`` the eager kernels use, so a fused
+chain stores every intermediate in the dtype eager mode would have materialized
+it in.
 
 A reduction (``sum``, ``prod``, ``mean``, ``max``, ``min``) fuses as the
 epilogue of a region when ``reduction_info`` resolves it: its axes are
