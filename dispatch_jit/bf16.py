@@ -55,6 +55,11 @@ def to_float32(a: np.ndarray) -> np.ndarray:
 def from_float32(f: np.ndarray) -> np.ndarray:
     """float32 values rounded to bfloat16, ties to even; NaN stays NaN."""
     f = np.asarray(f, np.float32)
+    if f.ndim == 0:
+        # a full reduction's result: the same rounding on a Python int, without the array passes
+        u = int(f.view(np.uint32))
+        w = QUIET_NAN if u & 0x7FFFFFFF > 0x7F800000 else (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return np.array(w, np.uint16).view(BF16_STORAGE)
     u = np.ascontiguousarray(f).view(np.uint32).reshape(f.shape)     # (ascontiguousarray makes 0-d 1-d)
     r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
     return np.asarray(np.where(np.isnan(f), np.uint32(QUIET_NAN), r), np.uint16).view(BF16_STORAGE)
@@ -128,8 +133,8 @@ def refused(op_name: str, namespace: str, key: str, metas: tuple) -> bool:
 
 def refusal(op_name: str, device: str) -> str:
     fix = ("Convert the input with .float() and the result back with .bfloat16()" if device == "CPU" else
-           "No CUDA kernel takes bfloat16 yet: move the tensor to the CPU with .cpu(), or convert it there with "
-           ".float() before moving it")
+           "On CUDA only the elementwise ops take bfloat16 so far: move the tensor to the CPU with .cpu(), or "
+           "convert it there with .float() before moving it")
     return (f"'{op_name}' has no bfloat16 kernel on {device}: its kernel would read bfloat16's 16-bit words "
             f"as integers. {fix}; dispatch_jit.bf16.supported_ops({device!r}) lists the ops that take bfloat16")
 

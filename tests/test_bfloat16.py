@@ -135,7 +135,7 @@ def test_ops_without_a_bfloat16_kernel_refuse_it_clearly():
     x = dj.tensor([1.0, 2.0], dtype=dj.bfloat16)
     with pytest.raises(DTypeError, match="nextafter.. does not support bfloat16"):
         dj.nextafter(x, x)
-    assert "aten::add" in bf16.supported_ops("CPU") and "aten::add" not in bf16.supported_ops("CUDA")
+    assert "aten::add" in bf16.supported_ops("CPU") and "aten::sum" not in bf16.supported_ops("CUDA")
     refused = [n for n in ("aten::cumsum", "aten::sort", "aten::argmax") if n not in bf16.supported_ops()]
     assert refused, "every op takes bfloat16 now: choose an op that refuses it"
     name = refused[0].split("::")[1]
@@ -181,6 +181,32 @@ def test_reductions_accumulate_in_float32_and_round_once():
     assert x.sum(dtype=dj.float32).dtype is dj.float32 and x.float().sum(dtype=dj.bfloat16).item() == 1.5
     m = dj.tensor([[1.0, 3.0], [2.0, 5.0]], dtype=dj.bfloat16)
     assert m.sum(0).tolist() == [3.0, 8.0] and m.amin(1).dtype is dj.bfloat16 and bool(m.any())
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "argmin", "var", "logsumexp", "any"])
+def test_reductions_read_the_words_and_equal_float32_rounded_once(name):
+    from dispatch_jit.kernels.reduction.cpu import compiled_signatures
+    g = np.random.default_rng(11)
+    x = dj.tensor(g.standard_normal((40, 30)).astype(np.float32)).bfloat16()
+    x[3, 4] = float("inf") if name == "amax" else 0.0
+    for v in (x, x.t(), x[::2, 1:]):              # contiguous, transposed, strided: no float32 copy
+        for kw in ({"dim": 1}, {"dim": 0, "keepdim": True}, {} if name != "logsumexp" else {"dim": (0, 1)}):
+            got, want = getattr(dj, name)(v, **kw), getattr(dj, name)(v.float(), **kw)
+            want = want.bfloat16() if want.dtype is dj.float32 else want
+            assert got.dtype is want.dtype and got.shape == want.shape
+            assert got._data.tobytes() == want._data.tobytes(), (name, kw)
+    kernel = {"mean": "sum", "amax": "max", "argmin": "argmin", "var": "var", "any": "any"}.get(name, name)
+    assert any(k.startswith("bfloat16") for k in compiled_signatures()[kernel]), compiled_signatures()[kernel]
+
+
+def test_a_full_reductions_result_rounds_as_arrays_do():
+    # the 0-d result of a full reduction is rounded by a scalar path: every word's neighbours, ties included
+    w = np.arange(0, 1 << 16, 97, dtype=np.uint32)
+    for low in (0, 0x7FFF, 0x8000, 0x8001):
+        f = ((w << 16) | low).view(np.float32)
+        want = bf16.from_float32(f).view(np.uint16)
+        got = [int(bf16.from_float32(v).view(np.uint16)) for v in f]   # 0-d float32 each
+        assert got == want.tolist()
 
 
 def test_reductions_and_matmul_against_torch():
@@ -317,9 +343,66 @@ def test_optimizer_steps_on_bfloat16_parameters_match_torch(name, kw):
 
 
 @pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
-def test_cuda_keeps_the_words_and_its_kernels_refuse_bfloat16():
+def test_cuda_keeps_the_words_and_its_other_kernels_refuse_bfloat16():
     x = from_words([0x3F80, 0x4020])
     y = x.to("cuda")
     assert y.dtype is dj.bfloat16 and words(y.cpu()).tolist() == [0x3F80, 0x4020]
     with pytest.raises(NoKernelError, match=r"no bfloat16 kernel on CUDA.*\.cpu\(\)"):
-        dj.add(y, y)
+        dj.sum(y)
+    assert "aten::add" in bf16.supported_ops("CUDA") and "aten::sum" not in bf16.supported_ops("CUDA")
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device or simulator")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the simulator computes with NumPy scalars
+def test_cuda_elementwise_kernels_read_and_round_the_words_as_the_cpu():
+    # edge words (ties, subnormals, inf, NaN, the largest finite) through a few ops: the CPU loop's bits
+    w = [0x0000, 0x8001, 0x007F, 0x3F80, 0x3F81, 0xBFFF, 0x7F7F, 0x7F80, 0xFF80, 0x7FC0, 0x4049, 0xC2F7]
+    x, y = from_words(w), from_words(w[::-1])
+    xc, yc = x.cuda(), y.cuda()
+    for f in (lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a / b, lambda a, b: a * 3.1 - 1.0,
+              lambda a, b: dj.maximum(a, b), lambda a, b: a < b):
+        got, want = f(xc, yc).cpu(), f(x, y)
+        assert got.dtype is want.dtype and got._data.tobytes() == want._data.tobytes()
+    got, want = (xc + y.float().cuda()).cpu(), x + y.float()       # promoted to float32
+    assert got.dtype is dj.float32 and got._data.tobytes() == want._data.tobytes()
+    xs = xc[::2]                                  # strided, and in place
+    xs.mul_(2.0)
+    assert words(xc.cpu()).tolist()[1::2] == w[1::2] and words(xs.cpu()).tolist() == words(x[::2] * 2.0).tolist()
+
+
+def test_compiled_chain_is_one_fused_loop_over_views_and_mixed_dtypes():
+    # a transposed bfloat16 view, a broadcast row, an int32 operand (bfloat16 + int -> bfloat16) and a
+    # float32 one (-> float32): one loop, each node rounded where eager stores it, eager's bits
+    g = np.random.default_rng(5)
+    a = dj.tensor(g.standard_normal((6, 4)).astype(np.float32)).bfloat16().t()
+    b = dj.tensor(g.standard_normal(6).astype(np.float32)).bfloat16()
+    k = dj.tensor(g.integers(-3, 4, (4, 6)).astype(np.int32))
+    w = dj.tensor(g.standard_normal((4, 6)).astype(np.float32))
+
+    def chain(x, y, i, f):
+        h = dj.exp(x * y + i) - 0.25
+        return h * 3.0, h / f
+    f = dj.compile(chain)
+    for got, want in zip(f(a, b, k, w), chain(a, b, k, w)):
+        assert got.dtype is want.dtype and got._data.dtype == want._data.dtype
+        assert got._data.view(np.uint8).tolist() == want._data.view(np.uint8).tolist()
+    assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in f.explain(), f.explain()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_compiled_chain_ending_in_a_reduction_is_one_loop_with_eagers_bits(parallel, monkeypatch):
+    # full (in the eager kernel's chunks when threads are forced: 2**20 elements), rows and columns
+    from dispatch_jit.kernels.support.loops import parallel as par
+    monkeypatch.setattr(par, "PARALLEL", parallel)
+    g = np.random.default_rng(9)
+    shape = (1024, 1024) if parallel else (6, 50)
+    a = dj.tensor(g.standard_normal(shape).astype(np.float32)).bfloat16()
+    b = dj.tensor(g.standard_normal(shape[1]).astype(np.float32)).bfloat16()
+    chains = [lambda x, y: (x * y + 1.0).sum()] if parallel else [
+        lambda x, y: (x * y + 1.0).sum(), lambda x, y: dj.exp(x - y).mean(1), lambda x, y: (x * y).sum(0),
+        lambda x, y: (x + y).amax(1, keepdim=True), lambda x, y: dj.maximum(x, y * 2.0).amin(0)]
+    for chain in chains:
+        f = dj.compile(chain)
+        got, want = f(a, b), chain(a, b)
+        assert got.dtype is want.dtype and got.shape == want.shape and got._data.tobytes() == want._data.tobytes()
+        assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in f.explain(), f.explain()

@@ -5,6 +5,10 @@ The whole chain is computed per element, intermediates in local variables
 rule says (``_t_float32(x)`` or ``(x != 0)``), evaluates the op's scalar
 expression from SCALAR_OPS (names substituted in the AST, so precedence is
 kept), and casts the result to the dtype eager mode would have stored it in.
+A bfloat16 value is a float32 local rounded to bfloat16 (``_bf16_store``, then
+widened back) after every node, as eager mode rounds it into memory; its arrays
+come as stored, one-field records of the 16-bit word, read and written through
+the field.
 Python scalars of the trace and static parameters (``alpha``) are kernel
 arguments, not literals, so a new constant value reuses the compiled loop.
 
@@ -39,8 +43,8 @@ import numba
 import numpy as np
 from numba import types as nbt
 
-from dispatch_jit.dtypes import BOOL, FLOAT, DType
-from dispatch_jit.kernels.support.loops import Nest, constant, crosswise, loop_globals, read_cast, type_fn
+from dispatch_jit.dtypes import BOOL, FLOAT, DType, bfloat16
+from dispatch_jit.kernels.support.loops import Nest, constant, crosswise, loop_globals, read_cast, store, type_fn
 from dispatch_jit.kernels.support.loops.fold import FOLD_IMPORTS, Fold
 from dispatch_jit.kernels.support.loops.lanes import full_walk, rows_walk
 from dispatch_jit.kernels.support.loops.parallel import splits_outputs
@@ -104,7 +108,8 @@ class Codegen:
         local = {v: f"x{i}" for i, v in enumerate(region.inputs)}
         consts = set()
         for node, info in zip(region.nodes, region.infos):
-            ct = info.compute.name
+            # bfloat16 arithmetic is float32's, each node's bfloat16 result rounded where eager stores it
+            ct = "float32" if info.compute is bfloat16 else info.compute.name
             for lit, val in (("zero", 0), ("one", 1)):
                 if (lit, ct) not in consts:
                     consts.add((lit, ct))
@@ -147,7 +152,8 @@ class Codegen:
                 self.preamble.append(f"e{vid} = 0")
                 self.body.append(f"e{vid} += {_substitute(check.guard, names)}")
             rt = info.result
-            rhs = expr if rt.category == BOOL else f"{type_fn(rt.name)}({expr})"
+            rhs = (expr if rt.category == BOOL else f"_bf16_load(_bf16_store({expr}))" if rt is bfloat16
+                   else f"{type_fn(rt.name)}({expr})")
             self.body.append(f"v{vid} = {rhs}")
             local[vid] = f"v{vid}"
         self.local = local
@@ -204,6 +210,7 @@ class Codegen:
         ins, outs = [f"a{i}" for i in range(nin)], [f"o{j}" for j in range(nout)]
         params = ins + [f"s{i}" for i in range(len(self.scalars))] + outs + ["r0"] + ([] if mode == "rows" else ["p0"])
         fold = self.fold
+        put = (lambda dst, value: store(dst, value, red.result))    # a bfloat16 result rounds here
         lines = FOLD_IMPORTS + [f"def fused_{r.index}({', '.join(params)}):"] + [f"    {p}" for p in self.preamble]
         lines.append(f"    init_r = {fold.init()}")
         value = self.local[red.src]
@@ -217,10 +224,10 @@ class Codegen:
             lines += full_walk(nest, element, "init_r", type_fn(red.acc.name), fold.lane_step)
             lines += ["    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
-            lines.append(f"    r0[{ridx or '()'}] = {fold.final('tot', 'cnt')}")
+            lines.append("    " + put("r0[" + (ridx or "()") + "]", fold.final("tot", "cnt")))
         elif fold.ordered and mode == "rows":
             lines += rows_walk(nest, red.axes, element, "init_r", type_fn(red.acc.name), fold.lane_step,
-                               lambda acc: [f"r0[{ridx}] = {fold.final(acc, 'cnt')}"])
+                               lambda acc: [put(f"r0[{ridx}]", fold.final(acc, 'cnt'))])
         elif mode == "full":
             cnt = "n0" if flat else " * ".join(f"n{d}" for d in range(nd))
             lines += [f"    cnt = {cnt}", "    nc = p0.shape[0]"]
@@ -228,14 +235,14 @@ class Codegen:
             lines += ["    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
             ridx = ", ".join("0" for _ in range(red.out_ndim)) or "()"
-            lines.append(f"    r0[{ridx}] = {fold.final('tot', 'cnt')}")
+            lines.append(f"    {put(f'r0[{ridx}]', fold.final('tot', 'cnt'))}")
         elif mode == "rows":
             # the reduced axes are the last ones: one register accumulator per output element
             k = nd - len(red.axes)
             ridx = [f"i{d}" for d in range(k)] + (["0"] * len(red.axes) if red.keepdim else [])
             lines.append(f"    cnt = {' * '.join(f'n{d}' for d in red.axes)}")
             lines += nest.loop(folded("acc"), level=k, before=["acc = init_r"],
-                               after=[f"r0[{', '.join(ridx)}] = {fold.final('acc', 'cnt')}"])
+                               after=[put(f"r0[{', '.join(ridx)}]", fold.final('acc', 'cnt'))])
         else:
             # accumulators in p0 (the keepdim shape), visited in memory order
             pidx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd))
@@ -245,7 +252,7 @@ class Codegen:
                                + fold.step("acc", value) + [f"p0[{pidx}] = acc"])
             # r0 holds p0's elements in the same C order (only size-1 dims differ)
             lines += ["    w = r0.reshape(r0.size)", "    for j in range(q.shape[0]):",
-                      f"        w[j] = {fold.final('q[j]', 'cnt')}"]
+                      f"        {put('w[j]', fold.final('q[j]', 'cnt'))}"]
         return "\n".join(lines + self._raises()) + "\n"
 
     def source(self, flat: bool, tiled: bool = False) -> str:
@@ -262,10 +269,13 @@ class Codegen:
         return "\n".join(lines + self._raises()) + "\n"
 
     def _element(self, at) -> list[str]:
-        """One element of the region: read the inputs, compute the nodes, store the outputs."""
-        r = self.region
-        return ([f"x{i} = {at(f'a{i}')}" for i in range(len(r.inputs))] + list(self.body)
-                + [f"{at(f'o{j}')} = {self.local[v]}" for j, v in enumerate(r.outputs)])
+        """One element of the region: read the inputs, compute the nodes, store the outputs.
+        A bfloat16 input is widened to float32 as it is read, a bfloat16 output (its value is
+        rounded already) stored as its word."""
+        r, dt = self.region, (lambda v: self.types[v].dtype)
+        reads = [f"x{i} = {read_cast('none', at(f'a{i}'), '', dt(v))}" for i, v in enumerate(r.inputs)]
+        stores = [store(at(f"o{j}"), self.local[v], dt(v)) for j, v in enumerate(r.outputs)]
+        return reads + list(self.body) + stores
 
     def argtypes(self, in_dtypes: list[DType], out_dtypes: list[DType], flat: bool) -> tuple:
         """Numba types of the loop's arguments; ``out_dtypes`` are the stored outputs' (not the reduction's)."""

@@ -1,17 +1,19 @@
 """Which recorded ops are elementwise, and their types, from kernels/elementwise/table.py.
 
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
-every dtype involved has Numba arithmetic of its own (float16 is computed in
-float32 and rounded per op in eager mode, complex is not generated yet: both
-stay eager steps).  The types come from the same ``type_rule`` the eager
-kernels use, so a fused chain stores every intermediate in the dtype eager
-mode would have materialized it in.
+every dtype involved is generated: bfloat16 on the CPU is computed in float32
+and each node's result rounded to bfloat16 as eager mode stores it (codegen.py);
+float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.
+The types come from the same ``type_rule`` the eager kernels use, so a fused
+chain stores every intermediate in the dtype eager mode would have materialized
+it in.
 
 A reduction (``sum``, ``prod``, ``mean``, ``max``, ``min``) fuses as the
 epilogue of a region when ``reduction_info`` resolves it: its axes are
 static, it has no ``dtype=``, and its dtype rules (result and accumulator)
 are read from the eager kernels' table in kernels/reduction/table.py, so the fused
-loop accumulates as eager mode does (ints in int64, floats in float64).
+loop accumulates as eager mode does (ints in int64, floats in float64; bfloat16 by
+float32's rules, its float32 result rounded once on store).
 
 Devices: a value's type carries its device ("cpu" or "cuda"); an
 elementwise node whose tensor operands are on different devices does not
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, bfloat16, float16, result_type
+from dispatch_jit.dtypes import COMPLEX, DType, as_dtype, bfloat16, float16, float32, result_type
 from dispatch_jit.kernels.elementwise.table import ELEMENTWISE_SCHEMAS
 from dispatch_jit.kernels.reduction.table import REDUCTIONS
 from dispatch_jit.kernels.shape.op import _EMPTY_AXES
@@ -63,10 +65,10 @@ class Elementwise:
     casts: tuple
 
 
-def _fusible_dtype(d: DType) -> bool:
-    # bfloat16 runs its eager steps (each rounded by the loop generator's store) until fused
-    # loops round each intermediate as eager does
-    return d is not float16 and d is not bfloat16 and d.category != COMPLEX
+def _fusible_dtype(d: DType, device: str = "cpu") -> bool:
+    # bfloat16 fuses on the CPU: computed in float32, each node's result rounded where eager stores it
+    # (codegen.py); no CUDA fused loop takes it yet
+    return d is not float16 and (d is not bfloat16 or device == "cpu") and d.category != COMPLEX
 
 
 def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementwise | None, str]:
@@ -83,8 +85,9 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
     for x in operands:
         if isinstance(x, Var):
             t = types[x.id]
-            if not _fusible_dtype(t.dtype):
-                return None, f"{t.dtype.name} inputs are not fused yet"
+            if not _fusible_dtype(t.dtype, t.device):
+                where = f" on {t.device}" if t.dtype is bfloat16 else ""
+                return None, f"{t.dtype.name} inputs are not fused yet{where}"
             devices.add(t.device)
             promo.append(t)
         elif x is None:
@@ -109,8 +112,10 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
         return None, f"{sop.name} does not support {compute.name}"
     if compute.category < 2 and any(isinstance(v, (float, np.floating)) for _, v in statics):
         return None, "float static parameter on integral inputs (eager mode raises)"
-    if not (_fusible_dtype(compute) and _fusible_dtype(result)):
-        return None, f"{compute.name} arithmetic is not fused yet"
+    device = next(iter(devices))
+    if not (_fusible_dtype(compute, device) and _fusible_dtype(result, device)):
+        where = f" on {device}" if bfloat16 in (compute, result) else ""
+        return None, f"{compute.name} arithmetic is not fused yet{where}"
     return Elementwise(sop, operands, statics, compute, result, casts), ""
 
 
@@ -200,11 +205,16 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
     if not isinstance(keepdim, (bool, np.bool_)):
         return None, f"{kind}: keepdims={keepdim!r} is not a bool"
     spec = REDUCTIONS[kind]
-    dt = t.dtype.np
-    if not _fusible_dtype(t.dtype) or dt.kind not in spec.kinds:
+    # bfloat16 reduces as float32 (eager's kernels read its words as float32's), a float32 result
+    # rounded once: the fold's rules are float32's, and the loop's store rounds
+    words = t.dtype is bfloat16
+    dt = np.dtype(np.float32) if words else t.dtype.np
+    if not _fusible_dtype(t.dtype, t.device) or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"
     acc_rule = REDUCTIONS[spec.kernel].acc if spec.kernel else spec.acc
     result, acc = as_dtype(spec.result(dt)), as_dtype(acc_rule(dt))
+    if words and result is float32:
+        result = bfloat16
     if not (_fusible_dtype(result) and _fusible_dtype(acc)):
         return None, f"{kind}: {result.name} results are not fused"
     out = node.outs[0] if node.outs else -1     # -1: not recorded yet (lazy mode asks for the type first)

@@ -27,8 +27,8 @@ def _name(schema: str) -> str:
 
 SCHEMAS = [s for f, i in ELEMENTWISE_SCHEMAS.values() for s in (f, i) if s]
 
-# the CPU loops read and store bfloat16 through its words (support/loops: read_cast, store)
-bf16.support(*(f"aten::{_name(s)}" for s in SCHEMAS), keys=("CPU",))
+# the CPU and CUDA loops read and store bfloat16 through its words (support/loops: read_cast, store)
+bf16.support(*(f"aten::{_name(s)}" for s in SCHEMAS), keys=("CPU", "CUDA"))
 
 
 def _backend(kernel_class) -> dict:

@@ -165,11 +165,10 @@ class ElementwiseCPU(ElementwiseKernel):
         kresult = float32 if result is float16 else result
         plan = _Plan(self, call.op.name, kinds, r.casts, kcompute, r.compute, result, kresult, r.static_names,
                      r.in_idx, r.static_idx, r.out_pos, in_metas)
-        # float16 is converted and bfloat16 read through views, on the general path
-        half = (float16, bfloat16)
-        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype not in half
+        # float16 is converted on the general path; bfloat16's arrays go to the loop as stored
+        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype is not float16
                                                       for m in in_metas if m.kind == "tensor")
-                   and result not in half)
+                   and result is not float16)
         return plan.fast(ndim) if fast_ok else plan.general
 
 
@@ -302,8 +301,6 @@ class _Plan:
                 if a.dtype == np.float16:
                     a = a.astype(np.float32)
                 d = ALL_DTYPES[_DT_INDEX[a.dtype]]
-                if d is bfloat16:
-                    a = a.view(np.uint16)       # its words: the loop reads them (read_cast)
                 if a.shape != shape:
                     a = np.broadcast_to(a, shape)
                 arrays[j] = a
@@ -312,8 +309,6 @@ class _Plan:
         target, out_dtype = out_arr, ALL_DTYPES[_DT_INDEX[out_arr.dtype]]
         if out_arr.dtype == np.float16:
             target, out_dtype = np.empty(shape, np.float32), float32
-        elif out_dtype is bfloat16:
-            target = out_arr.view(np.uint16)    # the loop rounds into the words (support/loops' store)
         # out= and in-place on contiguous, same-shape operands: the flat loop vectorizes,
         # the strided one (layout 'A') does not
         flat = target.flags.c_contiguous and all(

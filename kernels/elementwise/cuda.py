@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from dispatch_jit import bf16
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.errors import DeviceMismatchError, DTypeError, InvalidArgumentError
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor, bump_version
 
-from ..support.loops import read_cast
+from ..support.loops import read_cast, store
 from ..support.loops.cuda import CudaNest, cuda_expression, device_globals
 from .table import (ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
                     kernel_prelude, output_tensor)
@@ -53,11 +55,15 @@ CUDA_UNSUPPORTED: frozenset = frozenset()
 
 
 def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, flat: bool,
-                  static_names: tuple, simulator: bool | None = None) -> str:
+                  static_names: tuple, simulator: bool | None = None, in_dtypes: tuple = (),
+                  out_dtype=None) -> str:
     """One grid-stride kernel named ``ew_kernel``.  ``kinds[i]`` is "array" (a device operand,
     indexed), "scalar" (a kernel argument already in its kernel dtype) or "none".
-    ``compute`` is the dtype the expression computes in (float32 for float16).  ``simulator``
+    ``compute`` is the dtype the expression computes in (float32 for float16 and bfloat16).
+    ``in_dtypes``/``out_dtype``: the arrays' dtypes, where bfloat16 is read and stored through its
+    words (a uint16 view, see support/loops' ``read_cast`` and ``store``).  ``simulator``
     (default: whether Numba's CUDA simulator is on) picks NumPy over libdevice for rounding."""
+    in_dtypes = in_dtypes or (None,) * len(kinds)
     if simulator is None:
         from dispatch_jit.cuda.runtime import is_simulator
         simulator = is_simulator()
@@ -76,10 +82,24 @@ def kernel_source(op: ScalarOp, kinds: tuple, casts: tuple, compute, ndim: int, 
     prelude += [f"{_NAMES[i]} = a{i}" for i, k in enumerate(kinds) if k == "scalar"]
 
     def body(at) -> list:
-        reads = [f"{_NAMES[i]} = {read_cast(c, at(f'a{i}'), '_ct')}" for i, (k, c) in enumerate(zip(kinds, casts))
-                 if k == "array"]
-        return reads + [f"{at('out')} = {expr}"]
+        reads = [f"{_NAMES[i]} = {read_cast(c, at(f'a{i}'), '_ct', in_dtypes[i], field=False)}"
+                 for i, (k, c) in enumerate(zip(kinds, casts)) if k == "array"]
+        return reads + [store(at("out"), expr, out_dtype, field=False)]
     return nest.kernel("ew_kernel", params, body, prelude)
+
+
+def _buf(a):
+    """The device buffer a kernel indexes: a bfloat16 one as its uint16 words (read_cast, store)."""
+    b = a.storage.buf
+    return b.view(_U16) if b.dtype == BF16_STORAGE else b
+
+
+def _host_item(a: np.ndarray):
+    """The value of a zero-dim CPU array joining a CUDA op (a bfloat16 one widened to float32)."""
+    return bf16.to_float32(a)[()] if a.dtype == BF16_STORAGE else a[()]
+
+
+_U16 = np.dtype(np.uint16)
 
 
 def _host_value(v, np_dtype: np.dtype):
@@ -126,15 +146,18 @@ class ElementwiseCUDA(ElementwiseKernel):
         kinds = tuple("none" if m.kind == "none" else
                       ("host" if m.device == "cpu" else "array") if m.kind == "tensor" else "scalar"
                       for m in r.in_metas)
+        in_dtypes = tuple(m.dtype if m.kind == "tensor" else None for m in r.in_metas)
         return _PlanCUDA(self, call.op.name, kinds, r.casts, kcompute, r.result, r.static_names, r.in_idx,
-                         r.static_idx, r.out_pos).run
+                         r.static_idx, r.out_pos, in_dtypes).run
 
 
 class _PlanCUDA:
     """Everything resolved for one signature; picks and launches the kernel per call."""
 
-    def __init__(self, kern, opname, kinds, casts, kcompute, result, static_names, in_idx, static_idx, out_pos):
+    def __init__(self, kern, opname, kinds, casts, kcompute, result, static_names, in_idx, static_idx, out_pos,
+                 in_dtypes=()):
         self.kern, self.opname, self.kinds, self.casts = kern, opname, kinds, casts
+        self.in_dtypes = in_dtypes
         self.kcompute, self.result = kcompute, result
         self.static_names, self.in_idx, self.static_idx, self.out_pos = static_names, in_idx, static_idx, out_pos
         self.int_compute = kcompute.category < 2
@@ -156,7 +179,7 @@ class _PlanCUDA:
         if k is None:
             from dispatch_jit.cuda.codegen import compile_cuda
             src = kernel_source(self.kern.op, self.kkinds, self.casts, self.kcompute, ndim, flat,
-                                self.static_names)
+                                self.static_names, in_dtypes=self.in_dtypes, out_dtype=self.result)
             k = compile_cuda(src, "ew_kernel", {"_ct": self.kcompute.np.type, **device_globals()})
             self.kernels[key] = k
         return k
@@ -180,9 +203,9 @@ class _PlanCUDA:
                 if n:
                     kargs = []
                     for a in arrs:
-                        kargs += (a.storage.buf, a.offset)
+                        kargs += (_buf(a), a.offset)
                     kargs += [_static_value(args[i], self.kcompute) for i in self.static_idx]
-                    kargs += (out_arr.storage.buf, 0, n)
+                    kargs += (_buf(out_arr), 0, n)
                     launch(self._kernel(len(shape), True), n, out_arr.storage.device_index, *kargs)
                 return self._wrap(out_arr)
         opname = self.opname
@@ -221,7 +244,7 @@ class _PlanCUDA:
             if k == "array":
                 arrays[j] = x._data
             elif k == "host":
-                kargs_scalar[j] = _host_value(x._data[()], self._scalar_dtype(j))
+                kargs_scalar[j] = _host_value(_host_item(x._data), self._scalar_dtype(j))
             elif k == "scalar":
                 kargs_scalar[j] = _host_value(x, self._scalar_dtype(j))
         if n:
@@ -244,11 +267,11 @@ class _PlanCUDA:
             for j, k in enumerate(self.kkinds):
                 if k == "array":
                     a = arrays[j]
-                    kargs += [a.storage.buf, a.offset] + ([] if flat else list(a.elem_strides()))
+                    kargs += [_buf(a), a.offset] + ([] if flat else list(a.elem_strides()))
                 elif k == "scalar":
                     kargs.append(kargs_scalar[j])
             kargs += [_static_value(args[i], self.kcompute) for i in self.static_idx]
-            kargs += [out_arr.storage.buf, out_arr.offset]
+            kargs += [_buf(out_arr), out_arr.offset]
             if not flat:
                 kargs += list(out_arr.elem_strides()) + list(shape)
             kargs.append(n)

@@ -27,11 +27,13 @@ import numpy as np
 from numba import prange, types
 from numba.extending import intrinsic
 
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.jit import cache, diskcache
 
 from ..support.loops.fold import radd
 from ..support.loops.lanes import LANES, TAIL, lane_close, lane_open, lane_run, sadd, smul
+from ..support.numba_types import JIT_HELPERS
 
 from .table import (REDUCTIONS, Pass, ReductionSpec, _F32, check_dtype, kernel_dtype, spec_of,
                               state_dtypes)
@@ -300,12 +302,18 @@ def _compile(key: tuple[str, np.dtype, str]):
     if variant not in _VARIANTS:
         raise SchemaError(f"unknown kernel variant {variant!r}; known: {', '.join(_VARIANTS)}")
     spec = REDUCTIONS[name]
+    # bfloat16 (kin BF16_STORAGE): the buffer holds the 16-bit words, each widened to float32 as it
+    # is read; from there the kernel is float32's, the same passes, lane order and accumulators
+    words = kin == BF16_STORAGE
+    buf_dt, kin = (np.dtype(np.uint16), _F32) if words else (kin, kin)
     passes, acc, states = spec.passes(kin), spec.acc(kin), state_dtypes(spec, kin)
     ordered = acc.kind in "fc" and any(_ordered_step(p) for p in passes)
     src = _source(spec, passes, variant, ordered=ordered)
+    if words:
+        src = re.sub(r"ACC\((buf\[[^\]]*\])\)", r"ACC(_bf16_load(\1))", src)
     # Trim what this op does not use: less IR, faster compiles.
     if acc == kin:
-        src = re.sub(r"ACC\((buf\[[^\]]*\])\)", r"\1", src)
+        src = re.sub(r"ACC\(((?:_bf16_load\()?buf\[[^\]]*\]\)?)\)", r"\1", src)
     if not any(re.search(r"\bj\b", p.step) for p in passes):
         src = re.sub(r"(?m)^ *(j = np\.int64\(.*\)|jb = r1 \* R2|jg = .*)\n", "", src)
     info = np.finfo(acc) if acc.kind in "fc" else np.iinfo(acc)
@@ -315,9 +323,9 @@ def _compile(key: tuple[str, np.dtype, str]):
           "LOW": low, "HIGH": high, "INF": math.inf, "Z": u64(0), "U1": u64(1), "W": u64(_LANES),
           "G": u64(_GROUP), "LG": u64(_LANE_GROUP), "WG": u64(_LANES * _LANE_GROUP),
           "LANES": u64(LANES), "TAIL": u64(TAIL), "_sadd": sadd, "_smul": smul, "_radd": radd,
-          **{f"T_{s}": dt.type for s, dt in states}}
+          "_bf16_load": JIT_HELPERS["_bf16_load"], **{f"T_{s}": dt.type for s, dt in states}}
     arr = lambda dt, ro=False: types.Array(numba.from_dtype(dt), 1, "C", readonly=ro)
-    argtypes = (arr(kin, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
+    argtypes = (arr(buf_dt, True), *[types.uint64] * 11, types.int64, types.int64, types.float64, types.uint64,
                 arr(spec.result(kin)), *[arr(dt) for _, dt in states])
     _SOURCES[key] = src
     opts = dict(parallel=variant in ("rows", "chunks", "cols"), **_FLAGS)
@@ -337,7 +345,7 @@ def compiled_signatures() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, kin, variant in _ENTRY:
         label = {"serial": "", "lanes": " lanes"}.get(variant, f" parallel:{variant}")
-        out.setdefault(name, []).append(kin.name + label)
+        out.setdefault(name, []).append(("bfloat16" if kin == BF16_STORAGE else kin.name) + label)
     return out
 
 

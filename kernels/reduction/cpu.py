@@ -57,8 +57,10 @@ from dispatch_jit.tensor import CPU_BITS
 from ..support.loops.parallel import (MIN_CHUNK, REDUCE_PARALLEL_MIN, chunk_length, reduce_pieces, splits_outputs,
                                       use_parallel)
 from .codegen import LANE_MIN, compiled_signatures, kernel, warmup
-from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _U8, check_dtype, kernel_dtype, result_dtype,
+from .table import (REDUCTIONS, Pass, ReductionSpec, _BOOL, _F32, _U8, check_dtype, kernel_dtype, result_dtype,
                               spec_of, state_dtypes)
+
+_U16 = np.dtype(np.uint16)      # a bfloat16 array's words
 
 __all__ = ["CPU", "REDUCTIONS", "ReductionSpec", "Pass", "get_reduction", "result_dtype",
            "compiled_signatures", "warmup", "PARALLEL_THRESHOLD"]
@@ -233,22 +235,28 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
            [0]])
     """
     spec = spec_of(name)
-    dt = check_dtype(spec, dtype)
+    # bfloat16: the kernels read its words (a free view) and compute as float32's, whose result
+    # (a float32 array) this callable returns; the caller rounds it (_bind_bfloat16)
+    words = np.dtype(getattr(dtype, "np", dtype)) == BF16_STORAGE
+    dt = check_dtype(spec, _F32 if words else dtype)
+    dt = BF16_STORAGE if words else dt
     key = (name, dt)
     fn = _CALLABLES.get(key)
     if fn is not None:
         return fn
     kname = spec.kernel or name          # derived ops run their base op's kernels
     kspec = REDUCTIONS[kname]
-    kin = kernel_dtype(kspec, dt)
-    rdt, kout = spec.result(dt), kspec.result(kin)
-    conv_in = None if kin == dt else (lambda a: a.view(_U8)) if kin == _U8 else (lambda a: a.astype(kin))
+    kin = BF16_STORAGE if words else kernel_dtype(kspec, dt)
+    fk = _F32 if words else kin          # the dtype the kernel computes in
+    rdt, kout = spec.result(_F32 if words else dt), kspec.result(fk)
+    conv_in = ((lambda a: a.view(_U16)) if words else None if kin == dt else (lambda a: a.view(_U8)) if kin == _U8
+               else (lambda a: a.astype(kin)))
     conv_out = None if rdt == kout else (lambda r: r.view(rdt)) if rdt == _BOOL else (lambda r: r.astype(rdt))
-    sdts = [sdt for _, sdt in state_dtypes(kspec, kin)]
+    sdts = [sdt for _, sdt in state_dtypes(kspec, fk)]
     nostate = tuple(np.empty(0, sdt) for sdt in sdts)
     ordered, post, arg0, static_arg = kspec.ordered, spec.post, float(spec.arg), spec.static_arg
     compiled: dict[str, Callable] = {}   # variant -> overload, compiled on first need
-    lanes = any(p.lanes for p in kspec.passes(kin))
+    lanes = any(p.lanes for p in kspec.passes(fk))
 
     plans: dict = {}
     isz = kin.itemsize
@@ -306,6 +314,8 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
         n = a.size
         if n == 0 or (n >= PARALLEL_THRESHOLD and use_parallel()):
             return reduce(a)
+        if words:
+            a = a.view(_U16)
         variant = "lanes" if lanes and n >= LANE_MIN else "serial"
         ep = compiled.get(variant)
         if ep is None:
@@ -319,7 +329,7 @@ def get_reduction(name: str, dtype: np.dtype) -> Callable:
     reduce.__name__ = reduce.__qualname__ = f"{name}_{dt.name}"
     reduce.__doc__ = f"{name} over a {dt.name} array -> {rdt.name} (see get_reduction)."
     # the full reduction's shortcut, where no cast comes before or after the kernel
-    reduce.full = full if conv_in is None and conv_out is None else None
+    reduce.full = full if (conv_in is None or words) and conv_out is None else None
     _CALLABLES[key] = reduce
     return reduce
 
@@ -332,7 +342,7 @@ def _bind(name: str, call, kernel_name: str):
     dt = call.metas[0].dtype
     call.op.note_compiled(kernel_name, CompiledSignature((dt.name,)))
     if dt is bfloat16:
-        return _bind_bfloat16(name)
+        return _bind_bfloat16(name, call.metas[0].contiguous)
     fn = get_reduction(name, dt.np)
 
     def reduce(a, axes, keepdims, to, kw):
@@ -350,16 +360,23 @@ def _bind(name: str, call, kernel_name: str):
     return reduce
 
 
-def _bind_bfloat16(name: str):
-    fn = get_reduction(name, np.dtype(np.float32))
+def _bind_bfloat16(name: str, contiguous: bool = False):
+    # the kernels read the words, widening each to float32 in the loop (no float32 copy), and fold
+    # as float32's; a float32 result is rounded to nearest even once
+    fn = get_reduction(name, BF16_STORAGE)
 
     def reduce(a, axes, keepdims, to, kw):
-        f = bf16.to_float32(a)
         if to is not None and to != BF16_STORAGE:
-            return np.asarray(get_reduction(name, to)(f.astype(to), axes, keepdims, **kw))
-        r = np.asarray(fn(f, axes, keepdims, **kw))
+            return np.asarray(get_reduction(name, to)(bf16.to_float32(a).astype(to), axes, keepdims, **kw))
+        r = np.asarray(fn(a, axes, keepdims, **kw))
         return bf16.from_float32(r) if r.dtype == np.float32 else r
     reduce.full = None
+    if fn.full is not None and contiguous:
+        rdt = result_dtype(name, BF16_STORAGE)
+        rounded = rdt == BF16_STORAGE
+        fast = fn.full
+        reduce.full = (lambda a: bf16.from_float32(fast(a))) if rounded else fast
+        reduce.full_sig = make_sig(CPU_BITS, bfloat16 if rounded else from_numpy_dtype(rdt), 0, True)
     return reduce
 
 

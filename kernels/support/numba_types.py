@@ -19,8 +19,8 @@ from .scalar_helpers import HELPERS
 __all__ = ["NB_DTYPE", "NB_PY", "JIT_HELPERS"]
 
 NB_DTYPE = {d.np: numba.from_dtype(d.np) for d in ALL_DTYPES if d is not float16 and d is not bfloat16}
-# a bfloat16 array reaches a kernel as a uint16 view of its words (support/loops: read_cast, store)
-NB_DTYPE[bfloat16.np] = numba.from_dtype(np.uint16)
+# a bfloat16 array reaches a kernel as stored: a one-field record of its word (support/loops: read_cast, store)
+NB_DTYPE[bfloat16.np] = numba.from_dtype(bfloat16.np)
 NB_PY = {bool: nbt.boolean, int: nbt.int64, float: nbt.float64, complex: nbt.complex128}
 # numba_inline: helpers too large for LLVM's inliner (support/vecmath) are inlined by Numba
 JIT_HELPERS = {name: numba.njit(error_model="numpy", inline=getattr(fn, "numba_inline", "never"))(fn)

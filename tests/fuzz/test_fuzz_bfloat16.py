@@ -1,9 +1,11 @@
 """bfloat16 fuzz: every elementwise op of the table on random bfloat16 words (ties, subnormals, inf,
 NaN among them) must give exactly float32's result rounded once to nearest even (the loop
 generator's read_cast widens, its store rounds), and random chains of them must give the same
-bits eagerly, under @dj.compile and in dj.execution_mode("compiled")."""
+bits eagerly, under @dj.compile and in dj.execution_mode("compiled"), where a chain (and a
+reduction ending it) is one fused loop rounding each node's result where eager stores it."""
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import dispatch_jit as dj
@@ -55,19 +57,34 @@ def test_each_op_is_float32_rounded_once(name, wa, wb):
 @given(st.lists(st.sampled_from([n for n in OPS if SCALAR_OPS[n].rule != "compare" and
                                  n not in ("logical_and", "logical_or", "logical_xor", "logical_not")]),
                 min_size=1, max_size=4),
-       words(20), words(20), st.booleans())
-def test_chains_compiled_equal_eager(names, wa, wb, mixed):
+       words(20), words(20), st.booleans(),
+       st.sampled_from([None, ("sum", None), ("mean", 1), ("sum", 0), ("amax", 1), ("amin", None)]))
+def test_chains_compiled_equal_eager(names, wa, wb, mixed, reduce):
     x, y = _bf16(wa).reshape(4, 5), _bf16(wb).reshape(4, 5)
     if mixed:
         y = y.float()            # bfloat16 meets float32: promoted, as PyTorch's table says
 
+    unary = [SCALAR_OPS[n].arity == 1 for n in names]     # (a ScalarOp read inside would make it run eagerly)
+
     def chain(a, b):
         v = a
-        for name in names:
-            v = getattr(dj, name)(v) if SCALAR_OPS[name].arity == 1 else getattr(dj, name)(v, b)
+        for name, one in zip(names, unary):
+            v = getattr(dj, name)(v) if one else getattr(dj, name)(v, b)
+        if reduce is not None:       # an epilogue folding the chain's rounded values, as eager's kernel
+            v = getattr(dj, reduce[0])(v) if reduce[1] is None else getattr(dj, reduce[0])(v, reduce[1])
         return v
-    eager = chain(x, y)
-    _same(dj.compile(chain)(x, y), eager)
+    compiled = dj.compile(chain)
+    try:
+        eager = chain(x, y)
+    except dj.errors.DTypeError as e:            # a bool in the chain (isreal) that the next op refuses
+        with pytest.raises(type(e)):
+            compiled(x, y)
+        return
+    _same(compiled(x, y), eager)
+    # one loop (a lone op is its own eager kernel, already one loop)
+    one = len(names) > 1 or reduce is not None
+    plan = "1 fused loop(s), 0 eager step(s)" if one else "0 fused loop(s), 1 eager step(s)"
+    assert f"compiled plan: {plan}" in compiled.explain(), compiled.explain()
     with dj.execution_mode("compiled"):
         lazy = chain(x, y)
     _same(lazy, eager)

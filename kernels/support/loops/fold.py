@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from dispatch_jit.dtypes import BOOL, FLOAT, DType
+from dispatch_jit.dtypes import BOOL, FLOAT, DType, bfloat16
 
 from .nest import type_fn
 
@@ -87,8 +87,9 @@ class Fold:
         return [f"{acc} {'+' if add else '*'}= {x}"]
 
     def final(self, acc: str, count: str) -> str:
-        """The value stored from the accumulator ``acc`` of ``count`` elements."""
-        rt = type_fn(self.result.name)
+        """The value stored from the accumulator ``acc`` of ``count`` elements (a bfloat16 result:
+        float32's, which the store rounds, as eager rounds float32's result once)."""
+        rt = type_fn("float32" if self.result is bfloat16 else self.result.name)
         if self.kind == "mean":   # eager: the sum stored in the result dtype, then divided in it
             return f"{rt}({rt}({acc}) / {rt}({count}))"
         return acc if self.kind in ("max", "min") else f"{rt}({acc})"

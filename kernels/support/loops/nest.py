@@ -68,6 +68,9 @@ TILE_MIN_INNER = 2048
 
 # a dtype's constructor in generated source: _t_float32(x) converts x as NumPy's scalar type does
 # (float16 and bfloat16 have none: they are stored as 16 bits and computed in float32)
+# the field of a bfloat16 array's records: its 16-bit word
+BF16_FIELD = bfloat16.np.names[0]
+
 TYPE_FNS = {f"_t_{d.name}": d.np.type for d in ALL_DTYPES if d is not float16 and d is not bfloat16}
 
 
@@ -76,14 +79,15 @@ def type_fn(name: str) -> str:
     return f"_t_{name}"
 
 
-def read_cast(cast: str, src: str, ct: str, dtype=None) -> str:
+def read_cast(cast: str, src: str, ct: str, dtype=None, field: bool = True) -> str:
     """How a kernel reads an operand ``src`` for its op: ``"compute"``: converted to the compute
     dtype (``ct``, the name of its constructor); ``"bool"``: tested against 0; ``"none"``: as is.
     The one cast rule of eager and fused loops (which cast applies comes from the op's type rule).
-    A bfloat16 operand (``dtype``; its array is a uint16 view of the words) is widened to float32
-    first, exactly, so every cast starts from its value."""
+    A bfloat16 operand (``dtype``; its array is stored as one-field records of its 16-bit word,
+    passed as is: no view per call; ``field=False``: a uint16 view of the words, as CUDA kernels
+    take it) is widened to float32 first, exactly, so every cast starts from its value."""
     if dtype is bfloat16:
-        src = f"_bf16_load({src})"
+        src = f"_bf16_load({src}.{BF16_FIELD})" if field else f"_bf16_load({src})"
     if cast == "compute":
         return f"{ct}({src})"
     if cast == "bool":
@@ -91,12 +95,12 @@ def read_cast(cast: str, src: str, ct: str, dtype=None) -> str:
     return src
 
 
-def store(dst: str, value: str, dtype=None) -> str:
+def store(dst: str, value: str, dtype=None, field: bool = True) -> str:
     """The statement writing ``value`` (in the compute dtype) to the output element ``dst``: a
-    bfloat16 output (a uint16 view of its words) rounds the float32 value to nearest even, so an
+    bfloat16 output (records of its word) rounds the float32 value to nearest even, so an
     eager op and a fused chain round wherever eager mode rounds."""
     if dtype is bfloat16:
-        return f"{dst} = _bf16_store({value})"
+        return f"{dst}{'.' + BF16_FIELD if field else ''} = _bf16_store({value})"
     return f"{dst} = {value}"
 
 
