@@ -28,10 +28,6 @@ METHODS: list = []
 A = entries("aten")    # the ops are defined after this module is imported
 
 
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_SQRT_2_PI = math.sqrt(2.0 / math.pi)
-
-
 def _floating(x, op: str) -> None:
     """PyTorch's activations refuse integer and bool tensors (their kernels exist for floats only)."""
     if x.dtype.category not in (FLOAT, COMPLEX):
@@ -39,12 +35,13 @@ def _floating(x, op: str) -> None:
 
 
 def gelu(x, approximate="none"):
+    # one elementwise row per form (elementwise/rows_activation.py), with its derivative row: one pass
+    # forward and one backward, where the decomposition took five kernels each way
     _floating(x, "gelu")
     if approximate == "none":
-        return A.mul(A.mul(x, 0.5), A.add(A.erf(A.mul(x, _SQRT1_2)), 1.0))
+        return A._gelu_erf(x)
     if approximate == "tanh":
-        inner = A.mul(A.add(x, A.mul(A.mul(A.mul(x, x), x), 0.044715)), _SQRT_2_PI)
-        return A.mul(A.mul(x, 0.5), A.add(A.tanh(inner), 1.0))
+        return A._gelu_tanh(x)
     raise SchemaError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 

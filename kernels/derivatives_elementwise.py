@@ -51,6 +51,23 @@ def _logit_grad(g, s, c):
     return A.where(A.logical_or(A.lt(x, eps), A.gt(x, 1.0 - eps)), 0.0, d)
 
 
+def _gelu_erf_second(x):
+    """gelu''(x) = phi(x) (2 - x*x), phi the normal density."""
+    return A.mul(A.mul(A.exp(A.mul(A.square(x), -0.5)), 1.0 / _SQRT_2PI), A.sub(2.0, A.square(x)))
+
+
+def _gelu_tanh_second(x):
+    """gelu_tanh''(x) = 2 s' + 2 x ((1 - 2s) s' u' + s (1 - s) u''): gelu_tanh(x) = x s,
+    s = sigmoid(2u), u = beta (x + kappa x**3), s' = 2 s (1 - s) u'."""
+    beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
+    s = A.sigmoid(A.mul(A.mul(A.add(x, A.mul(A.mul(A.square(x), x), kappa)), beta), 2.0))
+    s1 = A.mul(s, A.sub(1.0, s))
+    du = A.mul(A.add(A.mul(A.square(x), 3.0 * kappa), 1.0), beta)
+    ds = A.mul(A.mul(s1, du), 2.0)
+    inner = A.add(A.mul(A.mul(ds, A.sub(1.0, A.mul(s, 2.0))), du), A.mul(s1, A.mul(x, 6.0 * beta * kappa)))
+    return A.add(A.mul(ds, 2.0), A.mul(A.mul(x, inner), 2.0))
+
+
 def _fmaxmin(ge):
     """fmax/fmin as PyTorch: self takes g where it won (or other is NaN), other where it did not."""
     def wins(s):
@@ -184,6 +201,16 @@ ROWS: dict[str, Derivative] = {
     "tanhshrink": _D("TanhshrinkBackward", lambda g, s, c: A.mul(g, A.square(A.tanh(s["self"]))), ("self",)),
     "mish": _D("MishBackward", _mish_grad, ("self",)),
     "log_sigmoid": _D("LogSigmoidBackward", lambda g, s, c: A.mul(g, A.sigmoid(A.neg(s["self"]))), ("self",)),
+    # gelu's rows: the backward is one op (PyTorch's gelu_backward), with its own row below
+    "_gelu_erf": _D("GeluBackward", lambda g, s, c: A._gelu_erf_backward(g, s["self"]), ("self",)),
+    "_gelu_tanh": _D("GeluBackward", lambda g, s, c: A._gelu_tanh_backward(g, s["self"]), ("self",)),
+    # second derivatives: linear in g; in x, g * gelu''(x)
+    "_gelu_erf_backward.Tensor": _D("GeluBackwardBackward", (
+        Grad(lambda gg, s, c: A._gelu_erf_backward(gg, s["other"]), ("other",)),
+        Grad(lambda gg, s, c: A.mul(A.mul(gg, s["self"]), _gelu_erf_second(s["other"])), ("self", "other")))),
+    "_gelu_tanh_backward.Tensor": _D("GeluBackwardBackward", (
+        Grad(lambda gg, s, c: A._gelu_tanh_backward(gg, s["other"]), ("other",)),
+        Grad(lambda gg, s, c: A.mul(A.mul(gg, s["self"]), _gelu_tanh_second(s["other"])), ("self", "other")))),
     "_prelu_kernel.Tensor": _D("PreluKernelBackward", (
         Grad(lambda g, s, c: A.where(A.gt(s["self"], 0), g, A.mul(g, s["other"])), ("self", "other")),
         Grad(lambda g, s, c: A.where(A.gt(s["self"], 0), 0.0, A.mul(g, s["self"])), ("self",)))),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dispatch_jit import bf16
 
-from . import conv, grad, op, pool
+from . import conv, grad, norm, op, pool
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
-SCHEMAS = op.SCHEMAS + conv.SCHEMAS + pool.SCHEMAS
+SCHEMAS = op.SCHEMAS + norm.SCHEMAS + conv.SCHEMAS + pool.SCHEMAS
 METHODS = op.METHODS
 
 
@@ -23,7 +23,7 @@ def _merged(*tables):
 
 
 KERNELS = _merged({"CPU": op.CPU_KERNELS, "CUDA": op.CUDA_KERNELS, "Meta": op.META_KERNELS, **grad.KERNELS},
-                  conv.KERNELS, pool.KERNELS)
+                  norm.KERNELS, conv.KERNELS, pool.KERNELS)
 
 # softmax's row kernels widen bfloat16 to float32 and round once; linear decomposes into matmul and add
 bf16.support(*(f"aten::{n}" for n in ("softmax", "log_softmax", "_softmax_backward_data",

@@ -260,6 +260,15 @@ def special(name, lo=-1.0, hi=1.0):
 
 
 CASES.update({
+    # gelu's rows (F.gelu picks one by approximate) and their backward ops (PyTorch's gelu_backward)
+    "_gelu_erf": unary(lambda M, x: M.nn.functional.gelu(x), lo=-3.0, hi=3.0),
+    "_gelu_tanh": unary(lambda M, x: M.nn.functional.gelu(x, approximate="tanh"), lo=-3.0, hi=3.0),
+    "_gelu_erf_backward.Tensor": binary(lambda M, g, x: M.ops.aten._gelu_erf_backward(g, x), ly=(-3.0, 3.0),
+                                        torch_fn=lambda g, x: torch.ops.aten.gelu_backward(*torch.broadcast_tensors(g, x))),
+    "_gelu_tanh_backward.Tensor": binary(
+        lambda M, g, x: M.ops.aten._gelu_tanh_backward(g, x), ly=(-3.0, 3.0),
+        # torch's gelu_backward (oneDNN) refuses to broadcast: the operands broadcast first
+        torch_fn=lambda g, x: torch.ops.aten.gelu_backward(*torch.broadcast_tensors(g, x), approximate="tanh")),
     "_prelu_kernel.Tensor": [Case(lambda M, x, w: M.nn.functional.prelu(x, w),
                                   (In((2, 3), values=KINK, nc=True), In((3,), 0.1, 0.5)))],
     "celu": act("celu", 0.7), "elu": act("elu", 1.3), "selu": act("selu"), "hardshrink": act("hardshrink"),
@@ -432,6 +441,22 @@ def test_second_derivatives_through_the_fused_backward_ops_match_torch(act):
     x, tx = dj.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
     ys = [getattr(M, act)(t) for M, t in ((dj, x), (torch, tx))]
     assert ys[0].grad_fn.name().startswith(act.capitalize())
+    (g,), (tg,) = dj.autograd.grad(ys[0].sum(), [x], create_graph=True), torch.autograd.grad(ys[1].sum(), [tx],
+                                                                                              create_graph=True)
+    np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-12)
+    (g * g).sum().backward()
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_second_derivatives_of_gelu_match_torch(approximate):
+    """gelu's backward is one op with its own row (gelu''): the gradient of a gradient is PyTorch's."""
+    a = np.random.default_rng(8).uniform(-3.0, 3.0, (2, 3))
+    x, tx = dj.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
+    ys = [M.nn.functional.gelu(t, approximate=approximate) for M, t in ((dj, x), (torch, tx))]
+    assert ys[0].grad_fn.name().startswith("GeluBackward")
     (g,), (tg,) = dj.autograd.grad(ys[0].sum(), [x], create_graph=True), torch.autograd.grad(ys[1].sum(), [tx],
                                                                                               create_graph=True)
     np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-12)

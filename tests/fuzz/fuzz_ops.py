@@ -886,6 +886,34 @@ def _torch_gelu(t, p):
     return torch.nn.functional.gelu(t[0], approximate=p["approximate"])
 
 
+def _layer_norm_np(args, p):
+    a = args[0]
+    if a.dtype.kind != "f":
+        raise OracleError("layer_norm of a non-float")
+    axes = tuple(range(a.ndim - len(p["shape"]), a.ndim))
+    f = a.astype(np.float64)
+    with np.errstate(all="ignore"):
+        c = f - f.mean(axis=axes, keepdims=True)
+        return as_dtype_unchecked(c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + 1e-5), a.dtype)
+
+
+def _layer_norm_params(ch, args):
+    """The trailing dims normalized: 1 to ndim of them, none of size 0."""
+    a = args[0]
+    if a.ndim == 0 or a.size == 0:
+        return None
+    k = ch.int(1, a.ndim)
+    return {"shape": tuple(int(n) for n in a.shape[a.ndim - k:])}
+
+
+def _tol_layer_norm(args, p, want):
+    """float32/float64: statistics in float64, one rounding; float16/bfloat16 compose ops that round at
+    each step, amplified by 1/std (up to 1/sqrt(eps) for a constant row)."""
+    if want.dtype.itemsize == 2:
+        return 0.05, 0.05
+    return 16 * float(np.finfo(want.dtype).eps), 512 * float(np.finfo(want.dtype).eps)
+
+
 def _silu_np(args, p):
     a = args[0]
     if a.dtype.kind != "f":
@@ -914,6 +942,9 @@ ROWS += [
     Row("gelu", "unary", (lambda a, p: f"dj.gelu({a[0]}, approximate={p['approximate']!r})",), "f", _gelu_np,
         _torch_gelu, _chain_tol, lambda ch, args: {"approximate": ch.choice(["none", "tanh"])}, True,
         torch_skip=_tsk_nonfinite),
+    Row("layer_norm", "reduce", (lambda a, p: f"dj.nn.functional.layer_norm({a[0]}, {p['shape']!r})",), "f",
+        _layer_norm_np, lambda t, p: __import__("torch").nn.functional.layer_norm(t[0], p["shape"]), _tol_layer_norm,
+        _layer_norm_params, True, torch_skip=_tsk_nonfinite),
     Row("silu", "unary", (lambda a, p: f"dj.silu({a[0]})",), "f", _silu_np,
         lambda t, p: __import__("torch").nn.functional.silu(t[0]), _chain_tol, None, True,
         torch_skip=_tsk_nonfinite),

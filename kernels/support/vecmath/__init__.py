@@ -9,7 +9,8 @@ kernels and in compiled mode's fused loops alike (one definition: the same bits)
   (core.py's log and exp2 blocks) and rounded once: within 0.51 ulp;
 * log_f32.py: log in float32 arithmetic (fdlibm's method), within 0.83 ulp;
 * ../scalar_helpers.py's ``_exp_f32``: exp in float32 arithmetic (Cephes' method), 0.95 ulp;
-* ../sincos_f32.py: sin and cos (float64 Cody-Waite and Payne-Hanek reductions), 0.52 ulp.
+* ../sincos_f32.py: sin and cos (float64 Cody-Waite and Payne-Hanek reductions), 0.52 ulp;
+* gelu.py: gelu (exact and tanh) and their derivatives, one pass each: 0.51 and 0.6 ulp.
 
 float64 tensors keep libm (``math.*``): these float64 evaluations are not accurate to a
 float64 ulp.  CUDA keeps its own libm too (``CUDA_FORMS``): ``expf`` and ``logf`` are already
@@ -22,6 +23,7 @@ import math
 
 import numpy as np
 
+from . import gelu as _gelu
 from . import widened as _widened
 from .log_f32 import _log_f32
 
@@ -30,10 +32,10 @@ __all__ = ["functions", "NAMES", "CUDA_FORMS", "SIMULATOR_FORMS"]
 
 def functions() -> dict:
     """Every helper of the package as a plain Python function, by name."""
-    return {**_widened.functions(), "_log_f32": _log_f32}
+    return {**_widened.functions(), **_gelu.functions(), "_log_f32": _log_f32}
 
 
-NAMES = tuple(_widened.SOURCES) + ("_log_f32",)
+NAMES = tuple(_widened.SOURCES) + tuple(_gelu.SOURCES) + ("_log_f32",)
 
 
 def _cuda_expm1(x):
@@ -73,7 +75,7 @@ def _cuda_erf(x):
 # dispatch_jit/cuda/codegen.py's own
 CUDA_FORMS = {"_expm1_f32": _cuda_expm1, "_log_f32": _cuda_log, "_log2_f32": _cuda_log2,
               "_log1p_f32": _cuda_log1p, "_pow_f32": _cuda_pow, "_tanh_f32": _cuda_tanh,
-              "_sigmoid_f32": _cuda_sigmoid, "_erf_f32": _cuda_erf}
+              "_sigmoid_f32": _cuda_sigmoid, "_erf_f32": _cuda_erf, **_gelu.CUDA_FORMS}
 
 
 def _sim_sigmoid(x):
@@ -87,4 +89,4 @@ def _sim_erf(x):
 # the CUDA simulator runs kernels as Python, where math.log(-1.0) raises: NumPy's functions there
 SIMULATOR_FORMS = {"_expm1_f32": np.expm1, "_log_f32": np.log, "_log2_f32": np.log2,
                    "_log1p_f32": np.log1p, "_pow_f32": np.power, "_tanh_f32": np.tanh, "_sigmoid_f32": _sim_sigmoid,
-                   "_erf_f32": _sim_erf}
+                   "_erf_f32": _sim_erf, **_gelu.CUDA_FORMS}

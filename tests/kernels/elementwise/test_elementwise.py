@@ -152,6 +152,14 @@ def _int_sign(x):
 
 
 # op -> (NumPy reference over the inputs, input domains, result kind)
+_GELU_BETA = math.sqrt(2 / math.pi)
+
+
+def _gelu_tanh_grad(x):
+    s = 1 / (1 + np.exp(-2 * _GELU_BETA * (x + 0.044715 * x ** 3)))
+    return s + 2 * x * s * (1 - s) * _GELU_BETA * (1 + 3 * 0.044715 * x * x)
+
+
 REFERENCE = {
     "abs": (np.abs, ("any",), "abs"),
     "neg": (np.negative, ("any",), "same"),
@@ -280,6 +288,12 @@ REFERENCE = {
     "mish": (lambda x: x * np.tanh(np.log1p(np.exp(x))), ("any",), "same"),
     "log_sigmoid": (lambda x: -np.logaddexp(0, -x), ("any",), "same"),
     "_prelu_kernel": (lambda x, w: np.where(x > 0, x, w * x), ("any", "any"), "same"),
+    # F.gelu's rows and their backward ops (g, x)
+    "_gelu_erf": (lambda x: 0.5 * x * sp.erfc(-x / math.sqrt(2)), ("any",), "same"),
+    "_gelu_tanh": (lambda x: x / (1 + np.exp(-2 * _GELU_BETA * (x + 0.044715 * x ** 3))), ("any",), "same"),
+    "_gelu_erf_backward": (lambda g, x: g * (0.5 * sp.erfc(-x / math.sqrt(2)) + x * np.exp(-0.5 * x * x)
+                                             / math.sqrt(2 * math.pi)), ("any", "any"), "same"),
+    "_gelu_tanh_backward": (lambda g, x: g * _gelu_tanh_grad(x), ("any", "any"), "same"),
     # where's first input is the condition: bool for the sweep, the dtype applies to the branches
     "where": (lambda c, x, y: np.where(c, x, y), ("any", "any", "any"), "same"),
     "clamp": (lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), ("any", "lo", "hi"), "same"),

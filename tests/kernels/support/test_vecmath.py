@@ -154,7 +154,8 @@ def test_float64_keeps_libm():
 
 
 @pytest.mark.parametrize("name", ["_exp_f32", "_expm1_f32", "_log_f32", "_log2_f32", "_log1p_f32", "_pow_f32",
-                                  "_tanh_f32", "_sigmoid_f32", "_erf_f32", "_sin_f32", "_cos_f32"])
+                                  "_tanh_f32", "_sigmoid_f32", "_erf_f32", "_sin_f32", "_cos_f32", "_gelu_erf_f32",
+                                  "_gelu_tanh_f32", "_gelu_erf_backward_f32", "_gelu_tanh_backward_f32"])
 def test_loops_over_the_float32_forms_vectorize(name):
     # the point of these forms: inlined (no call per element) and in SIMD registers
     import re
@@ -163,7 +164,7 @@ def test_loops_over_the_float32_forms_vectorize(name):
 
     from dispatch_jit.kernels.support.numba_types import JIT_HELPERS
     f = JIT_HELPERS[name]
-    if name == "_pow_f32":
+    if name == "_pow_f32" or name.endswith("_backward_f32"):
         def loop(x, out):
             for i in range(x.size):
                 out[i] = f(x[i], x[i])
@@ -191,3 +192,127 @@ def test_compiled_fused_loops_equal_eager_bit_for_bit():
     eager = chain(a, b).numpy()
     fused = dj.compile(chain)(a, b).numpy()
     np.testing.assert_array_equal(fused.view(np.uint32), eager.view(np.uint32))
+
+
+# -- gelu's one-pass forms (support/vecmath/gelu.py) ----------------------------------------------------
+_BETA, _KAPPA = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def _gelu64(f):
+    """x Phi(x) with Phi from erfc (no cancellation in the negative tail)."""
+    return 0.5 * f * np.frompyfunc(math.erfc, 1, 1)(-f / math.sqrt(2.0)).astype(np.float64)
+
+
+def _gelu_tanh64(f):
+    with np.errstate(over="ignore"):
+        return f / (1.0 + np.exp(-2.0 * _BETA * (f + _KAPPA * f ** 3)))
+
+
+def _gelu_grad64(f):
+    phi = 0.5 * np.frompyfunc(math.erfc, 1, 1)(-f / math.sqrt(2.0)).astype(np.float64)
+    with np.errstate(under="ignore", invalid="ignore"):
+        return phi + np.where(np.abs(f) < 40, f * np.exp(-0.5 * f * f) / math.sqrt(2.0 * math.pi), 0.0)
+
+
+def _gelu_tanh_grad64(f):
+    with np.errstate(all="ignore"):
+        u = _BETA * (f + _KAPPA * f ** 3)
+        e = np.exp(-2.0 * u)
+        s = 1.0 / (1.0 + e)
+        ss = np.where(np.abs(u) < 300, e / ((1.0 + e) * (1.0 + e)), 0.0)
+        return s + 2.0 * f * ss * _BETA * (1.0 + 3.0 * _KAPPA * f * f)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_within_half_an_ulp_over_the_whole_range(approximate):
+    # one pass, one rounding: where torch's float32 gelu rounds x/2 (1 + erf) to 0 (the negative tail
+    # below -5.3) this keeps the value; elsewhere both are within an ulp
+    x = _inputs()
+    ours = dj.nn.functional.gelu(dj.asarray(x), approximate=approximate).numpy()
+    ref = (_gelu64 if approximate == "none" else _gelu_tanh64)(x.astype(np.float64))
+    ref[np.isneginf(x)] = np.nan                # -inf * 0, as torch's
+    torch_out = None
+    try:
+        import torch
+        torch_out = torch.nn.functional.gelu(torch.from_numpy(x), approximate=approximate).numpy()
+    except ImportError:
+        pass
+    _check("gelu", x, ours, ref, 0.51, torch_out)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward_within_its_bound_over_the_whole_range(approximate):
+    x = _inputs()
+    g = np.random.default_rng(4).uniform(-2.0, 2.0, x.size).astype(F32)
+    op = dj.ops.aten._gelu_erf_backward if approximate == "none" else dj.ops.aten._gelu_tanh_backward
+    ours = op(dj.asarray(g), dj.asarray(x)).numpy()
+    ref = g.astype(np.float64) * (_gelu_grad64 if approximate == "none" else _gelu_tanh_grad64)(x.astype(np.float64))
+    _check("gelu_backward", x, ours, ref, 0.6)
+    # the gradient through F.gelu is that op's
+    xt = dj.asarray(x[:1000]).requires_grad_()
+    dj.nn.functional.gelu(xt, approximate=approximate).backward(dj.asarray(g[:1000]))
+    np.testing.assert_array_equal(xt.grad.numpy(), ours[:1000])
+
+
+def test_gelu_special_values():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1e30, 1e30, -20.0], F32)
+    for approximate in ("none", "tanh"):
+        out = dj.nn.functional.gelu(dj.asarray(x), approximate=approximate).numpy()
+        np.testing.assert_array_equal(out, np.array([np.nan, np.inf, np.nan, 0.0, -0.0, -0.0, 1e30, -0.0], F32))
+        assert np.signbit(out[4]) and np.signbit(out[5]) and not np.signbit(out[3])
+        xt = dj.asarray(x).requires_grad_()
+        dj.nn.functional.gelu(xt, approximate=approximate).sum().backward()
+        # NaN at +-inf (torch's too); 1 and 0 far out
+        np.testing.assert_array_equal(xt.grad.numpy(), np.array([np.nan, np.nan, np.nan, 0.5, 0.5, 0.0, 1.0, 0.0], F32))
+
+
+def test_gelu_compiled_and_lazy_equal_eager_bit_for_bit():
+    # the MLP's gelu(x @ w + b) with its backward: a fused loop (the bias add and gelu in one, and
+    # gelu's backward row in the backward plan) computes eager's bits, both forms
+    def step(x, w, b):
+        h = x @ w + b
+        y = dj.nn.functional.gelu(h) * dj.nn.functional.gelu(h, approximate="tanh")
+        return (y * y).sum()
+
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal(s).astype(F32) * 3 for s in ((5, 4), (4, 6), (6,))]
+
+    def run(fn, mode=None):
+        xs = [dj.asarray(a.copy()).requires_grad_() for a in arrays]
+        if mode:
+            with dj.execution_mode(mode):
+                loss = fn(*xs)
+                loss.backward()
+        else:
+            loss = fn(*xs)
+            loss.backward()
+        return [loss.numpy()] + [x.grad.numpy() for x in xs]
+
+    eager = run(step)
+    for got in (run(dj.compile(step)), run(step, "compiled")):
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_gelu_near_fast_path_computes_the_full_forms_bits():
+    # eager loops take the near form on chunks where every |x| < 5.65 (ScalarOp.fast); compiled loops
+    # always run the full form: both must give the same bits there
+    import numba
+
+    from dispatch_jit.kernels.support.numba_types import JIT_HELPERS
+    full, full_b = JIT_HELPERS["_gelu_erf_f32"], JIT_HELPERS["_gelu_erf_backward_f32"]
+
+    @numba.njit
+    def reference(x, g, out, out_b):
+        for i in range(x.size):
+            out[i] = full(x[i])
+            out_b[i] = full_b(g[i], x[i])
+
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-5.64, 5.64, 20_000), np.linspace(-5.6499, 5.6499, 2001)]).astype(F32)
+    g = rng.uniform(-2.0, 2.0, x.size).astype(F32)
+    out, out_b = np.empty_like(x), np.empty_like(x)
+    reference(x, g, out, out_b)
+    np.testing.assert_array_equal(dj.nn.functional.gelu(dj.asarray(x)).numpy().view(np.uint32), out.view(np.uint32))
+    ours_b = dj.ops.aten._gelu_erf_backward(dj.asarray(g), dj.asarray(x)).numpy()
+    np.testing.assert_array_equal(ours_b.view(np.uint32), out_b.view(np.uint32))

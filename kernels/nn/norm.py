@@ -1,0 +1,253 @@
+"""layer_norm as one op forward and one backward: ``_layer_norm`` and ``_layer_norm_backward``.
+
+``F.layer_norm`` was nine elementwise and reduction ops forward (mean, sub, mul, mean, add, rsqrt,
+mul, mul, add) and about twenty backward, each a dispatch and a pass over the tensor.  Here the
+CPU runs one loop per row each way (float32 and float64; statistics in float64, two passes
+for the variance, the sums in vector lanes; one rounding per output), the row's mean and 1/std recomputed by the backward
+from the saved input (cheaper than saving and dispatching them).  Other dtypes and CUDA run the
+same formulas written with other ops (below the autograd keys: one node), as do double backward
+(``create_graph=True``: the formulas are recorded).  Rows are serial: a row's result never
+depends on the thread count.
+
+The weight's and bias's gradients are summed over rows in float64, row order, one rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import types as nbt
+
+from dispatch_jit import bf16
+from dispatch_jit.autograd.grad_mode import is_grad_enabled
+from dispatch_jit.autograd.kernel import AutogradKernel, Derivative, Grad
+from dispatch_jit.creation import empty
+from dispatch_jit.jit import cache
+from dispatch_jit.ops import entries
+from dispatch_jit.tensor import wrap
+
+from .op import below_autograd
+
+__all__ = ["SCHEMAS", "KERNELS", "get", "layer_norm_formula", "layer_norm_backward_formula"]
+
+A = entries("aten")
+SCHEMAS = [
+    "_layer_norm(Tensor input, int ndims, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+    "_layer_norm_backward(Tensor grad_out, Tensor input, int ndims, Tensor? weight, float eps, "
+    "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+]
+_KIND = "nn"
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# -- the formulas with ops (CUDA, other dtypes, double backward) -----------------------------------
+def _stats(x, axes, eps):
+    centered = A.sub(x, A.mean(x, axes, True))
+    return centered, A.rsqrt(A.add(A.mean(A.mul(centered, centered), axes, True), eps))
+
+
+def layer_norm_formula(x, ndims, weight, bias, eps):
+    """F.layer_norm's composition: (x - mean) / sqrt(var + eps) * weight + bias."""
+    axes = tuple(range(x.ndim - ndims, x.ndim))
+    centered, rstd = _stats(x, axes, eps)
+    out = A.mul(centered, rstd)
+    if weight is not None:
+        out = A.mul(out, weight)
+    if bias is not None:
+        out = A.add(out, bias)
+    return out
+
+
+def layer_norm_backward_formula(g, x, ndims, weight, eps, output_mask):
+    """(grad of input, of weight, of bias): gi = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g w."""
+    axes = tuple(range(x.ndim - ndims, x.ndim))
+    batch = tuple(range(x.ndim - ndims))
+    centered, rstd = _stats(x, axes, eps)
+    xhat = A.mul(centered, rstd)
+    gx = A.mul(g, weight) if weight is not None else g
+    gi = gw = gb = None
+    if output_mask[0]:
+        gi = A.mul(rstd, A.sub(A.sub(gx, A.mean(gx, axes, True)), A.mul(xhat, A.mean(A.mul(gx, xhat), axes, True))))
+    if output_mask[1]:
+        gw = A.sum(A.mul(g, xhat), batch) if batch else A.mul(g, xhat)
+    if output_mask[2]:
+        gb = A.sum(g, batch) if batch else g
+    none = empty(0, dtype=x.dtype, device=x.device)
+    return tuple(t if t is not None else none for t in (gi, gw, gb))
+
+
+_forward_below = below_autograd(layer_norm_formula)
+_backward_below = below_autograd(layer_norm_backward_formula)
+
+
+# -- the CPU loops ------------------------------------------------------------------------------------
+# reassoc: the row sums vectorize (lanes summed in a fixed order: the same bits every call)
+@numba.njit(boundscheck=False, fastmath={"reassoc"})
+def _row_stats(x, i, eps):
+    n = x.shape[1]
+    s = 0.0
+    for j in range(n):
+        s += np.float64(x[i, j])
+    mean = s / n
+    v = 0.0
+    for j in range(n):
+        d = np.float64(x[i, j]) - mean
+        v += d * d
+    return mean, 1.0 / math.sqrt(v / n + eps)
+
+
+@numba.njit(boundscheck=False)
+def _forward(x, w, b, eps, out):
+    """out = (x - mean) rstd w + b per row; ``w``/``b`` empty where absent."""
+    n = x.shape[1]
+    hw, hb = w.size > 0, b.size > 0
+    for i in range(x.shape[0]):
+        mean, rstd = _row_stats(x, i, eps)
+        if hw and hb:           # the usual case, one straight loop
+            for j in range(n):
+                out[i, j] = (np.float64(x[i, j]) - mean) * rstd * np.float64(w[j]) + np.float64(b[j])
+            continue
+        for j in range(n):
+            y = (np.float64(x[i, j]) - mean) * rstd
+            if hw:
+                y = y * np.float64(w[j])
+            if hb:
+                y = y + np.float64(b[j])
+            out[i, j] = y
+
+
+@numba.njit(boundscheck=False, fastmath={"reassoc"})
+def _backward(g, x, w, eps, want_i, gi, gw, gb):
+    """gi per row; gw, gb (float64, zeroed by the caller) summed over rows."""
+    n = x.shape[1]
+    hw = w.size > 0
+    for i in range(x.shape[0]):
+        mean, rstd = _row_stats(x, i, eps)
+        a = 0.0
+        c = 0.0
+        for j in range(n):
+            gj = np.float64(g[i, j])
+            xh = (np.float64(x[i, j]) - mean) * rstd
+            gx = gj * np.float64(w[j]) if hw else gj
+            a += gx
+            c += gx * xh
+            gw[j] += gj * xh
+            gb[j] += gj
+        if want_i:
+            a /= n
+            c /= n
+            for j in range(n):
+                xh = (np.float64(x[i, j]) - mean) * rstd
+                gx = np.float64(g[i, j]) * np.float64(w[j]) if hw else np.float64(g[i, j])
+                gi[i, j] = rstd * (gx - a - xh * c)
+
+
+def _sig(name, dt):
+    f = numba.from_dtype(dt)
+    m2, v, f64v = nbt.Array(f, 2, "C"), nbt.Array(f, 1, "C"), nbt.Array(nbt.float64, 1, "C")
+    if name == "layer_norm":
+        return (m2, v, v, nbt.float64, m2)
+    return (m2, m2, v, nbt.float64, nbt.boolean, m2, f64v, f64v)
+
+
+_F = {"layer_norm": _forward, "layer_norm_backward": _backward}
+_ENTRY = cache.entries(_KIND)
+
+
+def get(name, dt):
+    """The compiled loop ``name`` ("layer_norm": (rows, w, b, eps, out); "layer_norm_backward":
+    (g_rows, rows, w, eps, want_input_grad, gi, gw, gb), gw and gb float64 zeros) for ``dt``;
+    an absent weight or bias is an empty array.  A compiled plan that calls these computes eager's bits."""
+    key = (name, dt)
+    ep = _ENTRY.get(key)
+    if ep is None:
+        ep = cache.njit_function(_KIND, key, name, _F[name], _sig(name, dt))
+    return ep
+
+
+def _loops(x, ndims, *params) -> bool:
+    """The CPU loops' case: a float32/float64 input, the weight and bias of its dtype and of the
+    normalized shape (or absent); a weight that broadcasts to it takes the formulas."""
+    dt, pshape = x._data.dtype, tuple(x.shape[x.ndim - ndims:])
+    return dt in _DTYPES and all(p is None or (p._data.dtype == dt and tuple(p.shape) == pshape) for p in params)
+
+
+def _flat(p, dt):
+    return np.empty(0, dt) if p is None else np.ascontiguousarray(p._data).reshape(-1)
+
+
+def _rows(a, ndims):
+    n = int(np.prod(a.shape[a.ndim - ndims:], dtype=np.int64))
+    return np.ascontiguousarray(a).reshape(-1, n) if n else a.reshape(-1, 0)
+
+
+def layer_norm_cpu(x, ndims, weight=None, bias=None, eps=1e-5):
+    if not _loops(x, ndims, weight, bias) or x._data.size == 0:
+        return _forward_below(x, ndims, weight, bias, eps)
+    a = x._data
+    rows = _rows(a, ndims)
+    out = np.empty(rows.shape, a.dtype)
+    get("layer_norm", a.dtype)(rows, _flat(weight, a.dtype), _flat(bias, a.dtype), float(eps), out)
+    return wrap(out.reshape(a.shape))
+
+
+def layer_norm_backward_cpu(g, x, ndims, weight, eps, output_mask):
+    if not _loops(x, ndims, weight) or g.dtype != x.dtype or x._data.size == 0 or tuple(g.shape) != tuple(x.shape):
+        return _backward_below(g, x, ndims, weight, eps, output_mask)
+    a, dt = x._data, x._data.dtype
+    rows = _rows(a, ndims)
+    gi = np.empty(rows.shape, dt) if output_mask[0] else np.empty((0, 0), dt)
+    gw, gb = np.zeros(rows.shape[1]), np.zeros(rows.shape[1])
+    get("layer_norm_backward", dt)(_rows(g._data, ndims), rows, _flat(weight, dt), float(eps), bool(output_mask[0]),
+                                    gi, gw, gb)
+    pshape = tuple(a.shape[a.ndim - ndims:])
+    none = np.empty(0, dt)
+    return (wrap(gi.reshape(a.shape) if output_mask[0] else none),
+            wrap(gw.astype(dt).reshape(pshape) if output_mask[1] else none),
+            wrap(gb.astype(dt).reshape(pshape) if output_mask[2] else none))
+
+
+def layer_norm_meta(x, ndims, weight=None, bias=None, eps=1e-5):
+    if _loops(x, ndims, weight, bias) and 0 not in tuple(x.shape):
+        return empty(*tuple(x.shape), dtype=x.dtype, device=x.device)
+    return _forward_below(x, ndims, weight, bias, eps)
+
+
+def layer_norm_backward_meta(g, x, ndims, weight, eps, output_mask):
+    if _loops(x, ndims, weight) and g.dtype == x.dtype and tuple(g.shape) == tuple(x.shape) and 0 not in tuple(x.shape):
+        p = tuple(x.shape[x.ndim - ndims:])
+        return tuple(empty(*(s if m else (0,)), dtype=x.dtype, device=x.device)
+                     for s, m in zip((tuple(x.shape), p, p), output_mask))
+    return _backward_below(g, x, ndims, weight, eps, output_mask)
+
+
+# -- the derivative: one _layer_norm_backward call gives all three gradients; each Grad takes its
+# own (kept in the node's ctx, keyed by the gradient it was computed from, until its Grad asks)
+def _grad(k: int):
+    def grad(g, s, c):
+        x, w = s["input"], s["weight"]
+        if is_grad_enabled():      # create_graph: the recorded formulas
+            mask = tuple(i == k for i in range(3))
+            return layer_norm_backward_formula(g, x, c["ndims"], w, c["eps"], mask)[k]
+        kept = c.get("_ln_grads")
+        if kept is None or kept[0] is not g or kept[1][k] is None:
+            mask = (True, w is not None, c["shapes"][2] is not None)
+            kept = (g, list(A._layer_norm_backward(g, x, c["ndims"], w, c["eps"], mask)))
+            c["_ln_grads"] = kept
+        out, kept[1][k] = kept[1][k], None
+        return out
+    return grad
+
+
+DERIVATIVES = {"_layer_norm": Derivative("NativeLayerNormBackward", (
+    Grad(_grad(0), ("input", "weight")), Grad(_grad(1), ("input", "weight")), Grad(_grad(2), ("input", "weight"))))}
+
+KERNELS = {"CPU": {"_layer_norm": layer_norm_cpu, "_layer_norm_backward": layer_norm_backward_cpu},
+           "CUDA": {"_layer_norm": _forward_below, "_layer_norm_backward": _backward_below},
+           "Meta": {"_layer_norm": layer_norm_meta, "_layer_norm_backward": layer_norm_backward_meta},
+           "Autograd": {name: AutogradKernel(d) for name, d in DERIVATIVES.items()}}
+
+# float16 and bfloat16 reach the formulas (their ops widen to float32 and round once)
+bf16.support("aten::_layer_norm", "aten::_layer_norm_backward", keys=("CPU",))

@@ -1,0 +1,108 @@
+"""F.layer_norm as one op forward (``_layer_norm``) and one backward (``_layer_norm_backward``,
+kernels/nn/norm.py): values and gradients against PyTorch, one autograd node, double backward,
+the formulas' path (other dtypes, a weight that broadcasts), and compiled modes bit for bit."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dispatch_jit as dj
+from dispatch_jit.errors import CompileWarning
+
+F = dj.nn.functional
+torch = pytest.importorskip("torch")
+
+
+def _pair(a, grad=True):
+    return (dj.asarray(a.copy()).requires_grad_(grad), torch.from_numpy(a.copy()).requires_grad_(grad))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+@pytest.mark.parametrize("case", ["affine", "no_bias", "plain", "two_dims", "strided"])
+def test_values_and_gradients_match_torch(dtype, tol, case):
+    rng = np.random.default_rng(3)
+    shape, norm = ((3, 4, 5), (4, 5)) if case == "two_dims" else ((4, 3, 6), (6,))
+    x = rng.standard_normal(shape).astype(dtype) * 3 + 1
+    if case == "strided":
+        x = np.ascontiguousarray(x.transpose(1, 0, 2)).transpose(1, 0, 2)   # non-contiguous
+    w, b = rng.standard_normal(norm).astype(dtype), rng.standard_normal(norm).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    (dx, tx), (dw, tw), (db, tb) = _pair(x), _pair(w), _pair(b)
+    args = {"affine": ((dw, db), (tw, tb)), "no_bias": ((dw, None), (tw, None)), "plain": ((None, None), (None, None)),
+            "two_dims": ((dw, db), (tw, tb)), "strided": ((dw, db), (tw, tb))}[case]
+    y = F.layer_norm(dx, norm, *args[0])
+    ty = torch.nn.functional.layer_norm(tx, norm, *args[1])
+    assert y.grad_fn.name() == "NativeLayerNormBackward"     # one node, not the nine ops' chain
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    y.backward(dj.asarray(g))
+    ty.backward(torch.from_numpy(g))
+    for ours, theirs in zip((dx, *args[0]), (tx, *args[1])):
+        if ours is not None:
+            np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=10 * tol, atol=10 * tol)
+
+
+def test_only_the_weight_needs_a_gradient_and_a_retained_graph_runs_twice():
+    rng = np.random.default_rng(4)
+    x = dj.asarray(rng.standard_normal((5, 8)).astype(np.float32))
+    w = dj.asarray(rng.standard_normal(8).astype(np.float32)).requires_grad_()
+    b = dj.asarray(rng.standard_normal(8).astype(np.float32)).requires_grad_()
+    y = F.layer_norm(x, (8,), w, b)
+    y.backward(dj.ones(5, 8), retain_graph=True)
+    first = (w.grad.numpy().copy(), b.grad.numpy().copy())
+    w.grad = b.grad = None
+    y.backward(dj.full((5, 8), 2.0))
+    np.testing.assert_allclose(w.grad.numpy(), 2 * first[0], rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), 2 * first[1], rtol=1e-6)
+
+
+def test_second_derivatives_match_torch():
+    rng = np.random.default_rng(5)
+    (x, tx), (w, tw) = _pair(rng.standard_normal((3, 4))), _pair(rng.standard_normal(4))
+    (gx,) = dj.autograd.grad((F.layer_norm(x, (4,), w) ** 3).sum(), [x], create_graph=True)
+    (tgx,) = torch.autograd.grad((torch.nn.functional.layer_norm(tx, (4,), tw) ** 3).sum(), [tx], create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), tgx.detach().numpy(), rtol=1e-12)
+    (gx * gx).sum().backward()
+    (tgx * tgx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)
+
+
+def test_other_dtypes_and_a_broadcast_weight_take_the_formulas():
+    x = np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)
+    ref = torch.nn.functional.layer_norm(torch.from_numpy(x), (3,)).numpy()
+    half = F.layer_norm(dj.asarray(x).to(dj.float16), (3,))
+    assert half.dtype == dj.float16
+    np.testing.assert_allclose(half.float().numpy(), ref, atol=2e-3)
+    assert F.layer_norm(dj.asarray(x).to(dj.bfloat16), (3,)).dtype == dj.bfloat16
+    # a (1,) weight broadcasts over the normalized dim (the composition's rule)
+    np.testing.assert_allclose(F.layer_norm(dj.asarray(x), (3,), dj.tensor([2.0])).numpy(), 2 * ref, rtol=1e-5)
+
+
+def test_compiled_and_lazy_equal_eager_bit_for_bit():
+    # a whole step (forward and backward), as @dj.compile traces a training step; no graph break
+    def step(x, w, b):
+        y = F.layer_norm(x * 2.0, (6,), w, b)
+        loss = (y * y).sum()
+        loss.backward()
+        return loss
+
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (6,), (6,))]
+
+    def run(fn, mode=None):
+        xs = [dj.asarray(a.copy()).requires_grad_() for a in arrays]
+        if mode:
+            with dj.execution_mode(mode):
+                loss = fn(*xs)
+        else:
+            loss = fn(*xs)
+        return [loss.numpy()] + [x.grad.numpy() for x in xs]
+
+    eager = run(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        compiled = run(dj.compile(step))
+    for got in (compiled, run(step, "compiled")):
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
