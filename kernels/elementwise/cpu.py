@@ -12,6 +12,10 @@ call skips Numba's own type dispatch):
   in-place with overlap) -> one loop per dimension over NumPy broadcast views,
   which have zero strides where an input is broadcast, so no input is copied.
 
+A hit on the flat case runs generated straight-line code (``_Plan.fast``; in place,
+``_Plan.fast_inplace``, which writes into the first operand when no other operand overlaps it
+and it is writeable), and anything its per-call checks refuse goes to the general path.
+
 Each exists in a serial and a ``prange`` variant; the parallel one is
 compiled only when an output of at least ``PARALLEL_MIN`` elements first
 shows up, since starting threads costs microseconds.  Outputs are allocated
@@ -32,7 +36,7 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
-from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16, float32
+from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, can_cast, float16, float32
 from dispatch_jit.jit import cache, threads
 from dispatch_jit.jit.source import define
 from dispatch_jit.signature import make_sig
@@ -167,10 +171,15 @@ class ElementwiseCPU(ElementwiseKernel):
                      r.in_idx, r.static_idx, r.out_pos, in_metas)
         # float16 is converted and bfloat16 read through views, on the general path
         half = (float16, bfloat16)
-        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype not in half
-                                                      for m in in_metas if m.kind == "tensor")
-                   and result not in half)
-        return plan.fast(ndim) if fast_ok else plan.general
+        flat_ok = all(m.contiguous and m.ndim == ndim and m.dtype not in half
+                      for m in in_metas if m.kind == "tensor") and result not in half
+        if self.mode == "functional":
+            return plan.fast(ndim) if flat_ok else plan.general
+        # in place: the operand written must take the result (else the general path raises its error)
+        written = in_metas[0]
+        if flat_ok and written.kind == "tensor" and can_cast(result, written.dtype):
+            return plan.fast_inplace(ndim)
+        return plan.general
 
 
 class _Plan:
@@ -274,6 +283,48 @@ class _Plan:
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
              "_general": self.general, "_check": self._check_statics}
         return define("\n".join(body) + "\n", "run", g, f"<dispatch_jit {self.opname} fast path>")
+
+    def fast_inplace(self, ndim: int):
+        """The in-place flat fast path (``a.add_(b)``, ``p -= lr * g``): every operand contiguous and of
+        the written one's shape, and no other operand overlapping it unless it is the very same array
+        (two arrays owning their memory, ``base is None``, cannot overlap; else NumPy's bounds test).
+        Anything else, a read-only operand included, takes the general path, which copies or raises."""
+        in_dtypes = tuple(m.dtype if k == "array" else None for m, k in zip(self.in_metas, self.kinds))
+        v = self.variant(ndim, True, in_dtypes, self.in_metas[0].dtype)
+        v.get(0)   # compile the serial loop now, on the miss path
+        arr = [i for i, k in enumerate(self.kinds) if k == "array"]
+        names = [f"p{i}" for i in range(len(self.in_idx) + len(self.static_idx))]
+        body = [f"def run({', '.join(names)}):"]
+        if self.int_compute and self.static_idx:
+            body.append(f"    _check(({', '.join(names)},))")
+        for j in arr:
+            body.append(f"    d{j} = p{self.in_idx[j]}._data")
+        body.append("    s = d0.shape")
+        cond = ["d0.flags.writeable"]
+        for j in arr[1:]:
+            cond.append(f"d{j}.shape == s")
+            cond.append(f"(d{j} is d0 or (d0.base is None and d{j}.base is None) or not _overlap(d{j}, d0))")
+        kargs = [f"d{j}" if k == "array" else f"p{self.in_idx[j]}" for j, k in enumerate(self.kinds) if k != "none"]
+        kargs += [f"p{i}" for i in self.static_idx] + ["d0"]
+        w = f"p{self.in_idx[0]}"
+        body += [f"    if {' and '.join(cond)}:",
+                 "        n = d0.size",
+                 "        if n < _PAR:",
+                 f"            _ks({', '.join(kargs)})",
+                 "        else:",
+                 f"            _run(_vb, n, _v.parallel or _v.get(n), _vs, {', '.join(kargs)})",
+                 # bump_version, inlined: autograd's saved-tensor checks see the write
+                 f"        vc = {w}.__dict__.get('_vc')",
+                 "        if vc is None:",
+                 f"            {w}.__dict__['_vc'] = [1]",
+                 "        else:",
+                 "            vc[0] += 1",
+                 f"        return {w}",
+                 f"    return _general({', '.join(names)})"]
+        g = {"_ks": v.serial, "_PAR": PARALLEL_MIN, "_v": v, "_run": threads.run, "_vb": v.best,
+             "_vs": v.serial_loop, "_overlap": np.may_share_memory, "_general": self.general,
+             "_check": self._check_statics}
+        return define("\n".join(body) + "\n", "run", g, f"<dispatch_jit {self.opname} in-place fast path>")
 
     # -- everything else: broadcasting, strides, out=, in-place, float16 ----------------------
     def general(self, *args):
