@@ -251,8 +251,10 @@ class _Plan:
         for j in arr:
             body.append(f"    d{j} = {pos_of[self.in_idx[j]]}._data")
         first = data[arr[0]]
-        body.append(f"    s = {first}.shape")
-        cond += [f"{data[j]}.shape == s" for j in arr[1:]]
+        # one dimension: equal sizes are equal shapes, and .size makes no tuple as .shape does
+        shape = "n" if ndim == 1 else "s"
+        body.append(f"    {shape} = {first}.{'size' if ndim == 1 else 'shape'}")
+        cond += [f"{data[j]}.{'size' if ndim == 1 else 'shape'} == {shape}" for j in arr[1:]]
         kargs = []
         for j, k in enumerate(self.kinds):
             if k == "array":
@@ -263,13 +265,12 @@ class _Plan:
         test = " and ".join(cond) if cond else "True"
         # a large output comes from the output pool (dispatch_jit/bufferpool.py): memory whose pages
         # are mapped already, once nothing refers to a previous output any more
-        body += [f"    if {test}:",
-                 f"        n = {first}.size",
+        body += [f"    if {test}:"] + ([f"        n = {first}.size"] if ndim != 1 else []) + [
                  "        if n < _PAR:",
-                 "            r = _empty(s, _odt)",
+                 f"            r = _empty({shape}, _odt)",
                  f"            _ks({', '.join(kargs + ['r'])})",
                  "        else:",
-                 "            r = _pool_empty(s, _odt, n)",
+                 f"            r = _pool_empty({first}.shape, _odt, n)",
                  f"            _run(_vb, n, _v.parallel or _v.get(n), _vs, {', '.join(kargs + ['r'])})",
                  # wrap_like_sig, inlined: a call costs as much as the two stores
                  "        t = _new(_T)",
@@ -299,16 +300,15 @@ class _Plan:
             body.append(f"    _check(({', '.join(names)},))")
         for j in arr:
             body.append(f"    d{j} = p{self.in_idx[j]}._data")
-        body.append("    s = d0.shape")
+        body.append("    n = d0.size" if ndim == 1 else "    s = d0.shape")
         cond = ["d0.flags.writeable"]
         for j in arr[1:]:
-            cond.append(f"d{j}.shape == s")
+            cond.append(f"d{j}.size == n" if ndim == 1 else f"d{j}.shape == s")
             cond.append(f"(d{j} is d0 or (d0.base is None and d{j}.base is None) or not _overlap(d{j}, d0))")
         kargs = [f"d{j}" if k == "array" else f"p{self.in_idx[j]}" for j, k in enumerate(self.kinds) if k != "none"]
         kargs += [f"p{i}" for i in self.static_idx] + ["d0"]
         w = f"p{self.in_idx[0]}"
-        body += [f"    if {' and '.join(cond)}:",
-                 "        n = d0.size",
+        body += [f"    if {' and '.join(cond)}:"] + (["        n = d0.size"] if ndim != 1 else []) + [
                  "        if n < _PAR:",
                  f"            _ks({', '.join(kargs)})",
                  "        else:",

@@ -175,3 +175,35 @@ def test_inplace_fast_path_above_the_parallel_threshold():
     x.mul_(y)
     assert "in-place fast path" in _memoized("aten::mul_.Tensor", x, y)[1]
     np.testing.assert_array_equal(x.numpy(), a * a[::-1])
+
+
+def test_functional_fast_path_one_dim_checks_shapes_per_call():
+    a, b = _f32(6, 1.0), _f32(6, -2.0)
+    np.testing.assert_array_equal((a + b).numpy(), a.numpy() + b.numpy())
+    assert "fast path" in _memoized("aten::add.Tensor", a, b, 1, None)[1]
+    # the same signature with a broadcast operand or another length: the general path, per call
+    one = _f32(1, 5.0)
+    np.testing.assert_array_equal((a + one).numpy(), a.numpy() + np.float32(5.0))
+    with pytest.raises(dj.errors.BroadcastError, match=r"\(6,\).*\(4,\)"):
+        a + _f32(4)
+    z = dj.tensor(2.0) * dj.tensor(3.0)
+    assert z.shape == () and z.item() == 6.0
+
+
+class _MyFloat(float):
+    pass
+
+
+@pytest.mark.parametrize("v", [2, 2.0, True, np.float64(2.0), np.int64(2), _MyFloat(2.0)],
+                         ids=["int", "float", "bool", "np.float64", "np.int64", "float subclass"])
+def test_number_operands_hit_what_a_miss_resolves(v):
+    # the entry keys a Python number by a dict lookup, a NumPy scalar or a subclass by scalar_sig
+    x = dj.tensor([1, 2, 3], dtype=dj.int32)
+    op = lookup("aten::mul.Tensor")
+    op.memo.clear()
+    want = x * v                        # a miss
+    got = x * v                         # a hit
+    assert op.misses and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if type(v) in (int, float, bool):   # PyTorch's promotion: a Python number is weak
+        assert got.dtype == (dj.float32 if type(v) is float else dj.int32)
