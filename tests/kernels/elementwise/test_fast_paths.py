@@ -207,3 +207,122 @@ def test_number_operands_hit_what_a_miss_resolves(v):
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     if type(v) in (int, float, bool):   # PyTorch's promotion: a Python number is weak
         assert got.dtype == (dj.float32 if type(v) is float else dj.int32)
+
+
+# -- the broadcast path: contiguous operands of different shapes ------------------------------
+def _general_of(opname: str, *args):
+    """The general path of the plan memoized for ``opname`` on ``args``."""
+    fn, _ = _memoized(opname, *args)
+    plan = fn.__self__ if hasattr(fn, "__self__") else fn.__globals__["_general"].__self__
+    return plan.general
+
+
+_BCAST = [((2, 3, 4), (4,)), ((4,), (2, 3, 4)), ((2, 3, 4), (2, 3, 1)), ((3, 1), (1, 4)), ((2, 3, 4), ()),
+          ((2, 1, 4), (3, 1)), ((1,), (5,))]
+
+
+@pytest.mark.parametrize("sa,sb", _BCAST, ids=[f"{a}-{b}" for a, b in _BCAST])
+def test_broadcast_path_equals_the_general_path(sa, sb):
+    rng = np.random.default_rng(len(sa) * 10 + len(sb))
+    a = dj.tensor(rng.standard_normal(sa).astype(np.float32))
+    b = dj.tensor(rng.standard_normal(sb).astype(np.float32))
+    for opname, call, args in [("aten::add.Tensor", lambda: dj.add(a, b, alpha=0.5), (a, b, 0.5, None)),
+                               ("aten::mul.Tensor", lambda: a * b, (a, b, None))]:
+        got = call()
+        fn, name = _memoized(opname, *args)
+        assert getattr(fn, "__name__", "") == "broadcast" or "fast path" in name
+        want = _general_of(opname, *args)(*args)
+        assert got.shape == want.shape == np.broadcast_shapes(sa, sb)
+        assert got.dtype == want.dtype and got._sig == want._sig
+        np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+
+
+def test_broadcast_path_mixed_kinds_and_dtypes():
+    i = dj.tensor(np.arange(12, dtype=np.int32).reshape(3, 4))
+    row = dj.tensor(np.array([1, -2, 3, -4], dtype=np.int64))
+    np.testing.assert_array_equal((i * row).numpy(), i.numpy() * row.numpy())
+    assert (i * row).dtype == dj.int64
+    with pytest.raises(DTypeError, match="alpha"):
+        dj.add(i, row, alpha=0.5)
+    cond = dj.tensor([[True, False, True, False]])
+    x = dj.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4))
+    got = dj.where(cond, 1.5, x)
+    np.testing.assert_array_equal(got.numpy(), np.where(cond.numpy(), np.float32(1.5), x.numpy()))
+    # out=, an empty operand, shapes that do not broadcast: the general path and its errors
+    out = dj.empty(2, 3, 4)
+    assert dj.add(x, row.float(), out=out) is out
+    np.testing.assert_array_equal(out.numpy(), x.numpy() + row.numpy().astype(np.float32))
+    assert (dj.ones(2, 0, 4) + dj.ones(4)).shape == (2, 0, 4)
+    with pytest.raises(dj.errors.BroadcastError, match=r"\(2, 3, 4\) and \(5,\)"):
+        x + dj.ones(5)
+    ro = np.ones(4, np.float32)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal((x + dj.from_numpy(ro)).numpy(), x.numpy() + 1)
+
+
+def test_broadcast_path_many_shapes_and_the_parallel_loop():
+    b = dj.tensor(np.array([0.5, -1.0, 2.0, 3.0], np.float32))
+    for k in range(1, 80):              # more shapes than the per-plan bound keeps
+        a = dj.tensor(np.arange(4 * k, dtype=np.float32).reshape(k, 4))
+        np.testing.assert_array_equal((a + b).numpy(), a.numpy() + b.numpy())
+    n = cpu_elementwise.PARALLEL_MIN // 64
+    a = dj.tensor(np.linspace(-2, 2, n * 64, dtype=np.float32).reshape(n, 64))
+    w = dj.tensor(np.linspace(0, 1, 64, dtype=np.float32))
+    got = a * w
+    want = _general_of("aten::mul.Tensor", a, w, None)(a, w, None)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("state", ["no_grad", "inference_mode", "autocast", "mode"])
+def test_broadcast_path_in_every_state(state):
+    x = dj.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4))
+    b = dj.tensor(np.array([0.25, 0.5, 1.0, 2.0], np.float32))
+    want = x * b
+    ctx = _with(state)
+    with ctx:
+        got = x * b
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if state == "mode":
+        assert "aten::mul.Tensor" in ctx.seen
+    # and with autograd: the gradient of the repeated operand is summed back
+    w = dj.tensor(np.ones(4, np.float32), requires_grad=True)
+    (x * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().sum(axis=(0, 1)), rtol=1e-6)
+
+
+def test_inplace_broadcast_path():
+    rng = np.random.default_rng(7)
+    g = dj.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    coef = dj.tensor(np.float32(0.3))
+    want = g.numpy() * np.float32(0.3)
+    v0 = version_of(g)
+    assert g.mul_(coef) is g                          # clip_grad_norm_'s g.mul_(clip_coef)
+    fn, _ = _memoized("aten::mul_.Tensor", g, coef)
+    assert fn.__name__ == "broadcast_inplace" and version_of(g) == v0 + 1
+    np.testing.assert_array_equal(g.numpy(), want)
+    h0 = rng.standard_normal((5, 4)).astype(np.float32)
+    h, k = dj.tensor(h0), dj.tensor(h0)
+    h.mul_(coef)
+    fn.__self__.general(k, coef)                      # the general path, on the same operands
+    np.testing.assert_array_equal(h.numpy().view(np.uint32), k.numpy().view(np.uint32))
+    row = dj.tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32))
+    x = dj.tensor(np.arange(20, dtype=np.float32).reshape(5, 4))
+    x.add_(row, alpha=2)
+    np.testing.assert_array_equal(x.numpy(), np.arange(20, dtype=np.float32).reshape(5, 4) + 2 * row.numpy())
+    # an operand that is a row of the written tensor: read before it is written, as the general path does
+    y = dj.tensor(np.arange(20, dtype=np.float32).reshape(5, 4))
+    y.sub_(y[2])
+    n = np.arange(20, dtype=np.float32).reshape(5, 4)
+    np.testing.assert_array_equal(y.numpy(), n - n[2].copy())
+    with pytest.raises(ShapeError, match=r"\(4,\).*\(5, 4\)"):
+        row.add_(x)
+    ro = np.ones((2, 4), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ShapeError, match="read-only"):
+        dj.from_numpy(ro).mul_(coef)
+    i = dj.tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
+    with pytest.raises(CastingError):
+        i.mul_(coef)
+    with pytest.raises(DTypeError, match="alpha"):
+        i.add_(dj.tensor([1, 1, 1]), alpha=0.5)
+    np.testing.assert_array_equal(i.numpy(), np.arange(6).reshape(2, 3))
