@@ -15,6 +15,8 @@ repeats, interleaved so a load spike hits both sides alike):
 
 * ``dj.add`` on 16 float32 <= 2.0 x ``np.add``   (track_add16_dj_over_numpy)
 * ``dj.add`` on 16 float32 <  1.0 x ``torch.add`` (track_add16_dj_over_torch)
+* ``x.add_(w)`` on 16 float32 <= 2.0 x ``np.add(a, b, out=a)`` (track_inplace_add16_dj_over_numpy, issue 26)
+* ``x + row``, (4, 16) + (16,) float32, <= 2.0 x NumPy's (track_broadcast_add_dj_over_numpy, issue 26)
 * ``dj.sum`` of 16 float32 <= 1.5 x ``torch.sum`` (track_sum16_dj_over_torch, issue 14)
 * ``dj.matmul`` 64x64 float32 <= 1.1 x ``torch.matmul`` (track_matmul64_dj_over_torch, issue 14)
 
@@ -237,6 +239,22 @@ class Ratios(_RatioBase):
     def track_operator_add16_dj_over_numpy(self):
         """``x + w`` / ``a + b``, 16 float32.  Same target as dj.add: <= 2.0."""
         return self._ratio("x + w", "a + b")
+
+    def track_inplace_add16_dj_over_numpy(self):
+        """``x.add_(w)`` / ``np.add(a, b, out=a)``, 16 float32, on copies (the in-place fast
+        path; ~25x before it, issue 26).  Target: <= 2.0."""
+        a, b, x, w = _arrays(16)
+        self.ns.update(xi=dj.from_numpy(a.copy()), ai=a.copy())
+        return self._ratio("xi.add_(w)", "np_add(ai, b, out=ai)")
+
+    def track_broadcast_add_dj_over_numpy(self):
+        """``m + row`` / NumPy's, (4, 16) + (16,) float32 (the broadcast path, a bias add; ~25x
+        before it, issue 26).  Target: <= 2.0."""
+        rng = np.random.default_rng(4)
+        m, row = rng.standard_normal((4, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+        self.ns.update(m=m, row=row, tm=dj.from_numpy(m), trow=dj.from_numpy(row))
+        self.ns["tm"] + self.ns["trow"]
+        return self._ratio("tm + trow", "np_add(m, row)")
 
 
 class TorchRatios(_RatioBase):

@@ -26,7 +26,7 @@ from .dispatcher import (CLASS, LIST, MISSING, OPTIONAL_TENSOR, SIG, _GENERATED_
 from .errors import DispatchJitError, SchemaError
 from .jit.source import define
 from .registry import OperatorEntry
-from .signature import SIG_NONE, list_sig, scalar_sig
+from .signature import _PY_SCALAR_SIGS, SIG_NONE, list_sig, scalar_sig
 
 __all__ = ["make_entry", "KEYWORD_ALIASES", "errors_name"]
 
@@ -39,7 +39,8 @@ def _field_expr(name: str, kind: str) -> str:
         return f"_ssig({name})"
     if kind == LIST:   # the statements of _list_field leave it in a local
         return f"_l_{name}"
-    expr = f"({name}._sig if {name}.__class__ is _T else _ssig({name}))"
+    # a Python number (x * 2.0, lr * g) finds its signature in a dict, without a call of _ssig
+    expr = f"({name}._sig if {name}.__class__ is _T else (_pysig({name}.__class__) or _ssig({name})))"
     if kind == OPTIONAL_TENSOR:   # out=None is the common case: no call for it
         expr = f"({SIG_NONE} if {name} is None else {expr})"
     return expr
@@ -109,7 +110,7 @@ def make_entry(op: OperatorEntry, public_name: str | None = None, as_alias: bool
                 "        raise\n")
         prologue = prologue.replace("_both(_op,", f"_both({public_name!r},")
     src = f"def {fname}({', '.join(params)}):\n" + prologue + body
-    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_lsig": list_sig, "_op": op,
+    g = {"_memo_get": op.memo.get, "_count": op.calls.__next__, "_tls": tls, "_T": _TENSOR_TYPE[0], "_ssig": scalar_sig, "_pysig": _PY_SCALAR_SIGS.get, "_lsig": list_sig, "_op": op,
          "_miss": resolve_call, "_MISSING": MISSING,
          "_NOALIAS": _NOALIAS, "_both": _both_spellings,
          "_DJError": DispatchJitError, "_rename": errors_name}

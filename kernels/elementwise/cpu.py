@@ -12,6 +12,10 @@ call skips Numba's own type dispatch):
   in-place with overlap) -> one loop per dimension over NumPy broadcast views,
   which have zero strides where an input is broadcast, so no input is copied.
 
+A hit on the flat case runs generated straight-line code (``_Plan.fast``; in place,
+``_Plan.fast_inplace``, which writes into the first operand when no other operand overlaps it
+and it is writeable), and anything its per-call checks refuse goes to the general path.
+
 Each exists in a serial and a ``prange`` variant; the parallel one is
 compiled only when an output of at least ``PARALLEL_MIN`` elements first
 shows up, since starting threads costs microseconds.  Outputs are allocated
@@ -32,13 +36,13 @@ import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.bufferpool import pool
-from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16, float32
+from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, can_cast, float16, float32
 from dispatch_jit.jit import cache, threads
 from dispatch_jit.jit.source import define
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CPU_BITS, Tensor, bump_version
 
-from ..support.loops import PARALLEL_MIN, Nest, loop_globals, read_cast, store, type_fn
+from ..support.loops import MAX_LOOP_NDIM, PARALLEL_MIN, Nest, loop_globals, read_cast, store, type_fn
 from ..support.numba_types import NB_DTYPE, NB_PY
 from .table import (ElementwiseKernel, ScalarOp, broadcast_shape, check_output, check_statics,
                     kernel_prelude, output_tensor)
@@ -165,11 +169,22 @@ class ElementwiseCPU(ElementwiseKernel):
         kresult = float32 if result is float16 else result
         plan = _Plan(self, call.op.name, kinds, r.casts, kcompute, r.compute, result, kresult, r.static_names,
                      r.in_idx, r.static_idx, r.out_pos, in_metas)
-        # float16 is converted on the general path; bfloat16's arrays go to the loop as stored
-        fast_ok = (self.mode == "functional" and all(m.contiguous and m.ndim == ndim and m.dtype is not float16
-                                                      for m in in_metas if m.kind == "tensor")
-                   and result is not float16)
-        return plan.fast(ndim) if fast_ok else plan.general
+        # float16 is converted on the general path; bfloat16's arrays go to the flat loop as stored
+        # (the broadcast and in-place paths are float16/bfloat16-free: those take the general path)
+        flat_ok = all(m.contiguous and m.dtype is not float16
+                      for m in in_metas if m.kind == "tensor") and result is not float16
+        no_bf16 = all(m.dtype is not bfloat16 for m in in_metas if m.kind == "tensor") and result is not bfloat16
+        same_rank = all(m.ndim == ndim for m in in_metas if m.kind == "tensor")
+        if self.mode == "functional":
+            if not flat_ok:
+                return plan.general
+            # operands of one rank: the flat path, which hands other shapes to the broadcast path
+            return plan.fast(ndim) if same_rank else plan.broadcast if no_bf16 else plan.general
+        # in place: the operand written must take the result (else the general path raises its error)
+        written = in_metas[0]
+        if flat_ok and no_bf16 and written.kind == "tensor" and can_cast(result, written.dtype):
+            return plan.fast_inplace(ndim) if same_rank else plan.broadcast_inplace
+        return plan.general
 
 
 class _Plan:
@@ -182,6 +197,7 @@ class _Plan:
         self.static_names, self.in_idx, self.static_idx, self.out_pos = static_names, in_idx, static_idx, out_pos
         self.in_metas = in_metas
         self.variants: dict = {}
+        self.shapes: dict = {}      # the broadcast path's plans, per tuple of operand shapes
         self.int_compute = compute.category < 2
 
     def _argtypes(self, ndim, layout, in_dtypes, out_dtype):
@@ -241,8 +257,10 @@ class _Plan:
         for j in arr:
             body.append(f"    d{j} = {pos_of[self.in_idx[j]]}._data")
         first = data[arr[0]]
-        body.append(f"    s = {first}.shape")
-        cond += [f"{data[j]}.shape == s" for j in arr[1:]]
+        # one dimension: equal sizes are equal shapes, and .size makes no tuple as .shape does
+        shape = "n" if ndim == 1 else "s"
+        body.append(f"    {shape} = {first}.{'size' if ndim == 1 else 'shape'}")
+        cond += [f"{data[j]}.{'size' if ndim == 1 else 'shape'} == {shape}" for j in arr[1:]]
         kargs = []
         for j, k in enumerate(self.kinds):
             if k == "array":
@@ -253,13 +271,12 @@ class _Plan:
         test = " and ".join(cond) if cond else "True"
         # a large output comes from the output pool (dispatch_jit/bufferpool.py): memory whose pages
         # are mapped already, once nothing refers to a previous output any more
-        body += [f"    if {test}:",
-                 f"        n = {first}.size",
+        body += [f"    if {test}:"] + ([f"        n = {first}.size"] if ndim != 1 else []) + [
                  "        if n < _PAR:",
-                 "            r = _empty(s, _odt)",
+                 f"            r = _empty({shape}, _odt)",
                  f"            _ks({', '.join(kargs + ['r'])})",
                  "        else:",
-                 "            r = _pool_empty(s, _odt, n)",
+                 f"            r = _pool_empty({first}.shape, _odt, n)",
                  f"            _run(_vb, n, _v.parallel or _v.get(n), _vs, {', '.join(kargs + ['r'])})",
                  # wrap_like_sig, inlined: a call costs as much as the two stores
                  "        t = _new(_T)",
@@ -271,8 +288,139 @@ class _Plan:
              "_run": threads.run, "_vb": v.best, "_vs": v.serial_loop,
              "_pool_empty": pool.empty,
              "_new": object.__new__, "_T": Tensor, "_osig": make_sig(CPU_BITS, self.kresult, ndim, True),
-             "_general": self.general, "_check": self._check_statics}
+             "_general": self.broadcast, "_check": self._check_statics}
         return define("\n".join(body) + "\n", "run", g, f"<dispatch_jit {self.opname} fast path>")
+
+    def fast_inplace(self, ndim: int):
+        """The in-place flat fast path (``a.add_(b)``, ``p -= lr * g``): every operand contiguous and of
+        the written one's shape, and no other operand overlapping it unless it is the very same array
+        (two arrays owning their memory, ``base is None``, cannot overlap; else NumPy's bounds test).
+        Anything else, a read-only operand included, takes the general path, which copies or raises."""
+        in_dtypes = tuple(m.dtype if k == "array" else None for m, k in zip(self.in_metas, self.kinds))
+        v = self.variant(ndim, True, in_dtypes, self.in_metas[0].dtype)
+        v.get(0)   # compile the serial loop now, on the miss path
+        arr = [i for i, k in enumerate(self.kinds) if k == "array"]
+        names = [f"p{i}" for i in range(len(self.in_idx) + len(self.static_idx))]
+        body = [f"def run({', '.join(names)}):"]
+        if self.int_compute and self.static_idx:
+            body.append(f"    _check(({', '.join(names)},))")
+        for j in arr:
+            body.append(f"    d{j} = p{self.in_idx[j]}._data")
+        body.append("    n = d0.size" if ndim == 1 else "    s = d0.shape")
+        cond = ["d0.flags.writeable"]
+        for j in arr[1:]:
+            cond.append(f"d{j}.size == n" if ndim == 1 else f"d{j}.shape == s")
+            cond.append(f"(d{j} is d0 or (d0.base is None and d{j}.base is None) or not _overlap(d{j}, d0))")
+        kargs = [f"d{j}" if k == "array" else f"p{self.in_idx[j]}" for j, k in enumerate(self.kinds) if k != "none"]
+        kargs += [f"p{i}" for i in self.static_idx] + ["d0"]
+        w = f"p{self.in_idx[0]}"
+        body += [f"    if {' and '.join(cond)}:"] + (["        n = d0.size"] if ndim != 1 else []) + [
+                 "        if n < _PAR:",
+                 f"            _ks({', '.join(kargs)})",
+                 "        else:",
+                 f"            _run(_vb, n, _v.parallel or _v.get(n), _vs, {', '.join(kargs)})",
+                 # bump_version, inlined: autograd's saved-tensor checks see the write
+                 f"        vc = {w}.__dict__.get('_vc')",
+                 "        if vc is None:",
+                 f"            {w}.__dict__['_vc'] = [1]",
+                 "        else:",
+                 "            vc[0] += 1",
+                 f"        return {w}",
+                 f"    return _general({', '.join(names)})"]
+        g = {"_ks": v.serial, "_PAR": PARALLEL_MIN, "_v": v, "_run": threads.run, "_vb": v.best,
+             "_vs": v.serial_loop, "_overlap": np.may_share_memory, "_general": self.broadcast_inplace,
+             "_check": self._check_statics}
+        return define("\n".join(body) + "\n", "run", g, f"<dispatch_jit {self.opname} in-place fast path>")
+
+    # -- contiguous operands of other shapes: x + bias, x * scale[..., None] ----------------
+    def broadcast(self, *args):
+        """Functional, contiguous operands whose shapes differ: the strided loop over views that
+        repeat each operand along its broadcast dimensions (stride 0), as the general path's, but
+        with the shapes' plan (broadcast shape, strides, loop) kept per tuple of operand shapes and
+        the views made with ``np.ndarray`` (``np.broadcast_to`` and ``np.broadcast_shapes`` cost
+        microseconds each).  ``out=``, more than MAX_LOOP_NDIM dimensions or an empty operand:
+        the general path."""
+        if self.out_pos is not None and args[self.out_pos] is not None:
+            return self.general(*args)
+        arrays = [args[i]._data if k == "array" else None for i, k in zip(self.in_idx, self.kinds)]
+        key = tuple([a.shape for a in arrays if a is not None])
+        e = self.shapes.get(key)
+        if e is None:
+            e = self._broadcast_plan(key)
+        if e is False:
+            return self.general(*args)
+        self._check_statics(args)
+        shape, strides, v, sig = e
+        kargs = []
+        for j, k in enumerate(self.kinds):
+            if k == "array":
+                a, st = arrays[j], strides[j]
+                kargs.append(a if st is None else _view(shape, a.dtype, a, 0, st))
+            elif k == "scalar":
+                kargs.append(args[self.in_idx[j]])
+        kargs += [args[i] for i in self.static_idx]
+        out = np.empty(shape, self.kresult.np)
+        v.run(out.size, *kargs, out)
+        t = _new(Tensor)
+        t._data = out
+        t._sig = sig
+        return t
+
+    def broadcast_inplace(self, *args):
+        """In place, contiguous operands repeated along the written one's dimensions (``g.mul_(coef)``
+        with a 0-dim ``coef``): as ``broadcast``, writing into the first operand when the general
+        path would (shapes, writeable, no partial overlap: else the general path, which copies or
+        raises)."""
+        w = args[self.in_idx[0]]
+        d0 = w._data
+        arrays = [args[i]._data if k == "array" else None for i, k in zip(self.in_idx, self.kinds)]
+        key = tuple([a.shape for a in arrays if a is not None])
+        e = self.shapes.get(key)
+        if e is None:
+            e = self._broadcast_plan(key)
+        if e is False or e[0] != d0.shape or not d0.flags.writeable:
+            return self.general(*args)
+        self._check_statics(args)
+        shape, strides, v, _ = e
+        kargs = [d0]
+        for j in range(1, len(self.kinds)):
+            k = self.kinds[j]
+            if k == "array":
+                a, st = arrays[j], strides[j]
+                if not (a is d0 or (d0.base is None and a.base is None) or not _overlap(a, d0)):
+                    return self.general(*args)
+                kargs.append(a if st is None else _view(shape, a.dtype, a, 0, st))
+            elif k == "scalar":
+                kargs.append(args[self.in_idx[j]])
+        kargs += [args[i] for i in self.static_idx]
+        v.run(d0.size, *kargs, d0)
+        bump_version(w)
+        return w
+
+    def _broadcast_plan(self, key: tuple):
+        """(shape, per-operand view strides or None, loop variant, output signature) for operand
+        shapes ``key``; False where the general path must run.  Raises the general path's errors."""
+        shape = broadcast_shape(self.opname, list(key))
+        if len(shape) > MAX_LOOP_NDIM or 0 in shape:
+            e = False
+        else:
+            strides, it = [], iter(key)
+            for k, m in zip(self.kinds, self.in_metas):
+                if k != "array":
+                    strides.append(None)
+                    continue
+                s = next(it)
+                strides.append(None if s == shape else _broadcast_strides(s, shape, m.dtype.np.itemsize))
+            in_dtypes = tuple(m.dtype if k == "array" else None for m, k in zip(self.in_metas, self.kinds))
+            flat = all(st is None for st in strides)
+            # in place, the loop stores into the written operand's dtype
+            out_dtype = self.in_metas[0].dtype if self.kern.mode == "inplace" else self.kresult
+            e = (shape, tuple(strides), self.variant(len(shape), flat, in_dtypes, out_dtype),
+                 make_sig(CPU_BITS, self.result, len(shape), True))
+        if len(self.shapes) >= 64:      # a bound for programs of many shapes: the plan is cheap to redo
+            self.shapes.clear()
+        self.shapes[key] = e
+        return e
 
     # -- everything else: broadcasting, strides, out=, in-place, float16 ----------------------
     def general(self, *args):
@@ -330,3 +478,18 @@ class _Plan:
 
 
 _DT_INDEX = {d.np: d.index for d in ALL_DTYPES}
+_view = np.ndarray
+_new = object.__new__
+_overlap = np.may_share_memory
+
+
+def _broadcast_strides(s: tuple, shape: tuple, itemsize: int) -> tuple:
+    """Byte strides of a C-contiguous array of shape ``s`` seen as ``shape``: 0 along the
+    dimensions it is repeated on (NumPy's broadcasting rule)."""
+    own, step = [], itemsize
+    for n in reversed(s):
+        own.append(step)
+        step *= n
+    own.reverse()
+    lead = len(shape) - len(s)
+    return (0,) * lead + tuple(0 if n == 1 and shape[lead + i] != 1 else own[i] for i, n in enumerate(s))
