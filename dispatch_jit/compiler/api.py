@@ -9,7 +9,9 @@ structure.py checks the containers and hooks the call reached again only when it
 moved), and calls the entry.  A miss traces, optimizes, plans
 and (lazily, per loop variant) compiles or loads the loop from the disk
 cache (dispatch_jit/jit/diskcache.py); or, when the call cannot be compiled, caches an eager
-entry that says why.  Sizes are not in the key.  A one-loop plan of positional
+entry that says why.  Sizes are not in the key until a trace reads one of the function's
+tensors' sizes (``x.shape``): from then on every tensor's sizes are a sixth part of it and each
+trace is a ShapedTracer's (``_sized``; torch.compile's static shapes).  A one-loop plan of positional
 tensors runs, once compiled, through straight-line generated code (fastpath.py).
 Outputs alias as eager mode's do: cse never merges two values whose memory
 the outputs hold (``x * 2, (x * 2).T``: two temporaries in eager mode), so
@@ -59,7 +61,7 @@ from .trace.fallback import flat_tensors as _tensors, install_tracer_fallback, t
 from .trace.guards import Unguardable, find_captures, make_reader, writes_outside
 from .trace.recompiles import key_change
 from .trace.structure import EPOCH, changed, fingerprint
-from .trace.symbolic import TraceAbort, _state
+from .trace.symbolic import SIZE_REASONS, TraceAbort, _state
 from .training.whole_step import is_step, step_entry
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]
@@ -107,6 +109,9 @@ class CompiledFunction:
         self._found = False
         self._side_effect = ""         # why a trace cannot stand for every call (guards.writes_outside)
         self._by_value: dict = {}      # ("a", position) / ("k", name) -> why that scalar is keyed by value
+        # the function reads sizes (x.shape, len(x)): every tensor's sizes join the key and each
+        # trace is made with them (a ShapedTracer), as torch.compile specializes on static shapes
+        self._sized = False
         self._breaks = Breaks(self)    # the graph breaks told (trace/breaks.py)
         try:
             self._params = list(inspect.signature(fn).parameters)
@@ -121,8 +126,8 @@ class CompiledFunction:
         try:
             read = self._read
             ckey, caps = ((), ()) if read is None else read(args)
-            if self._by_value:
-                key = self._key(args, kwargs, ckey)
+            if self._by_value or self._sized:
+                key = self._key(args, kwargs, ckey, caps)
             else:
                 key = (tls.k, get_default_dtype(), tuple([a._sig if a.__class__ is Tensor else arg_key(a) for a in args]),
                        tuple([(k, arg_key(v)) for k, v in kwargs.items()]) if kwargs else (), ckey)
@@ -142,12 +147,16 @@ class CompiledFunction:
         return entry(self.fn, args, kwargs, caps)
 
     # -- miss path -----------------------------------------------------------------------
-    def _key(self, args, kwargs, ckey):
-        """The key when some scalar arguments are keyed by value (``_by_value``)."""
+    def _key(self, args, kwargs, ckey, caps):
+        """The key when some scalar arguments are keyed by value (``_by_value``), or when the
+        function reads sizes (``_sized``: the sizes of every tensor it gets, a sixth part)."""
         bv = self._by_value
         a = tuple([x._sig if x.__class__ is Tensor else leaf_key(x) if ("a", i) in bv else arg_key(x)
                    for i, x in enumerate(args)])
         k = tuple([(n, leaf_key(v) if ("k", n) in bv else arg_key(v)) for n, v in kwargs.items()])
+        if self._sized:
+            sizes = tuple([t._data.shape for t in _tensors((args, kwargs, caps), [])])
+            return (tls.k, get_default_dtype(), a, k, ckey, sizes)
         return (tls.k, get_default_dtype(), a, k, ckey)
 
     def _first_read(self, args):
@@ -201,15 +210,15 @@ class CompiledFunction:
                 self._compiled -= isinstance(self._cache.pop(key, None), CompiledEntry)
             if self._compiled >= self.max_recompiles:
                 return self._at_limit()
-            elif self._cache:
+            elif self._cache and stale is None:     # (a stale entry's reason is told above)
                 self._last_recompile = key_change(self._cache, key, self._captures, self._arg_name)
             epoch = EPOCH[0]      # before the trace: a bump during it is checked at the next call
             entry = self._build(key, args, kwargs, caps)
             if entry is self._limit:
                 return entry
             entry.epoch, entry.walked = epoch, fingerprint(args, caps, self._captures)
-            if self._by_value:                # scalars found to shape the trace: keyed by value now
-                key = self._key(args, kwargs, key[4])
+            if self._by_value or self._sized:    # scalars or sizes found to shape the trace: keyed now
+                key = self._key(args, kwargs, key[4], caps)
             self._cache[key] = entry
             self._compiled += isinstance(entry, CompiledEntry)
             return entry
@@ -236,6 +245,9 @@ class CompiledFunction:
             site = take_site()
             if is_step(self.fn, e.reason):
                 return step_entry(self, args, caps)
+            if e.reason in SIZE_REASONS and not self._sized:    # trace again, keyed by sizes
+                self._sized = True
+                return self._build(key, args, kwargs, caps)
             self._breaks.tell(f"trace aborted: {e.reason}", site)
             return EagerEntry(f"trace aborted: {e.reason}")
         except Exception as e:     # noqa: BLE001
@@ -260,7 +272,8 @@ class CompiledFunction:
             paths = []
         for _ in range(len(paths) + 1):
             self._traces += 1
-            graph = trace(self.fn, args, kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)})
+            graph = trace(self.fn, args, kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)},
+                          self._sized)
             bad = {paths[i]: why for i, why in graph.tainted.items()}
             if not bad and paths:
                 self._traces += 1
@@ -280,7 +293,8 @@ class CompiledFunction:
             box = args if where == "a" else kwargs
             box[k] = perturbed(box[k])
         try:
-            return trace(self.fn, tuple(args), kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)})
+            return trace(self.fn, tuple(args), kwargs, self._captures, caps, {p: i for i, p in enumerate(paths)},
+                         self._sized)
         except Exception:      # noqa: BLE001  (the other value failed where the call's did not: by value)
             return None
 
@@ -336,13 +350,17 @@ class CompiledFunction:
 
 def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
     """Compile ``fn``: trace it once per input signature (dtypes, ndim,
-    contiguity; never sizes), fuse its elementwise ops into Numba loops, and
+    contiguity; sizes only where the function reads them), fuse its elementwise ops into Numba loops, and
     run everything else through the eager dispatcher.
 
     What is in the cache key, and what is read at every call:
 
     * tensor arguments (positional, keyword, or nested in lists/tuples/dicts):
-      their dtype, ndim, contiguity, device and requires_grad; never sizes.
+      their dtype, ndim, contiguity, device and requires_grad; their sizes
+      too once a trace reads the sizes of one of them (``B, T = x.shape``,
+      ``x.size(0)``, ``len(x)``, ``x.numel()``, a ``vmap`` reading its batch
+      size): the function is then traced and compiled once per set of sizes,
+      as torch.compile's static shapes (``explain()`` says so).
     * Python float and int arguments (top level): their type only; the value
       is a runtime parameter of the loop.  If the function uses the value in
       Python (``if k > 0``, ``math.exp(k)``, ``range(n)``), passes it where a
@@ -362,10 +380,10 @@ def compile(fn=None, *, parallel: bool = True, max_recompiles: int = 8):
       change retraces and ``explain()`` names it with its old and new value.
       What no key can guard (a NumPy array, an unhashable object, an object
       with its own ``__eq__``) runs the call eagerly.
-    * reading data or sizes (``print``, ``repr``, ``.item()``, ``bool()``,
-      ``float()``, ``.numpy()``, ``.tolist()``, ``np.asarray``, iteration,
-      ``.shape``, ``len()``) of a traced tensor (an argument, or one computed
-      from it) or of a tensor from outside (a captured tensor however it was
+    * reading data (``print``, ``repr``, ``.item()``, ``bool()``,
+      ``float()``, ``.numpy()``, ``.tolist()``, ``np.asarray``, iteration)
+      of a traced tensor (an argument, or one computed from it), or data or
+      sizes of a tensor from outside (a captured tensor however it was
       reached, a default argument value, a partial's bound tensor) runs that
       signature eagerly; ``explain()`` says why.  Nothing read that way is
       ever baked into a trace, and no placeholder's value is ever shown.

@@ -22,6 +22,9 @@ def explain_lines(cf) -> list:
              f"{info.compiles} loop compiles, {info.disk_hits} loops from the disk cache, "
              f"{info.eager_calls} eager calls, {info.entries} signatures"]
     lines.append(f"last recompile: {cf._last_recompile}")
+    if cf._sized:
+        lines.append("keyed by input sizes: the function reads sizes (.shape, .size(), len()), so each set of "
+                     "sizes is traced and compiled once (as torch.compile's static shapes)")
     if isinstance(cf._last, EagerEntry):
         lines.append(f"last call ran eagerly: {cf._last.reason}")
     e = cf._entry()

@@ -144,7 +144,7 @@ def test_contiguity_is_part_of_the_key():
     (lambda a: a * (a.sum().item()), "item()"),
     (lambda a: dj.from_numpy(a.numpy() * 2) + a, "numpy()"),
     (lambda a: a + len(a.tolist()), "tolist()"),
-    (lambda a: a.reshape((a.shape[0], -1)) * 2, "shape"),
+    (lambda a: a * 2 + sum(a), "iteration"),
 ])
 def test_data_dependence_falls_back_to_eager(body, reason):
     f = compile(body)
@@ -154,6 +154,17 @@ def test_data_dependence_falls_back_to_eager(body, reason):
     info = f.cache_info()
     assert info.eager_calls == 2 and info.traces == 1 and info.compiles == 0
     assert reason in f.explain()
+
+
+def test_a_size_read_specializes_on_sizes_instead_of_falling_back():
+    body = lambda a: a.reshape((a.shape[0], -1)) * 2    # noqa: E731
+    f = compile(body)
+    for n in (3, 3, 4):
+        a = T((n,))
+        assert_same(f(a), body(a))
+    info = f.cache_info()
+    assert info.eager_calls == 0 and info.traces == 3 and info.entries == 2, info
+    assert "keyed by input sizes" in f.explain()
 
 
 def test_swallowed_abort_still_falls_back():

@@ -36,7 +36,7 @@ import contextlib
 
 from dispatch_jit.creation import default_generator
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, IncludeDispatchKeyGuard
-from dispatch_jit.keys import DispatchKey
+from dispatch_jit.keys import DispatchKey, DispatchKeySet
 from dispatch_jit import registry
 from dispatch_jit.errors import RegistrationError
 from dispatch_jit.tensor import TRACE_MARK, Tensor
@@ -44,6 +44,7 @@ from dispatch_jit.tensor import TRACE_MARK, Tensor
 from ..elementwise import scalar_op_of
 from ..graph.ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
 from .owners import module_tensors
+from .shaped import ShapedTracer
 from .symbolic import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
                      is_tracing)
 
@@ -73,8 +74,18 @@ def rewinding(tracer, who: str):
                 f"{who} draws random numbers from the default generator (dj.rand, dj.randn, dj.randint, "
                 f"dropout): a trace would draw them once and replay them at every call")
 
+_BATCHED = 1 << _K.Batched
+_BELOW_TRACER = (1 << _K.Tracer) - 1
+
+
 def tracer_fallback(op, keyset, args, kwargs):
-    """The Tracer key's backend fallback: record the call into the active trace."""
+    """The Tracer key's backend fallback: record the call into the active trace.
+
+    A vmap'd tensor (the Batched key) is not a value of the graph: its batching rule runs
+    (the call goes on below this key), and the ops the rule calls on the unwrapped values
+    are what the trace records, so the batch is one more loop axis of the graph."""
+    if keyset.bits & _BATCHED:
+        return op.redispatch(DispatchKeySet.from_bits(keyset.bits & _BELOW_TRACER), *args, **kwargs)
     tracer = _state.tracer
     if tracer is None:   # an escaped symbolic tensor brought the Tracer key (see Tracer.finish)
         for x in flat_tensors((args, kwargs), []):
@@ -126,18 +137,22 @@ def flat_tensors(x, out: list) -> list:
     return out
 
 
-def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None) -> Graph:
+def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None, sized: bool = False) -> Graph:
     """Record ``fn(*args, **kwargs)`` as a graph whose inputs are the tensors in
     ``args``/``kwargs`` (in order), then those in ``values`` (what each of
     ``captures``, guards.py, read for this call).  ``scalars``: {("a", position) or
     ("k", name): index} of the Python numbers that are runtime scalars (see
     ``RuntimeFloat``); what the function did with one in Python is in
-    ``graph.tainted`` afterwards.  Raises TraceAbort if it needs data."""
-    tracer = Tracer()
+    ``graph.tainted`` afterwards.  ``sized``: trace with this call's sizes (a
+    ``ShapedTracer``: ``.shape`` and ``.size()`` answer), for a caller whose key holds
+    every input's sizes.  Raises TraceAbort if it needs data."""
+    tracer = ShapedTracer() if sized else Tracer()
+    if sized:
+        tracer.lifts = True      # parameters become inputs (a ShapedTracer's default is a joint graph's)
     if scalars:
         args, kwargs = _scalar_stand_ins(tracer, args, kwargs, scalars)
-    sargs = _map_tensors(args, tracer.add_input)
-    skwargs = _map_tensors(kwargs, tracer.add_input)
+    sargs = _map_tensors(args, tracer.shaped_input if sized else tracer.add_input)
+    skwargs = _map_tensors(kwargs, tracer.shaped_input if sized else tracer.add_input)
     try:
         with IncludeDispatchKeyGuard(_K.Tracer), _Active(tracer):
             run = _with_stand_ins(tracer, fn, captures, values)
@@ -237,8 +252,12 @@ def _with_stand_ins(tracer, fn, captures, values):
         for t in flat_tensors(v, []):
             vid = tracer.graph.new_value(_type_of(t))
             tracer.graph.inputs.append(vid)
+            if tracer.shaped:
+                tracer.shapes[vid] = tuple(t._data.shape)
             if direct:
                 sym = tracer.symbolic(_type_of(t), vid)
+                if tracer.shaped:
+                    sym = tracer.place(sym, t._data.shape)
                 (new_globals if cap.root == "global" else new_cells)[cap.name] = sym
             elif id(t) in tracer.captured:
                 tracer.abort(f"one tensor is read both as {tracer.captured[id(t)][2]} and as {cap.label}; "

@@ -103,6 +103,9 @@ def make_check(graph, owners: dict):
         label = own[2] if own is not None else "a tensor the function captured"
         lines.append(f"        if T{i}._sig != {t._sig}:")
         lines.append(f"            return {label + ': its requires_grad, dtype or layout changed'!r}")
+        if getattr(graph, "shapes", None):     # a sized trace (a ShapedTracer's) holds the sizes it saw
+            lines.append(f"        if T{i}._data.shape != {tuple(t._data.shape)}:")
+            lines.append(f"            return {label + ': its sizes changed'!r}")
         if own is not None:
             lines.append(f"        if {own[1]} is not T{i}:")
             lines.append(f"            return {label + ' is another tensor now'!r}")

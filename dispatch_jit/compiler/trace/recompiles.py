@@ -56,6 +56,9 @@ def key_change(cache: dict, key: tuple, captures: list, arg_name) -> str:
                 parts = [f"{f} {da.get(f)} -> {db.get(f)}" for f in sorted(set(da) | set(db))
                          if da.get(f) != db.get(f)]
                 changes.append(f"{name}: {', '.join(parts)}")
+            if len(old) > 5 and len(key) > 5 and old[5] != key[5]:     # a sized function (api.py)
+                changes.append("input sizes " + ", ".join(f"{list(a)} -> {list(b)}" for a, b in
+                                                          zip(old[5], key[5]) if a != b))
         if best is None or len(changes) < len(best):
             best = changes
     return "; ".join(best) if best else "same key"

@@ -41,6 +41,7 @@ class ShapedTracer(Tracer):
     """A ``Tracer`` whose values have concrete sizes (``shapes``: value id -> shape)."""
 
     shaped = True
+    lifts = False        # see lift()
 
     def __init__(self):
         super().__init__()
@@ -80,6 +81,10 @@ class ShapedTracer(Tracer):
         return super().to_arg(x)
 
     def lift(self, x: Tensor):
+        if self.lifts:       # a sized forward trace (fallback.trace): a parameter as Tracer lifts it
+            v = super().lift(x)
+            self.shapes[v.id] = tuple(x._data.shape)
+            return v
         # the joint graph's inputs are fixed before its walk: a constant that requires grad is
         # caught by the entry's check (owners.py) before it gets here
         self.abort("a constant of the traced graph requires grad")

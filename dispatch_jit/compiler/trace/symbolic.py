@@ -331,6 +331,8 @@ def _prop_guard(name, reason, check):
 
 # size reads a ShapedTracer answers (its sizes are those of the call it was made for)
 _SIZE_READS = frozenset({"shape", "size", "numel", "__len__"})
+# the aborts after which dj.compile traces again with the call's sizes in its key (api.py)
+SIZE_REASONS = frozenset({_GUARDED_PROPS["shape"], _GUARDED["size"], _GUARDED["numel"], _GUARDED["__len__"]})
 
 
 def _symbolic_check(self, name, reason, prop):
