@@ -30,6 +30,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from ._common import torch_or_skip as _torch
+
 MODES = ["eager", "compile", "step", "lazy"]
 TORCH = ["torch eager", "torch.compile"]
 
@@ -37,15 +39,6 @@ TORCH = ["torch eager", "torch.compile"]
 def _setup():
     from dispatch_jit.tools.gpt_training import setup
     return setup("gpt")
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise NotImplementedError("torch is not installed") from None
-    torch.set_num_threads(2)
-    return torch
 
 
 def _make(mode: str, s):
