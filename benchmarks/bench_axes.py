@@ -23,14 +23,7 @@ import time
 
 import numpy as np
 
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise NotImplementedError("torch is not installed") from None
-    torch.set_num_threads(2)
-    return torch
+from ._common import torch_or_skip as _torch
 
 
 def _best(runs: dict, rounds: int, reps: int) -> dict:

@@ -25,6 +25,8 @@ import numpy as np
 
 import dispatch_jit as dj
 
+from ._common import torch_or_skip as _torch
+
 N, D, H, C = 512, 20, 64, 3
 LR = 0.1
 
@@ -61,15 +63,6 @@ def _sgd(params):
         for p in params:
             p.sub_(p.grad * LR)
             p.grad = None
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise NotImplementedError("torch is not installed") from None
-    torch.set_num_threads(2)
-    return torch
 
 
 class _Training:

@@ -27,25 +27,20 @@ skipped (setup raises NotImplementedError); the dj timings still run.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
+
+from ._common import torch_or_skip as _torch
 
 MODES = ["eager", "compile", "step", "lazy"]
 TORCH = ["torch eager", "torch.compile"]
 
 
+@functools.cache
 def _setup():
     from dispatch_jit.tools.gpt_training import setup
-    return setup("gpt")
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise NotImplementedError("torch is not installed") from None
-    torch.set_num_threads(2)
-    return torch
+    return setup("gpt")      # read only: each runner builds its own model from its initial weights
 
 
 def _make(mode: str, s):
@@ -65,6 +60,17 @@ def _make(mode: str, s):
     return run
 
 
+_RUNS: dict = {}    # mode -> its warmed-up step function, made once per process on first use
+
+
+def _run(mode: str):
+    """The step function of ``mode``.  asv runs each benchmark in a process of its own, so each
+    builds only the modes it times; tests/test_benchmarks_import.py's many calls share them."""
+    if mode not in _RUNS:
+        _RUNS[mode] = _make(mode, _setup())
+    return _RUNS[mode]
+
+
 class GPTStep:
     """Seconds per training step, per mode (the torch modes skip without torch)."""
 
@@ -75,31 +81,22 @@ class GPTStep:
     def setup(self, mode):
         if mode in TORCH:
             _torch()
-        self.run = _make(mode, _setup())
+        self.run = _run(mode)
 
     def time_step(self, mode):
         self.run()
 
 
 class _Ratios:
-    """A median of ``samples`` interleaved steps of one mode over the same of another; a mode's
-    step function is made (and warmed up) on first use, so each benchmark builds only its two."""
+    """A median of ``samples`` interleaved steps of one mode over the same of another (the step
+    functions from ``_run``)."""
 
     unit = "ratio"
     samples = 60
     timeout = 300
 
-    def setup(self):
-        self.s = _setup()
-        self.runs = {}
-
-    def _run(self, mode):
-        if mode not in self.runs:
-            self.runs[mode] = _make(mode, self.s)
-        return self.runs[mode]
-
     def _ratio(self, ours: str, theirs: str) -> float:
-        a, b = self._run(ours), self._run(theirs)
+        a, b = _run(ours), _run(theirs)
         ta, tb = [], []
         for _ in range(self.samples):
             for fn, out in ((a, ta), (b, tb)):
@@ -127,7 +124,6 @@ class GPTStepVsTorch(_Ratios):
 
     def setup(self):
         _torch()
-        super().setup()
 
     def track_ratio_dj_eager_over_torch_eager(self):
         return self._ratio("eager", "torch eager")

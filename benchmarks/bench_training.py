@@ -25,6 +25,8 @@ import numpy as np
 import dispatch_jit as dj
 import dispatch_jit.nn.functional as F
 
+from ._common import torch_or_skip as _torch
+
 SIZES = {"mlp": (512, 20, 64, 3, "SGD"), "wide": (8192, 256, 1024, 10, "Adam")}
 
 
@@ -36,15 +38,6 @@ def _interleaved_best(stmts: list[str], namespace: dict, number: int, repeat: in
         for i, t in enumerate(timers):
             best[i] = min(best[i], t.timeit(number) / number)
     return best
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise NotImplementedError("torch is not installed") from None
-    torch.set_num_threads(2)
-    return torch
 
 
 def _data(n, d, c):

@@ -1,5 +1,7 @@
 """Shared fixtures.  Numba compiles cost 0.1-0.5 s each, so tests share the
-library's compiled kernels (module-level caches) and use tiny arrays."""
+library's compiled kernels (module-level caches) and use tiny arrays.  Helpers many
+test files call (bit-for-bit comparison, starting threads, a kernel compiled afresh
+for inspection) are in helpers.py: ``from helpers import assert_same``."""
 
 import itertools
 import os

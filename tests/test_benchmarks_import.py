@@ -29,17 +29,25 @@ MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_coldstart"
            "bench_training", "bench_compiled_training", "bench_gpt", "bench_arrayops", "bench_dask", "bench_threads",
            "bench_vecmath", "bench_axes"]
 PREFIXES = ("time_", "track_", "timeraw_")
+PACKAGE = "_dj_asv"
 # knob -> quick value, set on a benchmark's class or module where it has one
 QUICK = {"calls_per_sample": 200, "samples": 2, "IMPORT_RUNS": 1, "steps": 2, "ROUNDS": 1}
 
 
+def _package() -> str:
+    # by path, under a private name: "benchmarks" is too generic a top-level name to import; a
+    # package, as asv imports it, so that the suites' relative imports (``from ._common ...``) resolve
+    if PACKAGE not in sys.modules:
+        spec = importlib.util.spec_from_file_location(PACKAGE, BENCH_DIR / "__init__.py",
+                                                      submodule_search_locations=[str(BENCH_DIR)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[PACKAGE] = package
+        spec.loader.exec_module(package)
+    return PACKAGE
+
+
 def _load(name: str):
-    # by path, under a private name: "benchmarks" is too generic a top-level name to import
-    spec = importlib.util.spec_from_file_location(f"_dj_asv_{name}", BENCH_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"{_package()}.{name}")
 
 
 def _cases():
@@ -70,7 +78,7 @@ def _run_timeraw(code) -> None:
 
 @pytest.mark.parametrize("modname, clsname, name", list(_cases()))
 def test_benchmark_runs_on_smallest_params(modname, clsname, name, monkeypatch):
-    module = sys.modules[f"_dj_asv_{modname}"]
+    module = sys.modules[f"{PACKAGE}.{modname}"]
     owner = getattr(module, clsname)() if clsname else module
     for knob, value in QUICK.items():
         if hasattr(owner, knob):

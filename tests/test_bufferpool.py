@@ -2,13 +2,13 @@
 observe it (no array, view, memoryview or weak reference reaches it); counts,
 size classes, the cap, emptying, threads."""
 
-import threading
 import weakref
 
 import numpy as np
 import pytest
 
 from dispatch_jit.bufferpool import BufferPool, size_class
+from helpers import run_threads
 
 KB = 1024
 
@@ -160,11 +160,7 @@ def test_threads_never_share_a_live_block():
             b[:] = -tid
             if not (a == tid).all() or np.shares_memory(a, b):
                 errors.append(tid)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 6)
     assert not errors
     assert p.info().hits > 0
 

@@ -9,6 +9,7 @@ import pytest
 import dispatch_jit as dj
 from dispatch_jit.errors import NoKernelError, RegistrationError, SchemaError
 from dispatch_jit.registry import lookup
+from helpers import run_threads
 
 K = dj.DispatchKey
 
@@ -332,11 +333,7 @@ def test_concurrent_calls_from_many_threads():
                     return
         except Exception as e:   # pragma: no cover - reported below
             errors.append(repr(e))
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 8)
     assert errors == []
 
 

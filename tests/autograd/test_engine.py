@@ -12,6 +12,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit.errors import AutogradError, DTypeError
+from helpers import run_threads
 
 try:
     import torch
@@ -602,11 +603,7 @@ def test_backward_from_several_threads_into_one_graph_loses_no_gradient():
                 barrier.wait()
                 for _ in range(calls):
                     y.backward(retain_graph=True)
-            ts = [threading.Thread(target=work) for _ in range(threads)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
+            run_threads(lambda _: work(), threads)
             n = threads * calls
             np.testing.assert_array_equal(x.grad.numpy(), n * np.array([6.0, 12.0], np.float32))
             np.testing.assert_array_equal(h.grad.numpy(), np.full(2, 3.0 * n, np.float32))

@@ -23,6 +23,7 @@ from dispatch_jit.compiler.training.whole_step import StepEntry
 from dispatch_jit.errors import AutogradError, ShapeError
 from dispatch_jit.tensor import version_of
 from fuzz_settings import fuzz_settings
+from helpers import assert_same
 
 F = nn.functional
 
@@ -86,11 +87,6 @@ def _check(a, b, what):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
-def _same(a, b, what):
-    assert a.dtype == b.dtype, what
-    np.testing.assert_array_equal(a, b, err_msg=what)
-
-
 def _compare(m, o, em, eo, check, what):
     """Parameters, their .grad (None where eager's is), versions and optimizer state against eager's."""
     for i, (p, q) in enumerate(zip(m.parameters(), em.parameters())):
@@ -134,9 +130,9 @@ def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
         want = estep(x, y, t).numpy()
         with dj.execution_mode("compiled"):      # compiled mode: the update recorded into the step's graph
             lazy = lstep(x, y, t)
-        _same(lazy.numpy(), want, f"{what}: compiled mode's loss of step {k}")
+        assert_same(lazy.numpy(), want, f"{what}: compiled mode's loss of step {k}")
         _check(compiled(x, y, t).numpy(), want, f"{what}: loss of step {k}")
-        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, _same, "compiled mode")):
+        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, assert_same, "compiled mode")):
             _compare(m, o, em, eo, check, f"{what}, {how}: step {k}")
     entry = compiled._last
     assert isinstance(entry, StepEntry), compiled.explain()
@@ -207,9 +203,9 @@ def test_fuzz_step_with_changes(n, d, h, c, update, plan, seed):
         want = estep(x, y, None).numpy()
         with dj.execution_mode("compiled"):
             lazy = lstep(x, y, None)
-        _same(lazy.numpy(), want, f"{what}: compiled mode's loss")
+        assert_same(lazy.numpy(), want, f"{what}: compiled mode's loss")
         _check(compiled(x, y, None).numpy(), want, f"{what}: loss")
-        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, _same, "compiled mode")):
+        for (m, o, check, how) in ((cm, co, _check, "whole step"), (lm, lo, assert_same, "compiled mode")):
             _compare(m, o, em, eo, check, f"{what}, {how}")
 
 
@@ -283,7 +279,7 @@ def test_fuzz_complex_read_only_and_wrong_shape_gradients(shape, dtype, update, 
         got, gerr = _edge_run(how, start, x, update, split, edge)
         assert type(gerr) is type(err) and str(gerr) == str(err), f"{what}: {how} raised {gerr!r}, eager {err!r}"
         for a, b in zip(got, want):
-            (_same if how == "compiled" or dt is not np.float32 else _check)(a, b, f"{what}: {how}")
+            (assert_same if how == "compiled" or dt is not np.float32 else _check)(a, b, f"{what}: {how}")
     if edge == "read-only":
         assert isinstance(err, ShapeError) and "read-only" in str(err), what
         np.testing.assert_array_equal(want[0], start, err_msg=what)      # refused before any write

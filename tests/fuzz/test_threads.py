@@ -9,28 +9,9 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
+from helpers import run_threads
 
 N_THREADS = 4
-
-
-def run_threads(target, n=N_THREADS, timeout=120):
-    """Run target(i) in n threads; re-raise the first exception of any of them."""
-    errors, results = [], [None] * n
-
-    def wrap(i):
-        try:
-            results[i] = target(i)
-        except BaseException as e:      # noqa: BLE001
-            errors.append(e)
-    ts = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout)
-        assert not t.is_alive(), "a thread hung (deadlock?)"
-    if errors:
-        raise errors[0]
-    return results
 
 
 def _unused_signature(candidates):
@@ -68,7 +49,7 @@ def test_first_use_compile_race_eager_op():
         assert got.dtype == np.asarray(want).dtype, (name, dt, got.dtype, np.asarray(want).dtype)
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"{name} {dt} thread {i}")
         return True
-    assert all(run_threads(work))
+    assert all(run_threads(work, N_THREADS))
 
 
 def test_first_use_compile_race_compiled_function():
@@ -89,8 +70,13 @@ def test_first_use_compile_race_compiled_function():
         want = f(ta, tb).numpy()
         np.testing.assert_array_equal(got, want, err_msg=f"thread {i}")
         return got
-    run_threads(work)
+    run_threads(work, N_THREADS)
     assert fc.cache_info().entries >= 2
+
+
+def run_pair(a, b):
+    """a(0) and b(1) at once, in two threads (an error in either is raised here)."""
+    run_threads(lambda i: (a, b)[i](i), 2, timeout=60)
 
 
 def test_grad_mode_is_thread_local():
@@ -111,9 +97,7 @@ def test_grad_mode_is_thread_local():
         seen["b_requires_grad"] = (x * 2).requires_grad
         seen["b_enabled"] = dj.is_grad_enabled()
         checked.set()
-    ta, tb = threading.Thread(target=a, args=(0,)), threading.Thread(target=b, args=(1,))
-    ta.start(), tb.start()
-    ta.join(60), tb.join(60)
+    run_pair(a, b)
     assert seen == {"a_requires_grad": False, "a_enabled": False, "b_requires_grad": True, "b_enabled": True}
 
 
@@ -134,13 +118,6 @@ def test_autocast_is_thread_local():
         checked.set()
     run_pair(a, b)
     assert seen == {"a": (True, "float16"), "b": (False, "float32")}
-
-
-def run_pair(a, b):
-    ta, tb = threading.Thread(target=a, args=(0,)), threading.Thread(target=b, args=(1,))
-    ta.start(), tb.start()
-    ta.join(60), tb.join(60)
-    assert not ta.is_alive() and not tb.is_alive()
 
 
 def test_compiled_mode_is_thread_local():
@@ -219,7 +196,7 @@ def test_shared_compiled_function_across_threads(signatures):
                 np.testing.assert_array_equal(g_.numpy(), w_.numpy(), err_msg=f"thread {i} call {k}")
             out.append((got, [w.numpy().copy() for w in want]))
         return out
-    results = run_threads(work)
+    results = run_threads(work, N_THREADS)
     # nothing a thread got back was overwritten by another thread's later calls (output buffers)
     for i, res in enumerate(results):
         for k, (got, want) in enumerate(res):
@@ -241,7 +218,7 @@ def test_shared_compiled_function_large_outputs_across_threads():
         barrier.wait()
         outs = [fc(ta) for _ in range(3)]
         return [(o, float(i) * 3.0 + 1.0) for o in outs]
-    results = run_threads(work)
+    results = run_threads(work, N_THREADS)
     for i, res in enumerate(results):
         for o, v in res:
             arr = o.numpy()

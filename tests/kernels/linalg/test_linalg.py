@@ -29,6 +29,7 @@ except Exception:  # the package is mid-construction: load the module by path
     linalg = _load_by_path("dispatch_jit_kernels_linalg")
 
 from dispatch_jit.kernels.linalg import gemm, product  # noqa: E402 - what cpu.py imports
+from helpers import fresh_dispatcher  # noqa: E402
 
 ShapeError, DTypeError = linalg.ShapeError, linalg.DTypeError
 CastingError = linalg.CastingError
@@ -318,4 +319,9 @@ def test_float_products_run_numpys_openblas(dt):
             np.testing.assert_array_equal(out, want)
     # the bits alone cannot tell the libraries apart (SciPy's often agrees): the code names the symbol
     symbol = f"dispatch_jit_cblas_{np.dtype(dt).char}gemm"
-    assert any(symbol in ir for ir in gemm._with_a.inspect_llvm().values())
+    with_a = fresh_dispatcher(gemm._with_a)     # compiled here: from a warm disk cache, nothing is
+    a, b = rng.standard_normal((2, 3)).astype(dt), rng.standard_normal((3, 2)).astype(dt)
+    out = np.empty((2, 2), dt)
+    with_a(a, False, b, out)
+    np.testing.assert_array_equal(out, np.matmul(a, b))
+    assert any(symbol in ir for ir in with_a.inspect_llvm().values())
