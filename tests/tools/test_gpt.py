@@ -72,11 +72,16 @@ def test_the_whole_step_compiles_the_gpt(tiny):
     """Under ``@dj.compile`` the whole step traces end to end (embedding's index_select and its
     scatter-add backward, contiguous() of a transposed view, clip_grad_norm_'s in-place scaling of
     a gradient made by a view, AdamW): after the first step, which makes AdamW's state, no call
-    runs eagerly, no fused loop falls back, and explain()'s header counts what its body does."""
+    runs eagerly, no fused loop falls back, the plan is one compiled function after its first
+    (interpreted) run, and explain()'s header counts what its body does."""
     *_, compiled = _train("step", tiny)
     assert gt.why_eager("step", compiled) == ""
     text = str(compiled.explain())
     assert "whole step compiled" in text and "fused regions run eagerly" not in text, text
+    # and the plan runs as one generated function: no op left to step-by-step interpretation
+    plan = compiled._last.plan
+    assert plan.function is not None and plan.function.calls == STEPS - 2, plan.describe_function()
+    assert "one compiled function" in text
     header = text.splitlines()[0]
     assert "1 eager calls" in header and "whole training step: 2 step trace(s), 2 variant(s), 1 eager call(s)" in text
 

@@ -184,6 +184,15 @@ def lone_region(n: Node, g: Graph) -> Region | None:
     return None if info is None else _region([n], [info], set(n.outs), g)
 
 
+def lone_reduction(n: Node, g: Graph) -> Region | None:
+    """The loop of reduction node ``n`` alone (a region without elementwise nodes whose epilogue
+    reads its input), for a plan function, or None if it cannot end a fused region."""
+    red, _ = reduction_info(n, g.types)
+    if red is None:
+        return None
+    return Region([], [], [red.src], [], red.ndim, deps={}, reduce=red, reduce_deps=[0])
+
+
 def _components(rn, g: Graph) -> list[list[int]]:
     """The positions in ``rn`` (a run of nodes) grouped by the chains they form: two nodes are in
     one group where one reads what the other defines, directly or through others of the run.  A

@@ -22,6 +22,8 @@ import numpy as np
 from dispatch_jit.kernels.linalg.product import product_into
 from dispatch_jit.kernels.nn import cpu as _nn
 
+from . import tensor_rules
+
 __all__ = ["RULES", "HELPERS", "RUNTIME_READERS", "Site"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -57,26 +59,44 @@ HELPERS = {"_product": product_into, "_add_rows": _nn.add_bias, "_sum_rows": _nn
            "_cross_entropy": _nn.cross_entropy, "_cross_entropy_backward": _nn.cross_entropy_backward}
 
 
-def _float_matrix(site, *vs) -> str:
+def _float_matrix(site, *vs, batched=()) -> str:
+    """Why operands ``vs`` are not float matrices of one dtype ("" where they are); those in
+    ``batched`` may have more dimensions (linear's input and gradient: eager flattens them)."""
     for v in vs:
         a = site.array(v)
-        if a.dtype not in _FLOATS or a.ndim != 2 or not a.flags.c_contiguous:
+        if a.dtype not in _FLOATS or not (a.ndim == 2 or (v in batched and a.ndim > 2)) \
+                or not a.flags.c_contiguous:
             return (f"an operand of {a.dtype}, shape {a.shape}, {'' if a.flags.c_contiguous else 'not '}C-contiguous "
-                    f"(only C-contiguous float32/64 matrices)")
+                    f"(only C-contiguous float32/64 matrices{', or batches of rows' if batched else ''})")
     if len({site.array(v).dtype for v in vs}) > 1:
         return "operands of different dtypes"
     return ""
 
 
+def _rows(site, v) -> str:
+    """The source of value ``v`` as the 2-D C-layout array of its rows: eager's ``reshape(-1, n)``
+    (copied to C order first where it is not a C-layout array in the function)."""
+    a = site.array(v)
+    if a.ndim == 2 and tensor_rules.c_typed(site, v):
+        return site.name(v)
+    return f"{tensor_rules.c_order(site, v)}.reshape(({a.size // a.shape[-1]}, {a.shape[-1]}))"
+
+
+def _out_rows(site, vid) -> str:
+    a = site.arrays[vid]
+    name = site.names[vid]
+    return name if a.ndim == 2 else f"{name}.reshape(({a.size // a.shape[-1]}, {a.shape[-1]}))"
+
+
 def _linear(node, site):
     x, w, b = (list(node.args) + [None, None])[:3]
-    why = _float_matrix(site, x, w)
+    why = _float_matrix(site, x, w, batched=(x,))
     if why:
         return "linear: " + why
     if b is not None and (site.array(b).shape != site.array(w).shape[:1] or site.array(b).dtype != site.array(x).dtype):
         return "linear: a bias that is not one value per output feature"
-    out = site.names[node.outs[0]]
-    lines = [f"_product({site.name(x)}, {site.name(w)}.T, {out})"]
+    out = _out_rows(site, node.outs[0])
+    lines = [f"_product({_rows(site, x)}, {site.name(w)}.T, {out})"]
     if b is not None:
         lines.append(f"_add_rows({out}, {site.name(b)})")
     return lines
@@ -84,17 +104,18 @@ def _linear(node, site):
 
 def _linear_backward(node, site):
     g, x, w, mask = node.args
-    why = _float_matrix(site, g, x, w)
+    why = _float_matrix(site, g, x, w, batched=(g, x))
     if why:
         return "linear_backward: " + why
-    gi, gw, gb = (site.names[v] for v in node.outs)
+    gi, gw, gb = node.outs
+    g2 = _rows(site, g)
     lines = []
     if mask[0]:
-        lines.append(f"_product({site.name(g)}, {site.name(w)}, {gi})")
+        lines.append(f"_product({g2}, {site.name(w)}, {_out_rows(site, gi)})")
     if mask[1]:
-        lines.append(f"_product({site.name(g)}.T, {site.name(x)}, {gw})")
+        lines.append(f"_product({g2}.T, {_rows(site, x)}, {site.names[gw]})")
     if mask[2]:
-        lines.append(f"_sum_rows({site.name(g)}, {gb})")
+        lines.append(f"_sum_rows({g2}, {site.names[gb]})")
     return lines
 
 
@@ -158,7 +179,9 @@ RULES = {
     "aten::cross_entropy_loss": _cross_entropy,
     "aten::cross_entropy_loss_backward": _cross_entropy_backward,
     "aten::clone": _clone,
+    **tensor_rules.RULES,
 }
+HELPERS.update(tensor_rules.HELPERS)
 
 # the ops whose rules read the plan's runtime scalars themselves (a runtime scalar of index i is the
 # plan function's parameter ``r<i>``): the multi-tensor loops of an optimizer's step recorded in

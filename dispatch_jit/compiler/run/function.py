@@ -52,8 +52,8 @@ from dispatch_jit.tensor import Tensor
 from ..codegen import Codegen, loop_globals
 from ..elementwise import reduced_shape
 from ..graph.ir import Var, is_runtime_scalar, vars_in
-from ..graph.passes import lone_region
-from ..graph.views import is_view
+from ..graph.passes import lone_reduction, lone_region
+from ..graph.views import is_view, may_copy
 from .call_rules import HELPERS, RULES, RUNTIME_READERS, Site
 
 __all__ = ["PlanFunction", "build", "compiled_functions"]
@@ -223,23 +223,35 @@ _NO_BROADCAST = "a fused loop over operands that do not broadcast together"
 def _view_call(node, site):
     """A view op: the same view of the same memory, made inside the function (``as_strided`` of
     the contiguous array it views: the interpreted run's view fixes its offset, shape and strides,
-    which the same sizes and layouts give at every call); or why not."""
-    base = next((a for a in node.args if isinstance(a, Var)), None)
-    if base is None or len(node.outs) != 1:
-        return f"{node.name}: a view without one tensor operand"
-    root = site.views.get(base.id, base.id)
-    r, a = site.array_of(root), site.array_of(node.outs[0])
-    if not r.flags.c_contiguous or r.dtype != a.dtype:
-        return f"{node.name}: a view of a strided value"
-    off = a.__array_interface__["data"][0] - r.__array_interface__["data"][0]
-    # every element the view reaches lies in the viewed array (else the op made a copy)
-    lo = off + sum(min(0, (n - 1) * st) for n, st in zip(a.shape, a.strides))
-    hi = off + sum(max(0, (n - 1) * st) for n, st in zip(a.shape, a.strides)) + a.itemsize
-    if a.size == 0 or off % a.itemsize or lo < 0 or hi > r.nbytes:
-        return f"{node.name} made a copy, not a view"
-    site.views[node.outs[0]] = root
-    return [], [f"{site.names[node.outs[0]]} = _as_strided({site.names[root]}.reshape(-1)[{off // a.itemsize}:], "
-                f"{a.shape}, {a.strides})"]
+    which the same sizes and layouts give at every call); or why not.  A view of k tensors at once
+    (graph/views.py's ViewOp, sunk through an elementwise chain) makes k views."""
+    bases = [a for a in node.args if isinstance(a, Var)]
+    if not bases or len(bases) != len(node.outs):
+        return f"{node.name}: a view without one tensor operand per output"
+    calls = []
+    for base, vid in zip(bases, node.outs):
+        root = site.views.get(base.id, base.id)
+        r, a = site.array_of(root), site.array_of(vid)
+        if not r.flags.c_contiguous or r.dtype != a.dtype:
+            return f"{node.name}: a view of a strided value"
+        off = a.__array_interface__["data"][0] - r.__array_interface__["data"][0]
+        # every element the view reaches lies in the viewed array (else the op made a copy)
+        lo = off + sum(min(0, (n - 1) * st) for n, st in zip(a.shape, a.strides))
+        hi = off + sum(max(0, (n - 1) * st) for n, st in zip(a.shape, a.strides)) + a.itemsize
+        if a.size and a.flags.c_contiguous and not np.may_share_memory(a, r) and \
+                (getattr(node.op, "may_copy", False) or may_copy(node.op)):
+            # a reshape that copied (the strides cannot express the new shape): the same copy, a
+            # C-contiguous array made inside, at every call of these sizes and layouts
+            src = site.names[base.id] if base.id not in site.views and site.array_of(base.id).flags.c_contiguous \
+                else f"np.ascontiguousarray({site.names[base.id]})"
+            calls.append(f"{site.names[vid]} = {src}.reshape({a.shape})")
+            continue
+        if a.size == 0 or off % a.itemsize or lo < 0 or hi > r.nbytes:
+            return f"{node.name} made a copy, not a view"
+        site.views[vid] = root
+        calls.append(f"{site.names[vid]} = _as_strided({site.names[root]}.reshape(-1)[{off // a.itemsize}:], "
+                     f"{a.shape}, {a.strides})")
+    return [], calls
 
 
 def _eager_call(node, graph, site, name, scalars, parallel):
@@ -251,7 +263,7 @@ def _eager_call(node, graph, site, name, scalars, parallel):
     if rule is not None:
         got = rule(node, site)
         return got if isinstance(got, str) else ([], got)
-    region = lone_region(node, graph)
+    region = lone_region(node, graph) or lone_reduction(node, graph)
     if region is None:
         return f"{node.name} has no rule in the plan function (compiler/run/call_rules.py)"
     region.index = 0
