@@ -14,7 +14,10 @@ eager mode's:
   ``(rows, classes)`` arrays kernels/nn/op.py's ``to_rows`` makes (the last dimension only);
 * ``scatter_add``: the input copied, then kernels/indexing/cpu.py's loop, which adds in the
   index's C order;
-* ``index_select``, ``cat``, ``stack``: copies, which any order gives the same bits.
+* ``index_select``, ``cat``, ``stack``: copies, which any order gives the same bits;
+* ``_layer_norm`` / ``_layer_norm_backward``: kernels/nn/norm.py's row loops on the
+  ``(rows, normalized)`` arrays its kernels make, the weight and bias gradients summed in
+  float64 and rounded once, as there.
 
 An operand that the plan function made as a view (``site.views``) is a Numba array of any
 layout: it is copied to C order (``np.ascontiguousarray``) where the kernel wants C order, as
@@ -34,6 +37,7 @@ from dispatch_jit.kernels.linalg import cpu as _linalg
 from dispatch_jit.kernels.linalg.gemm import gemm
 from dispatch_jit.kernels.linalg.product import ikj_rows
 from dispatch_jit.kernels.nn import cpu as _nn
+from dispatch_jit.kernels.nn import norm as _norm
 
 __all__ = ["RULES", "HELPERS", "c_typed", "c_order"]
 
@@ -68,7 +72,15 @@ def take_along(x3, idx, o3):
     return -1
 
 
-HELPERS = {"_batched_gemm": batched_gemm, "_batched_ikj": batched_ikj, "_take_along": take_along,
+@numba.njit(boundscheck=False)
+def round_into(src, dst):
+    """``dst[:] = src`` elementwise with C's conversion (NumPy's ``astype``: round to nearest)."""
+    for i in range(dst.shape[0]):
+        dst[i] = src[i]
+
+
+HELPERS = {"_round_into": round_into, "_ln_forward": _norm._forward, "_ln_backward": _norm._backward,
+           "_batched_gemm": batched_gemm, "_batched_ikj": batched_ikj, "_take_along": take_along,
            "_softmax": _nn.softmax, "_softmax_backward": _nn.softmax_backward,
            "_scatter_add": _indexing._LOOPS["scatter_add"]}
 
@@ -247,7 +259,69 @@ def _stack(node, site):
             for k, x in enumerate(xs)]
 
 
+def _bound(node, names, defaults) -> dict:
+    got = dict(defaults)
+    got.update(zip(names, node.args))
+    got.update(node.kwargs)
+    return got
+
+
+def _norm_operands(site, x, ndims, params, who):
+    """Why eager's layer-norm loops would not take these operands ("" where they would):
+    kernels/nn/norm.py's ``_loops`` case."""
+    xa = site.array(x)
+    if xa.dtype not in _FLOATS or xa.size == 0 or not 0 < ndims <= xa.ndim:
+        return f"{who} of {xa.dtype}, shape {xa.shape} (only non-empty float32/64 tensors)"
+    pshape = xa.shape[xa.ndim - ndims:]
+    if any(p is not None and (site.array(p).dtype != xa.dtype or site.array(p).shape != pshape) for p in params):
+        return f"{who} with a weight or bias of another dtype or shape than the normalized {pshape}"
+    return ""
+
+
+def _param(site, p, dt) -> str:
+    return site.scratch((0,), dt) if p is None else f"{c_order(site, p)}.reshape(-1)"
+
+
+def _layer_norm(node, site):
+    a = _bound(node, ("input", "ndims", "weight", "bias", "eps"), {"weight": None, "bias": None, "eps": 1e-5})
+    x, ndims, w, b = a["input"], int(a["ndims"]), a["weight"], a["bias"]
+    why = _norm_operands(site, x, ndims, (w, b), "_layer_norm")
+    if why:
+        return why
+    xa = site.array(x)
+    n = math.prod(xa.shape[xa.ndim - ndims:])
+    rows = (xa.size // n, n)
+    return [f"_ln_forward({c_order(site, x)}.reshape({rows}), {_param(site, w, xa.dtype)}, "
+            f"{_param(site, b, xa.dtype)}, {float(a['eps'])!r}, {site.names[node.outs[0]]}.reshape({rows}))"]
+
+
+def _layer_norm_backward(node, site):
+    a = _bound(node, ("grad_out", "input", "ndims", "weight", "eps", "output_mask"), {})
+    g, x, ndims, w, mask = a["grad_out"], a["input"], int(a["ndims"]), a["weight"], tuple(a["output_mask"])
+    why = _norm_operands(site, x, ndims, (w,), "_layer_norm_backward")
+    if why:
+        return why
+    xa, ga = site.array(x), site.array(g)
+    if ga.dtype != xa.dtype or ga.shape != xa.shape:
+        return "_layer_norm_backward of a gradient of another shape or dtype than the input's"
+    n = math.prod(xa.shape[xa.ndim - ndims:])
+    rows = (xa.size // n, n)
+    gi, gw, gb = (site.names[v] for v in node.outs)
+    gw64, gb64 = site.scratch((n,), np.float64), site.scratch((n,), np.float64)
+    lines = [f"{gw64}[:] = 0.0", f"{gb64}[:] = 0.0",
+             f"_ln_backward({c_order(site, g)}.reshape({rows}), {c_order(site, x)}.reshape({rows}), "
+             f"{_param(site, w, xa.dtype)}, {float(a['eps'])!r}, {bool(mask[0])}, "
+             f"{gi + '.reshape(' + str(rows) + ')' if mask[0] else site.scratch((0, 0), xa.dtype)}, {gw64}, {gb64})"]
+    if mask[1]:
+        lines.append(f"_round_into({gw64}, {gw}.reshape(-1))")
+    if mask[2]:
+        lines.append(f"_round_into({gb64}, {gb}.reshape(-1))")
+    return lines
+
+
 RULES = {
+    "aten::_layer_norm": _layer_norm,
+    "aten::_layer_norm_backward": _layer_norm_backward,
     "aten::matmul": _matmul,
     "aten::softmax": _softmax,
     "aten::_softmax_backward_data": _softmax_backward,
