@@ -189,3 +189,47 @@ def test_cuda_kernels_match_the_cpu_ones():
     a[:, [1, 1, 0]].sum().backward()
     assert a.grad.is_cuda
     np.testing.assert_array_equal(a.grad.cpu().numpy()[0, :, 0], [1.0, 2.0, 0.0])
+
+
+def _same(a, b):
+    assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_compiled_index_and_index_put_equal_eager():
+    def gather_rows(x, idx):
+        return x[idx, 1:] * 2.0 + 1.0
+
+    def zero_large(x):
+        y = x * 1.0
+        y[y > 10] = 0.0
+        y[dj.tensor([0, 1]), :, dj.tensor([3, 3])] = dj.tensor([[-1.0], [-2.0]])
+        return y - 1.0
+
+    x, idx = dj.tensor(X), dj.tensor([1, 0, 1])
+    for fn, args in ((gather_rows, (x, idx)), (zero_large, (x,))):
+        f = dj.compile(fn)
+        for _ in range(2):
+            _same(f(*args), fn(*args))
+        assert f.cache_info().eager_calls == 0, f.explain()
+        assert ("aten::index_put" if fn is zero_large else "aten::index.Tensor") in f.explain()
+
+
+def test_compiled_writes_that_share_storage_run_eagerly():
+    def into_input(x):
+        x[x > 10] = 0.0
+        return x * 2.0
+
+    def with_a_view(x):
+        y = x * 1.0
+        v = y[0]
+        y[y > 10] = 0.0
+        return v + 1.0, y
+
+    for fn in (into_input, with_a_view):
+        f = dj.compile(fn)
+        got, want = f(dj.tensor(X)), fn(dj.tensor(X))
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            _same(g, w)
+        assert f.cache_info().eager_calls == 1
+        assert "item assignment into a function input, a view" in f.explain()
