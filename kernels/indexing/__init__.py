@@ -3,11 +3,11 @@ kernels over cpu.py's and select.py's Numba loops, and grad.py's derivative rows
 
 from __future__ import annotations
 
-from . import advanced, cuda, grad, op
+from . import advanced, batch, cuda, grad, op
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
 SCHEMAS = op.SCHEMAS + advanced.SCHEMAS
 METHODS = op.METHODS + advanced.METHODS
 KERNELS = {"CPU": {**op.CPU_KERNELS, **advanced.CPU_KERNELS}, "CUDA": {**cuda.CUDA_KERNELS, **advanced.CUDA_KERNELS},
-           "Meta": {**op.META_KERNELS, **advanced.META_KERNELS}, **grad.KERNELS}
+           "Meta": {**op.META_KERNELS, **advanced.META_KERNELS}, **grad.KERNELS, **batch.KERNELS}

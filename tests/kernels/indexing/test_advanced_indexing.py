@@ -233,3 +233,24 @@ def test_compiled_writes_that_share_storage_run_eagerly():
             _same(g, w)
         assert f.cache_info().eager_calls == 1
         assert "item assignment into a function input, a view" in f.explain()
+
+
+def test_vmap_batches_index_and_index_put_without_the_loop():
+    from dispatch_jit.func import vmap
+    from dispatch_jit.kernels.batching.core import FALLBACK_WARNED
+    x = dj.tensor(X)
+    fns = [lambda a: a[dj.tensor([2, -1, 2])],
+           lambda a: a[:, [1, 1]],
+           lambda a: dj.ops.aten.index.Tensor(a, [dj.tensor([0, 1]), None]),
+           lambda a: dj.ops.aten.index.Tensor(a, [dj.tensor([[0], [2]]), dj.tensor([1, 3])]),
+           lambda a: dj.index_put(a, (dj.tensor([0, 0]),), a[1], accumulate=True),
+           lambda a: dj.index_put(a, (None, dj.tensor([0, 3])), a[:, :1] * 2.0)]
+    saved = set(FALLBACK_WARNED)
+    FALLBACK_WARNED.clear()
+    try:
+        for f in fns:
+            _same(vmap(f)(x), dj.stack([f(x[0]), f(x[1])]))
+        assert not FALLBACK_WARNED
+    finally:
+        FALLBACK_WARNED.clear()
+        FALLBACK_WARNED.update(saved)
