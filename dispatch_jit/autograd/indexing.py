@@ -54,7 +54,7 @@ def _as_index_tensor(i, device) -> Tensor:
                 raise OutOfBoundsError(f"tensors used as indices must be long, int, byte or bool tensors (got an "
                                        f"index of {a.dtype} values)")
         i = tensor(a if a.dtype == np.bool_ else a.astype(np.int64, copy=False))
-    if i.device != device:
+    if (i._data.__class__ is not np.ndarray or device.type != "cpu") and i.device != device:
         i = i.to(device)
     return i
 
@@ -78,7 +78,7 @@ def split_index(t, index) -> tuple:
         else:
             i = _as_index_tensor(i, t.device)
             conv.append(i)
-            used += i.ndim if i.dtype.name in ("bool", "uint8") else 1
+            used += i.ndim if i._data.dtype in (np.bool_, np.uint8) else 1
             continue
         used += not isinstance(conv[-1], bool)
     if used > t.ndim:
@@ -95,7 +95,7 @@ def split_index(t, index) -> tuple:
             indices += [None] * (d - len(indices)) + [tensor([i], device=t.device)]
             d += 1
         elif isinstance(i, Tensor):
-            mask = i.dtype.name in ("bool", "uint8")
+            mask = i._data.dtype in (np.bool_, np.uint8)
             if mask and i.ndim == 0:
                 basic.append(None)
                 i = i.reshape((1,))

@@ -16,7 +16,7 @@ from ..creation import tensor
 from ..dtypes import can_cast
 from ..errors import AutogradError, CastingError
 from ..registry import lookup
-from ..tensor import Tensor
+from ..tensor import Tensor, wrap
 from .grad_mode import is_grad_enabled, no_grad
 from .graph import edge_of, mark_output, node_class
 from .indexing import getitem, split_index
@@ -123,6 +123,9 @@ def _copy_backward(grads, saved, ctx, needs):
 def _values(value, t):
     """The values of ``t[index] = value`` as index_put_ takes them: a tensor of ``t``'s dtype and device."""
     if not isinstance(value, Tensor):
+        if isinstance(value, (bool, int, float, complex)) and t._data.__class__ is np.ndarray and \
+                t._data.dtype.kind in "biufc":
+            return wrap(np.asarray(value, t._data.dtype))      # a number (checked to fit by the caller)
         return tensor(np.asarray(value) if not np.isscalar(value) else value, dtype=t.dtype, device=t.device)
     if value.dtype is not t.dtype or value.device != t.device:
         value = value.to(device=t.device, dtype=t.dtype)

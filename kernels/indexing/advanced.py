@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit import bf16
-from dispatch_jit.dtypes import BF16_STORAGE, BOOL, INT
+from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.errors import (
     BroadcastError,
     DTypeError,
@@ -43,7 +43,8 @@ METHODS = ["index_put_"]     # Tensor.index_put is composite.py's index_put (its
 
 
 def _is_mask(t) -> bool:
-    return t.dtype.category == BOOL or t.dtype.name == "uint8"
+    d = t._data.dtype        # NumPy's dtype (either device): cheaper than Tensor.dtype on this hot path
+    return d == np.bool_ or d == np.uint8
 
 
 def check_indices(x, indices) -> list:
@@ -57,7 +58,7 @@ def check_indices(x, indices) -> list:
             covered.append(None)
             d += 1
             continue
-        if not isinstance(t, Tensor) or not (_is_mask(t) or t.dtype.category == INT):
+        if not isinstance(t, Tensor) or not (_is_mask(t) or t._data.dtype.kind in "iu"):
             got = t.dtype.name if isinstance(t, Tensor) else type(t).__name__
             raise OutOfBoundsError(f"tensors used as indices must be long, int, byte or bool tensors (got {got})")
         n = t.ndim if _is_mask(t) else 1
@@ -74,28 +75,24 @@ def check_indices(x, indices) -> list:
 
 
 def _numpy_index(x, indices) -> tuple:
-    """``indices`` as NumPy's index tuple for ``x``'s host array, bounds checked (PyTorch's message)."""
+    """``indices`` as NumPy's index tuple for ``x``'s host array (NumPy checks the bounds: a caller
+    turns its IndexError into PyTorch's message with ``bounds_error``)."""
     check_indices(x, indices)
-    items, d = [], 0
+    return tuple(slice(None) if t is None else _host(t).astype(bool, copy=False) if _is_mask(t) else _host(t)
+                 for t in indices)
+
+
+def bounds_error(x, indices, e: IndexError) -> OutOfBoundsError:
+    """PyTorch's error for the first index out of range (NumPy raised ``e`` for it)."""
+    d = 0
     for t in indices:
-        if t is None:
-            items.append(slice(None))
-            d += 1
-            continue
-        a = _host(t)
-        if _is_mask(t):
-            items.append(a.astype(bool, copy=False))
-            d += t.ndim
-            continue
-        n = x.shape[d]
-        if a.size:
-            lo, hi = int(a.min()), int(a.max())
-            if lo < -n or hi >= n:
-                raise OutOfBoundsError(f"index {lo if lo < -n else hi} is out of bounds for dimension {d} with "
-                                       f"size {n}")
-        items.append(a)
-        d += 1
-    return tuple(items)
+        if t is not None and not _is_mask(t):
+            a, n = _host(t), x.shape[d]
+            if a.size and (int(a.min()) < -n or int(a.max()) >= n):
+                bad = int(a.min()) if int(a.min()) < -n else int(a.max())
+                return OutOfBoundsError(f"index {bad} is out of bounds for dimension {d} with size {n}")
+        d += 1 if t is None or not _is_mask(t) else t.ndim
+    return OutOfBoundsError(str(e))
 
 
 def _host(t) -> np.ndarray:
@@ -117,8 +114,7 @@ def _check_values(op: str, x, values, shape: tuple) -> None:
         raise DTypeError(f"Index put requires the source and destination dtypes match, got {x.dtype.name} for "
                          f"the destination and {values.dtype.name} for the source.")
     try:
-        np.broadcast_shapes(tuple(values.shape), shape)
-        fits = np.broadcast_shapes(tuple(values.shape), shape) == shape
+        fits = np.broadcast_shapes(values._data.shape, shape) == shape
     except ValueError:
         fits = False
     if not fits:
@@ -129,18 +125,34 @@ def _check_values(op: str, x, values, shape: tuple) -> None:
 def index(x, indices):
     """``x[indices]`` (NumPy's fancy indexing, a new array)."""
     items = _numpy_index(x, indices)
-    return wrap(np.array(x._data[items], copy=True, order="C"))
+    try:
+        return wrap(np.array(x._data[items], copy=True, order="C"))
+    except IndexError as e:
+        raise bounds_error(x, indices, e) from None
 
 
 def index_put_(x, indices, values, accumulate=False):
     """Write (``accumulate``: add, repeated positions adding up) ``values`` at ``x[indices]``."""
     items = _numpy_index(x, indices)
     a = x._data
-    _check_values("index_put_", x, values, _result_shape(a.shape, items))
+    if values.ndim or values.dtype is not x.dtype:     # (a 0-d value of the dtype fits any result)
+        try:
+            shape = _result_shape(a.shape, items)   # (NumPy checks the bounds here, before any write)
+        except IndexError as e:
+            raise bounds_error(x, indices, e) from None
+        _check_values("index_put_", x, values, shape)
     if not a.flags.writeable:
         raise ShapeError(f"index_put_: cannot write into a read-only tensor of shape {tuple(x.shape)} (an "
                          f"expand()ed view, or a read-only buffer); write into a .clone() of it instead")
-    v = values._data
+    try:
+        _put(a, items, values._data, accumulate)
+    except IndexError as e:     # NumPy checks every index before it writes
+        raise bounds_error(x, indices, e) from None
+    bump_version(x)
+    return x
+
+
+def _put(a, items, v, accumulate) -> None:
     if not accumulate:
         a[items] = v
     elif a.dtype == BF16_STORAGE:
@@ -151,8 +163,6 @@ def index_put_(x, indices, values, accumulate=False):
         np.logical_or.at(a, items, v)        # PyTorch's bool accumulate is an or
     else:
         np.add.at(a, items, v)
-    bump_version(x)
-    return x
 
 
 def index_put(x, indices, values, accumulate=False):
@@ -164,6 +174,10 @@ def index_put(x, indices, values, accumulate=False):
 # -- CUDA: positions on the host, one gather / scatter / scatter-add launch (cuda/index.py) ------------
 def _cuda_items(x, indices) -> tuple:
     items = _numpy_index(x, indices)
+    try:
+        _result_shape(tuple(x.shape), items)        # NumPy's bounds check, before any launch
+    except IndexError as e:
+        raise bounds_error(x, indices, e) from None
     return tuple(np.nonzero(i) if isinstance(i, np.ndarray) and i.dtype == np.bool_ else (i,) for i in items)
 
 
