@@ -95,7 +95,7 @@ def scalar_sig(x):
         except TypeError:
             return None
     if t is list or t is tuple:
-        sigs = tuple(getattr(v, "_sig", None) for v in x)
+        sigs = tuple(SIG_NONE if v is None else getattr(v, "_sig", None) for v in x)    # None: Tensor?[]
         return None if None in sigs else sigs
     s = getattr(x, "_sig", None)     # Tensor subclasses (quantized, sparse) carry their own
     if s is not None:

@@ -15,7 +15,7 @@ from . import (composite, composite_creation, composite_math, composite_torch, p
                torch_functions, torch_kwargs, unique)
 from .elementwise import torch_names as elementwise_functions
 from .arrayops import op as arrayops_ops
-from .indexing import composite as indexing_composite, op as indexing_ops
+from .indexing import advanced as indexing_advanced, composite as indexing_composite, inplace as indexing_inplace, op as indexing_ops
 from .nn import op as nn_ops
 from .op_examples import EXAMPLES as _CORE_EXAMPLES
 from .elementwise.examples import EXAMPLES as _ELEMENTWISE_EXAMPLES
@@ -54,7 +54,8 @@ PY_FUNCTIONS = dict(reduction_ops.PY_FUNCTIONS, **torch_functions.PY_FUNCTIONS, 
                     **shape_splits.PY_FUNCTIONS, **products.PY_FUNCTIONS, **composite_creation.PY_FUNCTIONS,
                     **elementwise_functions.PY_FUNCTIONS)
 # Tensor.<name> only (PyTorch has no torch.<name> function for these)
-PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY, **composite_creation.METHODS_ONLY)
+PY_METHODS = dict(shape_views.METHODS_ONLY, **shape_splits.METHODS_ONLY, **composite_creation.METHODS_ONLY,
+                  **indexing_inplace.METHODS_ONLY)
 torch_kwargs.attach_ops()
 # dj.mode is torch.mode; a string (the execution mode's old spelling) gets an error naming dj.execution_mode
 PY_FUNCTIONS["mode"] = (arrayops_ops.mode_function, False)
@@ -80,7 +81,7 @@ for _op in SCALAR_OPS.values():
         METHODS[_op.name + "_"] = i.split("(")[0]
 for _name in ("reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "flatten", "clone", "narrow",
               *reduction_ops.METHODS, *linalg_ops.METHODS, *composite.METHODS, *nn_ops.METHODS,
-              *arrayops_ops.METHODS, *indexing_ops.METHODS,
+              *arrayops_ops.METHODS, *indexing_ops.METHODS, *indexing_advanced.METHODS,
               *composite_torch.METHODS, *composite_math.METHODS, *scans.METHODS):
     METHODS.setdefault(_name, FUNCTIONS.get(_name, _name))
 METHODS["view"] = "view"

@@ -4,20 +4,22 @@ An in-place op changes the history of the tensor it writes: its ``grad_fn``
 becomes the op's node (PyTorch "rebases" it).  When the tensor is a view, the
 write lands in the storage of its root, whose history changes too (views.py).
 ``AutogradInplaceKernel`` does this for the in-place operators (``add_``,
-``mul_``, ...), ``setitem`` for ``t[index] = value``.
+``mul_``, ...; ``index_put_``, what ``t[idx] = v`` with an advanced index calls), ``setitem``
+for ``t[index] = value``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..creation import ones
+from ..creation import tensor
 from ..dtypes import can_cast
 from ..errors import AutogradError, CastingError
 from ..registry import lookup
+from ..tensor import Tensor, wrap
 from .grad_mode import is_grad_enabled, no_grad
-from .graph import bump_version, edge_of, mark_output, node_class
-from .indexing import getitem, is_basic
+from .graph import edge_of, mark_output, node_class
+from .indexing import getitem, split_index
 from .kernel import sum_to
 from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
 
@@ -56,8 +58,7 @@ class AutogradInplaceKernel:
             if not can_cast(result.dtype, self_.dtype):
                 raise CastingError(f"{opname}: result type {result.dtype.name} can't be cast to the "
                                    f"desired output type {self_.dtype.name}")
-            _write_into(self_, result)
-            bump_version(self_)
+            _write_into(self_, result)     # (item assignment bumps the version counter)
             self_.__dict__.pop("_output_nr", None)    # it may have been output 1 of a multi-output node
             if root is None:
                 mark_output(self_, result.grad_fn)
@@ -69,27 +70,28 @@ class AutogradInplaceKernel:
 
 
 def _write_into(dst, src) -> None:
-    """The in-place op's result into ``dst``'s storage (the cast was checked by the caller)."""
-    if dst.is_cuda:
-        from ..cuda.copy import copy_into
-        copy_into(dst._data, src._data)
-    else:
-        np.copyto(dst._data, src._data, casting="unsafe")
+    """The in-place op's result into ``dst``'s storage (the cast was checked by the caller): item
+    assignment (either device), with nothing to record (the caller records the op's node)."""
+    with no_grad():
+        dst[...] = src.detach()
 
 
-_IndexPutBackward = node_class("IndexPutBackward")
 _CopyBackwards = node_class("CopyBackwards")
 
 
 def setitem(t, index, value, write) -> None:
-    """``t[index] = value`` where ``write()`` does the (cast-checked) store.
+    """``t[index] = value`` where ``write()`` does the (cast-checked) store of a basic index.
 
-    Under autograd the assignment is an in-place op, recorded as PyTorch does:
-    a basic index copies into the view ``t[index]``, so the tensor owning the
-    storage gets a CopySlices node (views.py); an advanced index records
-    IndexPutBackward on ``t`` (zero gradient where it was overwritten, the
-    region's gradient to ``value``), and a view's base is rebased as for any
-    in-place op on a view."""
+    As PyTorch: an advanced index is one call of the in-place op ``index_put_`` on the view the
+    basic part of the index makes (indexing.py's ``split_index``), which records like any
+    in-place op (AutogradInplaceKernel: IndexPutBackward, a view's base rebased).  A basic index
+    copies into the view ``t[index]``, so under autograd the tensor owning the storage gets a
+    CopySlices node (views.py)."""
+    basic, indices = split_index(t, index)
+    if indices is not None:
+        view = t if all(i.__class__ is slice and i == slice(None) for i in basic) else getitem(t, basic)
+        lookup("aten::index_put_").entry(view, indices, _values(value, t))
+        return
     value_grad = getattr(value, "requires_grad", False)
     if not is_grad_enabled() or not (t.requires_grad or value_grad):
         write()
@@ -100,28 +102,16 @@ def setitem(t, index, value, write) -> None:
     root = root_of(t)
     if root is not None:
         check_inplace_on_view(root, "setitem")
-    vedge = edge_of(value) if value_grad else None
-    if is_basic(index):
-        with no_grad():
-            region = getitem(t, index)
-        write()
-        node = None
-        if value_grad:
-            node = _CopyBackwards(_copy_backward, (vedge,), {}, {"shape": tuple(value.shape), "dtype": value.dtype},
-                                  "aten::copy_")
-        copy_slices(root if root is not None else t, region, node)
-        if root is not None:
-            view_history(t, root)
-        refresh_views(root if root is not None else t, t)
-        return
-    ctx = {"shape": tuple(value.shape) if value_grad else None}
-    node = _IndexPutBackward(_index_put_backward, (edge_of(t), vedge), {"index": index}, ctx, "aten::index_put_")
+    with no_grad():
+        region = getitem(t, index)
     write()
-    if root is None:
-        t.__dict__.pop("_output_nr", None)
-        mark_output(t, node)
-    else:
-        view_history(t, root, copy_slices(root, t, node))
+    node = None
+    if value_grad:
+        node = _CopyBackwards(_copy_backward, (edge_of(value),), {}, {"shape": tuple(value.shape),
+                                                                       "dtype": value.dtype}, "aten::copy_")
+    copy_slices(root if root is not None else t, region, node)
+    if root is not None:
+        view_history(t, root)
     refresh_views(root if root is not None else t, t)
 
 
@@ -130,23 +120,13 @@ def _copy_backward(grads, saved, ctx, needs):
     return (g if g.dtype == ctx["dtype"] else g.to(ctx["dtype"]),)
 
 
-def _assign_zero(t, index) -> None:
-    if t.is_cuda:
-        from ..cuda import index as cuda_index
-        cuda_index.setitem_data(t._data, index, 0)
-    else:
-        t._data[index] = 0
-
-
-def _index_put_backward(grads, saved, ctx, needs):
-    g, index = grads[0], saved["index"]
-    gt = gv = None
-    if needs[0]:
-        # overwritten elements had no say in the result: g times a mask, so that the formula
-        # is itself differentiable (create_graph)
-        mask = ones(*g.shape, dtype=g.dtype, device=g.device)
-        _assign_zero(mask, index)
-        gt = g * mask
-    if needs[1]:
-        gv = sum_to(getitem(g, index).clone(), ctx["shape"])
-    return gt, gv
+def _values(value, t):
+    """The values of ``t[index] = value`` as index_put_ takes them: a tensor of ``t``'s dtype and device."""
+    if not isinstance(value, Tensor):
+        if isinstance(value, (bool, int, float, complex)) and t._data.__class__ is np.ndarray and \
+                t._data.dtype.kind in "biufc":
+            return wrap(np.asarray(value, t._data.dtype))      # a number (checked to fit by the caller)
+        return tensor(np.asarray(value) if not np.isscalar(value) else value, dtype=t.dtype, device=t.device)
+    if value.dtype is not t.dtype or value.device != t.device:
+        value = value.to(device=t.device, dtype=t.dtype)
+    return value

@@ -26,7 +26,7 @@ __all__ = ["METHODS", "zero_grads"]
 
 def _getitem(self, index):
     # NumPy's basic indexing gives views; advanced indexing gives copies
-    return getitem(self, unwrap_index(index))
+    return getitem(self, index)
 
 
 def _setitem(self, index, value):
@@ -55,7 +55,7 @@ def _setitem(self, index, value):
         else:
             self._data[idx] = src
         bump_version(self)
-    setitem(self, idx, value, write)
+    setitem(self, index, value, write)     # an advanced index: the op index_put_, not write()
 
 
 def _assignable_number(v, dtype):

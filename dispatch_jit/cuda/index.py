@@ -24,7 +24,7 @@ from ..errors import DTypeError
 from .codegen import compile_cuda, grid_stride
 from .copy import cast_expr, copy_into, fill
 
-__all__ = ["getitem", "setitem", "setitem_data", "index_add", "is_basic"]
+__all__ = ["getitem", "setitem", "setitem_data", "gather", "scatter", "scatter_add", "is_basic"]
 
 
 def is_basic(index) -> bool:
@@ -131,12 +131,24 @@ def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, value) -> None:
     launch(k, pos.size, arr.device_index, arr.storage.buf, src.storage.buf, dpos.storage.buf, s_o, s_step, pos.size)
 
 
-def index_add(arr: CudaArray, index, src: CudaArray) -> None:
-    """``arr[index] += src`` where repeated indices accumulate (np.add.at); the gradient of indexing."""
-    if arr.dtype.kind == "c" or arr.dtype == np.float16:
-        raise DTypeError(f"indexing backward on CUDA needs an atomic add, which {arr.dtype} lacks; "
-                         f"compute the gradient in float32/float64")
-    pos = _positions(arr, _host_index(index))
+def gather(arr: CudaArray, items: tuple) -> CudaArray:
+    """``arr[items]`` for an advanced index of host arrays and slices (aten::index's CUDA kernel)."""
+    return getitem(arr, items)
+
+
+def scatter(arr: CudaArray, items: tuple, src: CudaArray) -> None:
+    """``arr[items] = src`` (src broadcast to the indexed shape; aten::index_put_'s CUDA kernel)."""
+    pos = _positions(arr, items)
+    if pos.size:
+        _scatter("scatter", arr, pos, src)
+
+
+def scatter_add(arr: CudaArray, items: tuple, src: CudaArray) -> None:
+    """``arr[items] += src`` where repeated positions accumulate (np.add.at; index_put_ with accumulate)."""
+    if arr.dtype.kind == "c" or arr.dtype == np.float16 or arr.dtype == np.bool_:
+        raise DTypeError(f"index_put_(accumulate=True) on CUDA needs an atomic add, which {arr.dtype} lacks; "
+                         f"accumulate in float32/float64")
+    pos = _positions(arr, items)
     if pos.size:
         _scatter("scatter_add", arr, pos, src)
 

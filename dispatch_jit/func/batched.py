@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, OutOfBoundsError, ShapeError, VmapError
 from ..keys import AUTOGRAD_BITS, BATCHED_BITS, DispatchKey, key_bits
+from ..registry import lookup
 from ..signature import keyset_sig_bits, make_sig
 from ..tensor import Tensor
 
@@ -156,11 +157,17 @@ class BatchedTensor(Tensor):
         return self
 
     def __getitem__(self, index):
-        """Basic indexing of one example (ints, slices, None, ..., a 1-D integer tensor), written
-        as narrow/squeeze/unsqueeze/index_select on this tensor: each has a batching rule and a
-        derivative, so indexing works under grad inside vmap too."""
+        """Indexing of one example: basic indexing (ints, slices, None, ...) written as
+        narrow/squeeze/unsqueeze/index_select on this tensor, an advanced index as that view and
+        one aten::index: each has a batching rule and a derivative, so indexing works under grad
+        inside vmap too."""
         if not isinstance(index, tuple):
             index = (index,)
+        if any(isinstance(i, (list, bool, Tensor)) for i in index):
+            # advanced indexing: PyTorch's decomposition, a view and one aten::index (its batching rule)
+            from ..autograd.indexing import split_index
+            basic, indices = split_index(self, index)
+            return lookup("aten::index.Tensor").entry(self[basic], indices)
         n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)

@@ -188,47 +188,7 @@ def index_put(input, indices, values, accumulate=False):  # noqa: A002
     tensor([[0., 2.],
             [0., 0.]])
     """
-    idx = []
-    for t in indices:
-        if t is None:
-            raise ShapeError("index_put: None in indices is not supported here; index every leading dim")
-        if t.dtype is _bool() or t.dtype.name == "uint8":
-            idx.extend(_nonzero_cols(t))
-        elif t.dtype.category == INT:
-            idx.append(t.to(int64))
-        else:
-            raise DTypeError(f"tensors used as indices must be long, int, byte or bool tensors, got {t.dtype.name}")
-    k = len(idx)
-    if k > input.ndim:
-        raise OutOfBoundsError(f"too many indices for tensor of dimension {input.ndim} (got {k})")
-    if k == 0:
-        return A.clone(input)
-    lead = tuple(input.shape[:k])
-    ishape = _bshape("index_put", *[t.shape for t in idx])
-    flat = None
-    for d, t in enumerate(idx):
-        n = lead[d]
-        t = A.expand(t, ishape) if tuple(t.shape) != ishape else t
-        if t.numel():
-            lo, hi = int(A.min(t, None).item()), int(A.max(t, None).item())
-            if lo < -n or hi >= n:
-                raise OutOfBoundsError(f"index {lo if lo < -n else hi} is out of bounds for dimension {d} with "
-                                       f"size {n}")
-        t = A.remainder(t, n) if n else t
-        flat = t if flat is None else A.add(A.mul(flat, n), t)
-    rest = tuple(input.shape[k:])
-    target = A.reshape(input, (-1,) + rest)
-    lin = A.reshape(flat, (-1,))
-    vals = A.expand(values.to(input.dtype), ishape + rest) if tuple(values.shape) != ishape + rest \
-        else values.to(input.dtype)
-    vals = A.reshape(vals, (lin.shape[0],) + rest)
-    out = _index_write("index_put", target, 0, lin, vals, bool(accumulate))
-    return A.reshape(out, tuple(input.shape))
-
-
-def _nonzero_cols(t):
-    nz = A.nonzero(t.to(_bool()))
-    return [A.reshape(A.narrow(nz, 1, d, 1), (-1,)) for d in range(t.ndim)]
+    return lookup("aten::index_put").entry(input, list(indices), values, accumulate)
 
 
 def put(input, index, source, accumulate=False):  # noqa: A002

@@ -180,7 +180,7 @@ def narrow(s: tuple, axis: int, start: int, length: int) -> tuple:
 def getitem(s: tuple, index: tuple) -> tuple:
     """Basic indexing's rule: the shape of ``t[index]`` for an index already normalized to ints,
     slices of ints, None and at most one ``...`` (compiler/views.py's ``index_type``).  Indexing
-    is no registered op (eager mode indexes the NumPy array in autograd/indexing.py, which raises
+    is no registered view op (eager mode makes the view in autograd/indexing.py, which raises
     its own errors), so this rule is not in RULES; the tracer and lazy mode share it."""
     used = sum(1 for i in index if i is not None and i is not Ellipsis)
     if used > len(s):

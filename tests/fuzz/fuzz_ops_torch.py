@@ -1,5 +1,5 @@
 """The fuzzers' rows for PyTorch's convenience surface (issue 15 part 5): gather, scatter_add,
-masked_fill, topk, repeat, mm, outer, t, clamp_min, clamp_max, einsum, and COO @ dense.  fuzz_ops.py adds them to
+advanced indexing (``t[idx]``, ``t[mask]``: aten::index; index_put; ``t[idx] = v``: index_put_), masked_fill, topk, repeat, mm, outer, t, clamp_min, clamp_max, einsum, and COO @ dense.  fuzz_ops.py adds them to
 its ROWS (its last lines import this module, once the names used here are defined).
 
 An index or mask is a static parameter written into the source as a literal
@@ -162,6 +162,68 @@ def _clamp_params(ch, args):
     return {"bound": ch.choice([-1.5, 0.0, 2.5]) if kind == "f" else ch.int(0, 3)} if kind != "b" else None
 
 
+def _adv_index_params(ch, args):
+    """An advanced index of ``a``: int positions (repeats, negatives) into one dim after ``lead`` full
+    slices, or a bool mask over its leading dims."""
+    a = args[0]
+    if a.ndim == 0 or a.size == 0 or a.size > 4096:
+        return None
+    if ch.coin(0.3):
+        k = ch.int(1, a.ndim)
+        mask = [ch.coin(0.5) for _ in range(int(np.prod(a.shape[:k], dtype=np.int64)))]
+        return {"lead": 0, "index": np.array(mask, bool).reshape(a.shape[:k]).tolist(), "mask": True,
+                "accumulate": False}
+    lead = ch.int(0, a.ndim - 1)
+    n = a.shape[lead]
+    if ch.coin(0.5):        # accumulate: repeats add up
+        return {"lead": lead, "index": [ch.int(-n, n - 1) for _ in range(ch.int(0, 4))], "mask": False,
+                "accumulate": True}
+    # a write: distinct positions (which of two writes to one place wins is unspecified, as PyTorch's,
+    # and so is the gradient of the lost one)
+    pos = sorted({ch.int(0, n - 1) for _ in range(ch.int(0, 4))}, key=lambda _: ch.coin(0.5))
+    return {"lead": lead, "index": [q - n if ch.coin(0.3) else q for q in pos], "mask": False, "accumulate": False}
+
+
+def _adv_src(p) -> str:
+    return f"{':, ' * p['lead']}dj.tensor({p['index']}, dtype=dj.{'bool' if p['mask'] else 'int64'})"
+
+
+def _adv_items(p) -> tuple:
+    return (slice(None),) * p["lead"] + (np.array(p["index"], bool if p["mask"] else np.int64),)
+
+
+def _index_put_np(args, p):
+    """``index_put(a, index, a.flatten()[0], accumulate)``: repeated positions add up in order
+    (np.add.at, as the CPU kernel), a bool tensor's add is an or."""
+    a = args[0]
+    out, v, items = a.copy(), a.reshape(-1)[0], _adv_items(p)
+    if not p["accumulate"]:
+        out[items] = v
+    elif a.dtype == np.bool_:
+        np.logical_or.at(out, items, v)
+    else:
+        with np.errstate(all="ignore"):
+            np.add.at(out, items, v)
+    return out
+
+
+def _setitem_index_np(args, p):
+    """``target[index] = value`` with an advanced index: value cast to the target's dtype and broadcast."""
+    target, value = args
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and target.dtype.kind in "iu" and not (
+            np.iinfo(target.dtype).min <= value <= np.iinfo(target.dtype).max):
+        raise OracleError(f"value {value} cannot be converted to {target.dtype} without overflow")
+    items = _adv_items(p)
+    try:
+        v = np.broadcast_to(as_dtype(value, target.dtype), target[items].shape)
+    except ValueError:
+        raise OracleError("setitem: value does not broadcast") from None
+    if not target.flags.writeable:
+        raise OracleError("setitem into a read-only view")
+    target[items] = v
+    return target
+
+
 ROWS = [
     Row("gather", "reduce", (lambda a, p: f"dj.gather({a[0]}, {p['axis']}, dj.tensor({p['index']}, dtype=dj.int64))",
                              lambda a, p: f"{a[0]}.gather({p['axis']}, dj.tensor({p['index']}, dtype=dj.int64))"),
@@ -178,6 +240,19 @@ ROWS = [
         "bif", _scatter_add_np, _torch_index(lambda torch, t, d, i: torch.scatter_add(t, d, i, t)),
         lambda args, p, want: None if want.dtype.kind != "f" else (4 * float(np.finfo(want.dtype).eps), 0.0),
         _gather_params(True), True),
+    Row("index", "reduce", (lambda a, p: f"{a[0]}[{_adv_src(p)}]",
+                            lambda a, p: f"dj.ops.aten.index.Tensor({a[0]}, [{'None, ' * p['lead']}"
+                                         f"dj.tensor({p['index']}, dtype=dj.{'bool' if p['mask'] else 'int64'})])"),
+        "bif", lambda args, p: args[0][_adv_items(p)],
+        lambda t, p: t[0][(slice(None),) * p["lead"] + (__import__("torch").tensor(
+            np.array(p["index"], bool if p["mask"] else np.int64)),)], EXACT, _adv_index_params, True),
+    Row("index_put", "reduce", (lambda a, p: f"dj.index_put({a[0]}, ({'None, ' * p['lead']}dj.tensor({p['index']}, "
+                                             f"dtype=dj.{'bool' if p['mask'] else 'int64'}),), "
+                                             f"{a[0]}.flatten()[0], accumulate={p['accumulate']})",
+                                lambda a, p: f"{a[0]}.index_put(({'None, ' * p['lead']}dj.tensor({p['index']}, "
+                                             f"dtype=dj.{'bool' if p['mask'] else 'int64'}),), "
+                                             f"{a[0]}.flatten()[0], {p['accumulate']})"),
+        "bif", _index_put_np, None, EXACT, _adv_index_params, True),
     Row("masked_fill", "reduce", (lambda a, p: f"{a[0]}.masked_fill(dj.tensor({p['mask']}, dtype=dj.bool), "
                                                f"{p['value']!r})",
                                   lambda a, p: f"dj.masked_fill({a[0]}, dj.tensor({p['mask']}, dtype=dj.bool), "
@@ -217,3 +292,7 @@ def _clamp_np(a, bound, fn):
     dt = result_type(a, bound)
     with np.errstate(all="ignore"):
         return fn(a.astype(dt), np.array(bound).astype(dt))
+
+# t[index] = value with an advanced index: the in-place op index_put_ (a statement mutating operand 0)
+ROWS.append(Row("setitem_index", "setitem", (lambda a, p: f"{a[0]}[{_adv_src(p)}] = {a[1]}",), "bif",
+                _setitem_index_np, None, EXACT, _adv_index_params, False, arity=2, statement=True))

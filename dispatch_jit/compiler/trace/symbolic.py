@@ -21,6 +21,7 @@ from ..elementwise import result_of
 from ..graph.ir import Graph, Node, TensorType, Var, rebuild
 from ..graph.views import GETITEM, index_type, is_view, view_type
 from .breaks import note_site
+from .indexing import record_index, traced_setitem
 
 __all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor", "STEP_REASONS"]
 
@@ -202,9 +203,10 @@ class Tracer:
         if self.aborted:
             raise TraceAbort(self.aborted)
         src = self.to_arg(t)
-        index, ty = index_type(index, self.graph.types[src.id])
-        if index is None:
-            self.abort(ty)
+        norm, ty = index_type(index, self.graph.types[src.id])
+        if norm is None:    # not basic: a view and one aten::index (indexing.py), or abort with ty
+            return record_index(self, t, index, ty)
+        index = norm
         vid = self.graph.new_value(ty)
         self.graph.nodes.append(Node(GETITEM, (src, index), {}, (vid,)))
         return self.symbolic(ty, vid)
@@ -284,7 +286,6 @@ _GUARDED = {
     "__float__": "float() of a traced tensor", "__int__": "int() of a traced tensor",
     "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
     "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
-    "__setitem__": "item assignment is not traced yet",
     # printing shows data: a placeholder's would be bogus (str() and format() go through __repr__)
     "__repr__": "repr()/print() of a traced tensor shows its data",
     "__str__": "str()/print() of a traced tensor shows its data",
@@ -388,6 +389,7 @@ def _traced_contiguous(self):
 SymbolicTensor.to = _guarded_to
 SymbolicTensor.contiguous = _traced_contiguous
 SymbolicTensor.__getitem__ = _traced_getitem
+SymbolicTensor.__setitem__ = traced_setitem     # an advanced index: functionalized (indexing.py)
 _install_guards(SymbolicTensor, _symbolic_check)
 _backward_guard = SymbolicTensor.backward
 
