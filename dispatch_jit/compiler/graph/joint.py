@@ -71,6 +71,8 @@ def grad_rule(op):
         fn = alias.fn if alias is not None else fn
     if isinstance(fn, AutogradKernel):
         return fn
+    if op.name() in LIST_RULES:
+        return LIST_RULES[op.name()]
     if kind in FALLTHROUGH_KINDS:
         return "none"
     return f"{op.name()} has no derivative formula to trace ({kind.value} at AutogradCPU)"
@@ -204,9 +206,27 @@ def walk_back(tracer, steps, grads: dict, grad: set) -> None:
             grads[vid] = _accumulate(grads.get(vid), gi)
 
 
+def _index_grads(tracer, args, kwargs, g, grad):
+    """``index``'s formula (kernels/indexing/grad.py's IndexBackward): ``self``'s gradient is ``g``
+    put, accumulating, into zeros of its sizes; the indices get none."""
+    from dispatch_jit.creation import zeros
+    x = args[0]
+    if _vid(x) not in grad:
+        return []
+    indices = list(args[1] if len(args) > 1 else kwargs["indices"])
+    return [(x, A.index_put(zeros(*tracer.shape_of(x), dtype=g.dtype, device=g.device), indices, g, True))]
+
+
+# ops whose Autograd kernel records a node of its own (an index list beside self, which a row of
+# the derivative table cannot describe): their formulas for the traced backward
+LIST_RULES = {"aten::index.Tensor": _index_grads}
+
+
 def _node_grads(tracer, n, rule, args, kwargs, out, g, grad):
     """(input tensor, its gradient) for each input of ``n`` that requires grad: the Autograd
     kernel's recording (kernel.py ``run``) and its node's formula, on the traced tensors."""
+    if not isinstance(rule, AutogradKernel):      # LIST_RULES
+        return rule(tracer, args, kwargs, g, grad)
     schema = n.op._entry.schema
     bound = bind(schema, tuple(args), dict(kwargs), is_tensor=lambda v: isinstance(v, Tensor))
     arguments = schema.arguments

@@ -116,6 +116,8 @@ class ShapedTracer(Tracer):
 
     def record_getitem(self, t: Tensor, index):
         out = super().record_getitem(t, index)
+        if out.__dict__[TRACE_MARK][1] in self.shapes:   # advanced: recorded as ops, placed by _record
+            return out
         a = t._data[index]
         if not isinstance(a, np.ndarray):      # every index an integer: a 0-d view, as eager's getitem
             a = t._data[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
