@@ -10,11 +10,13 @@ eager mode's:
   ``(batch, rows, cols)`` array ``_as_3d`` makes (a transposed operand handed to gemm with its
   flag, not copied; a strided one copied to C order), and one gemm (or ``ikj_rows``) per matrix
   of the batch; the loop nest's rows do not depend on how eager splits them among threads;
-* ``softmax`` / ``_softmax_backward_data``: kernels/nn/cpu.py's row kernels on the C-contiguous
+* ``softmax``, ``log_softmax`` and their backwards: kernels/nn/cpu.py's row kernels on the C-contiguous
   ``(rows, classes)`` arrays kernels/nn/op.py's ``to_rows`` makes (the last dimension only);
 * ``scatter_add``: the input copied, then kernels/indexing/cpu.py's loop, which adds in the
   index's C order;
-* ``index_select``, ``cat``, ``stack``: copies, which any order gives the same bits;
+* ``index_select``, ``cat``, ``stack``: copies, which any order gives the same bits; ``index``
+  (one 1-D index per dimension, ``logp[arange(N), y]``) too, and ``index_put`` with accumulate as
+  ``np.add.at``: in index order;
 * ``_layer_norm`` / ``_layer_norm_backward``: kernels/nn/norm.py's row loops on the
   ``(rows, normalized)`` arrays its kernels make, the weight and bias gradients summed in
   float64 and rounded once, as there.
@@ -79,9 +81,45 @@ def round_into(src, dst):
         dst[i] = src[i]
 
 
-HELPERS = {"_round_into": round_into, "_ln_forward": _norm._forward, "_ln_backward": _norm._backward,
+@numba.njit(boundscheck=False)
+def take_points(xf, shape, idx, out):
+    """``out[i] = x[idx[0][i], idx[1][i], ...]`` (one index per dimension of ``x``, negative ones
+    from the end, as NumPy's fancy indexing); the position of the first index out of range, else -1."""
+    for i in range(out.shape[0]):
+        off = 0
+        for d in range(len(idx)):
+            j, n = idx[d][i], shape[d]
+            if j < 0:
+                j += n
+            if j < 0 or j >= n:
+                return i
+            off = off * n + j
+        out[i] = xf[off]
+    return -1
+
+
+@numba.njit(boundscheck=False)
+def add_points(af, shape, idx, v):
+    """``np.add.at(a, idx, v)``: ``v[i]`` added at each point in index order (repeats add up); the
+    position of the first index out of range (nothing written before it is kept: the caller's
+    array is a fresh copy), else -1."""
+    for i in range(v.shape[0]):
+        off = 0
+        for d in range(len(idx)):
+            j, n = idx[d][i], shape[d]
+            if j < 0:
+                j += n
+            if j < 0 or j >= n:
+                return i
+            off = off * n + j
+        af[off] += v[i]
+    return -1
+
+
+HELPERS = {"_round_into": round_into, "_take_points": take_points, "_add_points": add_points, "_ln_forward": _norm._forward, "_ln_backward": _norm._backward,
            "_batched_gemm": batched_gemm, "_batched_ikj": batched_ikj, "_take_along": take_along,
            "_softmax": _nn.softmax, "_softmax_backward": _nn.softmax_backward,
+           "_log_softmax": _nn.log_softmax, "_log_softmax_backward": _nn.log_softmax_backward,
            "_scatter_add": _indexing._LOOPS["scatter_add"]}
 
 
@@ -168,27 +206,33 @@ def _rows(site, v, x) -> str:
     return f"{c_order(site, v)}.reshape(({x.size // x.shape[-1]}, {x.shape[-1]}))"
 
 
-def _softmax(node, site):
-    x, dim = node.args[:2]
-    if node.kwargs.get("dtype") is not None or len(node.args) > 2:
-        return "softmax with a dtype"
-    xa = site.array(x)
-    why = _last_axis("softmax", xa, dim)
-    if why:
-        return why
-    return [f"_softmax({_rows(site, x, xa)}, {site.names[node.outs[0]]}.reshape({(xa.size // xa.shape[-1], xa.shape[-1])}))"]
+def _softmax_rule(who, helper):
+    def rule(node, site):
+        a = _bound(node, ("self", "axis"), {"axis": -1, "dtype": None})
+        if a["dtype"] is not None or len(node.args) > 2:
+            return f"{who} with a dtype"
+        x = a["self"]
+        xa = site.array(x)
+        why = _last_axis(who, xa, a["axis"])
+        if why:
+            return why
+        rows = (xa.size // xa.shape[-1], xa.shape[-1])
+        return [f"{helper}({_rows(site, x, xa)}, {site.names[node.outs[0]]}.reshape({rows}))"]
+    return rule
 
 
-def _softmax_backward(node, site):
-    g, y, dim = node.args[:3]
-    ga, ya = site.array(g), site.array(y)
-    why = _last_axis("_softmax_backward_data", ya, dim)
-    if why:
-        return why
-    if ga.shape != ya.shape or ga.dtype != ya.dtype or len(node.args) > 3:
-        return "_softmax_backward_data of a gradient of another shape or dtype than the output's"
-    rows = (ya.size // ya.shape[-1], ya.shape[-1])
-    return [f"_softmax_backward({_rows(site, g, ga)}, {_rows(site, y, ya)}, {site.names[node.outs[0]]}.reshape({rows}))"]
+def _softmax_backward_rule(who, helper):
+    def rule(node, site):
+        g, y, dim = node.args[:3]
+        ga, ya = site.array(g), site.array(y)
+        why = _last_axis(who, ya, dim)
+        if why:
+            return why
+        if ga.shape != ya.shape or ga.dtype != ya.dtype or len(node.args) > 3:
+            return f"{who} of a gradient of another shape or dtype than the output's"
+        rows = (ya.size // ya.shape[-1], ya.shape[-1])
+        return [f"{helper}({_rows(site, g, ga)}, {_rows(site, y, ya)}, {site.names[node.outs[0]]}.reshape({rows}))"]
+    return rule
 
 
 def _index_select(node, site):
@@ -319,12 +363,58 @@ def _layer_norm_backward(node, site):
     return lines
 
 
+def _points(site, x, indices, who):
+    """(index arrays' source tuple, x's shape) where every index is a 1-D int64 tensor of one length
+    and there is one per dimension of ``x`` (``logp[arange(N), y]``), else why not."""
+    xa = site.array(x)
+    idx = list(indices)
+    if xa.dtype not in _FLOATS + (np.dtype(np.int64),) or any(i is None for i in idx) or len(idx) != xa.ndim:
+        return f"{who} of a {xa.dtype} tensor of {xa.ndim} dimension(s) by {len(idx)} index(es) (only float32/64 or " \
+               f"int64, one index tensor per dimension)"
+    arrs = [site.array(i) for i in idx]
+    if any(a.dtype != np.int64 or a.ndim != 1 or a.shape != arrs[0].shape for a in arrs):
+        return f"{who} by index tensors other than 1-D int64 ones of one length"
+    return "(" + "".join(f"{c_order(site, i)}, " for i in idx) + ")", xa.shape
+
+
+def _index(node, site):
+    a = _bound(node, ("self", "indices"), {})
+    got = _points(site, a["self"], a["indices"], "index")
+    if isinstance(got, str):
+        return got
+    tup, shape = got
+    bad = f"bad_{node.outs[0]}"
+    return [f"{bad} = _take_points({c_order(site, a['self'])}.reshape(-1), np.array({shape}, np.int64), {tup}, "
+            f"{site.names[node.outs[0]]})", f"if {bad} >= 0:", f"    {site.fail}"]
+
+
+def _index_put(node, site):
+    a = _bound(node, ("self", "indices", "values", "accumulate"), {"accumulate": False})
+    if not a["accumulate"]:
+        return "index_put without accumulate"
+    got = _points(site, a["self"], a["indices"], "index_put")
+    if isinstance(got, str):
+        return got
+    tup, shape = got
+    xa, va = site.array(a["self"]), site.array(a["values"])
+    if va.dtype != xa.dtype or va.shape != site.array(a["indices"][0]).shape:
+        return "index_put of values of another dtype, or not one per index"
+    out, bad = site.names[node.outs[0]], f"bad_{node.outs[0]}"
+    return [f"{out}[...] = {site.name(a['self'])}",
+            f"{bad} = _add_points({out}.reshape(-1), np.array({shape}, np.int64), {tup}, {c_order(site, a['values'])})",
+            f"if {bad} >= 0:", f"    {site.fail}"]
+
+
 RULES = {
+    "aten::index.Tensor": _index,
+    "aten::index_put": _index_put,
     "aten::_layer_norm": _layer_norm,
     "aten::_layer_norm_backward": _layer_norm_backward,
     "aten::matmul": _matmul,
-    "aten::softmax": _softmax,
-    "aten::_softmax_backward_data": _softmax_backward,
+    "aten::softmax": _softmax_rule("softmax", "_softmax"),
+    "aten::_softmax_backward_data": _softmax_backward_rule("_softmax_backward_data", "_softmax_backward"),
+    "aten::log_softmax": _softmax_rule("log_softmax", "_log_softmax"),
+    "aten::_log_softmax_backward_data": _softmax_backward_rule("_log_softmax_backward_data", "_log_softmax_backward"),
     "aten::index_select": _index_select,
     "aten::scatter_add": _scatter_add,
     "aten::cat": _cat,
