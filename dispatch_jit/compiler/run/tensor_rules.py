@@ -82,18 +82,28 @@ def round_into(src, dst):
 
 
 @numba.njit(boundscheck=False)
+def _point(shape, idx, i):
+    """The flat C offset of point ``i`` of ``idx`` (one index array per dimension, negative
+    indices from the end, as NumPy's), or -1 where an index is out of range."""
+    off = 0
+    for d in range(len(idx)):
+        j, n = idx[d][i], shape[d]
+        if j < 0:
+            j += n
+        if j < 0 or j >= n:
+            return -1
+        off = off * n + j
+    return off
+
+
+@numba.njit(boundscheck=False)
 def take_points(xf, shape, idx, out):
-    """``out[i] = x[idx[0][i], idx[1][i], ...]`` (one index per dimension of ``x``, negative ones
-    from the end, as NumPy's fancy indexing); the position of the first index out of range, else -1."""
+    """``out[i] = x[idx[0][i], idx[1][i], ...]`` (NumPy's fancy indexing with one index per
+    dimension); the position of the first index out of range, else -1."""
     for i in range(out.shape[0]):
-        off = 0
-        for d in range(len(idx)):
-            j, n = idx[d][i], shape[d]
-            if j < 0:
-                j += n
-            if j < 0 or j >= n:
-                return i
-            off = off * n + j
+        off = _point(shape, idx, i)
+        if off < 0:
+            return i
         out[i] = xf[off]
     return -1
 
@@ -101,17 +111,12 @@ def take_points(xf, shape, idx, out):
 @numba.njit(boundscheck=False)
 def add_points(af, shape, idx, v):
     """``np.add.at(a, idx, v)``: ``v[i]`` added at each point in index order (repeats add up); the
-    position of the first index out of range (nothing written before it is kept: the caller's
-    array is a fresh copy), else -1."""
+    position of the first index out of range (what was added before it is discarded: the
+    caller's array is a fresh copy, and the call runs interpreted), else -1."""
     for i in range(v.shape[0]):
-        off = 0
-        for d in range(len(idx)):
-            j, n = idx[d][i], shape[d]
-            if j < 0:
-                j += n
-            if j < 0 or j >= n:
-                return i
-            off = off * n + j
+        off = _point(shape, idx, i)
+        if off < 0:
+            return i
         af[off] += v[i]
     return -1
 
