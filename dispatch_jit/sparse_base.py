@@ -15,7 +15,7 @@ import numpy as np
 
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .errors import SparseLayoutError
-from .tensor import Tensor, wrap
+from .tensor import TRACE_MARK, Tensor, wrap
 
 __all__ = ["SparseTensor", "coerce_values"]
 
@@ -28,6 +28,10 @@ def coerce_values(values, dtype, layout_type) -> Tensor:
     floats/complexes/ints take the default dtypes as ``dj.tensor`` gives them, while a NumPy
     array keeps its own dtype.
     """
+    if isinstance(values, Tensor) and TRACE_MARK in values.__dict__:
+        # a traced tensor's data is a placeholder: a sparse pattern must not be built around it, so
+        # read it through the guarded numpy(), which aborts the trace (the call then runs eagerly)
+        values.numpy()
     if isinstance(values, Tensor) and not isinstance(values, layout_type) and \
             (dtype is None or as_dtype(dtype) == values.dtype):
         return values

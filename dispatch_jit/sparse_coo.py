@@ -285,7 +285,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     vt = coerce_values(values, dtype, SparseCooTensor)
     if not vt._data.flags.c_contiguous:
         vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
-    vshape = tuple(vt.shape)        # (under dj.compile a size read: the call then runs eagerly)
+    vshape = tuple(vt.shape)
     if len(vshape) != 1:
         raise ShapeError(f"sparse_coo_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}; hybrid "
                          f"COO tensors (values with dense dimensions) are not supported")
