@@ -92,3 +92,14 @@ def fresh_dispatcher(disp):
     none to show, and a caller loaded from it never compiles its callees)."""
     import numba
     return numba.jit(**{"nopython": True, **disp.targetoptions})(disp.py_func)
+
+
+def fused_grad(cf):
+    """The fused forward+backward of compiled function ``cf``'s last call (a GradEntry's one
+    entry), failing with ``explain()`` where the call did not get one."""
+    from dispatch_jit.compiler.run.cached import GradEntry
+    e = cf._last
+    assert isinstance(e, GradEntry), cf.explain()
+    (f,) = e.fused.values()
+    assert not isinstance(f, str), f
+    return f

@@ -277,15 +277,15 @@ def _pieces(node, site, who):
     out = site.array_of(node.outs[0])
     if not isinstance(xs, (list, tuple)) or any(site.array(x).dtype != out.dtype for x in xs):
         return f"{who} of tensors of other dtypes than its result's"
-    return xs, out, node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    return xs, out, dim % out.ndim
 
 
 def _cat(node, site):
     got = _pieces(node, site, "cat")
     if isinstance(got, str):
         return got
-    xs, out, dim = got
-    axis = dim % out.ndim
+    xs, out, axis = got
     if any(site.array(x).ndim != out.ndim for x in xs):
         return "cat of tensors with fewer dimensions than its result (the legacy empty 1-D form)"
     lines, at, name = [], 0, site.names[node.outs[0]]
@@ -301,8 +301,7 @@ def _stack(node, site):
     got = _pieces(node, site, "stack")
     if isinstance(got, str):
         return got
-    xs, out, dim = got
-    axis = dim % out.ndim
+    xs, out, axis = got
     name = site.names[node.outs[0]]
     return [f"{name}[{':, ' * axis}{k}] = {site.name(x)}" + ("[()]" if site.array(x).ndim == 0 else "")
             for k, x in enumerate(xs)]

@@ -8,20 +8,12 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.run.cached import GradEntry
+from helpers import fused_grad
 
 F = nn.functional
 RNG = np.random.default_rng(3)
 X = dj.from_numpy(RNG.standard_normal((40, 6)).astype(np.float32))
 Y = dj.from_numpy(RNG.integers(0, 3, 40))
-
-
-def _fused_grad(cf):
-    e = cf._last
-    assert isinstance(e, GradEntry), cf.explain()
-    (f,) = e.fused.values()
-    assert not isinstance(f, str), f
-    return f
 
 
 def _interpreted(plan, tensors):
@@ -79,7 +71,7 @@ def test_mlp_plans_are_one_function_each_and_equal_the_interpreted_plans(act):
     for _ in range(2):
         model.zero_grad()
         cf(X, Y).backward()
-    f = _fused_grad(cf)
+    f = fused_grad(cf)
     assert f.forward.function is not None, f.forward.function_reason
     assert f.backward.function is not None, f.backward.function_reason
     assert f.forward.function.calls >= 1 and f.backward.function.calls >= 1
@@ -103,7 +95,7 @@ def test_training_with_the_plan_functions_equals_eager_training():
         assert cm.last == em.last, step
         for p, q in zip(cm.parameters(), em.parameters()):
             np.testing.assert_array_equal(p.numpy(), q.numpy())
-    f = _fused_grad(cf)
+    f = fused_grad(cf)
     assert f.forward.function.calls >= 3 and f.backward.function.calls >= 3
 
 
@@ -111,7 +103,7 @@ def test_a_strided_input_runs_interpreted_for_that_call():
     model = _mlp()
     cf = _loss_fn(model)
     cf(X, Y).backward()
-    f = _fused_grad(cf)
+    f = fused_grad(cf)
     xt = dj.from_numpy(np.asfortranarray(X.numpy()))          # the same values, another layout
     inputs = [xt, Y] + [p.detach() for p in model.parameters()]
     with dj.no_grad():
@@ -129,7 +121,7 @@ def test_a_first_call_on_strided_inputs_says_why_there_is_no_function():
     model = _mlp()
     cf = _loss_fn(model)
     cf(dj.from_numpy(np.asfortranarray(X.numpy())), Y).backward()
-    assert "not C-contiguous" in _fused_grad(cf).forward.function_reason
+    assert "not C-contiguous" in fused_grad(cf).forward.function_reason
 
 
 def test_a_target_out_of_range_raises_eager_modes_error():
@@ -143,14 +135,14 @@ def test_a_target_out_of_range_raises_eager_modes_error():
     with pytest.raises(type(compiled.value)) as eager:
         F.cross_entropy(model(X), dj.from_numpy(bad))
     assert str(compiled.value) == str(eager.value)
-    assert "refused its input" in _fused_grad(cf).forward.function.declined_reason
+    assert "refused its input" in fused_grad(cf).forward.function.declined_reason
 
 
 def test_an_op_without_a_rule_keeps_the_plan_interpreted_and_says_which():
     model = _mlp()
     cf = dj.compile(lambda x, y: F.cross_entropy(dj.cumsum(model(x), 1), y))
     cf(X, Y).backward()
-    f = _fused_grad(cf)
+    f = fused_grad(cf)
     assert f.forward.function is None
     assert "aten::cumsum" in f.forward.function_reason and "no rule" in f.forward.function_reason
     assert "interpreted step by step" in cf.explain()
@@ -175,7 +167,7 @@ def test_reduction_epilogues_run_in_the_plan_function(kind, n):
         model.zero_grad()
         out = cf(x, t)
         out.backward(_seed(out))
-    f = _fused_grad(cf)
+    f = fused_grad(cf)
     assert f.forward.function is not None and f.forward.function.calls == 1, f.forward.function_reason
     # the backward reads a broadcast view of the incoming gradient (as_strided inside the function)
     assert f.backward.function is not None and f.backward.function.calls == 1, f.backward.function_reason

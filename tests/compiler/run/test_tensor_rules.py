@@ -10,21 +10,13 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
-from dispatch_jit.compiler.run.cached import GradEntry
+from helpers import fused_grad
 
 F = nn.functional
 B, T, C, H, V = 2, 4, 8, 2, 11
 RNG = np.random.default_rng(5)
 IDX = dj.from_numpy(RNG.integers(0, V, (B, T)))
 Y = dj.from_numpy(RNG.integers(0, V, (B * T,)))
-
-
-def _fused_grad(cf):
-    e = cf._last
-    assert isinstance(e, GradEntry), cf.explain()
-    (f,) = e.fused.values()
-    assert not isinstance(f, str), f
-    return f
 
 
 class _Attention(nn.Module):
@@ -110,5 +102,5 @@ def test_a_matmul_broadcasting_a_batch_keeps_the_plan_interpreted_and_says_why()
     cf = dj.compile(lambda x: (x @ w).sum())
     for _ in range(2):
         cf(x).backward()
-    reason = _fused_grad(cf).forward.function_reason
+    reason = fused_grad(cf).forward.function_reason
     assert "matmul of batch shapes" in reason and "(2, 3)" in reason, reason
