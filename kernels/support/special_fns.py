@@ -380,14 +380,19 @@ def _logaddexp2(a, b):
 
 @register_jitable
 def _gcd(a, b):
-    """Euclid's gcd of |a| and |b| (torch.gcd: gcd(0, 0) = 0)."""
+    """Euclid's gcd of |a| and |b| (torch.gcd: gcd(0, 0) = 0).
+
+    abs() of a signed type's minimum overflows to itself, and Euclid (Python's %, the divisor's sign)
+    then ends on -gcd (int8 gcd(-128, 1) was -1; NumPy and torch give 1): each remainder is a - q*b, so
+    the last divisor is the gcd up to its sign, and the closing abs() gives it.  Only a gcd of exactly
+    the minimum wraps, as NumPy's does.  (Negating instead of abs() would break the unsigned types.)"""
     a = abs(a)
     b = abs(b)
     while a != 0:
         c = a
         a = b % a
         b = c
-    return b
+    return abs(b)
 
 
 def _lcm(a, b):

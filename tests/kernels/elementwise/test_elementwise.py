@@ -380,6 +380,19 @@ def test_op_matches_numpy(name, dtype):
     check_close(got, want, result)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int64"])
+def test_gcd_and_lcm_at_the_integer_minimum_as_numpy(dtype):
+    # abs() of the minimum overflows to itself: Euclid on it gave negative gcds (int8 gcd(-128, 1) = -1)
+    lo = np.iinfo(dtype).min
+    a = np.array([lo, lo, lo, lo, -3, 0, 7, -4], dtype=dtype)
+    b = np.array([1, -2, 0, lo, 0, 0, -21, 6], dtype=dtype)
+    x, y = dj.from_numpy(a), dj.from_numpy(b)
+    np.testing.assert_array_equal(dj.gcd(x, y).numpy(), np.gcd(a, b))
+    np.testing.assert_array_equal(dj.gcd(y, x).numpy(), np.gcd(b, a))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(dj.lcm(x, y).numpy(), np.lcm(a, b))
+
+
 def test_signbit_of_integers_and_bool_and_real_of_bool_as_torch():
     # torch.signbit takes integer and bool input (bool is never negative); torch.real returns a bool
     # tensor unchanged (both used to raise)
