@@ -3,7 +3,7 @@
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
 every dtype involved is generated: bfloat16 on the CPU is computed in float32
 and each node's result rounded to bfloat16 as eager mode stores it (codegen.py);
-float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.
+float16 and complex are not generated yet (eager steps).
 The types come from the same ``type_rule`` the eager kernels use, so a fused
 chain stores every intermediate in the dtype eager mode would have materialized
 it in.
@@ -66,9 +66,9 @@ class Elementwise:
 
 
 def _fusible_dtype(d: DType, device: str = "cpu") -> bool:
-    # bfloat16 fuses on the CPU: computed in float32, each node's result rounded where eager stores it
-    # (codegen.py); no CUDA fused loop takes it yet
-    return d is not float16 and (d is not bfloat16 or device == "cpu") and d.category != COMPLEX
+    # bfloat16 fuses: computed in float32, each node's result rounded where eager stores it (codegen.py;
+    # CUDA kernels read and store its words as the eager CUDA kernels do)
+    return d is not float16 and d.category != COMPLEX
 
 
 def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementwise | None, str]:
@@ -208,6 +208,9 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
     # bfloat16 reduces as float32 (eager's kernels read its words as float32's), a float32 result
     # rounded once: the fold's rules are float32's, and the loop's store rounds
     words = t.dtype is bfloat16
+    if words and t.device != "cpu":
+        return None, (f"{kind} of bfloat16 on {t.device}: the fused elementwise part stores its value and the "
+                      f"eager CUDA reduction kernel reduces it (its block tree's order, not this epilogue's)")
     dt = np.dtype(np.float32) if words else t.dtype.np
     if not _fusible_dtype(t.dtype, t.device) or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"

@@ -111,3 +111,26 @@ def test_real_gpu_long_bfloat16_reductions(op):
             assert got._data.tobytes() == want._data.tobytes()
         else:
             np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2 ** -7, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_compiled_chain_on_cuda_is_one_fused_kernel_with_eagers_bits():
+    # a transposed bfloat16 view, a broadcast row, an int32 operand (-> bfloat16), a float32 one (-> float32),
+    # edge words (NaN, inf, ties): each node rounded where eager stores it; the sum after it is eager's step
+    g = np.random.default_rng(5)
+    a = dj.tensor(g.standard_normal((6, 4)).astype(np.float32)).bfloat16().t().cuda()
+    b = from_words(EDGE[:6]).cuda()
+    k = dj.tensor(g.integers(-3, 4, (4, 6)).astype(np.int32)).cuda()
+    w = dj.tensor(g.standard_normal((4, 6)).astype(np.float32)).cuda()
+
+    def chain(x, y, i, f):
+        h = dj.exp(x * y + i) - 0.25
+        return h * 3.0, h / f, (h * 2.0).sum()
+    f = dj.compile(chain)
+    got, want = f(a, b, k, w), chain(a, b, k, w)
+    cpu = chain(a.cpu(), b.cpu(), k.cpu(), w.cpu())
+    for x, y, z in zip(got, want, cpu):
+        same(x, y.cpu())
+        same(x, z)
+    plan = f.explain()
+    assert "compiled plan: 1 fused loop(s), 1 eager step(s)" in plan and "sum of bfloat16 on cuda" in plan, plan
