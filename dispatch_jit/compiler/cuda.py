@@ -227,7 +227,6 @@ class CudaFusedStep:
                 for a in arrays:
                     args += [words(a.storage.buf), a.offset]
             else:
-                nd = len(shape)
                 for a in arrays:
                     if a.shape != shape:
                         a = a.view_as(lambda l: np.broadcast_to(l, shape))

@@ -65,7 +65,7 @@ class Elementwise:
     casts: tuple
 
 
-def _fusible_dtype(d: DType, device: str = "cpu") -> bool:
+def _fusible_dtype(d: DType) -> bool:
     # bfloat16 fuses: computed in float32, each node's result rounded where eager stores it (codegen.py;
     # CUDA kernels read and store its words as the eager CUDA kernels do)
     return d is not float16 and d.category != COMPLEX
@@ -85,9 +85,8 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
     for x in operands:
         if isinstance(x, Var):
             t = types[x.id]
-            if not _fusible_dtype(t.dtype, t.device):
-                where = f" on {t.device}" if t.dtype is bfloat16 else ""
-                return None, f"{t.dtype.name} inputs are not fused yet{where}"
+            if not _fusible_dtype(t.dtype):
+                return None, f"{t.dtype.name} inputs are not fused yet"
             devices.add(t.device)
             promo.append(t)
         elif x is None:
@@ -112,10 +111,8 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
         return None, f"{sop.name} does not support {compute.name}"
     if compute.category < 2 and any(isinstance(v, (float, np.floating)) for _, v in statics):
         return None, "float static parameter on integral inputs (eager mode raises)"
-    device = next(iter(devices))
-    if not (_fusible_dtype(compute, device) and _fusible_dtype(result, device)):
-        where = f" on {device}" if bfloat16 in (compute, result) else ""
-        return None, f"{compute.name} arithmetic is not fused yet{where}"
+    if not (_fusible_dtype(compute) and _fusible_dtype(result)):
+        return None, f"{compute.name} arithmetic is not fused yet"
     return Elementwise(sop, operands, statics, compute, result, casts), ""
 
 
@@ -212,7 +209,7 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
         return None, (f"{kind} of bfloat16 on {t.device}: the fused elementwise part stores its value and the "
                       f"eager CUDA reduction kernel reduces it (its block tree's order, not this epilogue's)")
     dt = np.dtype(np.float32) if words else t.dtype.np
-    if not _fusible_dtype(t.dtype, t.device) or dt.kind not in spec.kinds:
+    if not _fusible_dtype(t.dtype) or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"
     acc_rule = REDUCTIONS[spec.kernel].acc if spec.kernel else spec.acc
     result, acc = as_dtype(spec.result(dt)), as_dtype(acc_rule(dt))
