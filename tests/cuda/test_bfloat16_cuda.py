@@ -88,6 +88,17 @@ def test_other_reductions_dtype_argument_and_empty_inputs():
     assert ("sum", "bfloat16") in {k[:2] for k in dj.kernels.reduction.cuda.compiled_kernels()}
 
 
+def test_gradients_through_reductions_and_casts_equal_the_cpus():
+    v = _data((2, 5), seed=4)
+    grads = []
+    for dev in ("cpu", "cuda"):
+        x = v.clone().to(dev).requires_grad_()
+        ((x * x).sum() + x.mean(1).sum() + x.amax(1).sum() + x.float().sum()).backward()
+        grads.append(x.grad)
+    same(grads[1], grads[0])
+    assert grads[1].dtype is dj.bfloat16
+
+
 def test_ops_still_without_a_cuda_bfloat16_kernel_refuse_it():
     xc = from_words([0x3F80, 0x4020]).cuda()
     with pytest.raises(NoKernelError, match=r"'aten::matmul' has no bfloat16 kernel on CUDA.*\.cpu\(\)"):
