@@ -133,7 +133,8 @@ def refused(op_name: str, namespace: str, key: str, metas: tuple) -> bool:
 
 def refusal(op_name: str, device: str) -> str:
     fix = ("Convert the input with .float() and the result back with .bfloat16()" if device == "CPU" else
-           "On CUDA only the elementwise ops take bfloat16 so far: move the tensor to the CPU with .cpu(), or "
+           "On CUDA the elementwise ops, reductions, copies and casts take bfloat16 so far: move the tensor "
+           "to the CPU with .cpu(), or "
            "convert it there with .float() before moving it")
     return (f"'{op_name}' has no bfloat16 kernel on {device}: its kernel would read bfloat16's 16-bit words "
             f"as integers. {fix}; dispatch_jit.bf16.supported_ops({device!r}) lists the ops that take bfloat16")

@@ -43,6 +43,7 @@ from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutEr
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
+from .sparse_coo import no_sparse_cuda
 from .sparse_base import SparseTensor, coerce_values
 from .tensor import Tensor, wrap
 
@@ -357,8 +358,7 @@ def _csr_to_coo(self: SparseCsrTensor, sparse_dim: int | None = None) -> SparseC
         raise SparseLayoutError("to_sparse: conversion from SparseCsr to Sparse with sparse_dim argument != 2 "
                                 "is not supported")
     if self.is_cuda:
-        raise SparseLayoutError("to_sparse: a CUDA CSR matrix has no COO form here (the SparseCUDA kernels are "
-                                "not implemented); move it with .cpu() first")
+        raise no_sparse_cuda("to_sparse() of a CUDA CSR matrix")
     rows = np.repeat(np.arange(self._shape[0], dtype=np.int64), np.diff(self._crow))
     return make_coo(np.stack([rows, self._col]), self._values_t, self._shape, True)
 

@@ -32,14 +32,14 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import as_dtype, from_numpy_dtype, get_default_dtype
-from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
+from .errors import DTypeError, InvalidArgumentError, NoKernelError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_base import SparseTensor, coerce_values
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCooTensor", "sparse_coo", "sparse_coo_tensor", "to_sparse_coo", "SPARSE_COO_BITS", "make_coo",
-           "coalesce_arrays", "mm", "sum"]
+           "coalesce_arrays", "mm", "sum", "no_sparse_cuda"]
 
 sparse_coo = "sparse_coo"   # the layout marker: ``A.layout == dj.sparse_coo``
 
@@ -91,8 +91,7 @@ class SparseCooTensor(SparseTensor):
         return False
 
     def cuda(self, device=None):
-        raise SparseLayoutError("sparse COO tensors live on the CPU here (the SparseCUDA key is not implemented); "
-                                "convert with .to_sparse_csr() for CUDA sparse kernels, or .to_dense()")
+        raise no_sparse_cuda("cuda()")
 
     def cpu(self) -> "SparseCooTensor":
         return self
@@ -186,6 +185,17 @@ class SparseCooTensor(SparseTensor):
                 f"       size={self._shape}, nnz={self._nnz()}, {dt}layout=dj.sparse_coo)")
 
 
+def no_sparse_cuda(what: str) -> NoKernelError:
+    """The error of every way onto CUDA for the COO layout: the SparseCUDA key has no kernels yet
+    (docs/cuda.md); it names the CUDA sparse layout that has them, and its ops."""
+    from .registry import all_operators
+    ops = sorted(o.name for o in all_operators() if DispatchKey.SparseCsrCUDA in o.kernels)
+    return NoKernelError(
+        f"{what}: the sparse COO layout has no kernels on CUDA (the SparseCUDA key is not implemented), so a COO "
+        f"tensor cannot live on a CUDA device. On CUDA the sparse layout is CSR (SparseCsrCUDA), with kernels for: "
+        f"{', '.join(ops)}; move it with .to_sparse_csr().cuda(), or .to_dense().cuda()")
+
+
 def _coo_sig(values_t: Tensor, ndim: int) -> int:
     ks = SPARSE_COO_BITS | (_AUTOGRAD_CPU_BITS if values_t.requires_grad else 0)
     return make_sig(ks, from_numpy_dtype(values_t._data.dtype), ndim, True)
@@ -248,7 +258,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
             gradients flow back to it).
         size: the shape; inferred as ``indices.max(1) + 1`` if None.
         dtype: convert the values to this dtype.
-        device: only the CPU (the SparseCUDA kernels are not implemented).
+        device: only the CPU (the SparseCUDA kernels are not implemented: a NoKernelError).
         pin_memory: must be False (pinned memory is for CUDA transfers).
         requires_grad: make the values a leaf that requires grad.
         check_invariants: indices are always checked against ``size`` here (an index out of
@@ -269,8 +279,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     if pin_memory:
         raise InvalidArgumentError("sparse_coo_tensor: pin_memory=True is not supported (no SparseCUDA here)")
     if device is not None and str(device).split(":")[0] != "cpu":
-        raise InvalidArgumentError(f"sparse_coo_tensor: device must be 'cpu' (the SparseCUDA kernels are not "
-                                   f"implemented), got {device}")
+        raise no_sparse_cuda(f"sparse_coo_tensor(device={str(device)!r})")
     idx = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
     if idx.size == 0 and idx.dtype.kind == "f":
         idx = idx.astype(np.int64)
@@ -280,8 +289,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
         raise ShapeError(f"sparse_coo_tensor: indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     if isinstance(values, Tensor) and values.is_cuda:
-        raise InvalidArgumentError("sparse_coo_tensor: values on a CUDA device are not supported (the "
-                                   "SparseCUDA kernels are not implemented); move them with .cpu()")
+        raise no_sparse_cuda("sparse_coo_tensor with CUDA values")
     vt = coerce_values(values, dtype, SparseCooTensor)
     if not vt._data.flags.c_contiguous:
         vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)

@@ -159,6 +159,7 @@ class Codegen:
         self.local = local
         red = region.reduce
         self.fold = None if red is None else Fold(red.kind, red.acc, red.result, target)
+        self.words_field = target == "cpu"     # CUDA kernels take a bfloat16 buffer as its uint16 words
 
     def _raises(self) -> list[str]:
         """After the loop: the first node (in eager mode's order) with a refused input raises."""
@@ -273,8 +274,9 @@ class Codegen:
         A bfloat16 input is widened to float32 as it is read, a bfloat16 output (its value is
         rounded already) stored as its word."""
         r, dt = self.region, (lambda v: self.types[v].dtype)
-        reads = [f"x{i} = {read_cast('none', at(f'a{i}'), '', dt(v))}" for i, v in enumerate(r.inputs)]
-        stores = [store(at(f"o{j}"), self.local[v], dt(v)) for j, v in enumerate(r.outputs)]
+        f = self.words_field
+        reads = [f"x{i} = {read_cast('none', at(f'a{i}'), '', dt(v), f)}" for i, v in enumerate(r.inputs)]
+        stores = [store(at(f"o{j}"), self.local[v], dt(v), f) for j, v in enumerate(r.outputs)]
         return reads + list(self.body) + stores
 
     def argtypes(self, in_dtypes: list[DType], out_dtypes: list[DType], flat: bool) -> tuple:

@@ -42,7 +42,8 @@ from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.cuda.array import empty
 from dispatch_jit.cuda.launch import elementwise_config, run
 from dispatch_jit.kernels.support.loops import TYPE_FNS
-from dispatch_jit.cuda.codegen import compile_cuda_counted, operand_args
+from dispatch_jit.cuda.codegen import compile_cuda_counted
+from dispatch_jit.cuda.words import words
 from dispatch_jit.kernels.support.loops.cuda import CudaNest
 from dispatch_jit.signature import make_sig
 from dispatch_jit.tensor import CUDA_BITS, Tensor
@@ -221,18 +222,18 @@ class CudaFusedStep:
         if n:
             flat = all(a.flags.c_contiguous and a.shape == shape for a in arrays)
             args = []
+            # bfloat16 buffers go in as their uint16 words (the body reads and stores them so)
             if flat:
                 for a in arrays:
-                    args += [a.storage.buf, a.offset]
+                    args += [words(a.storage.buf), a.offset]
             else:
-                nd = len(shape)
                 for a in arrays:
                     if a.shape != shape:
                         a = a.view_as(lambda l: np.broadcast_to(l, shape))
-                    args += operand_args(a, nd)
+                    args += [words(a.storage.buf), a.offset, *a.elem_strides()]
             args += self.scalars
             for o in outs:
-                args += [o.storage.buf, o.offset]
+                args += [words(o.storage.buf), o.offset]
             blocks, threads = elementwise_config(n, dev)
             if red is not None:
                 part = empty((blocks,), self.acc_np, dev)

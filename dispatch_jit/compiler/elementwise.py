@@ -3,7 +3,7 @@
 An op fuses when it is the functional overload of a ``SCALAR_OPS`` entry and
 every dtype involved is generated: bfloat16 on the CPU is computed in float32
 and each node's result rounded to bfloat16 as eager mode stores it (codegen.py);
-float16 and complex are not generated yet (eager steps), nor bfloat16 on CUDA.
+float16 and complex are not generated yet (eager steps).
 The types come from the same ``type_rule`` the eager kernels use, so a fused
 chain stores every intermediate in the dtype eager mode would have materialized
 it in.
@@ -65,10 +65,10 @@ class Elementwise:
     casts: tuple
 
 
-def _fusible_dtype(d: DType, device: str = "cpu") -> bool:
-    # bfloat16 fuses on the CPU: computed in float32, each node's result rounded where eager stores it
-    # (codegen.py); no CUDA fused loop takes it yet
-    return d is not float16 and (d is not bfloat16 or device == "cpu") and d.category != COMPLEX
+def _fusible_dtype(d: DType) -> bool:
+    # bfloat16 fuses: computed in float32, each node's result rounded where eager stores it (codegen.py;
+    # CUDA kernels read and store its words as the eager CUDA kernels do)
+    return d is not float16 and d.category != COMPLEX
 
 
 def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementwise | None, str]:
@@ -85,9 +85,8 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
     for x in operands:
         if isinstance(x, Var):
             t = types[x.id]
-            if not _fusible_dtype(t.dtype, t.device):
-                where = f" on {t.device}" if t.dtype is bfloat16 else ""
-                return None, f"{t.dtype.name} inputs are not fused yet{where}"
+            if not _fusible_dtype(t.dtype):
+                return None, f"{t.dtype.name} inputs are not fused yet"
             devices.add(t.device)
             promo.append(t)
         elif x is None:
@@ -112,10 +111,8 @@ def elementwise_info(node: Node, types: dict[int, TensorType]) -> tuple[Elementw
         return None, f"{sop.name} does not support {compute.name}"
     if compute.category < 2 and any(isinstance(v, (float, np.floating)) for _, v in statics):
         return None, "float static parameter on integral inputs (eager mode raises)"
-    device = next(iter(devices))
-    if not (_fusible_dtype(compute, device) and _fusible_dtype(result, device)):
-        where = f" on {device}" if bfloat16 in (compute, result) else ""
-        return None, f"{compute.name} arithmetic is not fused yet{where}"
+    if not (_fusible_dtype(compute) and _fusible_dtype(result)):
+        return None, f"{compute.name} arithmetic is not fused yet"
     return Elementwise(sop, operands, statics, compute, result, casts), ""
 
 
@@ -208,8 +205,11 @@ def reduction_info(node: Node, types: dict[int, TensorType]) -> tuple[Reduction 
     # bfloat16 reduces as float32 (eager's kernels read its words as float32's), a float32 result
     # rounded once: the fold's rules are float32's, and the loop's store rounds
     words = t.dtype is bfloat16
+    if words and t.device != "cpu":
+        return None, (f"{kind} of bfloat16 on {t.device}: the fused elementwise part stores its value and the "
+                      f"eager CUDA reduction kernel reduces it (its block tree's order, not this epilogue's)")
     dt = np.dtype(np.float32) if words else t.dtype.np
-    if not _fusible_dtype(t.dtype, t.device) or dt.kind not in spec.kinds:
+    if not _fusible_dtype(t.dtype) or dt.kind not in spec.kinds:
         return None, f"{kind} of {t.dtype.name} is not fused"
     acc_rule = REDUCTIONS[spec.kernel].acc if spec.kernel else spec.acc
     result, acc = as_dtype(spec.result(dt)), as_dtype(acc_rule(dt))

@@ -18,6 +18,7 @@ import numpy as np
 from ..jit import cache
 from ..jit.source import define
 from .runtime import cuda_module
+from .words import device_bf16
 
 __all__ = ["unravel", "operand_params", "compile_cuda", "compiled_cuda_kernels", "device_helpers",
            "register_scalar_helpers", "grid_stride"]
@@ -88,6 +89,7 @@ def device_helpers() -> dict:
         # tables; CUDA has expf, tanhf, sinf and cosf (with their own exact large-argument path)
         for name, fn in (("_exp_f32", _exp), ("_tanh_f32", _tanh), ("_sin_f32", _sin), ("_cos_f32", _cos)):
             h[name] = cuda.jit(device=True)(fn)
+        h.update(device_bf16())     # the CPU's bit casts have no CUDA lowering
         _HELPERS["cuda"] = h
     return h
 

@@ -10,18 +10,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import bf16
+from ..dtypes import BF16_STORAGE
 from .array import CudaArray, empty
 from .launch import launch
+from .words import words
 
-from .codegen import compile_cuda, grid_stride, operand_args, operand_params, unravel
+from .codegen import compile_cuda, grid_stride, operand_params, unravel
 
 __all__ = ["copy_into", "fill", "contiguous_copy", "astype", "cast_expr"]
 
+_F32 = np.dtype(np.float32)
+
 
 def cast_expr(src: str, sdt: np.dtype, ddt: np.dtype) -> str:
-    """Scalar conversion ``src`` (of dtype sdt) -> ddt, as NumPy's unsafe cast does."""
+    """Scalar conversion ``src`` (of dtype sdt) -> ddt, as NumPy's unsafe cast does; a bfloat16
+    side is its uint16 word, converted as dispatch_jit/bf16.py's ``cast`` converts arrays
+    (through float32 both ways, rounded to nearest even on the way in)."""
     if sdt == ddt:
         return src
+    if sdt == BF16_STORAGE:
+        return cast_expr(f"_bf16_load({src})", _F32, ddt)
+    if ddt == BF16_STORAGE:
+        if sdt.kind == "c":
+            src = f"{src}.real"
+        elif sdt == np.bool_:
+            src = f"(1 if {src} else 0)"
+        return f"_bf16_store(np.float32({src}))"
     if ddt == np.bool_:
         return f"({src} != 0)"
     if sdt.kind == "c" and ddt.kind != "c":
@@ -40,6 +55,11 @@ def _copy_kernel(ndim: int, sdt: np.dtype, ddt: np.dtype, contiguous: bool):
     return compile_cuda(src, "copy_kernel", {"_dt": ddt.type})
 
 
+def _operand(a: CudaArray, nd: int) -> list:
+    """(buffer, offset, strides...) of a copy's operand, a bfloat16 buffer as its words."""
+    return [words(a.storage.buf), a.offset, *(a.elem_strides() if nd else ())]
+
+
 def copy_into(dst: CudaArray, src: CudaArray) -> None:
     """``dst[...] = src``: src is broadcast to dst's shape and converted to its dtype."""
     if src.shape != dst.shape:
@@ -49,10 +69,8 @@ def copy_into(dst: CudaArray, src: CudaArray) -> None:
         return
     nd = dst.ndim
     contiguous = dst.flags.c_contiguous and src.flags.c_contiguous
-    if contiguous:
-        nd_k, dst_args, src_args, shape = 0, [dst.storage.buf, dst.offset], [src.storage.buf, src.offset], ()
-    else:
-        nd_k, dst_args, src_args, shape = nd, operand_args(dst, nd), operand_args(src, nd), dst.shape
+    nd_k, shape = (0, ()) if contiguous else (nd, dst.shape)
+    dst_args, src_args = _operand(dst, nd_k), _operand(src, nd_k)
     k = _copy_kernel(nd_k, src.dtype, dst.dtype, contiguous)
     launch(k, n, dst.device_index, *dst_args, *src_args, *shape, n)
 
@@ -69,11 +87,14 @@ def fill(dst: CudaArray, value) -> None:
     if n == 0:
         return
     dt = dst.dtype
-    v = dt.type(value) if dt.kind != "b" else np.bool_(bool(value))
-    if dst.flags.c_contiguous:
-        k, args = _fill_kernel(0, dt, True), [dst.storage.buf, dst.offset, v, n]
+    if dt == BF16_STORAGE:      # the value's word, rounded on the host
+        dt, v = np.dtype(np.uint16), bf16.from_float32(np.asarray(value, np.float32)).view(np.uint16)[()]
     else:
-        k, args = _fill_kernel(dst.ndim, dt, False), [*operand_args(dst, dst.ndim), v, *dst.shape, n]
+        v = dt.type(value) if dt.kind != "b" else np.bool_(bool(value))
+    if dst.flags.c_contiguous:
+        k, args = _fill_kernel(0, dt, True), [*_operand(dst, 0), v, n]
+    else:
+        k, args = _fill_kernel(dst.ndim, dt, False), [*_operand(dst, dst.ndim), v, *dst.shape, n]
     launch(k, n, dst.device_index, *args)
 
 

@@ -23,5 +23,5 @@ KERNELS = {
     "CUDA": op.kernels("cuda", cuda.CUDA),
     "Autograd": {name: fallthrough_kernel for name in ("argmax", "argmin", "all", "any")},
 }
-# cpu.py reduces bfloat16 as float32 and rounds the result once
-bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU",))
+# cpu.py and cuda.py reduce bfloat16 as float32 and round the result once
+bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU", "CUDA"))

@@ -34,7 +34,10 @@ pairwise on top of it), ints in int64, complex in complex128; max/min in the
 input dtype.  bool inputs are read as uint8 and float16 inputs as float32
 (converted in the kernel as they load, as the CPU's kernel dtype says).
 float16 results are stored by a float16 conversion of the float64/float32
-value.
+value.  bfloat16 inputs reduce exactly as float32 ones (each word widened as
+it loads, no float32 copy), and a float32 result is rounded to bfloat16's
+word once at the store: the CPU's bfloat16 reductions (cpu.py) do the same
+over float32's kernels.
 
 >>> plan_variant(1, 100), plan_variant(50, 3)      # in the simulator (32-thread blocks)
 ('tree', 'rows')
@@ -48,11 +51,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from dispatch_jit import bf16
 from dispatch_jit.cuda.array import empty, from_host
 from dispatch_jit.cuda.codegen import compile_cuda, grid_stride
 from dispatch_jit.cuda.copy import astype
 from dispatch_jit.cuda.launch import BLOCKS_PER_SM, launch, run
 from dispatch_jit.cuda.runtime import device_attributes, is_simulator
+from dispatch_jit.cuda.simwarp import sim_shfl_down_sync
+from dispatch_jit.cuda.words import words
+from dispatch_jit.dtypes import BF16_STORAGE
 
 from . import cpu as reduction
 from . import table as reduction_table
@@ -60,13 +67,14 @@ from . import table as reduction_table
 __all__ = ["CUDA", "plan_variant", "kernel_source", "compiled_kernels", "launch_config"]
 
 _BOOL = np.dtype(np.bool_)
+_F32 = np.dtype(np.float32)
 # elements each thread folds before the block tree, on hardware (sizes the grid)
 _PER_THREAD = 4
 # the most partials per output: pass 2 is one block, so it stays one sweep
 _MAX_PARTIALS = 1024
 # Knobs (tests): threads per tree block (a power of two; None: 256 on hardware, 32 in the
 # simulator) and warp shuffles for the last 32 lanes (None: on hardware only; True in the
-# simulator runs them through an emulation, _sim_shfl_down_sync, since it has none).
+# simulator runs them through an emulation, dispatch_jit/cuda/simwarp.py, since it has none).
 THREADS: int | None = None
 SHUFFLES: bool | None = None
 
@@ -110,11 +118,13 @@ class _Op:
         self.name, self.dt, self.spec = name, dt, spec
         self.kname = spec.kernel or name
         kspec = reduction_table.REDUCTIONS[self.kname]
-        self.kin = reduction_table.kernel_dtype(kspec, dt)
+        # bfloat16 reduces as float32 does (its words widened as they load), the result rounded once
+        self.words = dt == BF16_STORAGE
+        self.kin = _F32 if self.words else reduction_table.kernel_dtype(kspec, dt)
         self.acc = kspec.acc(self.kin)
         self.passes = kspec.passes(self.kin)
         self.states = reduction_table.state_dtypes(kspec, self.kin)     # [(name, dtype)] over all passes
-        self.rdt = spec.result(dt)
+        self.rdt = reduction_table.result_dtype(name, dt) if self.words else spec.result(dt)
         self.kout = kspec.result(self.kin)
         self.arg = float(spec.arg)
         self.static_arg = spec.static_arg
@@ -138,7 +148,7 @@ class _Op:
             exp, log = (cmath.exp, cmath.log) if self.cplx else (math.exp, math.log)
             sqrt = math.sqrt
         g = {"ACC": acc.type, "KIN": self.kin.type, "LOW": low, "HIGH": high, "INF": math.inf,
-             "EXP": exp, "LOG": log, "SQRT": sqrt, "_dt": self.rdt.type,
+             "EXP": exp, "LOG": log, "SQRT": sqrt, "_dt": _F32.type if self.words else self.rdt.type,
              **{f"T_{s}": sdt.type for s, sdt in self.states}}
         for s, sdt in self.states:
             to, back = _shuffle_types(sdt)
@@ -206,6 +216,8 @@ def _store_out(op: _Op) -> str:
     final = _fix(op.final.format(**_names(op.states)))
     if op.rdt == _BOOL:
         expr = final if op.kout == _BOOL else f"({final}) != 0"
+    elif op.rdt == BF16_STORAGE:      # float32's result, then its bfloat16 word (two roundings, as the CPU's)
+        expr = f"_bf16_store(_dt({final}))"
     else:
         expr = f"_dt({final})"
     return f"out[k] = {expr}\n"
@@ -280,15 +292,15 @@ def _layout_params(nk: int, nr: int) -> list[str]:
             + [f"rn{d}" for d in range(nr)] + [f"rs{d}" for d in range(nr)] + ["K", "R", "n", "arg"])
 
 
-def _load_x() -> str:
-    return "x = ACC(KIN(buf[idx]))\n"
+def _load_x(op: _Op) -> str:
+    return "x = ACC(_bf16_load(buf[idx]))\n" if op.words else "x = ACC(KIN(buf[idx]))\n"
 
 
 def _source_rows(op: _Op, nk: int, nr: int) -> str:
     params = _layout_params(nk, nr) + ["out"]
     body = "base = off\n" + _unravel("k", nk, "k", "base")
     for p in op.passes:
-        loop = "idx = base\n" + _unravel("r", nr, "j", "idx") + _load_x() + _fix(p.step.format(**_names(op.states)))
+        loop = "idx = base\n" + _unravel("r", nr, "j", "idx") + _load_x(op) + _fix(p.step.format(**_names(op.states)))
         body += _init(p) + f"for j in range(R):\n{_ind(loop, 1)}" + _fix(p.post.format(**_names(op.states))) + "\n"
     body += _store_out(op)
     return grid_stride(f"red_rows({', '.join(params)})", "K", _ind(body, 0), index="k", prelude=_prelude(op))
@@ -301,7 +313,7 @@ def _source_partial(op: _Op, pi: int, nk: int, nr: int, tpb: int, direct: bool, 
     params = (_layout_params(nk, nr) + ["nb", "out"] + [f"st_{s}" for s, _ in op.states]
               + [f"part_{s}" for s in own])
     shared = "".join(f"sh_{s} = cuda.shared.array({tpb}, T_{s})\n" for s in own)
-    loop = "idx = base\n" + _unravel("r", nr, "j", "idx") + _load_x() + _fix(p.step.format(**_names(op.states)))
+    loop = "idx = base\n" + _unravel("r", nr, "j", "idx") + _load_x(op) + _fix(p.step.format(**_names(op.states)))
     body = ("base = off\n" + _unravel("k", nk, "k", "base") + _prior(op, pi) + _init(p)
             + f"j = np.int64(bx) * {tpb} + tid\n"
             + f"while j < R:\n{_ind(loop, 1)}    j += nb * {tpb}\n" + _tree(op, p, tpb, shuffles))
@@ -367,7 +379,7 @@ def _kernel(op: _Op, variant: str, nk: int, nr: int, pi: int, tpb: int, direct: 
         if g is None:
             g = _GLOBALS[(op.name, op.dt)] = op.globals()
             if is_simulator():
-                g["_SHFL_DOWN"] = _sim_shfl_down_sync
+                g["_SHFL_DOWN"] = sim_shfl_down_sync
         k = _KERNELS[key] = compile_cuda(src, fn, g)
     return k
 
@@ -379,36 +391,9 @@ def _shuffles() -> bool:
     return (not is_simulator()) if SHUFFLES is None else SHUFFLES
 
 
-# ---------------------------------------------------------------- warp shuffles in the simulator
-#
-# The simulator runs a block's threads as Python threads and has no shuffles.  This stands in for
-# cuda.shfl_down_sync with a full mask: the 32 lanes of a warp post their values, wait for each
-# other, read lane + delta's, and wait again before the slots are reused.  It lets the simulator
-# run the hardware's generated tail (SHUFFLES = True); on hardware the source calls the intrinsic.
-_WARPS: dict = {}
-_WARPS_LOCK = threading.Lock()
-
-
-def _sim_shfl_down_sync(mask, value, delta):
-    th = threading.current_thread()
-    tid = th.threadIdx.x
-    lane, key = tid % 32, (tuple(th.blockIdx), tid // 32)
-    with _WARPS_LOCK:
-        w = _WARPS.get(key)
-        if w is None:
-            w = _WARPS[key] = (threading.Barrier(32), [None] * 32)
-    barrier, slots = w
-    slots[lane] = value
-    barrier.wait()
-    src = lane + delta
-    got = slots[src] if src < 32 else value
-    barrier.wait()
-    return got
-
-
 def compiled_kernels() -> list[tuple]:
     """(op, dtype name, variant, kept dims, reduced dims, sweep, threads, direct) of every kernel built so far."""
-    return [(n, dt.name, *rest) for n, dt, *rest in _KERNELS]
+    return [(n, "bfloat16" if dt == BF16_STORAGE else dt.name, *rest) for n, dt, *rest in _KERNELS]
 
 
 # ---------------------------------------------------------------- host side
@@ -437,17 +422,19 @@ def _reduce(op: _Op, a, axes, keepdims: bool, arg: float):
     R = math.prod(a.shape[d] for d in red)
     dev = a.device_index
     if K == 0 or R == 0:
-        host = reduction._empty_result(op.spec, a.shape, axes_t, out_shape, op.rdt, R)
+        rdt = _F32 if op.rdt == BF16_STORAGE else op.rdt
+        host = reduction._empty_result(op.spec, a.shape, axes_t, out_shape, rdt, R)
+        host = bf16.cast(host, op.rdt) if rdt is not op.rdt else host
         # (from_host goes through np.ascontiguousarray, which makes a 0-d array 1-d: reshape back)
         return from_host(host.reshape(-1), dev).view_as(lambda l: l.reshape(out_shape))
     st = a.elem_strides()
     kd = _merge_dims([(a.shape[d], st[d]) for d in kept])
     rd = _merge_dims([(a.shape[d], st[d]) for d in red])
     nk, nr = len(kd), len(rd)
-    lay = [a.storage.buf, a.offset, *[n for n, _ in kd], *[s for _, s in kd], *[n for n, _ in rd],
+    lay = [words(a.storage.buf), a.offset, *[n for n, _ in kd], *[s for _, s in kd], *[n for n, _ in rd],
            *[s for _, s in rd], K, R, R, arg]
     out = empty(out_shape, op.rdt, dev)
-    ob = out.storage.buf
+    ob = words(out.storage.buf)
     if plan_variant(K, R, dev) == "rows":
         launch(_kernel(op, "rows", nk, nr, 0, 0, True), K, dev, *lay, ob)
         return out

@@ -26,6 +26,6 @@ KERNELS = {
     "Meta": {"clone": lambda self: empty_like(self)},
 }
 
-# views move no values, and cat/stack/to/clone convert through dispatch_jit/bf16.py (on the CPU:
-# CUDA's casts and copies are NumPy-free kernels that do not know bfloat16 yet)
-bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU",))
+# views move no values, and cat/stack/to/clone convert through dispatch_jit/bf16.py on the CPU and
+# through dispatch_jit/cuda/copy.py's kernels (the same conversions, on the words) on CUDA
+bf16.support(*(f"aten::{s.split('(')[0]}" for s in SCHEMAS), keys=("CPU", "CUDA"))

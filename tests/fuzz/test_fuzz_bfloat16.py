@@ -78,3 +78,35 @@ def test_chains_compiled_equal_eager(names, wa, wb, mixed, reduce):
     with dj.execution_mode("compiled"):
         lazy = chain(x, y)
     assert_same(lazy, eager)
+
+
+@pytest.mark.skipif(not dj.cuda.is_available(), reason="no CUDA device and no simulator")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the simulator computes with NumPy scalars
+@fuzz_settings(6)
+@given(st.lists(st.sampled_from([n for n in OPS if SCALAR_OPS[n].rule not in ("compare", "predicate", "logical")]),
+                min_size=2, max_size=4),
+       words(6), words(6), st.booleans())
+def test_chains_on_cuda_compiled_equal_eager(names, wa, wb, mixed):
+    # the CUDA fused kernel reads and rounds the words where eager's CUDA kernels do (few examples: the
+    # simulator runs a Python thread per element and compiles each chain)
+    x, y = _bf16(wa).reshape(2, 3).cuda(), _bf16(wb).reshape(2, 3).cuda()
+    if mixed:
+        y = y.float()
+    unary = [SCALAR_OPS[n].arity == 1 for n in names]
+
+    def chain(a, b):
+        v = a
+        for name, one in zip(names, unary):
+            v = getattr(dj, name)(v) if one else getattr(dj, name)(v, b)
+        return v
+    compiled = dj.compile(chain)
+    try:
+        eager = chain(x, y)
+    except dj.errors.DTypeError as e:
+        with pytest.raises(type(e)):
+            compiled(x, y)
+        return
+    got = compiled(x, y)
+    assert got.is_cuda and got.dtype is eager.dtype
+    assert_same(got.cpu(), eager.cpu())
+    assert "compiled plan: 1 fused loop(s), 0 eager step(s)" in compiled.explain(), compiled.explain()

@@ -45,35 +45,7 @@ def _ipow_cuda(a, b):
     return r
 
 
-# -- bfloat16 words on a device (kernels take a uint16 view of a bfloat16 buffer) ---------------------
-# widened exactly (word << 16), rounded to nearest even on store with a NaN made the quiet 0x7FC0: the
-# CPU's _bf16_load/_bf16_store (support/scalar_helpers.py), with the bit casts as libdevice spells them
-def _bf16_hardware(ld) -> tuple:
-    """(load, store) over libdevice ``ld``'s bit casts (numba.cuda is imported only where a device is)."""
-    def load(u):
-        return ld.int_as_float(np.int32(np.uint32(u) << np.uint32(16)))
-
-    def store(f):
-        x = np.float32(f)
-        u = np.uint32(ld.float_as_int(x))
-        r = np.uint16((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16))
-        if x != x:
-            r = np.uint16(0x7FC0)
-        return r
-    return load, store
-
-
-def _bf16_load_sim(u):
-    # the simulator runs Python: NumPy scalars' views are the bit casts
-    return np.uint32(np.uint32(u) << np.uint32(16)).view(np.float32)
-
-
-def _bf16_store_sim(f):
-    x = np.float32(f)
-    if x != x:
-        return np.uint16(0x7FC0)
-    u = int(x.view(np.uint32))
-    return np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+# bfloat16's load and store are dispatch_jit/cuda/words.py's (every generated CUDA kernel has them)
 
 
 _CUDA_HELPERS: dict = {}
@@ -85,13 +57,9 @@ def device_globals() -> dict:
     on hardware."""
     if not _CUDA_HELPERS:
         from dispatch_jit.cuda.runtime import cuda_module, is_simulator
+        from dispatch_jit.cuda.words import device_bf16
         jit = cuda_module().jit(device=True)
-        if is_simulator():
-            load, store = _bf16_load_sim, _bf16_store_sim
-        else:
-            from numba.cuda import libdevice
-            load, store = _bf16_hardware(libdevice)
-        _CUDA_HELPERS.update({"_bf16_load": jit(load), "_bf16_store": jit(store)})
+        _CUDA_HELPERS.update(device_bf16())
         _CUDA_HELPERS.update({"_ifloordiv": jit(_ifloordiv_cuda), "_iremainder": jit(_iremainder_cuda),
                               "_ipow": jit(_ipow_cuda)})
         if not is_simulator():
