@@ -146,6 +146,15 @@ class GPTStepVsTorch(_Ratios):
     # torch.compile's first step takes ~15 s: asv runs these, the smoke test does not
     track_ratio_dj_step_over_torch_compile.slow = True
     track_ratio_torch_compile_over_torch_eager.slow = True
+    track_ratio_dj_step_over_torch_eager.slow = True
+    track_ratio_dj_lazy_over_torch_eager.slow = True
+
+
+# The whole step's and the lazy mode's first steps compile the GPT's plans (minutes on the 2-core CI
+# machine): asv runs these, the smoke test does not.  Their runners are gpt_training.dj_runner's, which
+# tests/tools/test_gpt.py trains for 100 steps against eager; the ratio code is the compile mode's.
+GPTStepRatios.track_ratio_dj_step_over_dj_eager.slow = True
+GPTStepRatios.track_ratio_dj_lazy_over_dj_eager.slow = True
 
 
 def timeraw_first_step(mode):
