@@ -59,6 +59,8 @@ def attach(tracer, op, args, kwargs, out, dense):
     decomposition's pieces have their own nodes; an op without a derivative row aborts the trace
     (the call then runs eagerly and raises or differentiates as eager mode does)."""
     entry = op._entry
+    if isinstance(out, Tensor) and out.is_cuda:
+        tracer.abort("dj.func.grad/vjp of CUDA tensors inside a compiled function is traced for CPU tensors only")
     if entry.decomposition(_K.CPU) is not None:
         return out
     fn, kind = entry.table[_K.AutogradCPU.value]
