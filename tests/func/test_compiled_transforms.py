@@ -158,3 +158,22 @@ def test_the_per_sample_grads_example_runs_and_agrees():
     assert "compiled == eager, bit for bit: True" in lines, proc.stdout
     assert any(ln.startswith("compiled: ") and " 0 eager calls" in ln for ln in lines), proc.stdout
     assert any(ln.strip().startswith("dj.compile(vmap(grad)):") for ln in lines), proc.stdout
+
+
+def test_a_detach_outside_transforms_is_traced_and_returns_new_tensors_as_eagers():
+    """detach() is a value of the graph (no node): used by ops it is traced; returned as itself it
+    would be the input (or the other output) object, where eager mode returns a new tensor over the
+    same memory, so that call runs eagerly."""
+    x = _x(3)
+    used = dj.compile(lambda a: a.detach() * 2.0)
+    (got, _), broke = _calls(used, x)
+    assert not broke, broke
+    _assert_bits(got, x * 2.0)
+    _traced(used)
+    for fn in (lambda a: a.detach(), lambda a: (lambda y: (y, y.detach()))(a * 2.0)):
+        cf = dj.compile(fn)
+        (got, _), broke = _calls(cf, x)
+        assert any("detach()ed value" in b for b in broke), broke
+        outs = _flat(got)
+        assert all(o is not x for o in outs) and len({id(o) for o in outs}) == len(outs)
+        _assert_bits(got, fn(x))

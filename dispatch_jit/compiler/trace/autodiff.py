@@ -80,14 +80,26 @@ def attach(tracer, op, args, kwargs, out, dense):
     return fn.attach(layout(schema), op.name(), tuple(bound[n] for n in names), out, dense)
 
 
-def returns_grad(out: list):
-    """Why a trace whose flat outputs are ``out`` cannot stand for the call, or None: a symbolic
-    output that requires grad (a transform's differentiable value returned undetached, as
-    ``vjp`` inside ``grad``): the plan's outputs never require grad, eager mode's would."""
+def returns_grad(out: list, inputs: list):
+    """Why a trace whose flat outputs are ``out`` (``inputs``: the graph's input value ids) cannot
+    stand for the call, or None: a symbolic output that requires grad (a transform's
+    differentiable value returned undetached): the plan's outputs never require grad, eager
+    mode's would; or a ``detach()``'s alias returned where the plan would return the input or
+    another output object itself (eager mode's ``detach()`` is a new tensor over the same memory)."""
+    seen: dict = {}
     for t in out:
-        if TRACE_MARK in t.__dict__ and t.__dict__.get("requires_grad"):
+        d = t.__dict__
+        if TRACE_MARK not in d:
+            continue
+        if d.get("requires_grad"):
             return ("the function returns a value that requires grad from inside a dj.func transform "
                     "(the compiled plan's outputs do not require grad)")
+        vid = d[TRACE_MARK][1]
+        other = seen.setdefault(vid, t)
+        if d.get("_detached") and (vid in inputs or other is not t) or \
+                other is not t and other.__dict__.get("_detached"):
+            return ("the function returns a detach()ed value that is also an input or another output "
+                    "(eager mode returns a new tensor over its memory)")
     return None
 
 
@@ -117,7 +129,9 @@ def _traced_detach(self):
     if tr.__dict__.get("grad_inputs") or tr.graph.lifted:
         tr.abort(DETACH_WITH_GRAD)
     tr.detached = True
-    return _alias(tr, self)
+    a = _alias(tr, self)
+    a.__dict__["_detached"] = True
+    return a
 
 
 def _saved_twin(self, box):

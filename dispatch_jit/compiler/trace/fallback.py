@@ -176,7 +176,7 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None, s
             if tracer.aborted:     # the function caught our exception: still abort
                 raise TraceAbort(tracer.aborted)
             why = DETACH_WITH_GRAD if getattr(tracer, "detached", False) and tracer.graph.lifted else \
-                returns_grad(flat_tensors(out, []))
+                returns_grad(flat_tensors(out, []), set(tracer.graph.inputs))
             if why:
                 tracer.abort(why)
             tracer.graph.outputs = tracer.to_arg(out)
