@@ -8,7 +8,8 @@ given with each ratio below.
   ``torch.sparse.mm`` (target <= 1.0 at 1e5 x 1e5, 1e6 non-zeros, dense 1e5 x 64).
 * ``PerSampleGrads.track_dj_over_torch_func`` / ``track_dj_over_loop``: per-sample gradients of
   an MLP (784-128-10) with ``vmap(grad(loss))``, over ``torch.func``'s and over a Python loop of
-  ``grad`` per example (target <= 1.0 against torch.func).
+  ``grad`` per example (target <= 1.0 against torch.func); ``track_compiled_over_torch_func``: the
+  same under ``dj.compile``, one compiled plan (target <= 0.5).
 * ``ConvPool.track_dj_over_torch``: conv2d / max_pool2d / avg_pool2d forward and backward over
   torch's (no target yet: where dj stands).
 
@@ -134,8 +135,13 @@ class PerSampleGrads:
 
         per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
         one = grad(loss)
+        compiled = dj.compile(per_sample)
         self.runs = {"dj": lambda: per_sample(params, dx, dy),
+                     "compiled": lambda: compiled(params, dx, dy),
                      "loop": lambda: [one(params, dx[i], dy[i]) for i in range(batch)]}
+        got, want = self.runs["compiled"](), self.runs["dj"]()
+        for k in arrays:
+            assert np.array_equal(got[k].numpy(), want[k].numpy()), f"compiled != eager for {k}"
         try:
             torch = _torch()
         except NotImplementedError:
@@ -172,6 +178,12 @@ class PerSampleGrads:
         if "torch.func" not in b:
             raise NotImplementedError("torch is not installed")
         return b["dj"] / b["torch.func"]
+
+    def track_compiled_over_torch_func(self, batch):
+        b = self._measure()
+        if "torch.func" not in b:
+            raise NotImplementedError("torch is not installed")
+        return b["compiled"] / b["torch.func"]
 
 
 class ConvPool:

@@ -22,7 +22,7 @@ import threading
 from ..autograd import enable_grad
 from ..autograd.engine import grad as _autograd_grad
 from ..errors import InvalidArgumentError, ShapeError
-from ..tensor import Tensor
+from ..tensor import TRACE_MARK, Tensor
 from .pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
@@ -56,7 +56,12 @@ def _lift(x):
         return x
     if x.requires_grad:
         return x.view(list(x.shape))      # keeps the outer level's graph flowing through
-    return x.detach().requires_grad_(True)
+    alias = x.detach()
+    if TRACE_MARK in alias.__dict__:
+        # inside dj.compile's trace: a symbolic tensor, whose requires_grad_ aborts for the user's
+        # code; Tensor's own is right for this alias, which never leaves the level (``_lower``)
+        return Tensor.requires_grad_(alias, True)
+    return alias.requires_grad_(True)
 
 
 def _lower(x, keep: bool):
@@ -139,8 +144,9 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         g = tree_unflatten(gs, spec)
         g = g[0] if not isinstance(argnums, tuple) else g
         value = _lower(out, keep)
-        if has_aux:
-            return g, (value, aux)
+        if has_aux:      # unwrapped at this level as torch.func's: no graph of this level's aliases
+            flat_aux, aspec = tree_flatten(aux)
+            return g, (value, tree_unflatten([_lower(a, keep) for a in flat_aux], aspec))
         return g, value
     return wrapper
 
@@ -205,7 +211,10 @@ def vjp(func, *primals, has_aux: bool = False):
         return tuple(tree_unflatten(gs, spec))
 
     value = tree_unflatten([_lower(o, keep_graph) for o in flat_out], ospec)
-    return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
+    if has_aux:      # unwrapped at this level, as torch.func's
+        flat_aux, aspec = tree_flatten(aux)
+        return value, vjp_fn, tree_unflatten([_lower(a, keep_graph) for a in flat_aux], aspec)
+    return value, vjp_fn
 
 
 def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False):

@@ -276,7 +276,7 @@ def matmul_rule(op, args, bdims):
     sq = []
     if la == 1 and ba is not None:        # (B, k) -> (B, 1, k)
         a, la = a.unsqueeze(1), 2
-        sq.append(-2)
+        sq.append(-2 if lb >= 2 or bb is not None else -1)    # by an unbatched vector: (B, 1) out
     if lb == 1 and bb is not None:        # (B, k) -> (B, k, 1)
         b, lb = b.unsqueeze(2), 2
         sq.append(-1)

@@ -1,11 +1,14 @@
 """vmap as a fuzz mode: random op graphs from the fuzzers' table (tests/fuzz), ``vmap(f)`` on a batch
 of two examples equals ``f`` on each example, stacked (same dtype, shape and values; float results
-may differ only by a reduction's order of additions, as between eager and compiled runs)."""
+may differ only by a reduction's order of additions, as between eager and compiled runs); and
+``dj.compile(vmap(f))`` equals eager ``vmap(f)`` as the compile fuzzer compares (bit for bit, except
+an output a float reduction reaches, ``g.reordered``), raising the same exception type where it raises."""
 
 import os
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, strategies as st
 
 import dispatch_jit as dj
@@ -63,3 +66,32 @@ def test_vmap_equals_the_stacked_loop(g):
         for i in range(2):
             why = fc.same_result(o.numpy()[i], want[i][j])
             assert why is None, f"output {j}, example {i}: {why}\n{fg.function_source(g)}"
+
+
+def _run(fn, batch):
+    try:
+        return [o.numpy().copy() for o in fn(*batch)], None
+    except Exception as e:      # noqa: BLE001 - compared with the other mode's
+        return None, e
+
+
+@fuzz_settings(6)
+@given(graphs())
+@pytest.mark.filterwarnings("ignore::dispatch_jit.errors.CompileWarning")
+def test_compiled_vmap_equals_eager_vmap(g):
+    """``dj.compile(vmap(f))``: the batching rules run inside the trace (the batch is a loop axis of
+    the plan); twice, so the second call runs the cached plan."""
+    assume(g.outputs)
+    f = fg.build_function(fg.function_source(g))
+    batch = [dj.stack([a, _second_example(b)]) for a, b in zip(fg.make_inputs(g), fg.make_inputs(g))]
+    want, err = _run(vmap(f), batch)
+    cf = dj.compile(vmap(f))
+    for call in range(2):
+        got, gerr = _run(cf, [x.clone() for x in batch])
+        src = fg.function_source(g)
+        if err is not None or gerr is not None:
+            assert type(gerr) is type(err), f"call {call + 1}: eager vmap raised {err!r}, compiled {gerr!r}\n{src}"
+            return
+        for j, (a, b) in enumerate(zip(got, want)):
+            why = (fc.same_result if g.reordered[g.outputs[j]] else fc.same_bits)(a, b)
+            assert why is None, f"call {call + 1}, output {j}: {why}\n{src}\n{cf.explain()}"

@@ -46,6 +46,9 @@ def test_grad_argnums_and_has_aux():
     np.testing.assert_allclose(gx.numpy(), y.numpy())
     np.testing.assert_allclose(gy.numpy(), x.numpy())
     np.testing.assert_allclose(aux["aux"].numpy(), [2.0, 4.0])
+    assert not aux["aux"].requires_grad       # unwrapped at the level, as torch.func's
+    _, _, vaux = vjp(lambda x: (x.sin(), x * 2), x, has_aux=True)
+    assert not vaux.requires_grad
     assert grad(lambda x, y: (x * x).sum(), argnums=1)(x, y).numpy().tolist() == [0.0, 0.0]   # unused: zeros
 
 

@@ -39,6 +39,7 @@ CASES = [
     ("matmul", lambda x, w: dj.matmul(x, w), (0, None)),
     ("mm", lambda x, w: dj.mm(x, w), (0, None)),
     ("matmul vec", lambda x, w: dj.matmul(x[0], w), (0, None)),
+    ("vec @ unbatched vec", lambda x, w: x[0] @ w[:, 0] + w[:, 1] @ x[1], (0, None)),
     ("linear", lambda x, w: dj.nn.functional.linear(x, w.t()), (0, None)),
     ("cat", lambda x, w: dj.cat([x, x * 2], 1), (0, None)),
     ("stack", lambda x, w: dj.stack([x, x], 0), (0, None)),

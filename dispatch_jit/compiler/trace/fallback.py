@@ -43,6 +43,7 @@ from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from ..elementwise import scalar_op_of
 from ..graph.ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
+from .autodiff import DENSE, DETACH_WITH_GRAD, attach, needs_grad, returns_grad
 from .owners import module_tensors
 from .shaped import ShapedTracer
 from .symbolic import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
@@ -98,7 +99,10 @@ def tracer_fallback(op, keyset, args, kwargs):
     if tracer is None:   # Tracer included by someone else: behave as a fallthrough
         with ExcludeDispatchKeyGuard(_K.Tracer):
             return op(*args, **kwargs)
-    return tracer.record(op, args, kwargs)
+    out = tracer.record(op, args, kwargs)
+    if (tracer.__class__ is Tracer or tracer.__class__ is ShapedTracer) and needs_grad(args, kwargs):
+        return attach(tracer, op, args, kwargs, out, DENSE)    # a func transform's level (autodiff.py)
+    return out
 
 
 class _Active:
@@ -151,6 +155,8 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None, s
         tracer.lifts = True      # parameters become inputs (a ShapedTracer's default is a joint graph's)
     if scalars:
         args, kwargs = _scalar_stand_ins(tracer, args, kwargs, scalars)
+    # a detach() is no node of the graph: fine where only a transform's level differentiates it
+    tracer.grad_inputs = any(t.requires_grad for t in flat_tensors((args, kwargs, values), []))
     sargs = _map_tensors(args, tracer.shaped_input if sized else tracer.add_input)
     skwargs = _map_tensors(kwargs, tracer.shaped_input if sized else tracer.add_input)
     try:
@@ -169,6 +175,10 @@ def trace(fn, args: tuple, kwargs: dict, captures=(), values=(), scalars=None, s
                 out = fn(*sargs, **skwargs) if run is None else run(*sargs, **skwargs)
             if tracer.aborted:     # the function caught our exception: still abort
                 raise TraceAbort(tracer.aborted)
+            why = DETACH_WITH_GRAD if getattr(tracer, "detached", False) and tracer.graph.lifted else \
+                returns_grad(flat_tensors(out, []), set(tracer.graph.inputs))
+            if why:
+                tracer.abort(why)
             tracer.graph.outputs = tracer.to_arg(out)
     finally:
         for x in tracer.scalars:
