@@ -84,8 +84,9 @@ def _softmax_columns(x, out, log, i0, i1, m, s, e):
     """Rows i0..i1-1 of softmax / log_softmax with the block held column by column: e[j * r + k]
     is row i0 + k's element j (r = i1 - i0).  Each row's max, exponentials and sum are the same
     operations in the same order as one row at a time (the same bits), but every loop runs across
-    rows, so the max, the exps, the sum and the division all vectorize: on attention's 2048 rows
-    of 32 float32, softmax went from 232 to 172 us and log_softmax from 225 to 138 us, where one
+    rows, so the max, the exps and the sum vectorize (the division is done while copying back to
+    rows, which saved a pass over the block: 172 -> 157 us): on attention's 2048 rows
+    of 32 float32, softmax went from 232 to 157 us and log_softmax from 225 to 138 us, where one
     serial add chain and one branchy max per row dominated.  (The backwards' single sums did
     not pay for the transpose: they stay row by row.)
     The numpy error model keeps a division from checking its divisor per element."""
@@ -118,13 +119,10 @@ def _softmax_columns(x, out, log, i0, i1, m, s, e):
             for j in range(nclass):
                 out[i0 + k, j] = (np.float64(x[i0 + k, j]) - m[k]) - s[k]
     else:
-        for j in range(nclass):
-            b = j * r
-            for k in range(r):
-                e[b + k] = e[b + k] / s[k]
         for k in range(r):
+            sk = s[k]
             for j in range(nclass):
-                out[i0 + k, j] = e[j * r + k]
+                out[i0 + k, j] = e[j * r + k] / sk
 
 
 # fewer rows than this per block (rows longer than _BLOCK / 8): one row at a time, the column
