@@ -79,26 +79,89 @@ def _shifted_exps(x, i0, i1, m, e):
         e[q] = _exp(e[q])
 
 
+@numba.njit(boundscheck=False, error_model="numpy")
+def _softmax_columns(x, out, log, i0, i1, m, s, e):
+    """Rows i0..i1-1 of softmax / log_softmax with the block held column by column: e[j * r + k]
+    is row i0 + k's element j (r = i1 - i0).  Each row's max, exponentials and sum are the same
+    operations in the same order as one row at a time (the same bits), but every loop runs across
+    rows, so the max, the exps and the sum vectorize (the division is done while copying back to
+    rows, which saved a pass over the block: 172 -> 157 us): on attention's 2048 rows
+    of 32 float32, softmax went from 232 to 157 us and log_softmax from 225 to 138 us, where one
+    serial add chain and one branchy max per row dominated.  (The backwards' single sums did
+    not pay for the transpose: they stay row by row.)
+    The numpy error model keeps a division from checking its divisor per element."""
+    nclass = x.shape[1]
+    r = i1 - i0
+    for k in range(r):
+        for j in range(nclass):
+            e[j * r + k] = np.float64(x[i0 + k, j])
+    for k in range(r):
+        m[k] = -np.inf
+        s[k] = 0.0
+    for j in range(nclass):
+        b = j * r
+        for k in range(r):
+            v = e[b + k]
+            mk = m[k]
+            m[k] = v if (v > mk or v != v) else mk     # a NaN sticks: the row is NaN, as PyTorch's
+    for j in range(nclass):
+        b = j * r
+        for k in range(r):
+            e[b + k] = _exp(e[b + k] - m[k])
+    for j in range(nclass):
+        b = j * r
+        for k in range(r):
+            s[k] += e[b + k]
+    if log:
+        for k in range(r):
+            s[k] = math.log(s[k])
+        for k in range(r):
+            for j in range(nclass):
+                out[i0 + k, j] = (np.float64(x[i0 + k, j]) - m[k]) - s[k]
+    else:
+        for k in range(r):
+            sk = s[k]
+            for j in range(nclass):
+                out[i0 + k, j] = e[j * r + k] / sk
+
+
+# fewer rows than this per block (rows longer than _BLOCK / 8): one row at a time, the column
+# layout's loops across rows would be too short to pay for its two transposes
+_MIN_COLUMNS = 8
+
+
+@numba.njit(boundscheck=False)
+def _softmax_by_row(x, out, log, i0, i1, m, e):
+    """Rows i0..i1-1 of softmax / log_softmax one row at a time (``_softmax_columns`` gives the
+    same bits)."""
+    nclass = x.shape[1]
+    _shifted_exps(x, i0, i1, m, e)
+    for i in range(i0, i1):
+        b = (i - i0) * nclass
+        s = 0.0
+        for j in range(nclass):
+            s += e[b + j]
+        if log:
+            ls = math.log(s)
+            for j in range(nclass):
+                out[i, j] = (np.float64(x[i, j]) - m[i - i0]) - ls
+        else:
+            for j in range(nclass):
+                out[i, j] = e[b + j] / s
+
+
 @numba.njit(boundscheck=False)
 def _softmax_rows(x, out, log):
     """softmax (``log`` False) or log_softmax (True) of each row of ``x`` into ``out``."""
     n, nclass = x.shape
     per, m, e = _block_scratch(nclass)
+    s = np.empty(per)
     for i0 in range(0, n, per):
         i1 = min(i0 + per, n)
-        _shifted_exps(x, i0, i1, m, e)
-        for i in range(i0, i1):
-            b = (i - i0) * nclass
-            s = 0.0
-            for j in range(nclass):
-                s += e[b + j]
-            if log:
-                ls = math.log(s)
-                for j in range(nclass):
-                    out[i, j] = (np.float64(x[i, j]) - m[i - i0]) - ls
-            else:
-                for j in range(nclass):
-                    out[i, j] = e[b + j] / s
+        if per >= _MIN_COLUMNS:
+            _softmax_columns(x, out, log, i0, i1, m, s, e)
+        else:
+            _softmax_by_row(x, out, log, i0, i1, m, e)
 
 
 @numba.njit(boundscheck=False)

@@ -179,6 +179,30 @@ def test_softmax_in_blocks_of_rows_matches_torch(shape):
         np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), **TOL[np.float32])
 
 
+@pytest.mark.parametrize("shape", [(300, 32), (21, 400)])
+def test_softmax_row_kernel_across_rows_gives_the_row_by_row_bits(shape):
+    """softmax / log_softmax's CPU kernel on short rows holds each block of rows column by column
+    so that its loops run across rows (they vectorize); every row must still get the bits of one
+    row at a time, block remainders and special rows (NaN, all -inf, +inf, -0 beside 0) included."""
+    import importlib
+    nn_cpu = importlib.import_module("dispatch_jit.kernels.nn.cpu")
+    for dtype in (np.float32, np.float64):
+        x = (RNG.standard_normal(shape) * 6).astype(dtype)
+        x[0, 3] = np.nan
+        x[1, :] = -np.inf
+        x[2, 5] = np.inf
+        x[3, :] = -1.0
+        x[3, 0], x[3, 7] = -0.0, 0.0
+        x[4, :] = 1e30 if dtype == np.float32 else 1e300
+        n, c = shape
+        assert nn_cpu._BLOCK // c >= nn_cpu._MIN_COLUMNS      # the kernel takes the column path
+        for log in (False, True):
+            ours, rowwise = np.empty_like(x), np.empty_like(x)
+            nn_cpu._softmax_rows(x, ours, log)
+            nn_cpu._softmax_by_row(x, rowwise, log, 0, n, np.empty(n), np.empty(n * c))
+            np.testing.assert_array_equal(ours.view(np.uint8), rowwise.view(np.uint8))
+
+
 def test_softmax_edge_cases():
     assert F.softmax(dj.tensor(3.0), dim=0).item() == 1.0
     assert F.log_softmax(dj.tensor([[1.0, 2.0]]), dim=0).numpy().tolist() == [[0.0, 0.0]]
