@@ -74,7 +74,10 @@ class PlanFunction:
 
     def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=(), nout=None):
         self.ep, self.source = ep, src
-        self.in_meta = in_meta          # per input: (shape, dtype)
+        # per input: (shape, dtype, strides): strides None where it was C-contiguous (and must be); else
+        # the recorded strides, which the function was generated and typed for (a saved strided view: the
+        # same strides at every call), and which a call must match
+        self.in_meta = in_meta
         self.consts = consts            # (captured tensor, shape, dtype): read per call, as ConstStep does
         # per defined value (the outputs' first), then per work array: (shape, dtype, size)
         self.allocs = allocs
@@ -102,11 +105,12 @@ class PlanFunction:
         """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
         ``runtime``: the values of the plan's runtime scalars (Plan.run's ``scalars``)."""
         arrays = []
-        for t, (shape, dt) in zip(tensors, self.in_meta):
+        for t, (shape, dt, st) in zip(tensors, self.in_meta):
             a = t._data
-            if a.shape != shape or a.dtype != dt or not t._sig & CONTIGUOUS_BIT:
-                return self._decline(f"an input of shape {a.shape}, {a.dtype}, not the recorded C-contiguous "
-                                     f"{shape}, {dt}")
+            if a.shape != shape or a.dtype != dt or not (t._sig & CONTIGUOUS_BIT if st is None else a.strides == st):
+                lay = "C-contiguous" if st is None else f"strides {st}"
+                return self._decline(f"an input of shape {a.shape}, {a.dtype}, strides {a.strides}, not the "
+                                     f"recorded {shape}, {dt}, {lay}")
             arrays.append(a)
         for t, shape, dt in self.consts:
             a = t._data
@@ -412,7 +416,9 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             return f"output %{v} is a view of a captured tensor"
         else:
             return f"output %{v} is a captured tensor"
-    fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
+    in_meta = [(a._data.shape, a._data.dtype, None if a._data.flags.c_contiguous else a._data.strides)
+               for a in tensors]
+    fn = PlanFunction(ep, src, in_meta, consts, allocs,
                       tuple(loop_scalars), outs, refused_by, chunked, sum(v in returned for v, _ in defined))
     fn.runtime_types = tuple(runtime)
     fn.view_outs = tuple(view_outs)

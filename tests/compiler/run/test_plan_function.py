@@ -255,3 +255,29 @@ def test_a_view_among_a_plans_outputs_is_returned_by_the_plan_function():
         with dj.no_grad():
             base.add_(1.0)
         assert version_of(t) == before + 1
+
+
+def test_an_input_strided_at_the_first_call_keeps_its_strides_and_the_function():
+    """A plan whose input is a strided view at every call (a saved transposed view, as attention's
+    q, k and v): the function is made for those strides and runs wherever a call has them, instead of
+    declining every call; another layout still runs interpreted."""
+    from dispatch_jit.compiler.run.plan import Plan
+    from dispatch_jit.compiler.run.steps import Stats
+    a = RNG.standard_normal((4, 3)).astype(np.float32)
+    cf = dj.compile(lambda x: (dj.tanh(x) * x).sum())
+    cf(dj.tensor(a, requires_grad=True)).backward()
+    f = fused_grad(cf)
+    assert f.saved == [("input", 0)], f.saved
+    strided = dj.from_numpy(np.ascontiguousarray(a.T)).transpose(0, 1)
+    assert not strided.is_contiguous()
+    g = dj.tensor(np.float32(0.75))
+    plan = Plan(f.backward_graph, Stats(), one_function=True)
+    with dj.no_grad():
+        want = _arrays(_interpreted(f.backward, [dj.tensor(a), g]))
+        for _ in range(3):
+            np.testing.assert_array_equal(_arrays(plan.run([strided, g]))[0], want[0])
+        fn = plan.function
+        assert fn is not None, plan.function_reason
+        assert fn.calls == 2 and fn.declined == 0, fn.declined_reason
+        np.testing.assert_array_equal(_arrays(plan.run([dj.tensor(a), g]))[0], want[0])
+    assert fn.declined == 1 and "strides" in fn.declined_reason
