@@ -25,8 +25,9 @@ loops' scalars (``p``) fixed by the trace.  It is compiled through the one compi
 (dispatch_jit/jit/cache.py, kind "plan"; on disk too, so a fresh process loads it).
 
 Per call, ``PlanFunction.__call__`` checks that each input has the recorded shape and dtype
-and is C-contiguous (else None: the plan runs interpreted for that call), allocates, calls,
-and wraps the outputs.  Only the outputs are new arrays at every call (a caller may keep
+and is C-contiguous, or has the recorded strides where it was strided at the first call (else
+None: the plan runs interpreted for that call), allocates, calls, and wraps the outputs (a
+returned view: as eager's view op, of its root, which is returned with it).  Only the outputs are new arrays at every call (a caller may keep
 them); the intermediates and work arrays, which never leave the function, are allocated once
 and reused (``scratch``: a set is taken from a free list for the length of a call, so two
 threads calling one plan function never share one; sets of large arrays come from the
