@@ -175,8 +175,10 @@ def _graph(g: Graph, inputs, nodes, outputs) -> Graph:
     for n in nodes:
         for v in n.outs:
             types[v] = g.types[v]
+    # the sizes of this call: fusion keeps values that do not broadcast together in separate loops
+    shapes = {v: g.shapes[v] for v in types if v in g.shapes}
     return Graph(inputs, [Node(n.op, n.args, dict(n.kwargs), n.outs, n.value) for n in nodes], outputs,
-                 types, g.next_id)
+                 types, g.next_id, shapes=shapes)
 
 
 def _ancestors(roots: set, producer: dict, stop: set = frozenset()) -> set:

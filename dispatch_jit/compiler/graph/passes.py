@@ -239,6 +239,41 @@ def _smaller(grp, used, nodes, shapes) -> list:
     return [] if len(keep) in (0, len(grp)) else [i for i in grp if i in keep]
 
 
+def _shape_groups(grp, nodes, shapes) -> list:
+    """``grp`` (positions in ``nodes``, a run of elementwise nodes) as groups whose values all
+    broadcast to one loop shape, where the sizes are known (a sized trace's graph, a joint graph's
+    forward and backward): independent chains of different shapes (two parameters' gradients of
+    different sizes, written one after the other) would not broadcast in one loop, which would
+    then run its ops one by one at every call.  A node's value has at least its inputs' sizes, so
+    the groups in ascending number of elements (then shape) read only groups before them."""
+    known = {}
+
+    def shape_of(v):
+        return known[v] if v in known else shapes.get(v)
+    for i in grp:
+        n = nodes[i]
+        for v in n.outs:
+            s = shapes.get(v)
+            if s is None:
+                ins = [shape_of(u) for u in n.inputs()]
+                if None in ins:
+                    return [grp]
+                try:
+                    s = np.broadcast_shapes(*ins)
+                except ValueError:
+                    return [grp]
+            known[v] = tuple(s)
+    try:
+        np.broadcast_shapes(*known.values())
+        return [grp]
+    except ValueError:
+        pass
+    by_shape: dict = {}
+    for i in grp:
+        by_shape.setdefault(known[nodes[i].outs[0]], []).append(i)
+    return [by_shape[s] for s in sorted(by_shape, key=lambda s: (int(np.prod(s)), len(s), s))]
+
+
 def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, str]]]:
     """Returns the graph with "fused" nodes and, per node left unfused, (op, why).  ``split_chains``:
     a run of independent chains (a whole step's updates of parameters of different sizes, which
@@ -265,10 +300,16 @@ def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, s
         groups = [run]
         if split_chains and red is None:
             groups = [[run[k] for k in c] for c in _components([nodes[i] for i in run], g)]
+        if g.shapes:
+            groups = [part for grp in groups for part in _shape_groups(grp, nodes, g.shapes)]
         for grp in groups:
             # a 0-d chain's values that later chains of the run read are outputs of its loop
             others = {v for k in run if k not in grp for v in nodes[k].inputs()} if len(groups) > 1 else set()
-            emit(grp, used | others, red)
+            # the reduction is the epilogue of the group that makes what it reads
+            mine = red if red is None or any(red.src in nodes[k].outs for k in grp) else None
+            if red is not None and mine is None:
+                others |= {red.src}
+            emit(grp, used | others, mine)
         run.clear()
 
     def emit(grp, used, red):

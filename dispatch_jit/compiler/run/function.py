@@ -25,8 +25,9 @@ loops' scalars (``p``) fixed by the trace.  It is compiled through the one compi
 (dispatch_jit/jit/cache.py, kind "plan"; on disk too, so a fresh process loads it).
 
 Per call, ``PlanFunction.__call__`` checks that each input has the recorded shape and dtype
-and is C-contiguous (else None: the plan runs interpreted for that call), allocates, calls,
-and wraps the outputs.  Only the outputs are new arrays at every call (a caller may keep
+and is C-contiguous, or has the recorded strides where it was strided at the first call (else
+None: the plan runs interpreted for that call), allocates, calls, and wraps the outputs (a
+returned view: as eager's view op, of its root, which is returned with it).  Only the outputs are new arrays at every call (a caller may keep
 them); the intermediates and work arrays, which never leave the function, are allocated once
 and reused (``scratch``: a set is taken from a free list for the length of a call, so two
 threads calling one plan function never share one; sets of large arrays come from the
@@ -47,7 +48,7 @@ from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.jit import cache
 from dispatch_jit.kernels.support.loops import MAX_LOOP_NDIM, PARALLEL_MIN, full_chunks
 from dispatch_jit.signature import CONTIGUOUS_BIT
-from dispatch_jit.tensor import Tensor
+from dispatch_jit.tensor import Tensor, wrap_view
 
 from ..codegen import Codegen, loop_globals
 from ..elementwise import reduced_shape
@@ -74,7 +75,10 @@ class PlanFunction:
 
     def __init__(self, ep, src, in_meta, consts, allocs, scalars, outs, refused_by, chunked=(), nout=None):
         self.ep, self.source = ep, src
-        self.in_meta = in_meta          # per input: (shape, dtype)
+        # per input: (shape, dtype, strides): strides None where it was C-contiguous (and must be); else
+        # the recorded strides, which the function was generated and typed for (a saved strided view: the
+        # same strides at every call), and which a call must match
+        self.in_meta = in_meta
         self.consts = consts            # (captured tensor, shape, dtype): read per call, as ConstStep does
         # per defined value (the outputs' first), then per work array: (shape, dtype, size)
         self.allocs = allocs
@@ -94,16 +98,20 @@ class PlanFunction:
         self.declined_reason = ""
         self.runtime_types = ()         # per runtime scalar: the Python type its parameter was typed for
         self.inplace = []               # (allocation index, input position): written into the input (_inplace)
+        # per returned view: (value id, its root's allocation index or -1 - input position, the root's
+        # id and signature, the view's offset in elements, shape, strides)
+        self.view_outs = ()
 
     def __call__(self, tensors, runtime=()):
         """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
         ``runtime``: the values of the plan's runtime scalars (Plan.run's ``scalars``)."""
         arrays = []
-        for t, (shape, dt) in zip(tensors, self.in_meta):
+        for t, (shape, dt, st) in zip(tensors, self.in_meta):
             a = t._data
-            if a.shape != shape or a.dtype != dt or not t._sig & CONTIGUOUS_BIT:
-                return self._decline(f"an input of shape {a.shape}, {a.dtype}, not the recorded C-contiguous "
-                                     f"{shape}, {dt}")
+            if a.shape != shape or a.dtype != dt or not (t._sig & CONTIGUOUS_BIT if st is None else a.strides == st):
+                lay = "C-contiguous" if st is None else f"strides {st}"
+                return self._decline(f"an input of shape {a.shape}, {a.dtype}, strides {a.strides}, not the "
+                                     f"recorded {shape}, {dt}, {lay}")
             arrays.append(a)
         for t, shape, dt in self.consts:
             a = t._data
@@ -148,6 +156,18 @@ class PlanFunction:
                 t._data = bufs[k]
                 t._sig = sig
                 env[vid] = t
+        for vid, k, root, sig, off, shape, strides in self.view_outs:
+            # as the interpreted run's view op: a view of the root's tensor, sharing its version
+            # counter, with the root as its _base (which keeps the memory alive)
+            base = env.get(root)
+            if base is None:
+                if k < 0:
+                    base = tensors[-1 - k]
+                else:
+                    base = env[root] = _new(Tensor)
+                    base._data = bufs[k]
+                    base._sig = sig
+            env[vid] = wrap_view(base, as_strided(base._data.reshape(-1)[off:], shape, strides))
         return env
 
     def _decline(self, why: str):
@@ -318,9 +338,6 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         work.append((tuple(shape), np.dtype(dtype), chunks_of))
         return f"w{len(work) - 1}"
 
-    # the values the plan returns first: new arrays per call; the others are scratch (PlanFunction)
-    returned = {v.id for v in vars_in(plan.outputs)}
-    defined.sort(key=lambda vt: vt[0] not in returned)
     body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
     reads, made_by, refusing = {}, {}, set()     # for _inplace: what each step reads, where flat loops write
     for pos, s in enumerate(plan.steps):
@@ -358,6 +375,12 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             made_by.update((v, pos) for v in s.region.outputs)
         if any(f"return {pos}" in ln for ln in got[1]):
             refusing.add(pos)
+    # the values the plan returns first: new arrays per call; the others are scratch (PlanFunction).
+    # A returned view is made of a new array per call too: the value it views (its root) is returned
+    # with it, so the caller's view keeps that memory alive and no later call writes into it
+    returned = {v.id for v in vars_in(plan.outputs)}
+    returned |= {views[v] for v in returned if v in views}
+    defined.sort(key=lambda vt: vt[0] not in returned)
     slots = {v: k for k, (v, _) in enumerate(defined)}
     inplace = _inplace(plan, slots, reads, made_by, refusing)
     params = [names[v] for v in plan.inputs] + [f"c{k}" for k in range(len(consts))] + \
@@ -377,20 +400,29 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     chunked = [(len(defined) + k, n, d) for k, (_, d, n) in enumerate(work) if n is not None]
     slot = {v: k for k, (v, _) in enumerate(defined)}
     inputs = {v: k for k, v in enumerate(plan.inputs)}
-    outs = []
+    outs, view_outs = [], []
     for var in vars_in(plan.outputs):
         v = var.id
         if v in slot:
             outs.append((v, slot[v], env[v]._sig))
         elif v in inputs:
             outs.append((v, -1 - inputs[v], None))
+        elif v in views and (views[v] in slot or views[v] in inputs):
+            root = views[v]
+            r, a = arrays[root], arrays[v]
+            off = (a.__array_interface__["data"][0] - r.__array_interface__["data"][0]) // a.itemsize
+            k = slot[root] if root in slot else -1 - inputs[root]
+            view_outs.append((v, k, root, env[root]._sig, off, a.shape, a.strides))
         elif v in views:
-            return f"output %{v} is a view"
+            return f"output %{v} is a view of a captured tensor"
         else:
             return f"output %{v} is a captured tensor"
-    fn = PlanFunction(ep, src, [(a._data.shape, a._data.dtype) for a in tensors], consts, allocs,
+    in_meta = [(a._data.shape, a._data.dtype, None if a._data.flags.c_contiguous else a._data.strides)
+               for a in tensors]
+    fn = PlanFunction(ep, src, in_meta, consts, allocs,
                       tuple(loop_scalars), outs, refused_by, chunked, sum(v in returned for v, _ in defined))
     fn.runtime_types = tuple(runtime)
+    fn.view_outs = tuple(view_outs)
     fn.inplace = sorted(inplace)       # ascending: inserted in order, each at its own index
     fn.fresh = [a for k, a in enumerate(allocs[:fn.nout]) if k not in dict(inplace)]
     return fn

@@ -243,3 +243,32 @@ def test_an_input_whose_formulas_give_zeros_gets_zeros_not_none():
         cb(x, y).backward()
         assert x.grad is None and y.grad is not None
     assert "fused backward" in cf.explain() and "fused backward" in cb.explain()
+
+
+def test_backward_chains_of_different_sizes_fuse_into_loops_of_their_own():
+    """Two parameters' gradient chains of one rank but different sizes follow each other in the
+    backward: one loop over both would not broadcast and ran its ops one by one at every call.
+    The joint graph's sizes keep them apart: every backward region compiles and runs as a loop."""
+    from helpers import fused_grad
+
+    def f(a, b):
+        return (dj.tanh(a) * a).sum() + (dj.tanh(b) * b).sum()
+    cf = dj.compile(f)
+    rng = np.random.default_rng(8)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (4, 5))]
+    grads = []
+    for fn in (cf, f):
+        xs = [dj.tensor(a, requires_grad=True) for a in arrays]
+        for _ in range(3):
+            for x in xs:
+                x.grad = None
+            fn(*xs).backward()
+        grads.append([x.grad.numpy() for x in xs])
+    for g, e in zip(*grads):
+        np.testing.assert_array_equal(g, e)
+    fg = fused_grad(cf)
+    regions = [n.value for n in fg.backward_graph.nodes if n.op == "fused"]
+    assert len(regions) == 2, fg.backward_graph
+    assert {fg.split.backward.shapes[r.outputs[0]] for r in regions} == {(4, 3), (4, 5)}
+    assert cf._stats.region_eager_runs == 0, cf._stats.region_eager_reason
+    assert fg.backward.function is not None and fg.backward.function.calls >= 1

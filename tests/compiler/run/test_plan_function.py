@@ -8,6 +8,7 @@ import pytest
 
 import dispatch_jit as dj
 from dispatch_jit import nn
+from dispatch_jit.tensor import version_of
 from helpers import fused_grad
 
 F = nn.functional
@@ -198,3 +199,85 @@ def test_a_float16_plan_stays_interpreted_past_its_third_run(n):
         with dj.execution_mode("compiled"):
             got = f(dj.from_numpy(a))
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+def _user_loss(lib):
+    """The loss as users write it: log-softmax and an advanced index (its bias gradients are
+    reshapes of column sums: views among the backward plan's outputs)."""
+    def loss(x, y, w1, b1, w2, b2):
+        h = (x @ w1 + b1).relu()
+        logp = (h @ w2 + b2).log_softmax(dim=1)
+        return -logp[lib.arange(40), y].mean()
+    return loss
+
+
+def test_a_view_among_a_plans_outputs_is_returned_by_the_plan_function():
+    rng = np.random.default_rng(5)
+    w = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 16), (16,), (16, 3), (3,))]
+    cps, eps = ([dj.tensor(a.copy(), requires_grad=True) for a in w] for _ in range(2))
+    cf, ef = dj.compile(_user_loss(dj)), _user_loss(dj)
+    kept = []
+    for step in range(4):
+        for ps, loss_fn in ((cps, cf), (eps, ef)):
+            loss_fn(X, Y, *ps).backward()
+            if ps is cps:
+                kept.append([p.grad.numpy().copy() for p in ps] + [cps[3].grad])
+            with dj.no_grad():
+                for p in ps:
+                    p -= 0.1 * p.grad
+                    p.grad = None
+        for p, q in zip(cps, eps):
+            np.testing.assert_array_equal(p.numpy(), q.numpy())
+    f = fused_grad(cf)
+    assert f.backward.function is not None, f.backward.function_reason
+    assert f.backward.function.view_outs, "the bias gradients are no longer views: the test tests nothing"
+    assert f.backward.function.calls >= 2
+    # each call's view has its own memory (a later call does not write into a kept gradient)
+    for k in range(len(kept)):
+        np.testing.assert_array_equal(kept[k][3], kept[k][4].numpy())
+    # the plan function's view shares its base's version counter and keeps the base, as eager's view
+    saved = [X, Y] + [p.detach() for p in cps]
+    fwd = f.forward.run(saved)
+    outs, extra = fwd
+    args = [saved[i] if kind == "input" else extra[i] for kind, i in f.saved] + [_seed(outs)]
+    with dj.no_grad():
+        got, want = f.backward.run(args), _interpreted(f.backward, args)
+    for a, b in zip(_arrays(got), _arrays(want)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+    gb = [t for t in got if t is not None and "_base" in t.__dict__]
+    assert gb, "no view among the function's outputs"
+    for t in gb:
+        base = t.__dict__["_base"]
+        assert np.shares_memory(t.numpy(), base.numpy())
+        before = version_of(t)
+        with dj.no_grad():
+            base.add_(1.0)
+        assert version_of(t) == before + 1
+
+
+def test_an_input_strided_at_the_first_call_keeps_its_strides_and_the_function():
+    """A plan whose input is a strided view at every call (a saved transposed view, as attention's
+    q, k and v): the function is made for those strides and runs wherever a call has them, instead of
+    declining every call; another layout still runs interpreted."""
+    from dispatch_jit.compiler.run.plan import Plan
+    from dispatch_jit.compiler.run.steps import Stats
+    a = RNG.standard_normal((4, 3)).astype(np.float32)
+    cf = dj.compile(lambda x: (dj.tanh(x) * x).sum())
+    cf(dj.tensor(a, requires_grad=True)).backward()
+    f = fused_grad(cf)
+    assert f.saved == [("input", 0)], f.saved
+    strided = dj.from_numpy(np.ascontiguousarray(a.T)).transpose(0, 1)
+    assert not strided.is_contiguous()
+    g = dj.tensor(np.float32(0.75))
+    plan = Plan(f.backward_graph, Stats(), one_function=True)
+    with dj.no_grad():
+        want = _arrays(_interpreted(f.backward, [dj.tensor(a), g]))
+        for _ in range(3):
+            np.testing.assert_array_equal(_arrays(plan.run([strided, g]))[0], want[0])
+        fn = plan.function
+        assert fn is not None, plan.function_reason
+        assert fn.calls == 2 and fn.declined == 0, fn.declined_reason
+        np.testing.assert_array_equal(_arrays(plan.run([dj.tensor(a), g]))[0], want[0])
+    assert fn.declined == 1 and "strides" in fn.declined_reason
