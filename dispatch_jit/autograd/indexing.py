@@ -172,25 +172,31 @@ def _bound(v):
 def basic_view(t, basic: tuple):
     """The view ``t[basic]`` for a basic index (ints, slices, None, ``...``) as a chain of
     ``select``, ``slice`` and ``unsqueeze``, PyTorch's: each device's kernel makes its part."""
-    used = sum(1 for i in basic if i is not None and i is not Ellipsis)
-    if sum(i is Ellipsis for i in basic) > 1:
+    used = ellipses = 0
+    for i in basic:
+        if i is Ellipsis:
+            ellipses += 1
+        elif i is not None:
+            used += 1
+    if ellipses > 1:
         raise OutOfBoundsError("an index can only have a single ellipsis ('...')")
     if used > t.ndim:
         raise OutOfBoundsError(f"too many indices for tensor of dimension {t.ndim} (got {used})")
-    out, d, viewed = t, 0, False
+    out, d = t, 0
     for i in basic:
         if i is None:
-            out, d, viewed = _ops.unsqueeze(out, d), d + 1, True
+            out = _ops.unsqueeze(out, d)
+            d += 1
         elif i is Ellipsis:
             d += t.ndim - used
         elif i.__class__ is slice:
-            if i != slice(None):
+            if i.start is not None or i.stop is not None or i.step is not None:
                 step = 1 if i.step is None else operator.index(i.step)
-                out, viewed = _ops.slice(out, d, _bound(i.start), _bound(i.stop), step), True
+                out = _ops.slice(out, d, _bound(i.start), _bound(i.stop), step)
             d += 1
         else:
-            out, viewed = _ops.select(out, d, operator.index(i)), True
-    if not viewed:        # t[:], t[...]: a new view of all of t (PyTorch's alias), not t itself
+            out = _ops.select(out, d, operator.index(i))
+    if out is t:          # t[:], t[...]: a new view of all of t (PyTorch's alias), not t itself
         out = _ops.view(t, list(t.shape))
     return out
 

@@ -104,3 +104,20 @@ def test_cuda_kernels_are_views_of_the_device_buffer():
     g = dj.tensor(X, device="cuda", requires_grad=True)
     A.select(g, 1, 2).sum().backward()
     np.testing.assert_array_equal(g.grad.cpu().numpy(), (np.arange(3) == 2)[None, :, None] * np.ones_like(X))
+
+
+def test_compiled_mode_records_them_as_views():
+    def f(x):
+        return A.select(A.slice(x, 1, 1, None, 2), 0, -1) * 2.0 + 1.0
+
+    x = dj.tensor(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # a graph break warns (CompileWarning)
+        got = dj.compile(f)(x)
+        with dj.execution_mode("compiled"):
+            lazy = f(x)
+    want = f(x)
+    for r in (got, lazy):
+        np.testing.assert_array_equal(r.numpy(), want.numpy())
+    from dispatch_jit.compiler.graph.views import is_view_op
+    assert is_view_op(dj.ops.aten.slice.Tensor) and is_view_op(dj.ops.aten.select.int)
