@@ -201,7 +201,15 @@ def basic_view(t, basic: tuple):
     return out
 
 
-_PATHS = {int: _one_int, slice: _one_slice, Tensor: _one_tensor}
+def _tuple(t, index):
+    for i in index:
+        if i.__class__ not in _BASIC_CLASSES:
+            return _general(t, index)
+    return basic_view(t, index)
+
+
+_BASIC_CLASSES = frozenset(_BASIC)      # (by class: a bool is no int here, as in is_basic)
+_PATHS = {int: _one_int, slice: _one_slice, Tensor: _one_tensor, tuple: _tuple}
 
 
 def scatter_add_into_zeros(g, index, shape: tuple, dtype, flat: bool = False):
