@@ -4,8 +4,8 @@ flipud, rot90, tile, msort and the ``*_copy`` functions.
 
 Python functions over the dispatcher's ops (kernels/surface.py's ``PY_FUNCTIONS``), as PyTorch's
 CompositeImplicitAutograd ones are: autograd, vmap and compiled mode see only the ops they call.
-A view here is a composition of views (``select`` is ``narrow`` then ``squeeze``; ``movedim`` a
-``permute``), so it shares the input's storage and its gradient goes through the view machinery
+A view here is a composition of views (``movedim`` is a ``permute``; ``select`` is the op
+itself), so it shares the input's storage and its gradient goes through the view machinery
 exactly where PyTorch's does.  ``*_copy`` are the same with ``clone`` after, as PyTorch's.
 """
 
@@ -99,14 +99,7 @@ def select(input, dim, index):  # noqa: A002
     >>> dj.arange(6).reshape(2, 3).select(1, -1)
     tensor([2, 5])
     """
-    if input.ndim == 0:
-        raise ShapeError("select() cannot be applied to a 0-dim tensor.")
-    d = normalize_axis(dim, input.ndim, "select")
-    n = input.shape[d]
-    if not -n <= index < n:
-        raise ShapeError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {dim}")
-    return A.squeeze(A.narrow(input, d, index % n, 1), (d,))
+    return A.select(input, dim, index)      # the view op (kernels/shape/index.py)
 
 
 def unbind(input, dim=0):  # noqa: A002

@@ -1,8 +1,10 @@
 """``t[index]``, as PyTorch decomposes it: the basic part of the index (ints, slices, None,
-``...``) is applied as one view of ``t`` (recorded for autograd as IndexBackward, which puts
-the gradient back at the view's place), then the advanced part (integer and bool tensors,
-lists, arrays) is one call of the dispatcher op ``aten::index`` on that view, whose CPU/CUDA
-kernels, meta function and derivative are kernels/indexing/advanced.py's and grad.py's.
+``...``) is a chain of the dispatcher's view ops ``select``, ``slice`` and ``unsqueeze`` (their
+kernels per device, shape rules and derivatives SelectBackward/SliceBackward are
+kernels/shape/index.py's), then the advanced part (integer and bool tensors, lists, arrays) is
+one call of the dispatcher op ``aten::index`` on that view, whose CPU/CUDA kernels, meta
+function and derivative are kernels/indexing/advanced.py's and grad.py's.  Nothing here asks
+which device a tensor is on: each op's kernel at the tensor's key does its part.
 
 Because ints are applied first, as selects, ``x[0, :, idx]`` has idx's dims where idx was
 (PyTorch's shape), not in front (NumPy's rule, which counts an int beside an array as one more
@@ -11,19 +13,18 @@ array).  Item assignment, an in-place op (``index_put_`` for an advanced index),
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..creation import tensor, zeros
 from ..dtypes import int64
-from ..errors import OutOfBoundsError
+from ..errors import OutOfBoundsError, SchemaError
 from ..registry import lookup
-from ..tensor import Tensor, wrap_view
-from .grad_mode import is_grad_enabled
-from .graph import edge_of, mark_output, node_class
+from ..tensor import Tensor
 
-__all__ = ["getitem", "is_basic", "scatter_add_into_zeros", "split_index", "unwrap_index"]
+__all__ = ["basic_view", "getitem", "is_basic", "scatter_add_into_zeros", "split_index", "unwrap_index"]
 
-_IndexBackward = node_class("IndexBackward")
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
 
@@ -83,6 +84,8 @@ def split_index(t, index) -> tuple:
         used += not isinstance(conv[-1], bool)
     if used > t.ndim:
         raise OutOfBoundsError(f"too many indices for tensor of dimension {t.ndim} (got {used})")
+    if sum(i is Ellipsis for i in conv) > 1:
+        raise OutOfBoundsError("an index can only have a single ellipsis ('...')")
     basic, indices, d = [], [], 0       # d: the dim of the view the next index entry refers to
     for i in conv:
         if i is Ellipsis:
@@ -115,34 +118,98 @@ def _trivial(basic: tuple) -> bool:
     return all(i.__class__ is slice and i == slice(None) for i in basic)
 
 
+class _Ops:
+    """The dispatcher entries indexing calls, looked up once (the ops are defined after this
+    module is imported)."""
+
+    def __getattr__(self, name):
+        entry = lookup(_OP_NAMES[name]).entry
+        setattr(self, name, entry)
+        return entry
+
+
+_OP_NAMES = {"select": "aten::select.int", "slice": "aten::slice.Tensor", "unsqueeze": "aten::unsqueeze",
+             "view": "aten::view", "index": "aten::index.Tensor"}
+_ops = _Ops()
+
+
 def getitem(t, index):
-    """``t[index]``, recorded by autograd: a view for a basic index, else one ``aten::index``."""
+    """``t[index]``, as PyTorch decomposes it: the basic part a chain of the view ops ``select``,
+    ``slice`` and ``unsqueeze`` (each recorded by autograd as its own backward node), the
+    advanced part one ``aten::index`` on that view.  The index's class picks the path once, by
+    one dict lookup: one int, one slice and one index tensor go straight to their op."""
+    return _PATHS.get(index.__class__, _general)(t, index)
+
+
+def _general(t, index):
     basic, indices = split_index(t, index)
     if indices is None:
-        return _view(t, basic)
-    view = t if _trivial(basic) else _view(t, basic)
-    return lookup("aten::index.Tensor").entry(view, indices)
+        return basic_view(t, basic)
+    return _ops.index(t if _trivial(basic) else basic_view(t, basic), indices)
 
 
-def _view(t, index: tuple):
-    """The view ``t[index]`` for a basic index (NumPy's arithmetic on the layout, either device)."""
-    if t.is_cuda:
-        from ..cuda import index as cuda_index
-        a = cuda_index.getitem(t._data, index)
-    else:
-        if all(i.__class__ is int for i in index):
-            index = index + (Ellipsis,)      # every index an integer: a 0-d view, not NumPy's scalar
-        a = t._data[index]
-    out = wrap_view(t, a)
-    if t.requires_grad and is_grad_enabled() and out.dtype.category >= 2:
-        # As PyTorch: a basic index (ints, slices) is kept with the node, and a second backward works
-        ctx = {"shape": tuple(t.shape), "dtype": t.dtype, "index": index}
-        mark_output(out, _IndexBackward(_view_backward, (edge_of(t),), {}, ctx, "aten::index"))
+def _one_int(t, i):
+    return _ops.select(t, 0, i)
+
+
+def _one_slice(t, s):
+    try:
+        return _ops.slice(t, 0, s.start, s.stop, 1 if s.step is None else s.step)
+    except SchemaError:        # bounds that are not ints (np.int64, a 0-d tensor): as general indexing
+        return _general(t, s)
+
+
+def _one_tensor(t, i):
+    if i.ndim == 0 or i.device != t.device:
+        return _general(t, i)       # a 0-d mask is a new dim; an index elsewhere moves first
+    return _ops.index(t, [i])
+
+
+def _bound(v):
+    return v if v is None else operator.index(v)
+
+
+def basic_view(t, basic: tuple):
+    """The view ``t[basic]`` for a basic index (ints, slices, None, ``...``) as a chain of
+    ``select``, ``slice`` and ``unsqueeze``, PyTorch's: each device's kernel makes its part."""
+    used = ellipses = 0
+    for i in basic:
+        if i is Ellipsis:
+            ellipses += 1
+        elif i is not None:
+            used += 1
+    if ellipses > 1:
+        raise OutOfBoundsError("an index can only have a single ellipsis ('...')")
+    if used > t.ndim:
+        raise OutOfBoundsError(f"too many indices for tensor of dimension {t.ndim} (got {used})")
+    out, d = t, 0
+    for i in basic:
+        if i is None:
+            out = _ops.unsqueeze(out, d)
+            d += 1
+        elif i is Ellipsis:
+            d += t.ndim - used
+        elif i.__class__ is slice:
+            if i.start is not None or i.stop is not None or i.step is not None:
+                step = 1 if i.step is None else operator.index(i.step)
+                out = _ops.slice(out, d, _bound(i.start), _bound(i.stop), step)
+            d += 1
+        else:
+            out = _ops.select(out, d, operator.index(i))
+    if out is t:          # t[:], t[...]: a new view of all of t (PyTorch's alias), not t itself
+        out = _ops.view(t, list(t.shape))
     return out
 
 
-def _view_backward(grads, saved, ctx, needs):
-    return (scatter_add_into_zeros(grads[0], ctx["index"], ctx["shape"], ctx["dtype"]),)
+def _tuple(t, index):
+    for i in index:
+        if i.__class__ not in _BASIC_CLASSES:
+            return _general(t, index)
+    return basic_view(t, index)
+
+
+_BASIC_CLASSES = frozenset(_BASIC)      # (by class: a bool is no int here, as in is_basic)
+_PATHS = {int: _one_int, slice: _one_slice, Tensor: _one_tensor, tuple: _tuple}
 
 
 def scatter_add_into_zeros(g, index, shape: tuple, dtype, flat: bool = False):

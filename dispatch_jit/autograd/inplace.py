@@ -23,7 +23,7 @@ from .indexing import getitem, split_index
 from .kernel import sum_to
 from .views import check_inplace_on_view, copy_slices, refresh_views, root_of, view_history
 
-__all__ = ["AutogradInplaceKernel", "setitem"]
+__all__ = ["AutogradInplaceKernel", "setitem", "store"]
 
 
 class AutogradInplaceKernel:
@@ -113,6 +113,30 @@ def setitem(t, index, value, write) -> None:
     if root is not None:
         view_history(t, root)
     refresh_views(root if root is not None else t, t)
+
+
+def store(t, index, value, src) -> None:
+    """The store of ``t[index] = value`` for a basic index: ``aten::copy_`` into the view
+    ``t[index]`` (each device's kernel copies or fills, kernels/shape/assign.py), on ``t``
+    detached, as the caller records the write itself.  ``src``: the value as converted for
+    ``t`` (a number checked to fit, bfloat16 words), used where ``value`` is no tensor."""
+    d = t.detach()
+    region = d if index is Ellipsis else getitem(d, index)
+    if not isinstance(value, Tensor) or src is not value._data:
+        value = wrap(np.asarray(src))       # a number, an array, or values converted from bfloat16
+    if value.ndim and value.device != region.device:
+        value = value.to(region.device)     # (a 0-d host value is a number to the device kernel)
+    _copy()(region, value.detach() if value.requires_grad else value)
+
+
+def _copy():
+    global _COPY_ENTRY
+    if _COPY_ENTRY is None:
+        _COPY_ENTRY = lookup("aten::copy_").entry
+    return _COPY_ENTRY
+
+
+_COPY_ENTRY = None
 
 
 def _copy_backward(grads, saved, ctx, needs):

@@ -18,8 +18,8 @@ from ..tensor import Tensor, bump_version
 from ..writes import before_write
 from .engine import run_backward
 from .graph import edge_of
-from .indexing import getitem, unwrap_index
-from .inplace import setitem
+from .indexing import getitem
+from .inplace import setitem, store
 
 __all__ = ["METHODS", "zero_grads"]
 
@@ -32,7 +32,7 @@ def _getitem(self, index):
 def _setitem(self, index, value):
     # NumPy refuses a write into a read-only array deep inside its own code: say why here, before
     # anything is recorded, as the in-place ops do (elementwise/table.py check_output)
-    if not self.is_cuda and not self._data.flags.writeable:
+    if not self._data.flags.writeable:
         raise ShapeError(f"cannot write into a tensor of shape {tuple(self.shape)} and strides {self.strides}: it is "
                          f"read-only (an expand()ed view, whose elements share memory, or a read-only NumPy "
                          f"buffer); write into a .clone() of it instead")
@@ -46,14 +46,9 @@ def _setitem(self, index, value):
     if self._data.dtype == BF16_STORAGE or getattr(src, "dtype", None) == BF16_STORAGE:
         # no NumPy cast knows bfloat16's words: values convert (round to nearest even) through bf16.py
         src = bf16_cast(np.asarray(src), self._data.dtype) if np.asarray(src).dtype != self._data.dtype else src
-    idx = unwrap_index(index)
 
     def write():
-        if self.is_cuda:
-            from ..cuda.index import setitem as cuda_setitem
-            cuda_setitem(self, idx, value)
-        else:
-            self._data[idx] = src
+        store(self, index, value, src)
         bump_version(self)
     setitem(self, index, value, write)     # an advanced index: the op index_put_, not write()
 

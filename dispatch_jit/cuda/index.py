@@ -1,9 +1,10 @@
-"""CUDA indexing: ``t[index]``, ``t[index] = v`` and the scatter-add of its gradient.
+"""CUDA advanced indexing: the gather, scatter and scatter-add kernels of ``aten::index`` and
+``index_put_`` (kernels/indexing/advanced.py's CUDA kernels).
 
-Basic indices (ints, slices, None, ``...``) give views, computed by NumPy
-on the tensor's layout.  Advanced indices (integer arrays, boolean masks)
-are turned into the flat element positions they select, on the host, with
-NumPy's own indexing rules: the position of element (i0, i1, ...) is
+Basic indices (ints, slices, None, ``...``) are no business of this module: they are the view
+ops ``select``/``slice``/``unsqueeze``, whose CUDA kernels (kernels/shape) compute the view on
+the tensor's layout.  Advanced indices (integer arrays, boolean masks) are turned into the
+flat element positions they select, on the host, with NumPy's own indexing rules: the position of element (i0, i1, ...) is
 ``offset + i0*s0 + i1*s1 + ...``, so indexing one zero-stride broadcast
 ``arange`` per dimension and summing gives the positions without ever
 materializing the source.  Index tensors on the GPU are copied to the host
@@ -22,25 +23,9 @@ from .launch import launch
 from ..errors import DTypeError
 
 from .codegen import compile_cuda, grid_stride
-from .copy import cast_expr, copy_into, fill
+from .copy import cast_expr
 
-__all__ = ["getitem", "setitem", "setitem_data", "gather", "scatter", "scatter_add", "is_basic"]
-
-
-def is_basic(index) -> bool:
-    items = index if isinstance(index, tuple) else (index,)
-    return all(isinstance(i, (int, slice, type(None), type(Ellipsis))) and not isinstance(i, bool) for i in items)
-
-
-def _host_index(index):
-    """Index components as NumPy understands them (device index arrays copied to the host)."""
-    def conv(i):
-        if isinstance(i, CudaArray):
-            return i.to_host()
-        if hasattr(i, "_data") and hasattr(i, "_sig"):          # a Tensor left in a list
-            return np.asarray(i)
-        return i
-    return tuple(conv(i) for i in index) if isinstance(index, tuple) else conv(index)
+__all__ = ["gather", "scatter", "scatter_add"]
 
 
 def _positions(arr: CudaArray, index) -> np.ndarray:
@@ -56,22 +41,6 @@ def _positions(arr: CudaArray, index) -> np.ndarray:
     for c in comps:
         pos = pos + c[index]
     return np.ascontiguousarray(pos, np.int64)
-
-
-def getitem(arr: CudaArray, index) -> CudaArray:
-    """``arr[index]``: a view for basic indices, a new array (gathered on the device) otherwise."""
-    if is_basic(index):
-        items = index if isinstance(index, tuple) else (index,)
-        if all(isinstance(i, int) for i in items):
-            items = items + (Ellipsis,)        # a 0-d view rather than a scalar
-        return arr.view_as(lambda l: l[items])
-    pos = _positions(arr, _host_index(index))
-    out = cuda_array.empty(pos.shape, arr.dtype, arr.device_index)
-    if pos.size:
-        dpos = cuda_array.from_host(pos, arr.device_index)
-        k = _index_kernel("gather", arr.dtype, arr.dtype)
-        launch(k, pos.size, arr.device_index, out.storage.buf, arr.storage.buf, dpos.storage.buf, 0, 0, pos.size)
-    return out
 
 
 _BODIES = {
@@ -90,50 +59,28 @@ def _index_kernel(kind: str, sdt: np.dtype, ddt: np.dtype):
                         {"_dt": np.dtype(ddt).type})
 
 
-def _as_device(value, like: CudaArray) -> CudaArray:
-    if isinstance(value, CudaArray):
-        return value
-    return cuda_array.from_host(np.asarray(value), like.device_index)
-
-
-def setitem_data(arr: CudaArray, index, value) -> None:
-    """``arr[index] = value`` (value: a scalar, a CudaArray or a host array), cast to arr's dtype."""
-    if is_basic(index):
-        items = index if isinstance(index, tuple) else (index,)
-        if not any(i is Ellipsis for i in items):   # t[...] = v (copy_) has one already
-            items += (Ellipsis,)
-        dst = arr.view_as(lambda l: l[items])
-        if isinstance(value, (bool, int, float, complex, np.generic)):
-            fill(dst, value)
-        else:
-            copy_into(dst, _as_device(value, arr))
-        return
-    pos = _positions(arr, _host_index(index))
-    if not pos.size:
-        return
-    _scatter("scatter", arr, pos, value)
-
-
-def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, value) -> None:
-    if isinstance(value, (bool, int, float, complex, np.generic)):
-        src = cuda_array.from_host(np.asarray([value], arr.dtype), arr.device_index)
-        s_o, s_step = 0, 0
-    else:
-        src = _as_device(value, arr)
-        if src.shape != pos.shape:
-            src = src.view_as(lambda l: np.broadcast_to(l, pos.shape))
-        if not src.flags.c_contiguous:
-            from .copy import contiguous_copy
-            src = contiguous_copy(src)
-        s_o, s_step = src.offset, 1
+def _scatter(kind: str, arr: CudaArray, pos: np.ndarray, src: CudaArray) -> None:
+    if src.shape != pos.shape:
+        src = src.view_as(lambda l: np.broadcast_to(l, pos.shape))
+    if not src.flags.c_contiguous:
+        from .copy import contiguous_copy
+        src = contiguous_copy(src)
     dpos = cuda_array.from_host(pos.reshape(-1), arr.device_index)
     k = _index_kernel(kind, src.dtype, arr.dtype)
-    launch(k, pos.size, arr.device_index, arr.storage.buf, src.storage.buf, dpos.storage.buf, s_o, s_step, pos.size)
+    launch(k, pos.size, arr.device_index, arr.storage.buf, src.storage.buf, dpos.storage.buf, src.offset, 1,
+           pos.size)
 
 
 def gather(arr: CudaArray, items: tuple) -> CudaArray:
-    """``arr[items]`` for an advanced index of host arrays and slices (aten::index's CUDA kernel)."""
-    return getitem(arr, items)
+    """``arr[items]`` for an advanced index of host arrays and slices (aten::index's CUDA kernel):
+    a new array, gathered on the device."""
+    pos = _positions(arr, items)
+    out = cuda_array.empty(pos.shape, arr.dtype, arr.device_index)
+    if pos.size:
+        dpos = cuda_array.from_host(pos, arr.device_index)
+        k = _index_kernel("gather", arr.dtype, arr.dtype)
+        launch(k, pos.size, arr.device_index, out.storage.buf, arr.storage.buf, dpos.storage.buf, 0, 0, pos.size)
+    return out
 
 
 def scatter(arr: CudaArray, items: tuple, src: CudaArray) -> None:
@@ -151,11 +98,3 @@ def scatter_add(arr: CudaArray, items: tuple, src: CudaArray) -> None:
     pos = _positions(arr, items)
     if pos.size:
         _scatter("scatter_add", arr, pos, src)
-
-
-def setitem(t, index, value) -> None:
-    """``Tensor.__setitem__`` for a CUDA tensor (casting was checked by the caller)."""
-    v = value
-    if hasattr(value, "_sig") and hasattr(value, "_data"):
-        v = value._data
-    setitem_data(t._data, index, v)

@@ -124,6 +124,14 @@ def _check_values(op: str, x, values, shape: tuple) -> None:
 
 def index(x, indices):
     """``x[indices]`` (NumPy's fancy indexing, a new array)."""
+    if len(indices) == 1 and indices[0] is not None and indices[0]._data.dtype == np.int64 and \
+            indices[0]._data.ndim and x._data.ndim:
+        # the common x[idx]: one take along dim 0 (a new C-contiguous array; a 0-d index would give
+        # NumPy's scalar), without the general checks
+        try:
+            return wrap(x._data.take(indices[0]._data, axis=0))
+        except IndexError as e:
+            raise bounds_error(x, indices, e) from None
     items = _numpy_index(x, indices)
     try:
         return wrap(np.array(x._data[items], copy=True, order="C"))

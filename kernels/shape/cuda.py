@@ -21,7 +21,7 @@ from dispatch_jit.tensor import Tensor, wrap, wrap_view
 from . import cpu
 from . import op as rules
 
-__all__ = ["CUDA_KERNELS"]
+__all__ = ["CUDA_KERNELS", "view_kernel"]
 
 
 def _phantom(t: Tensor) -> Tensor:
@@ -35,7 +35,7 @@ def _rebind(base: Tensor, source, r: Tensor) -> Tensor:
     return wrap_view(base, source.derive(r._data))
 
 
-def _view_kernel(cpu_kernel):
+def view_kernel(cpu_kernel):
     """The CUDA form of a CPU view kernel that never copies (permute, expand, narrow, ...)."""
     def kernel(self, *args):
         return _rebind(self, self._data, cpu_kernel(_phantom(self), *args))
@@ -81,7 +81,7 @@ def cat(tensors, axis=0):
 def stack(tensors, axis=0):
     cpu.common_dtype(tensors, "stack")
     ax = cpu.stack_axis([t._data for t in tensors], axis)
-    return cat([_view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
+    return cat([view_kernel(cpu.unsqueeze)(t, ax) for t in tensors], ax)
 
 
 to_dtype = cpu.casting(contiguous_copy)
@@ -96,7 +96,7 @@ _VIEWS = {"permute": cpu.permute, "transpose.int": cpu.transpose, "expand": cpu.
 
 # overload name -> kernel; registered at the CUDA key (shape/__init__.py)
 CUDA_KERNELS = {
-    **{name: _view_kernel(k) for name, k in _VIEWS.items()},
+    **{name: view_kernel(k) for name, k in _VIEWS.items()},
     "reshape": _copying_kernel(cpu.reshape, rules.reshape),
     "flatten": _copying_kernel(cpu.flatten, rules.flatten),
     "cat": cat,

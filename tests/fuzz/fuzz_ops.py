@@ -1302,6 +1302,21 @@ def _narrow_np(args, p):
     return a[(slice(None),) * ax + (slice(st, st + p["length"]),)]
 
 
+def _slice_params(ch, args):
+    a = args[0]
+    if a.ndim == 0:
+        return None
+    ax = ch.int(-a.ndim, a.ndim - 1)
+    n = a.shape[ax]
+    bound = lambda: None if ch.coin(0.3) else ch.int(-n - 2, n + 2)     # noqa: E731  (clamped, as Python's)
+    return {"dim": ax, "start": bound(), "end": bound(), "step": ch.int(1, 3)}
+
+
+def _slice_np(args, p):
+    a = args[0]
+    return a[(slice(None),) * (p["dim"] % a.ndim) + (slice(p["start"], p["end"], p["step"]),)]
+
+
 def _index_params(ch, args):
     a = args[0]
     idx = []
@@ -1439,6 +1454,8 @@ ROWS += [
     Row("narrow", "view", (lambda a, p: f"{a[0]}.narrow({p['axis']}, {p['start']}, {p['length']})",
                            lambda a, p: f"dj.narrow({a[0]}, {p['axis']}, {p['start']}, {p['length']})"), "bif",
         _narrow_np, None, EXACT, _narrow_params, True, (), True),
+    Row("slice", "view", (lambda a, p: f"dj.ops.aten.slice({a[0]}, {p['dim']}, {p['start']}, {p['end']}, "
+                                       f"{p['step']})",), "bif", _slice_np, None, EXACT, _slice_params, True, (), True),
     Row("getitem", "view", (lambda a, p: f"{a[0]}[{idx_src(p['idx'])}]",), "bif",
         lambda args, p: getitem_np(args[0], p["idx"]), None, EXACT, _index_params, True, (), True),
     Row("reshape", "view", (lambda a, p: f"{a[0]}.{'view' if p['view'] else 'reshape'}({p['shape']!r})",

@@ -305,6 +305,8 @@ def _torch_view(node, args):
             return x.expand(*p["size"])
         if node.op == "narrow":
             return x.narrow(p["axis"], p["start"], p["length"])
+        if node.op == "slice":
+            return fc.torch.ops.aten.slice(x, p["dim"], p["start"], p["end"], p["step"])
         if node.op == "reshape":
             return x.reshape(p["shape"])
         if node.op == "flatten":

@@ -103,6 +103,11 @@ def resolve(op):
             mod = ns()
             fn = getattr(mod, name[len(prefix):], None) if mod is not None else None
             return ("function", fn) if callable(fn) else None
+    if type(op.op).__name__ == "OpOverload":
+        # an aten overload itself (slice's entry is aten.slice.Tensor): dispatch_jit's op of that name
+        ns, packet, overload = str(op.op).split(".")
+        fn = getattr(getattr(getattr(dj.ops, ns, None), packet, None), overload, None)
+        return ("function", fn) if callable(fn) else None
     if "." in name:
         return None
     # The OpInfo's function variant is torch.<name> for most entries; entries such as "T" or "__radd__"

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispatch_jit.broadcast import broadcast_shapes
-from dispatch_jit.errors import BroadcastError, ShapeError, SizeDependentError
+from dispatch_jit.errors import BroadcastError, OutOfBoundsError, ShapeError, SizeDependentError
 from dispatch_jit.kernels.shape.op import getitem
 from dispatch_jit.registry import Tag
 from dispatch_jit.tensor import wrap_view
@@ -235,7 +235,7 @@ def view_shape(op, shape: tuple, statics: tuple) -> tuple | None:
     answered as ``reshape``: whether the strides allow it is the caller's to know."""
     try:
         return op._entry.shape_fn(shape, *statics)
-    except ShapeError:
+    except (ShapeError, OutOfBoundsError):     # (select's index out of range: PyTorch's IndexError)
         return None
 
 
