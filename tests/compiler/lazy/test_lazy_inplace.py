@@ -139,3 +139,23 @@ def test_matmul_in_a_backward_formula_is_recorded():
     got, want = run("compiled"), run("eager")
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1] == want[1] and got[2] == 0
+
+
+def test_matmul_of_a_pending_value_with_grad_is_recorded():
+    """matmul's AutogradCPU kernel routes sparse operands and gives dense ones the Autograd alias
+    kernel: compiled mode records dense calls with that kernel's node (``att @ v`` of a pending
+    softmax in attention) instead of forcing the pending operand."""
+    def run(m):
+        w = dj.nn.Parameter(dj.tensor(A))
+        x = dj.tensor(A.T[:2] * 0.5)
+        with mode(m):
+            h = dj.tanh(x * 2.0)
+            before = _flushes()
+            y = h @ w
+            n = _flushes() - before
+            (y * y).sum().backward()
+            return w.grad.numpy().copy(), y.detach().numpy().copy(), n
+    got, want = run("compiled"), run("eager")
+    for g, e in zip(got[:2], want[:2]):
+        np.testing.assert_array_equal(g, e)
+    assert got[2] == 0
