@@ -82,8 +82,8 @@ codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region; a plan w
 products or losses that runs a third time becomes one compiled function for that run's
 sizes, ``run/function.py``, which other sizes run interpreted);
 values whose lazy tensors were dropped are never computed.  Plans are cached
-by the graph's structure (ops, constants, input signatures, which values are
-live), so a loop that records the same chain again reuses the plan, and the
+by the graph's structure (ops, constants, input signatures and shapes, which values are
+live: a plan's compiled function is for one run's sizes), so a loop that records the same chain again reuses the plan, and the
 Numba loops are shared process-wide by source in any case.  A Python float or
 int operand of an elementwise op on CPU tensors is not a constant of the plan
 but a runtime value (``_scalar_slots``; ``Plan.run``'s scalars): ``x * float(i)``

@@ -159,3 +159,21 @@ def test_matmul_of_a_pending_value_with_grad_is_recorded():
     for g, e in zip(got[:2], want[:2]):
         np.testing.assert_array_equal(g, e)
     assert got[2] == 0
+
+
+def test_one_structure_of_two_sizes_gets_a_compiled_plan_each():
+    """The plan cache's key holds the inputs' shapes: a plan with products becomes one compiled
+    function for one run's sizes, so two flushes of one structure and other sizes alternating (a
+    GPT's token and position embeddings) each get a plan whose function runs, none declining."""
+    from dispatch_jit.compiler.lazy.state import state
+    ws = [dj.tensor(A), dj.tensor(A[:2] * 0.5)]
+    x = dj.tensor(A.T * 0.25)
+    before = lazy_info()["plans"]
+    with mode("compiled"):
+        for _ in range(5):
+            outs = [dj.tanh(dj.matmul(w, x)).numpy().copy() for w in ws]
+    assert lazy_info()["plans"] - before == 2
+    mine = [p for k, p in state.plans.items() if (A.shape, x.shape) in [k[3]] or (ws[1].shape, x.shape) in [k[3]]]
+    assert len(mine) == 2 and all(p.function is not None for p in mine)
+    for w, o in zip(ws, outs):
+        np.testing.assert_array_equal(o, dj.tanh(dj.matmul(w, x)).numpy())
