@@ -21,9 +21,14 @@ recorded: it runs eagerly and raises there.  An op that does not fuse but has a 
 (``linear_backward``, ``_softmax_backward_data``, ...), clone, topk, a custom op's
 ``register_fake``) is recorded on CPU tensors as one step of the plan, which runs its eager
 kernel at the flush (``generic``: typed by the meta on stand-ins, once per shapes and static
-arguments).  Never recorded: random ops (their draws keep eager mode's order), ops that write
-(in place, ``out=``), ops with data-dependent output shapes or without a meta, calls under
-autocast, a call whose meta raises.
+arguments); so are ``matmul`` and ``stack`` and ``cat`` of a list of tensors, which have no
+meta (typed by their eager kernel on stand-ins: their result's shape follows from the tensors').  An in-place op on a value pending
+in the graph that does not require grad, is no view and has none (``g.mul_(coef)`` of
+``clip_grad_norm_`` on a pending gradient) is recorded as its out-of-place op, the tensor rebound
+to the new value and its version bumped as eager mode's write bumps it.  Never recorded: random
+ops (their draws keep eager mode's order), other writes (in place into a computed tensor,
+``out=``), ops with data-dependent output shapes or without a meta, calls under autocast, a call
+whose meta raises.
 
 Autograd (``grad``): with grad mode on, an op whose inputs require grad is recorded as above
 (a tensor that requires grad is a plain input to the graph) and gets the node eager mode's
@@ -40,7 +45,8 @@ and then replayed: the records that walk appended are appended again, ``.grad`` 
 nodes freed as the walk would (``backward``; ``lazy_info()``'s ``backward_captures`` and
 ``backward_replays``).  Hooks, ``retain_graph``, ``create_graph`` and the
 saved tensors' version checks are the engine's own; views and indexing of tensors that require
-grad, ``dj.autograd.Function`` and in-place ops still run eagerly (forcing what they read).
+grad, ``dj.autograd.Function`` and in-place ops on tensors that require grad still run eagerly
+(forcing what they read).
 An error that eager mode raises inside a recorded op's kernel (a class index out of range)
 is raised, as the same class, by the read that runs the graph.
 
@@ -76,8 +82,8 @@ codegen of ``dj.compile`` (dce, cse, fusion, one Numba loop per region; a plan w
 products or losses that runs a third time becomes one compiled function for that run's
 sizes, ``run/function.py``, which other sizes run interpreted);
 values whose lazy tensors were dropped are never computed.  Plans are cached
-by the graph's structure (ops, constants, input signatures, which values are
-live), so a loop that records the same chain again reuses the plan, and the
+by the graph's structure (ops, constants, input signatures and shapes, which values are
+live: a plan's compiled function is for one run's sizes), so a loop that records the same chain again reuses the plan, and the
 Numba loops are shared process-wide by source in any case.  A Python float or
 int operand of an elementwise op on CPU tensors is not a constant of the plan
 but a runtime value (``_scalar_slots``; ``Plan.run``'s scalars): ``x * float(i)``

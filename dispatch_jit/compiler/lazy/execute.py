@@ -70,7 +70,11 @@ def run(recorder) -> None:
             keep[j] = k(r, scalars)
     ins = [(v, t) for v, t in zip(inputs, tensors) if v in needed]
     outs_v = tuple([v for v, _ in live] + roots)
-    key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]), outs_v)
+    # the inputs' shapes too: a plan becomes one compiled function for the sizes of one run, so two
+    # flushes of one structure and other sizes (a GPT's token and position embeddings, each step)
+    # get a plan each, rather than one whose function declines every other call
+    key = (tuple(keep), tuple([v for v, _ in ins]), tuple([t._sig for _, t in ins]),
+           tuple([get_slot(t, Tensor).shape for _, t in ins]), outs_v)
     plan = state.plans.get(key)
     try:
         if plan is None:

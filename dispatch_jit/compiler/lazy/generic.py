@@ -28,7 +28,7 @@ from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard, tls
 from dispatch_jit.keys import AUTOCAST_BITS, DispatchKey
 from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, wrap
 
-from ..graph.ir import Node, TensorType
+from ..graph.ir import Node, TensorType, Var
 from ..trace.symbolic import _state
 from .encode import SCALARS, Spec, canon, device_of, out_sig, plain_dense, sig_type
 from .layout import FIRST_SLOT, OUT
@@ -37,6 +37,13 @@ from .tensor import CUDA_SIG, SLOT_DATA, LazyTensor, pending
 
 _K = DispatchKey
 _LISTED = frozenset([bool, int, float])        # the numbers a list argument may hold (output_mask, dims)
+# ops without a meta function whose result's shape and dtype follow from their tensors' shapes and
+# dtypes alone: their eager kernel, run on stand-ins, types them (a matmul in a backward formula)
+SHAPE_TYPED = frozenset(["aten::matmul"])
+# ops of a list of tensors whose result's shape and dtype follow from the tensors' shapes and dtypes
+# alone: they have no meta function, so their eager kernel, run on stand-ins, types them
+# (clip_grad_norm_'s stack of the gradients' norms, which would otherwise force the backward)
+LIST_OPS = frozenset(["aten::stack", "aten::cat"])
 
 
 class OpSpec(Spec):
@@ -61,6 +68,24 @@ class OpSpec(Spec):
                     {name: val(rec, *a, scalars) for name, a in self.kwargs}, tuple(range(rec[OUT], rec[OUT] + self.nout)))
 
 
+class ListSpec(OpSpec):
+    """The spec of a record of an op whose first argument is a list of ``n`` tensors
+    (``LIST_OPS``): its slots are their ``n`` value ids, then the other arguments' as OpSpec's."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, op, n: int, args: tuple, kwargs: tuple):
+        super().__init__(op, args, kwargs, 1)
+        self.n = n
+        self.tpos = tuple(range(FIRST_SLOT, FIRST_SLOT + n)) + self.tpos
+
+    def node(self, rec, scalars) -> Node:
+        val = self._arg
+        first = [Var(v) for v in rec[FIRST_SLOT:FIRST_SLOT + self.n]]
+        return Node(self.op, (first, *[val(rec, *a, scalars) for a in self.args]),
+                    {name: val(rec, *a, scalars) for name, a in self.kwargs}, (rec[OUT],))
+
+
 def _op_spec(op, kinds: tuple, names: tuple, nout: int) -> OpSpec:
     key = ("op", op, kinds, names)
     s = state.specs.get(key)
@@ -79,7 +104,9 @@ def meta_of(op):
         m = None
         k = op._entry.kernels.get(_K.Meta)
         sch = op.schema
-        if (k is not None and sch.returns and not any(a.is_mutable or a.name == "out" for a in sch.arguments)
+        if k is None and op.name() in SHAPE_TYPED:
+            m = op
+        elif (k is not None and sch.returns and not any(a.is_mutable or a.name == "out" for a in sch.arguments)
                 and all(r.type.base == "Tensor" and not r.type.is_list for r in sch.returns)):
             m = k.fn
         state.meta_fns[op] = m
@@ -145,6 +172,63 @@ def record(r, op, args: tuple, kwargs: dict):
     return made[0] if form is None else form(made)
 
 
+def record_list(r, op, args: tuple, kwargs: dict):
+    """Record ``op(tensors, *args, **kwargs)`` of ``LIST_OPS`` into recorder ``r`` (holding its
+    lock): the LazyTensor made, or None (run it eagerly).  The tensors are plain dense or pending
+    in ``r``; the other arguments numbers (``dim``)."""
+    if tls.include & AUTOCAST_BITS or op.name() not in LIST_OPS:
+        return None
+    vals, key = [], [op, len(args[0])]
+    added = 0
+    for x in args[0]:
+        cls = x.__class__
+        if cls is LazyTensor:
+            z = pending(x)
+            if z is None or z.recorder is not r:
+                break
+            r.types[z.vid] = z.type
+            vals.append(z.vid)
+            key += (x._sig, z.shape)
+        elif cls is Tensor and plain_dense(x._sig & ~_AG):
+            vid = r.input_ids.get(x)
+            if vid is None:
+                vid = r.add_input(x, sig_type(x._sig))
+                added += 1
+            vals.append(vid)
+            key += (x._sig, SLOT_DATA.__get__(x, Tensor).shape)
+        else:
+            break
+    else:
+        rest = (*args[1:], *kwargs.values())
+        if vals and all(v.__class__ is int for v in rest):
+            key += (*rest, tuple(kwargs))
+            key = tuple(key)
+            known = state.metas.get(key, MISS)
+            if known is MISS:
+                known = state.metas[key] = _list_known(op, args, kwargs, key)
+            if known is not None:
+                spec, outs = known
+                state.counters["generic_records"] += 1
+                return r.append_values(spec, vals + list(rest), outs)[0]
+    r._rollback(added)
+    return None
+
+
+def _list_known(op, args: tuple, kwargs: dict, key: tuple):
+    """(the ListSpec, ((type, shape, signature),)) of a ``record_list`` key, or None."""
+    def eager(xs, *a, **k):
+        return op(xs, *a, **k)
+    outs = _run_meta(eager, (list(args[0]), *args[1:]), kwargs)
+    like = device_of(list(key[2:2 + 2 * key[1]:2]))
+    if outs is None or len(outs) != 1 or like is None or like & CUDA_SIG:
+        return None
+    n, npos = key[1], len(args) - 1
+    descs = [("c", FIRST_SLOT + n + i) for i in range(npos + len(kwargs))]
+    spec = ListSpec(op, n, tuple(descs[:npos]), tuple(zip(kwargs, descs[npos:])))
+    (ty, shape), = outs
+    return spec, ((ty, shape, out_sig(like, ty, False)),)
+
+
 def _known(op, meta, args: tuple, kwargs: dict, key: tuple):
     """What ``record`` keeps per key: (the spec, (type, shape, signature) per result, how the
     results are returned: None for one tensor, else a function of the list), or None."""
@@ -168,6 +252,8 @@ def _stand_in(x):
     that does not require grad: what the meta function runs on."""
     if isinstance(x, Tensor):
         return wrap(np.zeros(tuple(x.shape), x.dtype.np))
+    if x.__class__ is list:
+        return [_stand_in(y) for y in x]
     return x
 
 

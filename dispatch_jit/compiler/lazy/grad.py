@@ -57,6 +57,11 @@ def autograd_of(op):
     if how is MISS:
         how = None
         fn, _ = op._entry.table[_K.AutogradCPU.value]
+        if getattr(fn, "dense_alias", False):
+            # a router that gives dense operands the Autograd alias kernel (matmul's, for its
+            # sparse layouts): only plain dense tensors are recorded, so that kernel is eager mode's
+            k = op._entry.kernels.get(_K.Autograd)
+            fn = k.fn if k is not None else None
         sch = op.schema
         if (isinstance(fn, AutogradKernel) and not is_view_op(op) and len(sch.returns) == 1
                 and sch.returns[0].type.base == "Tensor" and not sch.returns[0].type.is_list):

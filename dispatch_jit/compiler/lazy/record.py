@@ -12,8 +12,9 @@ from typing import NamedTuple
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey
-from dispatch_jit.registry import Tag
-from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor
+from dispatch_jit.ops import overload_of
+from dispatch_jit.registry import Tag, lookup
+from dispatch_jit.tensor import _AUTOGRAD_SIG_BITS as _AG, Tensor, bump_version
 
 from ..elementwise import reduced_shape, reduction_info, result_of, scalar_op_of
 from ..graph.ir import Node, TensorType, Var
@@ -22,6 +23,7 @@ from . import execute, generic, grad
 from .encode import (BASIC_INDEX, KEEPS_CONTIGUOUS, NEEDS_CONTIGUOUS, RUNTIME_TYPES, SCALARS, broadcast,
                      canon, device_of, encode_index, generic_spec, out_sig, plain_dense, sig_type,
                      view_spec, view_statics)
+from .layout import FIRST_SLOT, OUT, SPEC
 from .state import GIL, MISS, state
 from .tensor import (CUDA_SIG, SLOT_DATA, LazyTensor, Pending, PendingGraph, get_slot, make_pending, new,
                      pending, reads_pending)
@@ -96,6 +98,8 @@ class LazyRecorder(PendingGraph):
         self.input_ids: dict = {}
         self.lazies: list = []            # the LazyTensors made; liveness is read at flush (live_values)
         self.views = 0                    # view records among them
+        self.viewed: set = set()          # the vids views view or are, of records[:view_scan] (_viewed)
+        self.view_scan = 0
         self.multi: dict = {}             # first vid -> number of values, of records defining several
 
     @property
@@ -135,6 +139,11 @@ class LazyRecorder(PendingGraph):
         cia = decomposition_of(op, _on_cuda(args))
         if cia is not None:
             return cia(*args, **kwargs)      # a decomposition: record its pieces
+        if args and args[0].__class__ is LazyTensor and Tag.inplace in op.tags:
+            with self.lock:
+                t = self._record_inplace(op, args, kwargs)
+            if t is not None:
+                return t
         if is_grad_enabled() and grad.requires_grad(args, kwargs):
             t = grad.record(self, op, args, kwargs)         # with its autograd node
             return self._eager(op, args, kwargs) if t is None else t
@@ -158,6 +167,8 @@ class LazyRecorder(PendingGraph):
                     return t
         if generic.meta_of(op) is not None:      # an op with a meta function does not fuse
             return generic.record(self, op, args, kwargs)
+        if args and args[0].__class__ in (list, tuple):
+            return generic.record_list(self, op, args, kwargs)
         kinds, vals, shapes, sigs = [], [], [], []
         added = 0
         for x in args:
@@ -216,6 +227,44 @@ class LazyRecorder(PendingGraph):
                         return self._append(known.spec, vals, known.ty, known.sig, shape)
         self._rollback(added)
         return None
+
+    def _record_inplace(self, op, args: tuple, kwargs: dict):
+        """An in-place op on a tensor pending in this graph (``g.mul_(coef)`` of clip_grad_norm_ on
+        a pending gradient): its out-of-place op recorded, and the tensor rebound to the new value,
+        its version bumped as eager mode's write bumps it (a saved tensor's check sees it).  None:
+        run it eagerly (forcing the graph), where the tensor requires grad (autograd's in-place
+        rules), is a view or viewed (eager mode's views would see the write), or the result would
+        not have its dtype and shape (eager mode raises)."""
+        x = args[0]
+        z = get_slot(x, Tensor)
+        if z.__class__ is not Pending or z.recorder is not self or x._sig & _AG:
+            return None
+        fn = state.functional.get(op, MISS)
+        if fn is MISS:
+            fn = state.functional[op] = functional_of(op)
+        if fn is None or z.vid in self._viewed():
+            return None
+        t = self._record(fn, args, kwargs)
+        w = get_slot(t, Tensor) if t is not None else None
+        if w is None or w.__class__ is not Pending or w.type != z.type or w.shape != z.shape:
+            return None          # a record nothing holds: never computed
+        x._lazy = w
+        x._sig = t._sig
+        bump_version(x)
+        return x
+
+    def _viewed(self) -> set:
+        """The values that views of this graph view or are (so that an in-place write to one is
+        not recorded); the records are scanned once each."""
+        recs = self.records
+        if self.view_scan < len(recs):
+            if self.views:
+                for r in recs[self.view_scan:]:
+                    if r[SPEC].view:
+                        self.viewed.add(r[OUT])
+                        self.viewed.add(r[FIRST_SLOT])
+            self.view_scan = len(recs)
+        return self.viewed
 
     @staticmethod
     def _generic_known(op, kinds: list, kclasses: tuple, ty, sigs: list) -> tuple:
@@ -366,6 +415,18 @@ class LazyRecorder(PendingGraph):
                     self.read_keys = set()
                     unwatch_reads(self.ref)
 
+
+
+def functional_of(op):
+    """The out-of-place op of in-place ``op`` (``aten::mul_.Tensor`` -> ``aten::mul.Tensor``), or
+    None."""
+    packet, _, overload = op.name().partition(".")
+    if not packet.endswith("_"):
+        return None
+    try:
+        return overload_of(lookup(packet[:-1] + ("." + overload if overload else "")))
+    except LookupError:
+        return None
 
 
 def of_pending(op):

@@ -34,6 +34,7 @@ class LazyState:
         self.decomps: dict = {}      # (op, on CUDA) -> the decomposition to record through, or None
         self.of_pending: dict = {}   # op -> how a call on a pending value records (record.of_pending), or None
         self.view_lists: dict = {}   # view op -> per static argument, whether its schema type is an int list
+        self.functional: dict = {}   # in-place op -> its out-of-place op (record.functional_of), or None
         self.plans: dict = {}        # a flush's structural key -> Plan
         self.meta_fns: dict = {}     # op -> the meta function its generic records are typed by, or None
         self.metas: dict = {}        # (op, arg kinds/sigs/shapes/statics) -> its results' (type, shape), or None
@@ -47,7 +48,7 @@ class LazyState:
     def registrations_changed(self) -> None:
         """A registration changed (registry.on_change, with the dispatch memos, which hold the
         record specializations): drop what was computed from the old ones."""
-        for cache in (self.decomps, self.of_pending, self.view_lists, self.specs, self.plans, self.meta_fns,
+        for cache in (self.decomps, self.of_pending, self.view_lists, self.functional, self.specs, self.plans, self.meta_fns,
                       self.metas, self.autograd, self.backwards):
             cache.clear()
 

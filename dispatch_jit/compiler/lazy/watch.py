@@ -18,7 +18,7 @@ import numpy as np
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.tensor import Tensor, wrap
 
-from .tensor import get_slot
+from .tensor import Pending, get_slot
 
 pending_readers: list = []      # weak references to the recorders with pending reads (append/remove are atomic)
 
@@ -55,7 +55,11 @@ def before_write(t) -> None:
     """Run every pending graph, of any thread, that reads ``t``'s storage: the dispatcher calls
     this before an op writes into ``t`` (in place, ``out=``: switch.py registers it as a write
     observer), and so do item assignment (``copy_`` too) and ``.numpy()``/``__array__``, whose array may be written."""
-    a = getattr(t, "_data", None)       # a pending tensor is computed first: the write forces it anyway
+    if get_slot(t, Tensor).__class__ is Pending:
+        # a pending tensor has no storage yet, so no graph reads it; the write is recorded into
+        # its graph (record.py's in-place records) or computes it first, as it reads its data
+        return
+    a = getattr(t, "_data", None)
     if a is None:
         return
     key = _storage_key(a)
