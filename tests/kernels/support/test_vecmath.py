@@ -161,6 +161,17 @@ def test_sigmoid_keeps_its_subnormal_tail_and_stays_within_torchs_error():
     assert worst <= max(theirs, 1.0), (worst, theirs)
 
 
+def test_parallel_kernels_compute_the_serial_bits():
+    # over PARALLEL_MIN elements the eager kernel runs in parallel chunks: each element's value
+    # is still its own function's (no chunk-dependent path), equal to the serial kernel's
+    from dispatch_jit.kernels.support.loops import PARALLEL_MIN
+    x = np.random.default_rng(8).uniform(-110.0, 30.0, PARALLEL_MIN + 3).astype(F32)
+    x[::97] = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45], F32)[np.arange(x[::97].size) % 5]
+    big = dj.sigmoid(dj.asarray(x)).numpy()
+    small = np.concatenate([dj.sigmoid(dj.asarray(c)).numpy() for c in np.array_split(x, 64)])
+    np.testing.assert_array_equal(big.view(np.uint32), small.view(np.uint32))
+
+
 def test_float64_keeps_libm():
     # the vector forms are float32's; float64 tensors compute with libm (correctly rounded here)
     x = np.linspace(-0.9, 3, 101)
