@@ -12,6 +12,9 @@ shared machine):
 
 Before support/vecmath (libm per element; quiet machine, interleaved, min of 7): log 9.5x
 NumPy and 14.8x torch at 3e4, tanh 3.5x / 4.1x, sin 3.7x / 5.0x, exp 1.8x / 3.3x.
+At 1e6 elements (over the parallel threshold, 2**18) with torch imported, torch's OpenMP
+workers and Numba's contend for the cores: medians there swing by an order of magnitude
+while minima stay steady; read the minima (issue 26 part 1 owns the thread policy).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import time
 
 import numpy as np
 
-OPS = ["exp", "log", "tanh", "sigmoid", "sin", "log1p", "expm1", "log2", "erf"]
+OPS = ["exp", "log", "tanh", "sigmoid", "sin", "cos", "log1p", "expm1", "log2", "erf"]
 SIZES = [30_000, 1_000_000]
 
 

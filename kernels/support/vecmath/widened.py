@@ -1,10 +1,10 @@
-"""float32 expm1, log2, log1p, pow, tanh, sigmoid and erf that LLVM vectorizes.
+"""float32 expm1, log2, log1p, pow, tanh and erf that LLVM vectorizes.
 
 Each is straight-line float64 code over one element (core.py's blocks), ending in one
 rounding to float32; special values are chosen with selects, never branches, so a Numba
 loop over them becomes SIMD code.  Error bound, every function: 0.51 ulp (0.5 for the
-final rounding, plus the float64 evaluation's error: at most 2**-32 relative, sigmoid's
-9-term exp2 series, i.e. 1/256 ulp; erf's fit adds 0.01 ulp), over the whole float32
+final rounding, plus the float64 evaluation's error: at most 2**-32 relative, i.e.
+1/256 ulp; erf's fit adds 0.01 ulp), over the whole float32
 range, subnormal arguments and results included; measured 0.5000-0.5076 ulp.  Special values follow C99/IEEE 754 (as libm,
 NumPy and torch): see the comment at each function.
 
@@ -117,13 +117,6 @@ def _tanh_f32(x):
     w = a * (2.0 * _LOG2E)""" + _exp2("", "w", 10) + """
     big = (v - 1.0) / (v + 1.0)
     r = np.float32(math.copysign(small if a < 0.125 else big, xd))
-    return r if x == x else x
-""",
-    # sigmoid = 1 / (1 + exp(-x)): subnormal down to x = -103.3, 0 below; +-inf -> 1, 0
-    "_sigmoid_f32": """
-def _sigmoid_f32(x):
-    w = min(max(np.float64(x) * -_LOG2E, -200.0), 200.0)""" + _exp2("", "w", 9) + """
-    r = np.float32(1.0 / (1.0 + v))
     return r if x == x else x
 """,
     # erf: x P(x*x) below |x| = 1; above, 1 - exp(-x*x) Q(|x|) (x*x is exact in float64),
