@@ -123,6 +123,8 @@ class _Ops:
     module is imported)."""
 
     def __getattr__(self, name):
+        if name not in _OP_NAMES:   # e.g. inspect.unwrap's __wrapped__ (doctest collection): no op
+            raise AttributeError(name)
         entry = lookup(_OP_NAMES[name]).entry
         setattr(self, name, entry)
         return entry
