@@ -56,7 +56,8 @@ def copy_cuda(self, src, non_blocking=False):
     dst = self._data
     a = _source(src, dst.shape)
     if a.__class__ is np.ndarray:
-        fill(dst, a.item())
+        # a bfloat16 number is a structured 0-d array, whose item() is a tuple of its word: fill by value
+        fill(dst, a.item() if not bf16.is_bfloat16(a.dtype) else bf16.to_float32(a).item())
     else:
         copy_into(dst, a)
     return self
