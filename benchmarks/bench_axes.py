@@ -104,11 +104,15 @@ class SparseCooMM:
         return self.best["dj"] / self.best["torch"]
 
 
-def _mlp_arrays(rng):
-    return {"w1": rng.standard_normal((128, 784)).astype(np.float32) * 0.03,
-            "b1": np.zeros(128, np.float32),
-            "w2": rng.standard_normal((10, 128)).astype(np.float32) * 0.09,
-            "b2": np.zeros(10, np.float32)}
+def _per_sample_example():
+    """examples/per_sample_grads.py as a module: the benchmark times the program users read."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples" / "per_sample_grads.py"
+    spec = importlib.util.spec_from_file_location("per_sample_grads_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class PerSampleGrads:
@@ -121,17 +125,11 @@ class PerSampleGrads:
     def setup(self, batch):
         import dispatch_jit as dj
         from dispatch_jit.func import grad, vmap
-        F = dj.nn.functional
-        rng = np.random.default_rng(0)
-        arrays = _mlp_arrays(rng)
-        x = rng.standard_normal((batch, 784)).astype(np.float32)
-        y = rng.integers(0, 10, batch)
+        ex = _per_sample_example()
+        arrays, x, y = ex.make(batch)
         params = {k: dj.asarray(v) for k, v in arrays.items()}
         dx, dy = dj.asarray(x), dj.asarray(y)
-
-        def loss(p, xi, yi):
-            h = F.relu(F.linear(xi.unsqueeze(0), p["w1"], p["b1"]))
-            return F.cross_entropy(F.linear(h, p["w2"], p["b2"]), yi.unsqueeze(0))
+        loss = ex.loss
 
         per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
         one = grad(loss)
@@ -143,20 +141,11 @@ class PerSampleGrads:
         for k in arrays:
             assert np.array_equal(got[k].numpy(), want[k].numpy()), f"compiled != eager for {k}"
         try:
-            torch = _torch()
+            _torch()            # torch at the two threads dj's kernels get
         except NotImplementedError:
-            torch = None
-        if torch is not None:
-            tp = {k: torch.from_numpy(v) for k, v in arrays.items()}
-            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-            tF = torch.nn.functional
-
-            def tloss(p, xi, yi):
-                h = tF.relu(tF.linear(xi.unsqueeze(0), p["w1"], p["b1"]))
-                return tF.cross_entropy(tF.linear(h, p["w2"], p["b2"]), yi.unsqueeze(0))
-
-            tper = torch.func.vmap(torch.func.grad(tloss), in_dims=(None, 0, 0))
-            self.runs["torch.func"] = lambda: tper(tp, tx, ty)
+            pass
+        else:
+            self.runs["torch.func"] = ex.torch_runner(arrays, x, y)[0]
             got, want = self.runs["dj"](), self.runs["torch.func"]()
             for k in arrays:
                 assert np.allclose(got[k].numpy(), want[k].numpy(), rtol=1e-3, atol=1e-5), k

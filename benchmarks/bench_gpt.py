@@ -28,10 +28,8 @@ skipped (setup raises NotImplementedError); the dj timings still run.
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 
-from ._common import torch_or_skip as _torch
+from ._common import interleaved_ratio, torch_or_skip as _torch
 
 MODES = ["eager", "compile", "step", "lazy"]
 TORCH = ["torch eager", "torch.compile"]
@@ -96,14 +94,7 @@ class _Ratios:
     timeout = 300
 
     def _ratio(self, ours: str, theirs: str) -> float:
-        a, b = _run(ours), _run(theirs)
-        ta, tb = [], []
-        for _ in range(self.samples):
-            for fn, out in ((a, ta), (b, tb)):
-                t0 = time.perf_counter()
-                fn()
-                out.append(time.perf_counter() - t0)
-        return statistics.median(ta) / statistics.median(tb)
+        return interleaved_ratio(_run(ours), _run(theirs), self.samples)
 
 
 class GPTStepRatios(_Ratios):

@@ -16,12 +16,10 @@ skipped (setup raises NotImplementedError); the dj timings still run.
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 
 import numpy as np
 
-from ._common import torch_or_skip as _torch
+from ._common import interleaved_ratio, torch_or_skip as _torch
 
 N, D, H, K = 64, 784, 128, 10
 MODES = ["dj eager", "dj compiled", "torch eager"]
@@ -100,14 +98,7 @@ class UserMLPStepVsTorch:
         _torch()
 
     def _ratio(self, ours: str, theirs: str) -> float:
-        a, b = _run(ours), _run(theirs)
-        ta, tb = [], []
-        for _ in range(self.samples):
-            for fn, out in ((a, ta), (b, tb)):
-                t0 = time.perf_counter()
-                fn()
-                out.append(time.perf_counter() - t0)
-        return statistics.median(ta) / statistics.median(tb)
+        return interleaved_ratio(_run(ours), _run(theirs), self.samples)
 
     def track_ratio_dj_eager_over_torch_eager(self):
         """Target: <= 1.0."""

@@ -39,7 +39,7 @@ def make(batch: int, seed: int = 0):
     return arrays, x, y
 
 
-def _torch_runner(arrays, x, y):
+def torch_runner(arrays, x, y):
     try:
         import torch
     except ImportError:
@@ -81,7 +81,7 @@ def main(argv=None):
     runs = {"eager vmap(grad)": lambda: per(p, dx, dy),
             "dj.compile(vmap(grad))": lambda: compiled(p, dx, dy),
             "Python loop of grad": lambda: [one(p, dx[i], dy[i]) for i in range(args.batch)]}
-    trun, torch = _torch_runner(arrays, x, y)
+    trun, torch = torch_runner(arrays, x, y)
     if trun is not None:
         want = trun()
         diff = max(float(np.abs(eager_g[k].numpy() - want[k].numpy()).max()) for k in p)

@@ -8,9 +8,7 @@ signatures and defaults (the Bessel polynomials and Airy functions are not here)
 
 from __future__ import annotations
 
-import math
 
-from dispatch_jit.dtypes import COMPLEX, FLOAT
 from dispatch_jit.errors import SchemaError
 from dispatch_jit.kernels.elementwise.torch_names import mvlgamma, polygamma as _polygamma
 from dispatch_jit.kernels.torch_kwargs import round as _round
@@ -127,11 +125,3 @@ def logsumexp(input, dim, keepdim=False, *, out=None):  # noqa: A002
 def round(input, *, decimals=0, out=None):  # noqa: A001,A002
     """Round half to even (to ``decimals`` places), as ``torch.special.round``."""
     return _round(input, decimals=decimals, out=out)
-
-
-def sinc(input, *, out=None):  # noqa: A002
-    """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
-    _no_out("sinc", out)
-    x = input if input.dtype.category in (FLOAT, COMPLEX) else input.float()
-    px = _ops.mul(x, math.pi)
-    return _ops.where(_ops.eq(x, 0), 1.0, _ops.div(_ops.sin(px), px))

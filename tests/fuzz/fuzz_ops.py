@@ -1279,12 +1279,19 @@ def _expand_np(args, p):
     return np.broadcast_to(a, target)
 
 
-def _narrow_params(ch, args):
-    a = args[0]
+def _pick_axis(ch, a):
+    """A random axis of ``a`` (negative half the time) and its length, or None for a 0-d operand."""
     if a.ndim == 0:
         return None
     ax = ch.int(-a.ndim, a.ndim - 1)
-    n = a.shape[ax]
+    return ax, a.shape[ax]
+
+
+def _narrow_params(ch, args):
+    picked = _pick_axis(ch, args[0])
+    if picked is None:
+        return None
+    ax, n = picked
     start = ch.int(0, n)
     length = ch.int(0, n - start)
     if ch.coin(0.2) and n:
@@ -1303,11 +1310,10 @@ def _narrow_np(args, p):
 
 
 def _slice_params(ch, args):
-    a = args[0]
-    if a.ndim == 0:
+    picked = _pick_axis(ch, args[0])
+    if picked is None:
         return None
-    ax = ch.int(-a.ndim, a.ndim - 1)
-    n = a.shape[ax]
+    ax, n = picked
     bound = lambda: None if ch.coin(0.3) else ch.int(-n - 2, n + 2)     # noqa: E731  (clamped, as Python's)
     return {"dim": ax, "start": bound(), "end": bound(), "step": ch.int(1, 3)}
 

@@ -79,12 +79,6 @@ def _other_entry(root: Path) -> bytes:
     return _entry(root, 9).read_bytes()
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DISPATCH_JIT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_damaged_entry_is_a_quiet_miss_and_is_rewritten(cache, fault, caplog):
     tag = 1 + list(FAULTS).index(fault)

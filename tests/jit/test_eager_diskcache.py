@@ -23,7 +23,7 @@ from numba import types as nbt
 
 from dispatch_jit.jit import cache as compile_cache, diskcache, fingerprint
 
-from test_diskcache_faults import ARR, FAULTS, cache  # noqa: F401  (the same faults, and the per-test cache dir)
+from test_diskcache_faults import ARR, FAULTS  # the same faults (the per-test cache dir is conftest's)
 
 SCALE = 3.0
 
