@@ -153,8 +153,9 @@ def test_keys_dispatch_trace_and_unsupported_op(capsys):
 
 
 def test_dense_signatures_unchanged_by_the_key():
-    # AutogradCPU keeps bit 12: a dense CPU tensor that requires grad has a one-digit signature
-    assert dj.DispatchKey.AutogradCPU == 12 and dj.DispatchKey.Undefined not in dj.DispatchKeySet(dj.DispatchKey.Meta)
+    # AutogradCPU is bit 13 and the key set starts at bit 16 of a signature: a dense CPU tensor that
+    # requires grad has a one-digit signature
+    assert dj.DispatchKey.AutogradCPU == 13 and dj.DispatchKey.Undefined not in dj.DispatchKeySet(dj.DispatchKey.Meta)
     assert dj.tensor([1.0], requires_grad=True)._sig < 2 ** 30
     assert dj.DispatchKeySet(0).highest() is dj.DispatchKey.Undefined
     assert dj.DispatchKeySet(dj.DispatchKey.Meta).highest() is dj.DispatchKey.Meta
