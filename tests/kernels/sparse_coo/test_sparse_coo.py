@@ -376,3 +376,13 @@ def test_torch_signatures_is_sparse_and_to_sparse_layout():
         dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), check_invariants=True, is_coalesced=True)
     with pytest.raises(ValueError, match="pin_memory"):
         dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), pin_memory=True)
+
+
+def test_zero_dim_to_sparse_as_torch():
+    torch = pytest.importorskip("torch")
+    for v in (2.0, 0.0):
+        got, want = dj.tensor(v).to_sparse(), torch.tensor(v).to_sparse()
+        assert got.shape == tuple(want.shape) and got._nnz() == want._nnz()
+        assert tuple(got._indices().shape) == tuple(want._indices().shape)
+        assert got._values().numpy().tolist() == want._values().tolist()
+        assert got.to_dense().item() == v
