@@ -45,7 +45,7 @@ from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
 from .sparse_base import SparseTensor, coerce_values, host_array as _host, move_index as _move_index, \
     on_cuda as _on_cuda
-from .tensor import Tensor, wrap
+from .tensor import TRACE_MARK, Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
            "check_csr_invariants", "mm", "sum"]
@@ -316,7 +316,12 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
 
 
 def _dense_to_dense(self: Tensor) -> Tensor:
-    """A dense tensor is its own dense form (as in PyTorch)."""
+    """A dense tensor is its own dense form (as in PyTorch).  A traced tensor may stand for a
+    sparse input of a compiled function (the trace sees its shape and dtype only): the op is
+    recorded, and runs on the real argument (an identity on a dense one)."""
+    if TRACE_MARK in self.__dict__:
+        from .registry import lookup
+        return lookup("aten::to_dense").entry(self)
     return self
 
 

@@ -154,6 +154,15 @@ def test_csr_conversions_on_cuda():
     _same(c.to_sparse_coo(), want.to_sparse())
 
 
+def test_compiled_function_of_a_cuda_coo_argument():
+    fn = lambda x, y: (x.to_dense() * 2 + 1, (x @ y) * 2)      # noqa: E731
+    a = dj.sparse_coo_tensor(IDX, _vals(np.float32), (2, 3), device="cuda")
+    y = dj.ones(3, 2, device="cuda")
+    for got, want in zip(dj.compile(fn)(a, y), fn(a, y)):
+        assert type(got) is dj.Tensor and got.is_cuda
+        _same(got, want.cpu())
+
+
 def test_an_op_without_a_sparse_cuda_kernel_names_the_ones_that_exist():
     ac = dj.tensor([[0.0, 1.0]]).to_sparse().cuda()
     with pytest.raises(NoKernelError, match="'SparseCUDA' backend") as e:

@@ -386,3 +386,14 @@ def test_zero_dim_to_sparse_as_torch():
         assert tuple(got._indices().shape) == tuple(want._indices().shape)
         assert got._values().numpy().tolist() == want._values().tolist()
         assert got.to_dense().item() == v
+
+
+def test_compiled_to_dense_of_a_sparse_argument_runs_the_conversion():
+    # the trace sees a sparse argument as a shape and dtype: to_dense must be recorded (and run on
+    # the real argument), not taken for a dense tensor's identity
+    fn = lambda x: x.to_dense() * 2 + 1      # noqa: E731
+    f = dj.compile(fn)
+    a = dj.sparse_coo_tensor([[1, 0, 1], [2, 1, 2]], [1.0, 2.0, 3.0], (2, 3))
+    for arg in (a, a.to_sparse_csr(), a.to_dense()):
+        got = f(arg)
+        assert type(got) is dj.Tensor and got.numpy().tolist() == fn(arg).numpy().tolist()
