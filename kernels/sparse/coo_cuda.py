@@ -8,7 +8,9 @@ Ordering entries is done on the host: the indices come back (one download,
 a synchronization, as the CSR kernels' row counts do), a stable argsort of
 their row-major positions gives the permutation and the segments of equal
 positions, and those go up again.  PyTorch sorts on the device; here the
-sort is NumPy's.  On the device:
+sort is NumPy's.  The product skips that round trip where the rows are in
+order already (a coalesced tensor): a device check returns one flag and the
+row pointers are binary searches on the device.  On the device:
 
 - one thread per distinct position sums its segment's values in their
   original order, starting from what the output holds there (zero for
@@ -48,8 +50,8 @@ from . import cuda
 from .coo import _check_operand, linear_positions, row_plan, scalar_of, sparse_coo_mm_grads_cpu
 from .cuda import _acc_type, _k, _plain, csr_matmul_cuda, sparse_mm_grads_cuda
 
-__all__ = ["CUDA_COO", "SPARSE_COO_MM_DERIVATIVE", "coalesce_cuda", "dense_to_coo_cuda", "to_dense_coo_cuda", "coo_mm_grads_cuda",
-           "sparse_coo_mm_cuda"]
+__all__ = ["CUDA_COO", "SPARSE_COO_MM_DERIVATIVE", "coalesce_cuda", "dense_to_coo_cuda", "to_dense_coo_cuda",
+           "coo_mm_grads_cuda", "sparse_coo_mm_cuda"]
 
 _SEGSUM = grid_stride("coo_segsum(perm, starts, pos, val, out, nu)", "nu", """\
 p = pos[u]
@@ -137,11 +139,42 @@ def to_dense_coo_cuda(x):
 
 
 # -- the product and its gradients --------------------------------------------------------------------------
+_ROWS_UNSORTED = grid_stride("coo_rows_unsorted(r, flag, n)", "n - 1", """\
+if r[i + 1] < r[i]:
+    flag[0] = 1
+""")
+
+_ROW_POINTERS = grid_stride("coo_row_pointers(r, crow, nnz, rows)", "rows + 1", """\
+lo = 0
+hi = nnz
+while lo < hi:
+    mid = (lo + hi) // 2
+    if r[mid] < i:
+        lo = mid + 1
+    else:
+        hi = mid
+crow[i] = lo
+""")
+
+
 def _csr_parts(idx, rows: int, dev):
-    """(crow, col, perm) for the product: row pointers and columns on the device, perm on the host
-    (None when the rows are already in order)."""
-    crow, col, perm = row_plan(host_array(idx), rows)
-    return from_host(crow, dev), from_host(col, dev), perm
+    """(crow, col, perm) for the product: row pointers and columns on the device, and the
+    permutation that sorts the entries by row (host; None when they are in row order already).
+    Rows in order (a coalesced tensor's, or a transposed one's that happen to be) stay on the
+    device: one flag comes back, the row pointers are binary searches; otherwise the indices
+    make the host round trip of ``row_plan`` (a stable argsort, as the CPU's)."""
+    nnz = idx.shape[1]
+    r = _plain(idx.view_as(lambda l: l[0]))
+    if nnz > 1:
+        flag = empty((1,), np.int64, dev)
+        fill(flag, 0)
+        _launch(_k(_ROWS_UNSORTED, "coo_rows_unsorted"), nnz - 1, dev, r.storage.buf, flag.storage.buf, nnz)
+        if flag.to_host()[0]:
+            crow, col, perm = row_plan(host_array(idx), rows)
+            return from_host(crow, dev), from_host(col, dev), perm
+    crow = empty((rows + 1,), np.int64, dev)
+    _launch(_k(_ROW_POINTERS, "coo_row_pointers"), rows + 1, dev, r.storage.buf, crow.storage.buf, nnz, rows)
+    return crow, _plain(idx.view_as(lambda l: l[1])), None
 
 
 def _sorted_values(v, perm):

@@ -135,9 +135,15 @@ def test_products_and_their_gradients_match_the_cpu(dtype):
         out = dj.sparse.mm(a, bd)
         out2 = dj.matmul(dj.tensor(b.T).to(dev), a.detach().t())       # dense @ COO
         out3 = dj.matmul(a.detach(), dj.tensor(b[:, 0]).to(dev))        # COO @ vector
+        # rows in order (coalesced; or sorted rows with a duplicate): the product's device-only path
+        out4 = dj.matmul(a.detach().coalesce(), bd)
+        rows_sorted = dj.sparse_coo_tensor([[0, 0, 1, 1, 1], [1, 1, 2, 0, 2]], vals[:5], (2, 3), device=dev)
+        out5 = dj.matmul(rows_sorted, bd)
+        w = dj.tensor(vals[:5], requires_grad=True)
+        dj.sparse.mm(dj.sparse_coo_tensor(rows_sorted._indices(), w, (2, 3), device=dev), bd.detach()).sum().backward()
         (out * dj.tensor([[1.0, 2.0], [3.0, -1.0]], dtype=out.dtype).to(dev)).sum().backward()
         assert out.is_cuda == (dev == "cuda")
-        grads[dev] = (out.cpu(), out2.cpu(), out3.cpu(), v.grad, bt.grad)
+        grads[dev] = (out.cpu(), out2.cpu(), out3.cpu(), out4.cpu(), out5.cpu(), v.grad, bt.grad, w.grad)
     for got, want in zip(grads["cuda"], grads["cpu"]):
         _close(got, want, tol)
 
