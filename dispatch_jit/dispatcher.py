@@ -466,7 +466,7 @@ def _traced(kern: Callable, op: OperatorEntry, key: DispatchKey, label: str) -> 
     return traced
 
 
-_LAYOUT_KEYS = {"SparseCPU": "sparse COO", "SparseCsrCPU": "sparse CSR", "SparseCsrCUDA": "sparse CSR"}
+_LAYOUT_KEYS = {"SparseCPU": "sparse COO", "SparseCUDA": "sparse COO", "SparseCsrCPU": "sparse CSR", "SparseCsrCUDA": "sparse CSR"}
 
 
 def no_kernel_error(op: OperatorEntry, key: DispatchKey, ks: int) -> NoKernelError:

@@ -33,8 +33,9 @@ class DispatchKey(enum.IntEnum):
     """
 
     # -- runtime keys, lowest priority first ---------------------------------
-    # Undefined is -1 so that Meta takes bit 0 and the keys up to AutogradCPU fit below bit 13:
-    # a dense CPU tensor that requires grad keeps a signature under 2**30 (signature.py).
+    # Undefined is -1 so that Meta takes bit 0 and the keys up to AutogradCPU fit below bit 14:
+    # a dense CPU tensor that requires grad keeps a signature under 2**30 (signature.py: KS_SHIFT 16).
+    # The backend keys keep PyTorch's order: dense < Quantized < Sparse (COO) < SparseCsr.
     Undefined = -1      # no key: the empty set's highest() (bit_length() - 1 of 0)
     Meta = 0            # shapes and dtypes only, no data
     CPU = 1             # dense CPU kernels (Numba njit)
@@ -42,19 +43,20 @@ class DispatchKey(enum.IntEnum):
     QuantizedCPU = 3
     QuantizedCUDA = 4
     SparseCPU = 5       # sparse COO layout (PyTorch's name), CPU arrays (dispatch_jit/sparse_coo.py)
-    SparseCsrCPU = 6
-    SparseCsrCUDA = 7
-    PrivateUse1 = 8     # a backend that is not built in (rename_privateuse1_backend names it)
-    Batched = 9         # vmap's BatchedTensor: batching rules (dispatch_jit.func, kernels/batching)
-    ADInplaceOrView = 10
-    AutogradOther = 11  # autograd for backends without a key of their own
-    AutogradCPU = 12
-    AutogradCUDA = 13
-    AutogradPrivateUse1 = 14
-    AutocastCPU = 15
-    AutocastCUDA = 16
-    Tracer = 17         # compiled mode: records ops instead of running them
-    Python = 18         # dispatch modes (DispatchMode.__dispatch__)
+    SparseCUDA = 6      # sparse COO layout, device arrays (kernels/sparse/coo_cuda.py)
+    SparseCsrCPU = 7
+    SparseCsrCUDA = 8
+    PrivateUse1 = 9     # a backend that is not built in (rename_privateuse1_backend names it)
+    Batched = 10        # vmap's BatchedTensor: batching rules (dispatch_jit.func, kernels/batching)
+    ADInplaceOrView = 11
+    AutogradOther = 12  # autograd for backends without a key of their own
+    AutogradCPU = 13
+    AutogradCUDA = 14
+    AutogradPrivateUse1 = 15
+    AutocastCPU = 16
+    AutocastCUDA = 17
+    Tracer = 18         # compiled mode: records ops instead of running them
+    Python = 19         # dispatch modes (DispatchMode.__dispatch__)
     # -- alias keys: registration targets only, never in a runtime key set ---
     CompositeExplicitAutograd = 32
     CompositeImplicitAutograd = 33
@@ -85,8 +87,8 @@ _K = DispatchKey
 # not one the composite alias keys cover: the built-in composite kernels may read NumPy
 # storage, which an out-of-tree backend's tensors need not have.  Such a backend registers
 # its kernels (or a boxed fallback) at PrivateUse1 itself; an op it lacks is a NoKernelError.
-BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCPU, _K.SparseCsrCPU,
-                _K.SparseCsrCUDA)
+BACKEND_KEYS = (_K.Meta, _K.CPU, _K.CUDA, _K.QuantizedCPU, _K.QuantizedCUDA, _K.SparseCPU, _K.SparseCUDA,
+                _K.SparseCsrCPU, _K.SparseCsrCUDA)
 
 AUTOCAST_KEY_FOR_DEVICE = {"cpu": _K.AutocastCPU, "cuda": _K.AutocastCUDA}
 
@@ -104,7 +106,7 @@ class DispatchKeySet:
 
     >>> ks = DispatchKeySet(DispatchKey.CPU) | DispatchKey.AutogradCPU
     >>> ks.highest()
-    <DispatchKey.AutogradCPU: 12>
+    <DispatchKey.AutogradCPU: 13>
     >>> DispatchKey.CPU in ks, (ks - DispatchKey.AutogradCPU).highest().name
     (True, 'CPU')
     """
@@ -208,7 +210,7 @@ def _key_bit(key: DispatchKey) -> int:
 AUTOGRAD_BITS = key_bits(_K.AutogradOther, _K.AutogradCPU, _K.AutogradCUDA, _K.AutogradPrivateUse1)
 AUTOCAST_BITS = key_bits(_K.AutocastCPU, _K.AutocastCUDA)
 BATCHED_BITS = key_bits(_K.Batched)
-CUDA_KEY_BITS = key_bits(_K.CUDA, _K.QuantizedCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA, _K.AutocastCUDA)
+CUDA_KEY_BITS = key_bits(_K.CUDA, _K.QuantizedCUDA, _K.SparseCUDA, _K.SparseCsrCUDA, _K.AutogradCUDA, _K.AutocastCUDA)
 PRIVATEUSE1_KEY_BITS = key_bits(_K.PrivateUse1, _K.AutogradPrivateUse1)
 
 

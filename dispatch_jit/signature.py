@@ -12,11 +12,14 @@ Bit layout of a tensor signature::
     bit 0        C-contiguous
     bits 1-7     ndim (0..64, PyTorch's and NumPy's limit; 7 bits hold up to 127)
     bits 8-11    dtype index (dtypes.ALL_DTYPES)
-    bits 12-16   device index (cuda:N)
-    bits 17-35   dispatch key set bits
+    bits 12-15   device index (cuda:N, N < 16: MAX_DEVICES)
+    bits 16-35   dispatch key set bits
 
 The dense CPU and CPU-with-autograd signatures stay below 2**30, one CPython
-digit, so hashing the memo key costs what it did with 5 ndim bits.
+digit, so hashing the memo key costs what it did with 5 ndim bits: with the
+key set from bit 16, AutogradCPU (key 13) is bit 29.  The price is the device
+index: four bits, so dispatch_jit addresses CUDA devices 0-15 and a tensor on
+a higher one is refused with a clear error (``make_sig``).
 """
 
 from __future__ import annotations
@@ -26,22 +29,36 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ALL_DTYPES, DType, scalar_dtype, from_numpy_dtype
+from .errors import CudaUnavailableError
 from .keys import CUDA_KEY_BITS, PRIVATEUSE1_KEY_BITS, DispatchKeySet, privateuse1_backend_name
 
 __all__ = ["make_sig", "ArgMeta", "decode", "scalar_sig", "list_sig", "MAX_NDIM", "CUDA_KEY_BITS", "DEVICE_MASK", "DEVICE_SHIFT",
            "KS_SHIFT", "DTYPE_SHIFT", "DTYPE_MASK", "sig_keyset", "keyset_sig_bits", "sig_dtype_index",
-           "sig_device_index", "CONTIGUOUS_BIT", "relayout"]
+           "sig_device_index", "CONTIGUOUS_BIT", "relayout", "MAX_DEVICES", "check_device_index"]
 
 MAX_NDIM = 64
 CONTIGUOUS_BIT = 1               # bit 0
 NDIM_SHIFT, NDIM_MASK = 1, 127   # 7 bits from bit 1
 DTYPE_SHIFT, DTYPE_MASK = 8, 15
-KS_SHIFT = 17
+KS_SHIFT = 16
 DEVICE_SHIFT = 12
-DEVICE_MASK = 31 << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
+MAX_DEVICES = 16                      # cuda:0 .. cuda:15: what the device index bits hold
+DEVICE_MASK = (MAX_DEVICES - 1) << DEVICE_SHIFT      # a tensor signature's device index bits (cuda:N)
+
+
+def check_device_index(index: int) -> None:
+    """Raise a clear error for a CUDA device index the signature cannot hold (16 and up)."""
+    if not 0 <= index < MAX_DEVICES:
+        raise CudaUnavailableError(
+            f"CUDA device cuda:{index} cannot be used: dispatch_jit addresses at most {MAX_DEVICES} CUDA devices "
+            f"per process (cuda:0 to cuda:{MAX_DEVICES - 1}; a tensor's signature holds the index in 4 bits); "
+            f"restrict the visible devices with CUDA_VISIBLE_DEVICES so that the one you want has an index "
+            f"below {MAX_DEVICES}")
 
 
 def make_sig(ks_bits: int, dtype: DType, ndim: int, contiguous: bool, device_index: int = 0) -> int:
+    if device_index:        # a CUDA tensor off cuda:0: an index over 15 would overflow into the key set
+        check_device_index(device_index)
     return ((ks_bits << KS_SHIFT) | (device_index << DEVICE_SHIFT) | (dtype.index << DTYPE_SHIFT) | (ndim << NDIM_SHIFT)
             | int(contiguous))
 

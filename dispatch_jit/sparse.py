@@ -43,9 +43,9 @@ from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutEr
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
-from .sparse_coo import no_sparse_cuda
-from .sparse_base import SparseTensor, coerce_values
-from .tensor import Tensor, wrap
+from .sparse_base import SparseTensor, coerce_values, host_array as _host, move_index as _move_index, \
+    on_cuda as _on_cuda
+from .tensor import TRACE_MARK, Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
            "check_csr_invariants", "mm", "sum"]
@@ -144,26 +144,6 @@ class SparseCsrTensor(SparseTensor):
         return (f"tensor(crow_indices={_host(self._crow).tolist()}, col_indices={_host(self._col).tolist()}, "
                 f"values={_host(self._data).tolist()}, size={self._shape}, nnz={self.nnz}, "
                 f"dtype={self.dtype}, layout=dj.sparse_csr{dev})")
-
-
-def _on_cuda(a) -> bool:
-    return type(a) is not np.ndarray and hasattr(a, "storage")     # a CudaArray
-
-
-def _host(a) -> np.ndarray:
-    return a.to_host() if _on_cuda(a) else a
-
-
-def _move_index(a, d):
-    """Index array ``a`` (host or device) on device ``d``."""
-    if d.type == "cuda":
-        if _on_cuda(a) and a.device_index == (d.index or 0):
-            return a
-        from .cuda.array import from_host
-        from .cuda.runtime import require
-        require(d.index or 0)
-        return from_host(_host(a), d.index or 0)
-    return _host(a)
 
 
 def _csr_sig(values_t: Tensor) -> int:
@@ -336,31 +316,45 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
 
 
 def _dense_to_dense(self: Tensor) -> Tensor:
-    """A dense tensor is its own dense form (as in PyTorch)."""
+    """A dense tensor is its own dense form (as in PyTorch).  A traced tensor may stand for a
+    sparse input of a compiled function (the trace sees its shape and dtype only): the op is
+    recorded, and runs on the real argument (an identity on a dense one)."""
+    if TRACE_MARK in self.__dict__:
+        from .registry import lookup
+        return lookup("aten::to_dense").entry(self)
     return self
 
 
 def _coo_to_csr(t: SparseCooTensor) -> SparseCsrTensor:
+    """The CSR form of a 2-D COO tensor, on its device (values shared with the coalesced tensor).
+    On CUDA the row counts are made on the host from the downloaded rows (one round trip)."""
     if t.ndim != 2:
         raise ShapeError(f"to_sparse_csr: expected a 2-D tensor, got {t.ndim} dimensions (shape {t.shape})")
     if t.requires_grad:
         raise SparseLayoutError("to_sparse_csr() of a sparse COO tensor whose values require grad is not "
                                 "differentiable here")
     c = t.coalesce()
+    idx = _host(c._idx)
     crow = np.zeros(t.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(c._idx[0], minlength=t.shape[0]), out=crow[1:])
-    return _make(crow, np.ascontiguousarray(c._idx[1]), c._data, t.shape)
+    np.cumsum(np.bincount(idx[0], minlength=t.shape[0]), out=crow[1:])
+    col = np.ascontiguousarray(idx[1])
+    if c.is_cuda:
+        crow, col = _move_index(crow, c.device), _move_index(col, c.device)
+    return _make(crow, col, c._values_t, t.shape)
 
 
 def _csr_to_coo(self: SparseCsrTensor, sparse_dim: int | None = None) -> SparseCooTensor:
-    """The COO form of a CSR matrix (coalesced: CSR rows are sorted and unique); values shared."""
+    """The COO form of a CSR matrix (coalesced: CSR rows are sorted and unique), on its device;
+    values shared."""
     if sparse_dim is not None and sparse_dim != 2:
         raise SparseLayoutError("to_sparse: conversion from SparseCsr to Sparse with sparse_dim argument != 2 "
                                 "is not supported")
+    crow, col = _host(self._crow), _host(self._col)
+    rows = np.repeat(np.arange(self._shape[0], dtype=np.int64), np.diff(crow))
+    idx = np.stack([rows, col])
     if self.is_cuda:
-        raise no_sparse_cuda("to_sparse() of a CUDA CSR matrix")
-    rows = np.repeat(np.arange(self._shape[0], dtype=np.int64), np.diff(self._crow))
-    return make_coo(np.stack([rows, self._col]), self._values_t, self._shape, True)
+        idx = _move_index(idx, self.device)
+    return make_coo(idx, self._values_t, self._shape, True)
 
 
 Tensor.to_sparse_csr = to_sparse_csr

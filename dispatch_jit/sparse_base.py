@@ -17,7 +17,29 @@ from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .errors import SparseLayoutError
 from .tensor import TRACE_MARK, Tensor, wrap
 
-__all__ = ["SparseTensor", "coerce_values"]
+__all__ = ["SparseTensor", "coerce_values", "on_cuda", "host_array", "move_index"]
+
+
+def on_cuda(a) -> bool:
+    """Whether ``a`` (an index or values array) is a CudaArray."""
+    return type(a) is not np.ndarray and hasattr(a, "storage")
+
+
+def host_array(a) -> np.ndarray:
+    """``a`` in host memory (a download when it is on the device: synchronizes)."""
+    return a.to_host() if on_cuda(a) else a
+
+
+def move_index(a, d):
+    """Index array ``a`` (host or device) on device ``d``."""
+    if d.type == "cuda":
+        if on_cuda(a) and a.device_index == (d.index or 0):
+            return a
+        from .cuda.array import from_host
+        from .cuda.runtime import require
+        require(d.index or 0)
+        return from_host(host_array(a), d.index or 0)
+    return host_array(a)
 
 
 def coerce_values(values, dtype, layout_type) -> Tensor:

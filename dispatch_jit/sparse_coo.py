@@ -15,6 +15,8 @@ need a coalesced tensor, ``_indices()``/``_values()`` do not (as PyTorch's).
 Its signature carries the ``SparseCPU`` key (PyTorch's name; plus
 ``AutogradCPU`` when its values require grad), so every op called on it
 dispatches to the kernels registered at SparseCPU (kernels/sparse/coo.py).
+On CUDA (``A.cuda()``, ``device="cuda"``) both arrays live in device memory
+and the key is ``SparseCUDA`` (+ ``AutogradCUDA``; kernels/sparse/coo_cuda.py).
 Gradients flow through ``dj.sparse.mm``/``matmul`` only, into the values
 (``A.values().grad``, or ``A.grad`` as a COO tensor) and the dense operand.
 
@@ -31,20 +33,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conversions import conversion
 from .dtypes import as_dtype, from_numpy_dtype, get_default_dtype
-from .errors import DTypeError, InvalidArgumentError, NoKernelError, ShapeError, SparseLayoutError
+from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
-from .sparse_base import SparseTensor, coerce_values
+from .sparse_base import SparseTensor, coerce_values, host_array, move_index, on_cuda
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCooTensor", "sparse_coo", "sparse_coo_tensor", "to_sparse_coo", "SPARSE_COO_BITS", "make_coo",
-           "coalesce_arrays", "mm", "sum", "no_sparse_cuda"]
+           "coalesce_arrays", "mm", "sum", "SPARSE_COO_CPU_BITS", "SPARSE_COO_CUDA_BITS"]
 
 sparse_coo = "sparse_coo"   # the layout marker: ``A.layout == dj.sparse_coo``
 
-SPARSE_COO_BITS = key_bits(DispatchKey.SparseCPU)
+SPARSE_COO_CPU_BITS = key_bits(DispatchKey.SparseCPU)
+SPARSE_COO_CUDA_BITS = key_bits(DispatchKey.SparseCUDA)
+SPARSE_COO_BITS = SPARSE_COO_CPU_BITS | SPARSE_COO_CUDA_BITS      # either device
 _AUTOGRAD_CPU_BITS = key_bits(DispatchKey.AutogradCPU)
+_AUTOGRAD_CUDA_BITS = key_bits(DispatchKey.AutogradCUDA)
 _new = object.__new__
 _NO_HISTORY = ("a sparse COO result cannot carry autograd history; only dj.sparse.mm / dj.matmul of a COO "
                "matrix by a dense one is differentiable")
@@ -86,15 +92,36 @@ class SparseCooTensor(SparseTensor):
     def is_sparse_csr(self) -> bool:
         return False
 
+    # -- device: indices and values live together, in host or device memory -------------
     @property
     def is_cuda(self) -> bool:
-        return False
+        return self._values_t.is_cuda
 
-    def cuda(self, device=None):
-        raise no_sparse_cuda("cuda()")
+    def cuda(self, device=None) -> "SparseCooTensor":
+        """This tensor with its indices and values in device memory (key SparseCUDA).  The values
+        move differentiably: gradients flow back to the CPU values.
+
+        >>> import dispatch_jit as dj
+        >>> a = dj.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+        >>> if dj.cuda.is_available():
+        ...     assert a.cuda().to_dense().cpu().tolist() == [[0.0, 2.0], [3.0, 0.0]]
+        """
+        from .tensor import device as _device
+        d = _device("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+        if d.type != "cuda":
+            raise InvalidArgumentError(f"cuda(): expected a CUDA device, got {d}")
+        return self._to_device(d)
 
     def cpu(self) -> "SparseCooTensor":
-        return self
+        from .tensor import CPU_DEVICE
+        return self._to_device(CPU_DEVICE)
+
+    def _to_device(self, d) -> "SparseCooTensor":
+        if d == self.device:
+            return self
+        if d.type not in ("cpu", "cuda"):
+            raise InvalidArgumentError(f"sparse COO tensors live on 'cpu' or 'cuda', not {d}")
+        return make_coo(move_index(self._idx, d), self._values_t.to(d), self._shape, self._coalesced)
 
     # -- components ------------------------------------------------------------
     def is_coalesced(self) -> bool:
@@ -112,7 +139,8 @@ class SparseCooTensor(SparseTensor):
         if self.requires_grad:
             raise SparseLayoutError("coalesce() of a sparse COO tensor whose values require grad is not "
                                     "differentiable here; coalesce before setting requires_grad")
-        idx, vals = coalesce_arrays(self._idx, self._data, self._shape)
+        coalesce = conversion("coo_coalesce", "cuda") if self.is_cuda else coalesce_arrays
+        idx, vals = coalesce(self._idx, self._data, self._shape)
         return make_coo(idx, vals, self._shape, True)
 
     def _indices(self) -> Tensor:
@@ -152,8 +180,12 @@ class SparseCooTensor(SparseTensor):
             raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         if self.ndim < 2:
             return self
-        return make_coo(np.ascontiguousarray(self._idx[::-1]), self._values_t, self._shape[::-1],
-                        self._nnz() < 2)
+        if self.is_cuda:
+            from .cuda.copy import contiguous_copy
+            idx = contiguous_copy(self._idx.view_as(lambda l: l[::-1]))
+        else:
+            idx = np.ascontiguousarray(self._idx[::-1])
+        return make_coo(idx, self._values_t, self._shape[::-1], self._nnz() < 2)
 
     def _with_values(self, values_t) -> "SparseCooTensor":
         return make_coo(self._idx, values_t, self._shape, self._coalesced)
@@ -162,43 +194,40 @@ class SparseCooTensor(SparseTensor):
         return _coo_sig(values_t, len(self._shape))
 
     def to(self, *args, **kwargs):
-        """``A.to(dtype)`` converts the values; the device must be the CPU."""
+        """``A.to("cuda")`` / ``A.to("cpu")`` move the tensor; a dtype converts the values."""
+        from .tensor import device as _device
         dev, dtype = self._to_args(args, kwargs)
-        if dev is not None and str(dev).split(":")[0] != "cpu":
-            self.cuda()
-        if dtype is None:
-            return self
-        return self._with_values(self._values_t.to(dtype))
+        t = self if dev is None else self._to_device(_device(dev))
+        if dtype is not None:
+            t = t._with_values(t._values_t.to(dtype))
+        return t
 
     def __repr__(self) -> str:
         # PyTorch's layout, with dj in place of torch
         dt = "" if self.dtype in (get_default_dtype(), as_dtype("int64"), as_dtype("bool")) else \
             f"dtype=dj.{self.dtype.name}, "
-        idx = repr(wrap(self._idx))
-        if self._idx.size == 0:
-            idx = f"tensor([], size={tuple(self._idx.shape)})"
-        vals = repr(wrap(self._data)) if self._data.size else "tensor([], size=(0,))"
+        host_idx, host_vals = host_array(self._idx), host_array(self._data)
+        idx = repr(wrap(host_idx))
+        if host_idx.size == 0:
+            idx = f"tensor([], size={tuple(host_idx.shape)})"
+        vals = repr(wrap(host_vals)) if host_vals.size else "tensor([], size=(0,))"
         tail = f", {dt[:-2]})"
         if dt and vals.endswith(tail):        # the dtype is printed once, after nnz (as torch's)
             vals = vals[:-len(tail)] + ")"
+        dev = f"device='{self.device}', " if self.is_cuda else ""
         return (f"tensor(indices={_indent(idx, 15)},\n       values={_indent(vals, 14)},\n"
-                f"       size={self._shape}, nnz={self._nnz()}, {dt}layout=dj.sparse_coo)")
-
-
-def no_sparse_cuda(what: str) -> NoKernelError:
-    """The error of every way onto CUDA for the COO layout: the SparseCUDA key has no kernels yet
-    (docs/cuda.md); it names the CUDA sparse layout that has them, and its ops."""
-    from .registry import all_operators
-    ops = sorted(o.name for o in all_operators() if DispatchKey.SparseCsrCUDA in o.kernels)
-    return NoKernelError(
-        f"{what}: the sparse COO layout has no kernels on CUDA (the SparseCUDA key is not implemented), so a COO "
-        f"tensor cannot live on a CUDA device. On CUDA the sparse layout is CSR (SparseCsrCUDA), with kernels for: "
-        f"{', '.join(ops)}; move it with .to_sparse_csr().cuda(), or .to_dense().cuda()")
+                f"       {dev}size={self._shape}, nnz={self._nnz()}, {dt}layout=dj.sparse_coo)")
 
 
 def _coo_sig(values_t: Tensor, ndim: int) -> int:
-    ks = SPARSE_COO_BITS | (_AUTOGRAD_CPU_BITS if values_t.requires_grad else 0)
-    return make_sig(ks, from_numpy_dtype(values_t._data.dtype), ndim, True)
+    """SparseCPU (+ AutogradCPU) for host values, SparseCUDA (+ AutogradCUDA) and the device index
+    for device values."""
+    a = values_t._data
+    if on_cuda(a):
+        ks = SPARSE_COO_CUDA_BITS | (_AUTOGRAD_CUDA_BITS if values_t.requires_grad else 0)
+        return make_sig(ks, from_numpy_dtype(a.dtype), ndim, True, a.device_index)
+    ks = SPARSE_COO_CPU_BITS | (_AUTOGRAD_CPU_BITS if values_t.requires_grad else 0)
+    return make_sig(ks, from_numpy_dtype(a.dtype), ndim, True)
 
 
 def make_coo(idx: np.ndarray, values, shape: tuple, coalesced: bool) -> SparseCooTensor:
@@ -258,8 +287,10 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
             gradients flow back to it).
         size: the shape; inferred as ``indices.max(1) + 1`` if None.
         dtype: convert the values to this dtype.
-        device: only the CPU (the SparseCUDA kernels are not implemented: a NoKernelError).
-        pin_memory: must be False (pinned memory is for CUDA transfers).
+        device: "cpu" or "cuda[:N]"; by default the device of the values (or of the indices)
+            when they are CUDA tensors, else the CPU.  Validation runs on the host before the
+            arrays are uploaded.
+        pin_memory: must be False (pinned host memory is not implemented).
         requires_grad: make the values a leaf that requires grad.
         check_invariants: indices are always checked against ``size`` here (an index out of
             range is an error, never a crash in a kernel); True also checks ``is_coalesced=True``.
@@ -276,11 +307,19 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     ...
     dispatch_jit.errors.InvalidArgumentError: sparse_coo_tensor: size is inconsistent with indices: for dim 0, size is 3 but found index 5
     """
+    from .tensor import device as _device
     if pin_memory:
-        raise InvalidArgumentError("sparse_coo_tensor: pin_memory=True is not supported (no SparseCUDA here)")
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise no_sparse_cuda(f"sparse_coo_tensor(device={str(device)!r})")
-    idx = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
+        raise InvalidArgumentError("sparse_coo_tensor: pin_memory=True is not supported (pinned host memory is "
+                                   "not implemented); build the tensor, then move it with .cuda()")
+    if device is None:
+        for x in (values, indices):
+            if isinstance(x, Tensor) and x.is_cuda:
+                device = x.device
+                break
+    dev = None if device is None else _device(device)
+    if dev is not None and dev.type not in ("cpu", "cuda"):
+        raise InvalidArgumentError(f"sparse_coo_tensor: device must be 'cpu' or 'cuda', got {dev}")
+    idx = indices._host() if isinstance(indices, Tensor) else np.asarray(indices)
     if idx.size == 0 and idx.dtype.kind == "f":
         idx = idx.astype(np.int64)
     if idx.dtype.kind not in "iu":
@@ -288,11 +327,13 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     if idx.ndim != 2:
         raise ShapeError(f"sparse_coo_tensor: indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    if isinstance(values, Tensor) and values.is_cuda:
-        raise no_sparse_cuda("sparse_coo_tensor with CUDA values")
     vt = coerce_values(values, dtype, SparseCooTensor)
-    if not vt._data.flags.c_contiguous:
-        vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
+    if not vt._data.flags.c_contiguous or vt.is_cuda and vt._data.offset:
+        if vt.is_cuda:      # (the kernels read device values from offset 0)
+            from .cuda.copy import contiguous_copy
+            vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
+        else:
+            vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
     vshape = tuple(vt.shape)
     if len(vshape) != 1:
         raise ShapeError(f"sparse_coo_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}; hybrid "
@@ -313,6 +354,11 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     if is_coalesced and not coalesced and check_invariants:
         raise InvalidArgumentError("sparse_coo_tensor: is_coalesced=True, but the indices are not sorted and "
                                    "unique; pass is_coalesced=None or call .coalesce()")
+    if dev is not None:
+        # (a move of values that require grad is differentiable: gradients flow back to them)
+        vt = vt.to(dev)
+        if dev.type == "cuda":
+            idx = move_index(idx, dev)
     if requires_grad:
         vt.requires_grad_(True)
     return make_coo(idx, vt, size, coalesced)
@@ -341,16 +387,19 @@ def to_sparse_coo(t: Tensor, sparse_dim: int | None = None, *, layout=None, bloc
         return t.to_sparse_csr()
     if isinstance(t, SparseCooTensor):
         return t.to_sparse(sparse_dim)
+    if sparse_dim is not None and sparse_dim != t.ndim:
+        raise SparseLayoutError(f"to_sparse(sparse_dim={sparse_dim}) of a {t.ndim}-D tensor would make a hybrid "
+                                f"COO tensor, which is not supported; use to_sparse() (sparse_dim={t.ndim})")
     if t.is_cuda:
-        raise SparseLayoutError("to_sparse: CUDA tensors have no sparse COO form here (the SparseCUDA kernels "
-                                "are not implemented); use .to_sparse_csr() or move it with .cpu()")
+        idx, vals = conversion("dense_to_coo", "cuda")(t._data)
+        return make_coo(idx, vals, tuple(t.shape), True)
     a = t.numpy()      # a data read (under dj.compile the call then runs eagerly), no copy
-    if sparse_dim is not None and sparse_dim != a.ndim:
-        raise SparseLayoutError(f"to_sparse(sparse_dim={sparse_dim}) of a {a.ndim}-D tensor would make a hybrid "
-                                f"COO tensor, which is not supported; use to_sparse() (sparse_dim={a.ndim})")
+    if a.ndim == 0:                  # (np.nonzero refuses 0-d arrays) one entry, or none for a zero
+        vals = a.reshape(-1)[a.reshape(-1) != 0]
+        return make_coo(np.zeros((0, vals.shape[0]), dtype=np.int64), vals, (), True)
     pos = np.nonzero(a)              # row-major: sorted and unique
     idx = np.array(pos, dtype=np.int64).reshape(a.ndim, -1)
-    vals = np.ascontiguousarray(a[pos]) if a.ndim else a.reshape(-1)[a.reshape(-1) != 0]
+    vals = np.ascontiguousarray(a[pos])
     return make_coo(idx, vals, a.shape, True)
 
 

@@ -45,7 +45,7 @@ def rows():
 
 
 CUDA_ROWS = ("(cuda, float32, requires_grad)", "(cuda, float16)", "(cuda, float32, autocast)",
-             "(cuda, int8 quantized)", "(cuda, sparse_csr)")
+             "(cuda, int8 quantized)", "(cuda, sparse_csr)", "(cuda, sparse_coo)")
 
 
 def cuda_rows(a32, b32):
@@ -65,6 +65,8 @@ def cuda_rows(a32, b32):
     yield CUDA_ROWS[3], lambda: qa @ qb
     sp = dj.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0]]).cuda().to_sparse_csr()
     yield CUDA_ROWS[4], lambda: sp @ cb
+    coo = sp.to_sparse()
+    yield CUDA_ROWS[5], lambda: coo @ cb
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ def test_declaration_order_is_priority():
     assert order == sorted(order, key=lambda k: k.value)
     # the runtime priority chain of DESIGN.md, highest first
     chain = [K.Python, K.Tracer, K.AutocastCUDA, K.AutocastCPU, K.AutogradCUDA, K.AutogradCPU, K.AutogradOther,
-             K.ADInplaceOrView, K.SparseCsrCUDA, K.SparseCsrCPU, K.QuantizedCUDA, K.QuantizedCPU, K.CUDA, K.CPU,
+             K.ADInplaceOrView, K.SparseCsrCUDA, K.SparseCsrCPU, K.SparseCUDA, K.SparseCPU, K.QuantizedCUDA, K.QuantizedCPU, K.CUDA, K.CPU,
              K.Meta, K.Undefined]
     assert chain == sorted(chain, reverse=True)
 
@@ -48,3 +48,28 @@ def test_tensor_keyset_computed_at_creation():
     assert dj.dispatch_keys(g) == dj.DispatchKeySet([K.CPU, K.AutogradCPU])
     with pytest.raises(TypeError):
         dj.dispatch_keys([1.0])
+
+
+def test_sparse_cuda_key_keeps_signatures_small_and_sixteen_devices():
+    """SparseCUDA sits between SparseCPU and SparseCsrCPU (PyTorch's order), and the key set starts at
+    bit 16 of a signature, so a CPU tensor that requires grad still has a one-digit signature (< 2**30)
+    for every dtype and ndim; the device index has 4 bits: cuda:15 round-trips, cuda:16 is refused."""
+    from dispatch_jit.dtypes import ALL_DTYPES
+    from dispatch_jit.errors import CudaUnavailableError
+    from dispatch_jit.keys import CUDA_KEY_BITS, key_bits
+    from dispatch_jit.signature import decode, make_sig
+    assert K.SparseCPU < K.SparseCUDA < K.SparseCsrCPU and K.SparseCUDA > K.QuantizedCUDA
+    assert CUDA_KEY_BITS & key_bits(K.SparseCUDA)
+    autograd_cpu = key_bits(K.CPU, K.AutogradCPU)
+    for dt in ALL_DTYPES:
+        assert make_sig(autograd_cpu, dt, 64, True) < 2 ** 30
+    assert dj.tensor([1.0], requires_grad=True)._sig < 2 ** 30
+    bits = key_bits(K.SparseCUDA, K.AutogradCUDA)
+    m = decode(make_sig(bits, dj.float32, 2, True, 15))
+    assert (m.device, m.keyset, m.dtype, m.ndim) == ("cuda:15", bits, dj.float32, 2)
+    with pytest.raises(CudaUnavailableError, match=r"cuda:16 cannot be used: dispatch_jit addresses at most 16 CUDA "
+                                                   r"devices.*CUDA_VISIBLE_DEVICES"):
+        make_sig(key_bits(K.CUDA), dj.float32, 1, True, 16)
+    if dj.cuda.is_available():
+        with pytest.raises(CudaUnavailableError, match="at most 16 CUDA devices"):
+            dj.ones(2, device="cuda:16")

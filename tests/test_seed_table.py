@@ -30,6 +30,7 @@ EXPECTED = {
                                    " [call] op=[aten::matmul], key=[CUDA]"], dj.float16),
     "(cuda, int8 quantized)": (["[call] op=[aten::matmul], key=[QuantizedCUDA]"], dj.qint8),
     "(cuda, sparse_csr)": (["[call] op=[aten::matmul], key=[SparseCsrCUDA]"], dj.float32),
+    "(cuda, sparse_coo)": (["[call] op=[aten::matmul], key=[SparseCUDA]"], dj.float32),
 }
 
 
@@ -44,7 +45,7 @@ def test_row_dispatches_to_the_seed_kernel(name, fn):
 def test_dump_table_shows_every_row_key():
     text = dj.dump_table("aten::matmul")
     for key in ("CPU", "CUDA", "QuantizedCPU", "SparseCsrCPU", "SparseCPU", "AutocastCPU", "AutogradCPU", "AutocastCUDA",
-                "AutogradCUDA", "QuantizedCUDA", "SparseCsrCUDA"):
+                "AutogradCUDA", "QuantizedCUDA", "SparseCsrCUDA", "SparseCUDA"):
         line = next(l for l in text.splitlines() if l.strip().startswith(key + " "))
         assert "[missing]" not in line, line
 

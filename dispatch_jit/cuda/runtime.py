@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import CudaUnavailableError
+from ..signature import check_device_index
 
 __all__ = ["cuda_module", "is_available", "is_simulator", "device_count", "synchronize", "require",
            "device_attributes", "DeviceAttributes"]
@@ -59,6 +60,7 @@ def device_count() -> int:
 
 def require(index: int = 0) -> None:
     """Raise a clear error unless CUDA device ``index`` can be used."""
+    check_device_index(index)      # cuda:16 and up: the signature's limit, named
     if not is_available():
         raise CudaUnavailableError(
             "no CUDA device is available: dispatch_jit found neither a GPU with a working driver nor "

@@ -18,17 +18,23 @@ The product runs the CSR row loops of cpu.py (Numba, parallel over rows above
 tensor's rows are already sorted, an uncoalesced one is sorted by a stable
 argsort once (duplicates then add up in the product, as they stand for a sum).
 ``aten::sparse_coo_mm(indices, values, dense, rows, cols)``, defined here, is
-the differentiable form the AutogradCPU router (cpu.MatmulAutogradRouter)
-sends COO products to: its derivative gives the dense operand A^T @ g and
+the differentiable form the AutogradCPU/AutogradCUDA router
+(cpu.MatmulAutogradRouter) sends COO products to: its derivative
+(coo_cuda.SPARSE_COO_MM_DERIVATIVE, either device) gives the dense operand A^T @ g and
 each value the dot of g's row with the dense operand's row, as
 ``torch.sparse.mm``'s.
+
+Each op class holds its argument handling (checked once per signature) over a
+backend of compute functions: ``CPU_COO`` here (NumPy and the Numba CSR loops)
+or coo_cuda.CUDA_COO (device kernels), registered at SparseCPU and SparseCUDA.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from dispatch_jit.autograd.kernel import Derivative
 from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.dtypes import as_dtype, result_type
 from dispatch_jit.errors import DTypeError, SchemaError, ShapeError
@@ -39,7 +45,8 @@ from dispatch_jit.tensor import Tensor, wrap
 from . import cpu
 from .op import check_float_or_int, record
 
-__all__ = ["SCHEMAS", "KERNELS", "SPARSE_COO_MM_DERIVATIVE", "coo_matmul_arrays"]
+__all__ = ["SCHEMAS", "KERNELS", "sparse_coo_mm_grads_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
+           "CooMul", "CooSum", "coo_mm", "scalar_of", "t_coo", "CooMatmulRoute", "row_plan", "linear_positions"]
 
 _NO_MATMUL = ("uint16", "uint32", "uint64")    # dense matmul has no kernel for them (nor has PyTorch)
 
@@ -61,14 +68,15 @@ def _no_out(opname: str, out) -> None:
         raise SchemaError(f"{opname}: out= is not supported for sparse COO tensors")
 
 
-def _linear(idx: np.ndarray, shape: tuple) -> np.ndarray:
+def linear_positions(idx: np.ndarray, shape: tuple) -> np.ndarray:
+    """Each entry's row-major position (host arrays)."""
     if idx.shape[0] == 0:
         return np.zeros(idx.shape[1], dtype=np.int64)
     return np.ravel_multi_index(tuple(idx), shape).astype(np.int64, copy=False)
 
 
 # -- the product -------------------------------------------------------------------------------------------
-def _rows(idx: np.ndarray, rows: int):
+def row_plan(idx: np.ndarray, rows: int):
     """Row pointers, columns and the sorting permutation (None when the rows are already sorted)."""
     r = idx[0]
     perm = np.argsort(r, kind="stable") if r.size > 1 and np.any(r[1:] < r[:-1]) else None
@@ -87,7 +95,7 @@ def _check_operand(rows: int, cols: int, shape: tuple) -> None:
 def coo_matmul_arrays(idx: np.ndarray, val: np.ndarray, b: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """COO(idx, val) of shape (rows, cols) @ b (1-D or 2-D), in val's dtype."""
     _check_operand(rows, cols, b.shape)
-    crow, col, perm = _rows(idx, rows)
+    crow, col, perm = row_plan(idx, rows)
     v = val if perm is None else val[perm]
     if val.dtype == np.float16:      # Numba has no float16 arithmetic: float32 sums, rounded once
         return cpu.csr_matmul_arrays(crow, col, np.ascontiguousarray(v, np.float32), b.astype(np.float32),
@@ -95,19 +103,22 @@ def coo_matmul_arrays(idx: np.ndarray, val: np.ndarray, b: np.ndarray, rows: int
     return cpu.csr_matmul_arrays(crow, col, np.ascontiguousarray(v), b, cols)
 
 
-def _sparse_coo_mm_cpu(indices, values, dense, rows, cols):
-    npdt = result_type(values.dtype, dense.dtype).np
+def _mm_cpu(indices, values, dense, rows, cols, npdt):
     return wrap(coo_matmul_arrays(indices._data, _as(values._data, npdt), _as(dense._data, npdt), rows, cols))
 
 
-def _sparse_coo_mm_grads(g, s, c):
+def _sparse_coo_mm_cpu(indices, values, dense, rows, cols):
+    return _mm_cpu(indices, values, dense, rows, cols, result_type(values.dtype, dense.dtype).np)
+
+
+def sparse_coo_mm_grads_cpu(g, s, c):
     idx, vals, dense = s["indices"]._data, s["values"], s["dense"]
     ga = g._data
     half = ga.dtype == np.float16      # float32 sums, rounded once (as the forward)
     npdt = np.dtype(np.float32) if half else ga.dtype
     ga = _as(ga, npdt)
     rows = ga.shape[0]
-    crow, col, perm = _rows(idx, rows)
+    crow, col, perm = row_plan(idx, rows)
     v = _as(vals._data, npdt)
     v = np.ascontiguousarray(v if perm is None else v[perm])
     d = _as(dense._data, npdt)
@@ -127,9 +138,6 @@ def _sparse_coo_mm_grads(g, s, c):
         gvals, gdense = gvals.astype(np.float16), gdense.astype(np.float16)
     return None, wrap(gvals), wrap(gdense.reshape(d.shape))
 
-
-SPARSE_COO_MM_DERIVATIVE = Derivative("SparseCooMmBackward", _sparse_coo_mm_grads, ("indices", "values", "dense"),
-                                      unbroadcast=False)
 
 
 def coo_mm(x, y, mm):
@@ -154,12 +162,65 @@ def coo_mm(x, y, mm):
     return mm(wrap(x._idx), x._values_t, y, x._shape[0], x._shape[1])
 
 
-# -- ops at SparseCPU ----------------------------------------------------------------------------------------
+# -- the CPU's compute functions ------------------------------------------------------------------------------
+def scalar_of(y):
+    """The value of a scalar operand (a Python number or a 0-d tensor, read once)."""
+    return y._host() if isinstance(y, Tensor) else y
+
+
+def _add_coo_cpu(x, y, alpha, npdt):
+    yv = _as(y._data, npdt) * npdt.type(alpha) if alpha != 1 else _as(y._data, npdt)
+    idx = np.concatenate([x._idx, y._idx], axis=1)
+    vals = np.concatenate([_as(x._data, npdt), yv])
+    idx, vals = coalesce_arrays(idx, vals, x._shape)
+    return make_coo(idx, vals, x._shape, True)
+
+
+def _add_dense_cpu(x, y, alpha, npdt):
+    yv = _as(y._data, npdt) * npdt.type(alpha) if alpha != 1 else _as(y._data, npdt)
+    res = np.array(_as(x._data, npdt), copy=True, order="C")
+    np.add.at(res.reshape(-1), linear_positions(y._idx, y._shape), yv)
+    return wrap(res)
+
+
+def _mul_scalar_cpu(x, y, npdt):
+    return make_coo(x._idx, _as(x._data, npdt) * npdt.type(scalar_of(y)), x._shape, x._coalesced)
+
+
+def _mul_coo_cpu(x, y, npdt):
+    cx, cy = x.coalesce(), y.coalesce()
+    _, i, j = np.intersect1d(linear_positions(cx._idx, x._shape), linear_positions(cy._idx, y._shape),
+                             assume_unique=True, return_indices=True)
+    vals = _as(cx._data, npdt)[i] * _as(cy._data, npdt)[j]
+    return make_coo(np.ascontiguousarray(cx._idx[:, i]), vals, x._shape, True)
+
+
+def _mul_dense_cpu(x, y, npdt):
+    d = np.broadcast_to(_as(y._data, npdt), x._shape)
+    return make_coo(x._idx, _as(x._data, npdt) * d[tuple(x._idx)], x._shape, x._coalesced)
+
+
+def _sum_all_cpu(x, to):
+    return wrap(np.asarray(_as(x._data, to).sum(dtype=to)))
+
+
+def _sum_dims_cpu(x, keep, shape, to):
+    idx, vals = coalesce_arrays(np.ascontiguousarray(x._idx[keep]), _as(x._data, to), shape)
+    return make_coo(np.ascontiguousarray(idx), vals, shape, True)
+
+
+CPU_COO = SimpleNamespace(device="cpu", mm=_mm_cpu, add_coo=_add_coo_cpu, add_dense=_add_dense_cpu,
+                          mul_scalar=_mul_scalar_cpu, mul_coo=_mul_coo_cpu, mul_dense=_mul_dense_cpu,
+                          sum_all=_sum_all_cpu, sum_dims=_sum_dims_cpu)
+
+
+# -- ops at SparseCPU / SparseCUDA ----------------------------------------------------------------------------
 class _CooOp:
     op = ""
 
-    def __init__(self):
-        self.__name__ = f"sparse_coo_{self.op}_cpu"
+    def __init__(self, backend=CPU_COO):
+        self.be = backend
+        self.__name__ = f"sparse_coo_{self.op}_{backend.device}"
 
 
 class CooMatmul(_CooOp):
@@ -178,11 +239,10 @@ class CooMatmul(_CooOp):
             raise DTypeError(f"matmul: dtype {dt.name} is not supported (as for dense tensors); cast the "
                              f"operands to a signed integer or floating dtype")
         record(call, self.__name__, dt)
-        npdt = dt.np
+        npdt, be = dt.np, self.be
 
         def mm(indices, values, dense, rows, cols):
-            return wrap(coo_matmul_arrays(indices._data, _as(values._data, npdt), _as(dense._data, npdt), rows,
-                                          cols))
+            return be.mm(indices, values, dense, rows, cols, npdt)
 
         def run(x, y):
             if x.layout != "sparse_coo" and y.layout != "sparse_coo":
@@ -205,7 +265,8 @@ class CooAdd(_CooOp):
             raise SchemaError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
         dt = result_type(a.dtype, b.dtype)
         record(call, self.__name__, dt)
-        npdt, both = dt.np, bool(a.keyset & SPARSE_COO_BITS)
+        npdt = dt.np
+        add = self.be.add_coo if a.keyset & SPARSE_COO_BITS else self.be.add_dense
 
         def run(x, y, alpha=1, out=None):
             _no_out("add", out)
@@ -213,15 +274,7 @@ class CooAdd(_CooOp):
                 raise ShapeError(f"add: expected 'self' and 'other' to have same size, but self has size "
                                  f"{list(x.shape)} while other has size {list(y._shape)} (FYI: dense-sparse "
                                  f"addition does not currently support broadcasting)")
-            yv = _as(y._data, npdt) * npdt.type(alpha) if alpha != 1 else _as(y._data, npdt)
-            if both:
-                idx = np.concatenate([x._idx, y._idx], axis=1)
-                vals = np.concatenate([_as(x._data, npdt), yv])
-                idx, vals = coalesce_arrays(idx, vals, x._shape)
-                return make_coo(idx, vals, x._shape, True)
-            res = np.array(_as(x._data, npdt), copy=True, order="C")
-            np.add.at(res.reshape(-1), _linear(y._idx, y._shape), yv)
-            return wrap(res)
+            return add(x, y, alpha, npdt)
         return run
 
 
@@ -242,7 +295,7 @@ class CooMul(_CooOp):
         else:
             raise SchemaError(f"mul: cannot multiply a sparse COO tensor by {o.kind}")
         record(call, self.__name__, dt)
-        npdt = dt.np
+        npdt, be = dt.np, self.be
         kind = "coo" if o.kind == "tensor" and o.keyset & SPARSE_COO_BITS else \
             "dense" if o.kind == "tensor" and o.ndim > 0 else "scalar"
 
@@ -250,18 +303,12 @@ class CooMul(_CooOp):
             _no_out("mul", out)
             if swap:
                 x, y = y, x
-            v = _as(x._data, npdt)
             if kind == "scalar":
-                k = y._data if isinstance(y, Tensor) else y
-                return make_coo(x._idx, v * npdt.type(k), x._shape, x._coalesced)
+                return be.mul_scalar(x, y, npdt)
             if kind == "coo":
                 if x._shape != y._shape:
                     raise ShapeError(f"mul: sparse COO shapes {x._shape} and {y._shape} must match")
-                cx, cy = x.coalesce(), y.coalesce()
-                _, i, j = np.intersect1d(_linear(cx._idx, x._shape), _linear(cy._idx, y._shape),
-                                         assume_unique=True, return_indices=True)
-                vals = _as(cx._data, npdt)[i] * _as(cy._data, npdt)[j]
-                return make_coo(np.ascontiguousarray(cx._idx[:, i]), vals, x._shape, True)
+                return be.mul_coo(x, y, npdt)
             try:
                 fits = broadcast_shapes(tuple(y.shape), x._shape) == x._shape
             except ValueError:
@@ -269,8 +316,7 @@ class CooMul(_CooOp):
             if not fits:
                 raise ShapeError(f"mul: a dense operand of shape {tuple(y.shape)} does not broadcast to the sparse "
                                  f"COO shape {x._shape}")
-            d = np.broadcast_to(_as(y._data, npdt), x._shape)
-            return make_coo(x._idx, v * d[tuple(x._idx)], x._shape, x._coalesced)
+            return be.mul_dense(x, y, npdt)
         return run
 
 
@@ -282,11 +328,11 @@ class CooSum(_CooOp):
 
     def specialize(self, call):
         record(call, self.__name__, call.metas[0].dtype)
+        be = self.be
 
         def run(x, axis=None, keepdims=False, dtype=None):
-            v = x._data
-            to = as_dtype(dtype).np if dtype is not None else np.dtype(np.int64) if v.dtype.kind in "biu" else v.dtype
-            v = _as(v, to)
+            vdt = x._data.dtype
+            to = as_dtype(dtype).np if dtype is not None else np.dtype(np.int64) if vdt.kind in "biu" else vdt
             nd = x.ndim
             axes = set(range(nd)) if axis is None else {a % nd if nd else 0 for a in
                                                          ((axis,) if isinstance(axis, int) else axis)}
@@ -295,11 +341,9 @@ class CooSum(_CooOp):
             if keepdims:
                 raise SchemaError("sum: keepdim=True is not supported for sparse COO tensors")
             if len(axes) >= nd:
-                return wrap(np.asarray(v.sum(dtype=to)))
+                return be.sum_all(x, to)
             keep = [d for d in range(nd) if d not in axes]
-            shape = tuple(x._shape[d] for d in keep)
-            idx, vals = coalesce_arrays(np.ascontiguousarray(x._idx[keep]), v, shape)
-            return make_coo(np.ascontiguousarray(idx), vals, shape, True)
+            return be.sum_dims(x, keep, tuple(x._shape[d] for d in keep), to)
         return run
 
 
@@ -307,9 +351,9 @@ def to_dense_coo(x):
     out = np.zeros(x._shape, dtype=x._data.dtype)
     if x._idx.shape[1]:
         if x._coalesced:
-            out[tuple(x._idx)] = x._data
+            out.reshape(-1)[linear_positions(x._idx, x._shape)] = x._data     # (0-d too)
         else:
-            np.add.at(out.reshape(-1), _linear(x._idx, x._shape), x._data)
+            np.add.at(out.reshape(-1), linear_positions(x._idx, x._shape), x._data)
     return wrap(out)
 
 

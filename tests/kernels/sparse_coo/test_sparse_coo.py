@@ -153,8 +153,9 @@ def test_keys_dispatch_trace_and_unsupported_op(capsys):
 
 
 def test_dense_signatures_unchanged_by_the_key():
-    # AutogradCPU keeps bit 12: a dense CPU tensor that requires grad has a one-digit signature
-    assert dj.DispatchKey.AutogradCPU == 12 and dj.DispatchKey.Undefined not in dj.DispatchKeySet(dj.DispatchKey.Meta)
+    # AutogradCPU is bit 13 and the key set starts at bit 16 of a signature: a dense CPU tensor that
+    # requires grad has a one-digit signature
+    assert dj.DispatchKey.AutogradCPU == 13 and dj.DispatchKey.Undefined not in dj.DispatchKeySet(dj.DispatchKey.Meta)
     assert dj.tensor([1.0], requires_grad=True)._sig < 2 ** 30
     assert dj.DispatchKeySet(0).highest() is dj.DispatchKey.Undefined
     assert dj.DispatchKeySet(dj.DispatchKey.Meta).highest() is dj.DispatchKey.Meta
@@ -375,3 +376,24 @@ def test_torch_signatures_is_sparse_and_to_sparse_layout():
         dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), check_invariants=True, is_coalesced=True)
     with pytest.raises(ValueError, match="pin_memory"):
         dj.sparse_coo_tensor([[1, 0]], [1.0, 2.0], (2,), pin_memory=True)
+
+
+def test_zero_dim_to_sparse_as_torch():
+    torch = pytest.importorskip("torch")
+    for v in (2.0, 0.0):
+        got, want = dj.tensor(v).to_sparse(), torch.tensor(v).to_sparse()
+        assert got.shape == tuple(want.shape) and got._nnz() == want._nnz()
+        assert tuple(got._indices().shape) == tuple(want._indices().shape)
+        assert got._values().numpy().tolist() == want._values().tolist()
+        assert got.to_dense().item() == v
+
+
+def test_compiled_to_dense_of_a_sparse_argument_runs_the_conversion():
+    # the trace sees a sparse argument as a shape and dtype: to_dense must be recorded (and run on
+    # the real argument), not taken for a dense tensor's identity
+    fn = lambda x: x.to_dense() * 2 + 1      # noqa: E731
+    f = dj.compile(fn)
+    a = dj.sparse_coo_tensor([[1, 0, 1], [2, 1, 2]], [1.0, 2.0, 3.0], (2, 3))
+    for arg in (a, a.to_sparse_csr(), a.to_dense()):
+        got = f(arg)
+        assert type(got) is dj.Tensor and got.numpy().tolist() == fn(arg).numpy().tolist()
