@@ -101,6 +101,7 @@ class PlanFunction:
         # per returned view: (value id, its root's allocation index or -1 - input position, the root's
         # id and signature, the view's offset in elements, shape, strides)
         self.view_outs = ()
+        self.parts = None               # what build generated the source from (run/profile.py)
 
     def __call__(self, tensors, runtime=()):
         """{value id: tensor} of the plan's outputs, or None where this call runs interpreted;
@@ -339,6 +340,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
         return f"w{len(work) - 1}"
 
     body, defs, loop_scalars, refused_by, views = [], [], [], {}, {}
+    segments = []           # (step position, how many lines of body it wrote): run/profile.py's stamps
     reads, made_by, refusing = {}, {}, set()     # for _inplace: what each step reads, where flat loops write
     for pos, s in enumerate(plan.steps):
         site = _Site(names, arrays, scratch, f"return {pos}")
@@ -368,6 +370,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
             return got
         defs += got[0]
         body += got[1]
+        segments.append((pos, len(got[1])))
         ins = s.region.inputs if kind == "fused" else [v for e in ([s] if kind == "eager" else s.eager)
                                                          for v in e.node.inputs()]
         reads[pos] = {views.get(v, v) for v in ins}
@@ -425,6 +428,7 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
     fn.view_outs = tuple(view_outs)
     fn.inplace = sorted(inplace)       # ascending: inserted in order, each at its own index
     fn.fresh = [a for k, a in enumerate(allocs[:fn.nout]) if k not in dict(inplace)]
+    fn.parts = (defs, body, segments, params, argtypes, glb)     # run/profile.py regenerates from them
     return fn
 
 
