@@ -23,22 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..intrinsics import f32_from_bits
+from .exp_f32 import _E0, _E1, _E2, _E3, _E4, _E5, _HALF, _LN2_HI, _LN2_LO, _LOG2E, _ONE, _ZERO
 
 __all__ = ["_sigmoid_f32"]
 
-_LOG2E = np.float32(1.44269504088896341)
-_LN2_HI = np.float32(0.693359375)             # 9 significant bits: n * _LN2_HI is exact (|n| <= 150)
-_LN2_LO = np.float32(-2.12194440e-4)
-_E5 = np.float32(1.9875691500e-4)
-_E4 = np.float32(1.3981999507e-3)
-_E3 = np.float32(8.3334519073e-3)
-_E2 = np.float32(4.1665795894e-2)
-_E1 = np.float32(1.6666665459e-1)
-_E0 = np.float32(5.0000001201e-1)
 _A_MAX = np.float32(104.0)                    # e**-104 rounds to 0 in float32 (below 2**-150)
-_HALF = np.float32(0.5)
-_ONE = np.float32(1.0)
-_ZERO = np.float32(0.0)
 _BIAS = np.int32(127)
 
 

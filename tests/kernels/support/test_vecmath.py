@@ -50,7 +50,7 @@ CASES = {
     "log": (np.log, 0.83),
     "log2": (np.log2, 0.51),
     "log1p": (np.log1p, 0.51),
-    "tanh": (np.tanh, 0.51),
+    "tanh": (np.tanh, 0.65),
     "sigmoid": (lambda v: 1.0 / (1.0 + np.exp(-v)), 2.3),
     "erf": (_erf64, 0.51),
 }
@@ -208,10 +208,15 @@ def test_loops_over_the_float32_forms_vectorize(name):
     if name in _FLOAT32_ARITHMETIC:
         # twice the lanes of a float64 evaluation: no vector of doubles anywhere in the loop
         assert not re.search(r"x double>", ir), f"{name} computes in float64"
+    if name in _FLOAT32_ARITHMETIC + _FLOAT32_CORE:
+        # the reduction and polynomials in float32 lanes, not only the loads and the final rounding
+        assert re.search(r"fmul <(8|16) x float>", ir), f"{name} does its arithmetic in float64"
 
 
 # the forms written in float32 arithmetic (the others widen to float64 and round once)
 _FLOAT32_ARITHMETIC = ("_exp_f32", "_log_f32", "_sigmoid_f32")
+# float32 arithmetic but for a few float64 steps where a float32 rounding would cost accuracy
+_FLOAT32_CORE = ("_tanh_f32",)
 
 
 def test_compiled_fused_loops_equal_eager_bit_for_bit():
