@@ -20,14 +20,20 @@ from numba.extending import intrinsic
 __all__ = ["fma"]
 
 _F32 = ir.FloatType()
+_F64 = ir.DoubleType()
 
 
 @intrinsic
 def fma(typingctx, a, b, c):
-    if not (a == b == c == types.float32):
+    """float32 or float64 (all three alike)."""
+    if a == b == c == types.float32:
+        t, lt = types.float32, _F32
+    elif a == b == c == types.float64:
+        t, lt = types.float64, _F64
+    else:
         return None
 
     def codegen(context, builder, signature, args):
-        fn = builder.module.declare_intrinsic("llvm.fma", [_F32], ir.FunctionType(_F32, [_F32] * 3))
+        fn = builder.module.declare_intrinsic("llvm.fma", [lt], ir.FunctionType(lt, [lt] * 3))
         return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
+    return t(t, t, t), codegen

@@ -210,6 +210,9 @@ def test_loops_over_the_float32_forms_vectorize(name):
         assert not re.search(r"x double>", ir), f"{name} computes in float64"
         # the polynomials as fused multiply-adds: half the instructions of Numba's a * b + c
         assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), f"{name} does not use vector fma"
+    if name in ("_sin_f32", "_cos_f32"):
+        # the float64 reduction and polynomial fused too
+        assert re.search(r"@llvm\.fma\.v(4|8|16)f64", ir), f"{name} does not use vector fma"
 
 
 # the forms written in float32 arithmetic (the others widen to float64 and round once)
