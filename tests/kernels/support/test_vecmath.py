@@ -205,6 +205,8 @@ def test_loops_over_the_float32_forms_vectorize(name):
     ir = k.inspect_llvm(sig)
     assert not re.search(r"call \S+ @\S*" + name, ir), f"{name} is called per element, not inlined"
     assert re.search(r"<(4|8|16) x (float|double)>", ir), f"the loop over {name} is not vectorized"
+    # the polynomials as fused multiply-adds (vecmath/fma.py): half the instructions of a * b + c
+    assert re.search(r"@llvm\.fma\.v(4|8|16)f(32|64)", ir), f"{name} does not use vector fma"
     if name in _FLOAT32_ARITHMETIC:
         # twice the lanes of a float64 evaluation: no vector of doubles anywhere in the loop
         assert not re.search(r"x double>", ir), f"{name} computes in float64"
