@@ -1,7 +1,7 @@
 """Tiny LLVM-level primitives that Numba's Python subset cannot spell.
 
 ``f32_from_bits`` reinterprets an int32 as a float32 (a bitcast, no
-conversion).  It lets the vectorizable exp in scalar_helpers.py build 2**n
+conversion).  It lets the vectorizable exp in vecmath/exp_f32.py build 2**n
 exactly, with plain integer arithmetic that LLVM can put in SIMD registers.
 ``bits_from_f32`` is its inverse (sincos_f32.py reads the exponent and the
 mantissa of a float32 with it).

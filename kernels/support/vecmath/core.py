@@ -34,6 +34,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..intrinsics import _bitcast
+from .fma import fma
 
 __all__ = ["LOG", "EXP2", "log", "exp2", "CONSTS", "estrin"]
 
@@ -44,13 +45,14 @@ bits_from_f64 = intrinsic(_bitcast("bits_from_f64", types.float64, types.int64, 
 def estrin(var: str, coeffs: list, sq: str | None = None) -> str:
     """The polynomial sum(c[i] var**i) in Estrin's form: pairs c0 + c1 var, then pairs of pairs
     with var**2, var**4, ...  Half the dependency chain of Horner's rule, which matters for
-    the scalar (unvectorized) uses and costs nothing vectorized."""
-    terms = [f"({a!r} + {var} * {b!r})" for a, b in zip(coeffs[0::2], coeffs[1::2])]
+    the scalar (unvectorized) uses and costs nothing vectorized.  Each step a fused
+    multiply-add (``_fma``, fma.py): one instruction and one rounding."""
+    terms = [f"_fma({var}, {b!r}, {a!r})" for a, b in zip(coeffs[0::2], coeffs[1::2])]
     if len(coeffs) % 2:
         terms.append(repr(coeffs[-1]))
     power = sq or f"({var} * {var})"
     while len(terms) > 1:
-        nxt = [f"({a} + {power} * {b})" for a, b in zip(terms[0::2], terms[1::2])]
+        nxt = [f"_fma({power}, {b}, {a})" for a, b in zip(terms[0::2], terms[1::2])]
         if len(terms) % 2:
             nxt.append(terms[-1])
         terms, power = nxt, f"({power} * {power})"
@@ -65,7 +67,7 @@ def _exp_poly(terms: int) -> str:
     return estrin("{p}t", [1.0 / math.factorial(k) for k in range(terms)])
 
 CONSTS = {
-    "_f64": f64_from_bits, "_i64": bits_from_f64,
+    "_f64": f64_from_bits, "_i64": bits_from_f64, "_fma": fma,
     "_SQRT_HALF_BITS": 0x3FE6A09E667F3BCD,     # the bits of sqrt(1/2)
     "_LN2": math.log(2.0), "_LOG2E": 1.0 / math.log(2.0),
     "_F64_INF": math.inf, "_F64_NAN": math.nan,

@@ -1,4 +1,4 @@
-"""float32 expm1, log2, log1p, pow, tanh and erf that LLVM vectorizes.
+"""float32 expm1, log2, log1p, pow and erf that LLVM vectorizes.
 
 Each is straight-line float64 code over one element (core.py's blocks), ending in one
 rounding to float32; special values are chosen with selects, never branches, so a Numba
@@ -40,8 +40,6 @@ def _exp2(p: str, w: str, terms: int = 12) -> str:
 
 # exp(x) - 1 for |x| < 1/4: x (1 + x/2! + ... + x**7/8!), the rest below 2**-34 relative
 _EXPM1_SMALL = estrin("h", [1.0 / math.factorial(k + 1) for k in range(8)])
-# tanh(a) = a + a**3 (-1/3 + 2/15 a**2 - 17/315 a**4 + 62/2835 a**6 - 1382/155925 a**8)
-_TANH_SMALL = estrin("t", [-1.0 / 3.0, 2.0 / 15.0, -17.0 / 315.0, 62.0 / 2835.0, -1382.0 / 155925.0])
 # Both erf polynomials are numpy Chebyshev fits at 2000 Chebyshev nodes to math.erf/math.erfc,
 # converted to the power basis.  erf(x) / x for |x| < 1, in t = x*x: degree 8, max relative
 # error 9.3e-13.  erfc(a) e**(a*a) on [1, 4], in u = (a - 2.5) / 1.5: degree 12, max error of
@@ -104,20 +102,6 @@ def _pow_f32(x, y):
     v = v if (x == x) & (y == y) else _F64_NAN
     one = (y == 0) | (x == _ONE) | ((ax == 1.0) & (abs(y) == _INF))
     return np.float32(1.0 if one else v)
-""",
-    # tanh = (E - 1) / (E + 1) with E = exp(2|x|), the sign put back; below |x| = 1/8, where E - 1
-    # would lose bits, tanh's odd series to x**11 (the rest below 2**-37 relative); |x| > 10 is
-    # +-1 in float32 (1 - tanh(10) < 2**-27); -0 -> -0
-    "_tanh_f32": """
-def _tanh_f32(x):
-    xd = np.float64(x)
-    a = min(abs(xd), 10.0)
-    t = a * a
-    small = a + a * t * """ + _TANH_SMALL + """
-    w = a * (2.0 * _LOG2E)""" + _exp2("", "w", 10) + """
-    big = (v - 1.0) / (v + 1.0)
-    r = np.float32(math.copysign(small if a < 0.125 else big, xd))
-    return r if x == x else x
 """,
     # erf: x P(x*x) below |x| = 1; above, 1 - exp(-x*x) Q(|x|) (x*x is exact in float64),
     # the sign put back; |x| >= 4 is +-1 in float32 (erfc(4) < 2**-25).  -0 -> -0
