@@ -61,7 +61,8 @@ from .trace.fallback import flat_tensors as _tensors, install_tracer_fallback, t
 from .trace.guards import Unguardable, find_captures, make_reader, writes_outside
 from .trace.recompiles import key_change
 from .trace.structure import EPOCH, changed, fingerprint
-from .trace.symbolic import SIZE_REASONS, TraceAbort, _state
+from .trace.symbolic import TraceAbort, _state
+from .trace.symbolic_tensor import SIZE_REASONS
 from .training.whole_step import is_step, step_entry
 
 __all__ = ["compile", "CompiledFunction", "CacheInfo"]

@@ -17,6 +17,10 @@ BatchedTensor reaches the Autograd key by itself (the fallback redispatches it b
 Tracer), so only the unbatched calls need ``attach``, and the levels compose as in eager mode:
 grad inside vmap records over the BatchedTensors (the backward's ops go through the batching
 rules, whose physical ops are recorded), grad of vmap over the values.
+
+What the engine reads of a symbolic tensor itself are its class's methods (symbolic_tensor.py):
+``detach()`` (an alias of the same value in a forward trace, ``Tracer.FORWARD``), the saved twin
+of an op's output, indexing (which aborts on a value that requires grad).
 """
 
 from __future__ import annotations
@@ -28,10 +32,9 @@ from dispatch_jit.registry import FALLTHROUGH_KINDS
 from dispatch_jit.schema import bind
 from dispatch_jit.tensor import TRACE_MARK, Tensor
 
-from .shaped import ShapedTracer
-from .symbolic import SymbolicTensor, Tracer
+from .symbolic_tensor import SymbolicTensor
 
-__all__ = ["needs_grad", "attach", "returns_grad", "DENSE", "DETACH_WITH_GRAD"]
+__all__ = ["needs_grad", "attach", "returns_grad", "DENSE"]
 
 _K = DispatchKey
 
@@ -103,62 +106,4 @@ def returns_grad(out: list, inputs: list):
     return None
 
 
-# -- symbolic tensors' own autograd reads: detach, the saved output, indexing ------------------------
-def _alias(tr, t):
-    """A new symbolic tensor for ``t``'s value (no node: the graph's values are immutable)."""
-    vid = t.__dict__[TRACE_MARK][1]
-    a = tr.symbolic(tr.graph.types[vid], vid)
-    if tr.shaped:
-        tr.place(a, tr.shapes[vid])
-    return a
-
-
-DETACH_WITH_GRAD = ("detach() in a compiled call whose inputs require grad (the compiled backward would "
-                    "differentiate through it)")
-
-
-def _traced_detach(self):
-    """``detach()`` in a forward trace: the same value, cut from the autograd graph that a
-    transform's level runs on traced values (its ``_lift``/``_lower``, or the user's own).  The
-    graph has no node for it, so where the compiled call itself is differentiated (an input that
-    requires grad: joint.py's walk, a whole step's) it still aborts, as it did."""
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is None or sym[0].done or sym[0].in_meta or sym[0].__class__ not in _FORWARD:
-        return _detach_guard(self)
-    tr = sym[0]
-    if tr.__dict__.get("grad_inputs") or tr.graph.lifted:
-        tr.abort(DETACH_WITH_GRAD)
-    tr.detached = True
-    a = _alias(tr, self)
-    a.__dict__["_detached"] = True
-    return a
-
-
-def _saved_twin(self, box):
-    """An op's symbolic output as its node saves it (graph.py ``_output_data``): the same value,
-    without the grad_fn."""
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is None or sym[0].done:
-        return None
-    d = _alias(sym[0], self)
-    d._sig = self._sig
-    d.__dict__["_vc"] = box
-    d.__dict__["requires_grad"] = self.requires_grad
-    return d
-
-
-def _checked_getitem(self, index):
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is not None and not sym[0].in_meta and not sym[0].done and self.__dict__.get("requires_grad") \
-            and is_grad_enabled():
-        # recorded as a getitem node, not an op: no Autograd kernel would see it
-        sym[0].abort("indexing (t[...]) of a value that requires grad inside dj.func.grad/vjp is not traced yet")
-    return _getitem(self, index)
-
-
-_detach_guard, _getitem = SymbolicTensor.detach, SymbolicTensor.__getitem__
-SymbolicTensor.detach = _traced_detach
-SymbolicTensor.__getitem__ = _checked_getitem
-SymbolicTensor._saved_twin = _saved_twin
-_FORWARD = (Tracer, ShapedTracer)      # fallback.trace's tracers (not a joint's or a step's walk)
 DENSE = (Tensor, SymbolicTensor)     # the classes of tensors attach() lets require grad

@@ -43,11 +43,11 @@ from dispatch_jit.tensor import TRACE_MARK, Tensor
 
 from ..elementwise import scalar_op_of
 from ..graph.ir import Graph, RuntimeFloat, RuntimeInt, rebuild, runtime_scalar
-from .autodiff import DENSE, DETACH_WITH_GRAD, attach, needs_grad, returns_grad
+from .autodiff import DENSE, attach, needs_grad, returns_grad
 from .owners import module_tensors
 from .shaped import ShapedTracer
-from .symbolic import (SymbolicTensor, TraceAbort, Tracer, _GuardExternal, _escaped, _state, _type_of,
-                     is_tracing)
+from .symbolic import TraceAbort, Tracer, _GuardExternal, _state, _type_of, is_tracing
+from .symbolic_tensor import DETACH_WITH_GRAD, SymbolicTensor, _escaped
 
 __all__ = ["TraceAbort", "trace", "is_tracing", "install_tracer_fallback", "flat_tensors",
            "active", "misplaced_scalars", "TRACED_SCALARS"]
@@ -100,7 +100,7 @@ def tracer_fallback(op, keyset, args, kwargs):
         with ExcludeDispatchKeyGuard(_K.Tracer):
             return op(*args, **kwargs)
     out = tracer.record(op, args, kwargs)
-    if (tracer.__class__ is Tracer or tracer.__class__ is ShapedTracer) and needs_grad(args, kwargs):
+    if isinstance(tracer, Tracer) and tracer.FORWARD and needs_grad(args, kwargs):
         return attach(tracer, op, args, kwargs, out, DENSE)    # a func transform's level (autodiff.py)
     return out
 

@@ -1,8 +1,8 @@
 """Graph building for ``dj.compile``: the ``Tracer`` (one trace's graph, recording each call),
-the symbolic tensors it hands the function, and the guards that abort a trace where real
-data would be needed (``SymbolicTensor``; ``ExternalTensor`` for real tensors from outside
-the function, for the length of a trace).  trace/fallback.py drives it: the Tracer key's fallback
-and ``trace``."""
+which hands the function symbolic tensors (symbolic_tensor.py: their guards abort a trace where
+real data would be needed), and ``ExternalTensor`` for real tensors from outside the function,
+for the length of a trace (the same guards).  trace/fallback.py drives it: the Tracer key's
+fallback and ``trace``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import numpy as np
 
 from dispatch_jit import return_types
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
-from dispatch_jit.errors import EscapedTensorError
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import keyset_sig_bits
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
@@ -21,9 +20,10 @@ from ..elementwise import result_of
 from ..graph.ir import Graph, Node, TensorType, Var, rebuild
 from ..graph.views import GETITEM, index_type, is_view, view_type
 from .breaks import note_site
-from .indexing import record_index, traced_setitem
+from .indexing import record_index
+from .symbolic_tensor import SymbolicTensor, guarded_by
 
-__all__ = ["TraceAbort", "Tracer", "is_tracing", "SymbolicTensor", "ExternalTensor", "STEP_REASONS"]
+__all__ = ["TraceAbort", "Tracer", "is_tracing", "ExternalTensor"]
 
 _K = DispatchKey
 
@@ -52,6 +52,10 @@ class Tracer:
     """The state of one trace: the graph being built and the abort reason, if any."""
 
     shaped = False       # a ShapedTracer (shaped.py): its placeholders have the real sizes, readable
+    # a forward trace (fallback.trace's; joint.py's replay, whose values never require grad): a
+    # func transform's level differentiates its values (autodiff.py's ``attach``; ``detach()`` an
+    # alias, symbolic_tensor.py); a whole step's walk (training/functionalize.py) sets False
+    FORWARD = True
 
     def __init__(self):
         self.graph = Graph()
@@ -271,140 +275,6 @@ def _type_of(t: Tensor) -> TensorType:
 _TRACER_SIG_BIT = keyset_sig_bits(key_bits(_K.Tracer))
 
 
-def _escaped(what: str):
-    raise EscapedTensorError(
-        f"{what} a tensor made while dj.compile traced a function, which the function kept outside "
-        f"itself (in a global, an attribute or a container): it is a placeholder without data. Return "
-        f"it from the function instead (a trace stores it only once, not at every call)")
-
-
-# -- what needs data aborts the trace ------------------------------------------------------
-_GUARDED = {
-    "__bool__": "bool() of a traced tensor (data-dependent control flow)",
-    "item": "Tensor.item() reads data", "tolist": "Tensor.tolist() reads data",
-    "numpy": "Tensor.numpy() exposes data", "__array__": "conversion to a NumPy array",
-    "__float__": "float() of a traced tensor", "__int__": "int() of a traced tensor",
-    "__index__": "a traced tensor used as an index", "__complex__": "complex() of a traced tensor",
-    "__len__": "len() depends on sizes", "__iter__": "iteration depends on sizes",
-    # printing shows data: a placeholder's would be bogus (str() and format() go through __repr__)
-    "__repr__": "repr()/print() of a traced tensor shows its data",
-    "__str__": "str()/print() of a traced tensor shows its data",
-    "__reduce_ex__": "pickling or copying a traced tensor reads its data",
-    "is_contiguous": "Tensor.is_contiguous() depends on sizes and strides (a placeholder's would be bogus)",
-    "size": "Tensor.size() depends on sizes", "numel": "Tensor.numel() depends on sizes",
-    "stride": "Tensor.stride() depends on sizes", "detach": "detach() is not traced yet",
-    "requires_grad_": "requires_grad_() inside a compiled function",
-    # a whole training step (forward, backward, update): traced again by training/functionalize.py (STEP_REASONS)
-    "backward": "the function calls backward() (a whole training step: traced as one, training/whole_step.py)",
-}
-# the aborts after which dj.compile traces the call as a whole training step (training/functionalize.py)
-STEP_REASONS = frozenset({_GUARDED["backward"], "the function calls an optimizer's step() or zero_grad() "
-                                                "(a whole training step: traced as one, training/whole_step.py)"})
-_GUARDED_PROPS = {"shape": "Tensor.shape depends on sizes (sizes are not part of the cache key)",
-                  "strides": "Tensor.strides depends on sizes",
-                  "__cuda_array_interface__": "__cuda_array_interface__ exposes data"}
-
-
-def _install_guards(cls, check) -> None:
-    """Every data or size read of ``cls`` (_GUARDED methods, _GUARDED_PROPS properties) guarded:
-    ``check(tensor, name, reason, prop)`` runs first (it aborts the trace where the read needs
-    data), then Tensor's own method or property."""
-    for name, reason in _GUARDED.items():
-        setattr(cls, name, _method_guard(name, reason, check))
-    for name, reason in _GUARDED_PROPS.items():
-        setattr(cls, name, _prop_guard(name, reason, check))
-
-
-def _method_guard(name, reason, check):
-    def guarded(self, *args, **kwargs):
-        check(self, name, reason, False)
-        return getattr(Tensor, name)(self, *args, **kwargs)
-    guarded.__name__ = name
-    return guarded
-
-
-def _prop_guard(name, reason, check):
-    def get(self):
-        check(self, name, reason, True)
-        return Tensor.__dict__[name].fget(self)
-    return property(get)
-
-
-# size reads a ShapedTracer answers (its sizes are those of the call it was made for)
-_SIZE_READS = frozenset({"shape", "size", "numel", "__len__"})
-# the aborts after which dj.compile traces again with the call's sizes in its key (api.py)
-SIZE_REASONS = frozenset({_GUARDED_PROPS["shape"], _GUARDED["size"], _GUARDED["numel"], _GUARDED["__len__"]})
-
-
-def _symbolic_check(self, name, reason, prop):
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is None:
-        return
-    if sym[0].done:
-        _escaped(f"{name} of" if prop else f"{name}() of")
-    if not sym[0].in_meta and not (name in _SIZE_READS and sym[0].shaped):
-        sym[0].abort(reason)
-
-
-class SymbolicTensor(Tensor):
-    """A tensor inside a trace: a size-1 placeholder of the right dtype and ndim.
-
-    Whatever would read its data or sizes aborts the trace (the call then runs
-    eagerly); the guards are this class's own methods, so tracing changes
-    nothing for ordinary tensors, in this thread or any other.  While eager
-    kernels run on the placeholders to learn output types (``in_meta``), the
-    guards stand aside."""
-
-    __slots__ = ()
-
-
-def _guarded_to(self, *args, **kwargs):
-    """``to(dtype)`` traces (aten::to.dtype); a move to another device is not an op: abort."""
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is not None and not sym[0].in_meta:
-        dev = kwargs.get("device")
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
-                dev = a
-        if dev is not None and self.device != dev:
-            sym[0].abort(f"moving a traced tensor to {dev} is not traced (device copies run eagerly)")
-    return Tensor.to(self, *args, **kwargs)
-
-
-def _traced_getitem(self, index):
-    """Basic indexing (a view) is recorded; advanced indexing aborts the trace."""
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is not None and not sym[0].in_meta:
-        return sym[0].record_getitem(self, index)
-    return Tensor.__getitem__(self, index)
-
-
-def _traced_contiguous(self):
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is not None and not sym[0].in_meta:
-        return sym[0].contiguous(self)
-    return Tensor.contiguous(self)
-
-
-SymbolicTensor.to = _guarded_to
-SymbolicTensor.contiguous = _traced_contiguous
-SymbolicTensor.__getitem__ = _traced_getitem
-SymbolicTensor.__setitem__ = traced_setitem     # an advanced index: functionalized (indexing.py)
-_install_guards(SymbolicTensor, _symbolic_check)
-_backward_guard = SymbolicTensor.backward
-
-
-def _traced_backward(self, gradient=None, retain_graph=None, create_graph=False):
-    """``loss.backward()`` in a whole-step trace (training/functionalize.py) is its backward; elsewhere it aborts."""
-    sym = self.__dict__.get(TRACE_MARK)
-    if sym is not None and not sym[0].done and not sym[0].in_meta and hasattr(sym[0], "backward"):
-        return sym[0].backward(self, gradient, retain_graph, create_graph)
-    return _backward_guard(self, gradient, retain_graph, create_graph)
-
-
-SymbolicTensor.backward = _traced_backward
-
-
 # -- real tensors from outside the function: the same guards, while a trace runs ----------------
 # A tensor the function reaches through an attribute chain or a container (``self.w``, ``LIST[0]``),
 # or a default argument value, is the real tensor, not a stand-in: the trace finds it by identity.
@@ -425,34 +295,29 @@ def _external_check(self, name, reason, prop):
         tr.abort(_external_reason(self, reason))
 
 
-def _external_to(self, *args, **kwargs):
-    tr = _state.tracer
-    if tr.__class__ is Tracer and not tr.in_meta:
-        dev = kwargs.get("device")
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
-                dev = a
-        if dev is not None and self.device != dev:
-            tr.abort(_external_reason(self, f"moving a captured tensor to {dev} copies its data"))
-    return Tensor.to(self, *args, **kwargs)
-
-
-def _external_getitem(self, index):
-    tr = _state.tracer
-    if tr.__class__ is Tracer and not tr.in_meta:      # a view of it: recorded, so it stays an input
-        return tr.record_getitem(self, index)
-    return Tensor.__getitem__(self, index)
-
-
+@guarded_by(_external_check)
 class ExternalTensor(Tensor):
     """A real tensor from outside the function, for the length of a trace (see above)."""
 
     __slots__ = ()
 
+    def to(self, *args, **kwargs):
+        tr = _state.tracer
+        if tr.__class__ is Tracer and not tr.in_meta:
+            dev = kwargs.get("device")
+            for a in args:
+                if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "meta") or type(a).__name__ == "device":
+                    dev = a
+            if dev is not None and self.device != dev:
+                tr.abort(_external_reason(self, f"moving a captured tensor to {dev} copies its data"))
+        return Tensor.to(self, *args, **kwargs)
 
-ExternalTensor.to = _external_to
-ExternalTensor.__getitem__ = _external_getitem
-_install_guards(ExternalTensor, _external_check)
+    def __getitem__(self, index):
+        tr = _state.tracer
+        if tr.__class__ is Tracer and not tr.in_meta:      # a view of it: recorded, so it stays an input
+            return tr.record_getitem(self, index)
+        return Tensor.__getitem__(self, index)
+
 
 _external_lock = threading.Lock()
 _external_count: dict[int, list] = {}    # id -> [tensor, traces guarding it]: traces may overlap

@@ -17,7 +17,8 @@ from dispatch_jit.optim import optimizer as _optim
 from dispatch_jit.tensor import Tensor
 
 from ..trace.fallback import active, flat_tensors, rewinding
-from ..trace.symbolic import STEP_REASONS, TraceAbort, Tracer, _state
+from ..trace.symbolic import TraceAbort, Tracer, _state
+from ..trace.symbolic_tensor import STEP_REASONS
 from .functionalize import OptionRead, StepTensor, StepTrace, StepTracer
 
 __all__ = ["trace_step"]

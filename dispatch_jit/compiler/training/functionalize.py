@@ -50,7 +50,8 @@ from ..graph.joint import grad_rule, walk_back
 from ..graph.views import GETITEM, is_view
 from ..trace.fallback import TRACED_SCALARS, flat_tensors, misplaced_scalars
 from ..trace.shaped import ShapedTracer
-from ..trace.symbolic import _SIZE_READS, _install_guards, _prop_guard, _state
+from ..trace.symbolic import _state
+from ..trace.symbolic_tensor import _SIZE_READS, _install_guards, _prop_guard
 
 __all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS", "OptionRead"]
 
@@ -88,6 +89,8 @@ class StepTrace:
 
 class StepTracer(ShapedTracer):
     """A ShapedTracer for a whole step (see the module docstring)."""
+
+    FORWARD = False      # its walk differentiates the step itself (trace/symbolic.py)
 
     def __init__(self, sources: dict, opts=()):
         super().__init__()

@@ -70,7 +70,7 @@ from ..run.plan import Plan
 from ..trace.fallback import flat_tensors
 from ..trace.breaks import take_site
 from ..trace.owners import make_check, module_tensors
-from ..trace.symbolic import STEP_REASONS
+from ..trace.symbolic_tensor import STEP_REASONS
 from .driver import trace_step
 from .functionalize import OptionRead
 
