@@ -5,6 +5,7 @@ GPT section of ``dispatch-jit tradeoff``."""
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -42,10 +43,47 @@ def test_model_follows_the_config():
     assert not np.array_equal(a[:, 3], b[:, 3])
 
 
-def _train(mode: str, s, steps: int = STEPS):
-    run, model, compiled = gt.dj_runner(mode, s)
-    losses = [run().item() for _ in range(steps)]
-    return losses, [p.detach().numpy().copy() for p in model.parameters()], compiled
+class _Run:
+    """One mode's training run, shared by the tests below: each mode's GPT plans are traced and
+    compiled once per module (the whole step's plan function alone takes tens of seconds cold on a
+    2-core machine).  ``at(n)`` trains on to ``n`` steps and returns what the run showed after its
+    first ``STEPS`` steps and after ``n``: the losses, a copy of the parameters and, for a compiled
+    mode, what its compiled function said then (explain(), why_eager, the plan function's calls),
+    read before the run went on.  Training on from step ``STEPS`` is the same run a fresh model
+    trained for ``n`` steps makes (the same initial weights, the same cycle of batches)."""
+
+    def __init__(self, mode: str, s):
+        self.mode = mode
+        self.run, self.model, self.compiled = gt.dj_runner(mode, s)
+        self.losses: list[float] = []
+        self.seen: dict[int, SimpleNamespace] = {}
+        self.warnings: list = []
+
+    def _train_to(self, n: int) -> None:
+        with warnings.catch_warnings(record=self.mode == "compile") as seen:
+            if seen is not None:
+                warnings.simplefilter("always")
+            while len(self.losses) < n:
+                self.losses.append(self.run().item())
+        self.warnings += seen or []
+        snap = SimpleNamespace(losses=list(self.losses),
+                               params=[p.detach().numpy().copy() for p in self.model.parameters()])
+        if self.compiled is not None:
+            snap.why_eager = gt.why_eager(self.mode, self.compiled)
+            snap.explain = str(self.compiled.explain())
+            last = getattr(self.compiled, "_last", None)
+            plan = last.plan if last is not None else None
+            snap.has_function = plan is not None and plan.function is not None
+            snap.function_calls = plan.function.calls if snap.has_function else None
+            snap.describe = plan.describe_function() if plan is not None else ""
+        self.seen[n] = snap
+
+    def at(self, n: int = STEPS) -> SimpleNamespace:
+        for k in sorted({STEPS, n}):
+            if k not in self.seen:
+                assert len(self.losses) <= k, f"{self.mode}: asked for step {k} after {len(self.losses)}"
+                self._train_to(k)
+        return self.seen[n]
 
 
 @pytest.fixture(scope="module")
@@ -54,60 +92,70 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def eager_run(tiny):
-    return _train("eager", tiny)
+def runs(tiny):
+    """mode -> its one shared ``_Run``, made on first use."""
+    made: dict[str, _Run] = {}
+
+    def get(mode: str) -> _Run:
+        if mode not in made:
+            made[mode] = _Run(mode, tiny)
+        return made[mode]
+    return get
+
+
+@pytest.fixture(scope="module")
+def eager_run(runs):
+    return runs("eager").at(STEPS)
 
 
 @pytest.mark.parametrize("mode", ["compile", "step", "lazy"])
-def test_compiled_modes_train_eagers_parameters_bit_for_bit(tiny, eager_run, mode):
-    losses, params, _ = _train(mode, tiny)
-    ref_losses, ref_params, _ = eager_run
-    assert losses == ref_losses
-    assert losses[-1] < losses[0]
-    for a, b in zip(params, ref_params):
+def test_compiled_modes_train_eagers_parameters_bit_for_bit(runs, eager_run, mode):
+    got = runs(mode).at(STEPS)
+    assert got.losses == eager_run.losses
+    assert got.losses[-1] < got.losses[0]
+    for a, b in zip(got.params, eager_run.params):
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_whole_step_compiles_the_gpt(tiny):
+def test_the_whole_step_compiles_the_gpt(runs):
     """Under ``@dj.compile`` the whole step traces end to end (embedding's index_select and its
     scatter-add backward, contiguous() of a transposed view, clip_grad_norm_'s in-place scaling of
     a gradient made by a view, AdamW): after the first step, which makes AdamW's state, no call
     runs eagerly, no fused loop falls back, the plan is one compiled function after its first
     (interpreted) run, and explain()'s header counts what its body does."""
-    *_, compiled = _train("step", tiny)
-    assert gt.why_eager("step", compiled) == ""
-    text = str(compiled.explain())
+    got = runs("step").at(STEPS)
+    assert got.why_eager == ""
+    text = got.explain
     assert "whole step compiled" in text and "fused regions run eagerly" not in text, text
     # and the plan runs as one generated function: no op left to step-by-step interpretation
-    plan = compiled._last.plan
-    assert plan.function is not None and plan.function.calls == STEPS - 2, plan.describe_function()
+    assert got.has_function and got.function_calls == STEPS - 2, got.describe
     assert "one compiled function" in text
     header = text.splitlines()[0]
     assert "1 eager calls" in header and "whole training step: 2 step trace(s), 2 variant(s), 1 eager call(s)" in text
 
 
-def test_compiled_forward_compiles_the_gpt(tiny):
+def test_compiled_forward_compiles_the_gpt(runs):
     """``dj.compile(model)``: the forward reads ``idx.size()``, so the function is keyed by its
     input sizes and traced with them (as torch.compile's static shapes): no graph break is told,
     no call runs eagerly, and explain() says why the key holds sizes."""
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        *_, compiled = _train("compile", tiny)
-    assert not [w for w in seen if issubclass(w.category, dj.errors.CompileWarning)]
-    assert gt.why_eager("compile", compiled) == ""
-    text = str(compiled.explain())
+    run = runs("compile")
+    got = run.at(STEPS)
+    assert not [w for w in run.warnings if issubclass(w.category, dj.errors.CompileWarning)]
+    assert got.why_eager == ""
+    text = got.explain
     assert " 0 eager calls" in text.splitlines()[0] and "keyed by input sizes" in text, text
 
 
-def test_parameters_after_100_steps_are_equal_across_eager_whole_step_and_lazy(tiny):
+def test_parameters_after_100_steps_are_equal_across_eager_whole_step_and_lazy(runs):
     """Issue 26's check on the tiny config: 100 steps (25 passes over the batches) in eager mode,
     with the whole step under ``@dj.compile`` and in compiled (lazy) mode end with the same bits."""
-    runs = {m: _train(m, tiny, steps=100) for m in ("eager", "step", "lazy")}
+    got = {m: runs(m).at(100) for m in ("eager", "step", "lazy")}
     for mode in ("step", "lazy"):
-        assert runs[mode][0] == runs["eager"][0], mode
-        for a, b in zip(runs[mode][1], runs["eager"][1]):
+        assert len(got[mode].losses) == 100, mode
+        assert got[mode].losses == got["eager"].losses, mode
+        for a, b in zip(got[mode].params, got["eager"].params):
             np.testing.assert_array_equal(a, b, err_msg=mode)
-    assert runs["eager"][0][-1] < runs["eager"][0][0]
+    assert got["eager"].losses[-1] < got["eager"].losses[0]
 
 
 def test_same_source_on_torch_gives_the_same_gradients_and_losses(tiny, eager_run):
@@ -132,8 +180,8 @@ def test_same_source_on_torch_gives_the_same_gradients_and_losses(tiny, eager_ru
 
     run, model = gt.torch_runner(False, tiny)
     losses = [run().item() for _ in range(STEPS)]
-    np.testing.assert_allclose(losses, eager_run[0], rtol=2e-5)
-    for (name, p), ours in zip(model.named_parameters(), eager_run[1]):
+    np.testing.assert_allclose(losses, eager_run.losses, rtol=2e-5)
+    for (name, p), ours in zip(model.named_parameters(), eager_run.params):
         np.testing.assert_allclose(p.detach().numpy(), ours, atol=3e-3, err_msg=name)
 
 
