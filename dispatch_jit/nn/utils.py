@@ -1,9 +1,9 @@
 """``dj.nn.utils``: gradient clipping, as PyTorch's ``torch.nn.utils``.
 
 ``clip_grad_norm_`` computes what PyTorch's computes, op for op: each gradient's
-``norm_type`` norm, the norm of those norms (the total), then one factor
-``clamp(max_norm / (total + 1e-6), max=1.0)`` that every gradient is multiplied
-by in place, with no Python branch on the total's value, so the clipping is
+``norm_type`` norm (one ``_foreach_norm`` call), the norm of those norms (the total), then one
+factor ``clamp(max_norm / (total + 1e-6), max=1.0)`` that every gradient is multiplied
+by in place (one ``_foreach_mul_``), with no Python branch on the total's value, so the clipping is
 recorded and fused like any other ops inside a step under ``@dj.compile`` or
 ``dj.execution_mode("compiled")``.  It returns the total norm (a 0-d tensor), as PyTorch's.
 
@@ -56,7 +56,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     if not tensors:
         return _tensor(0.0)
     with no_grad():
-        norms = [t.norm(norm_type) for t in tensors]
+        norms = A._foreach_norm(tensors, norm_type)
         total = A.stack(norms).norm(norm_type)
     if error_if_nonfinite and not math.isfinite(total.item()):
         raise TensorStateError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
@@ -72,8 +72,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
         return
     with no_grad():
         coef = A.clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
-        for g in grads:
-            g.mul_(coef)
+        A._foreach_mul_(grads, coef)
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,

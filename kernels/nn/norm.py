@@ -3,7 +3,8 @@
 ``F.layer_norm`` was nine elementwise and reduction ops forward (mean, sub, mul, mean, add, rsqrt,
 mul, mul, add) and about twenty backward, each a dispatch and a pass over the tensor.  Here the
 CPU runs one loop per row each way (float32 and float64; statistics in float64, two passes
-for the variance, the sums in vector lanes; one rounding per output), the row's mean and 1/std recomputed by the backward
+for the variance, the sums in vector lanes; one rounding per output; rows 16 at a time, the
+block's statistics first), the row's mean and 1/std recomputed by the backward
 from the saved input (cheaper than saving and dispatching them).  Other dtypes and CUDA run the
 same formulas written with other ops (below the autograd keys: one node), as do double backward
 (``create_graph=True``: the formulas are recorded).  Rows are serial: a row's result never
@@ -83,19 +84,34 @@ _backward_below = below_autograd(layer_norm_backward_formula)
 
 
 # -- the CPU loops ------------------------------------------------------------------------------------
+# Rows are taken _BLOCK at a time: each row's sums are the same loop as one row at a time (the
+# same bits), but a block's rows are independent chains the core overlaps, and the square roots
+# and divisions of 1/std run as one vector loop across the block.  One row at a time, each row
+# was a serial chain (sum, mean, sum of squares, sqrt, divide) of short loops: on the GPT's
+# 512 rows of 64 float32 the forward loop took 23.9 us, blocked 18.7.
+_BLOCK = 16
+
+
 # reassoc: the row sums vectorize (lanes summed in a fixed order: the same bits every call)
 @numba.njit(boundscheck=False, fastmath={"reassoc"})
-def _row_stats(x, i, eps):
+def _block_stats(x, i0, i1, eps, mean, rstd):
+    """mean[k] and rstd[k] = 1 / sqrt(var + eps) of row i0 + k, k < i1 - i0 (float64 sums,
+    two passes for the variance)."""
     n = x.shape[1]
-    s = 0.0
-    for j in range(n):
-        s += np.float64(x[i, j])
-    mean = s / n
-    v = 0.0
-    for j in range(n):
-        d = np.float64(x[i, j]) - mean
-        v += d * d
-    return mean, 1.0 / math.sqrt(v / n + eps)
+    for i in range(i0, i1):
+        s = 0.0
+        for j in range(n):
+            s += np.float64(x[i, j])
+        mean[i - i0] = s / n
+    for i in range(i0, i1):
+        m = mean[i - i0]
+        v = 0.0
+        for j in range(n):
+            d = np.float64(x[i, j]) - m
+            v += d * d
+        rstd[i - i0] = v
+    for k in range(i1 - i0):
+        rstd[k] = 1.0 / math.sqrt(rstd[k] / n + eps)
 
 
 @numba.njit(boundscheck=False)
@@ -103,19 +119,23 @@ def _forward(x, w, b, eps, out):
     """out = (x - mean) rstd w + b per row; ``w``/``b`` empty where absent."""
     n = x.shape[1]
     hw, hb = w.size > 0, b.size > 0
-    for i in range(x.shape[0]):
-        mean, rstd = _row_stats(x, i, eps)
-        if hw and hb:           # the usual case, one straight loop
+    mean, rstd = np.empty(_BLOCK), np.empty(_BLOCK)
+    for i0 in range(0, x.shape[0], _BLOCK):
+        i1 = min(i0 + _BLOCK, x.shape[0])
+        _block_stats(x, i0, i1, eps, mean, rstd)
+        for i in range(i0, i1):
+            m, r = mean[i - i0], rstd[i - i0]
+            if hw and hb:           # the usual case, one straight loop
+                for j in range(n):
+                    out[i, j] = (np.float64(x[i, j]) - m) * r * np.float64(w[j]) + np.float64(b[j])
+                continue
             for j in range(n):
-                out[i, j] = (np.float64(x[i, j]) - mean) * rstd * np.float64(w[j]) + np.float64(b[j])
-            continue
-        for j in range(n):
-            y = (np.float64(x[i, j]) - mean) * rstd
-            if hw:
-                y = y * np.float64(w[j])
-            if hb:
-                y = y + np.float64(b[j])
-            out[i, j] = y
+                y = (np.float64(x[i, j]) - m) * r
+                if hw:
+                    y = y * np.float64(w[j])
+                if hb:
+                    y = y + np.float64(b[j])
+                out[i, j] = y
 
 
 @numba.njit(boundscheck=False, fastmath={"reassoc"})
@@ -123,25 +143,29 @@ def _backward(g, x, w, eps, want_i, gi, gw, gb):
     """gi per row; gw, gb (float64, zeroed by the caller) summed over rows."""
     n = x.shape[1]
     hw = w.size > 0
-    for i in range(x.shape[0]):
-        mean, rstd = _row_stats(x, i, eps)
-        a = 0.0
-        c = 0.0
-        for j in range(n):
-            gj = np.float64(g[i, j])
-            xh = (np.float64(x[i, j]) - mean) * rstd
-            gx = gj * np.float64(w[j]) if hw else gj
-            a += gx
-            c += gx * xh
-            gw[j] += gj * xh
-            gb[j] += gj
-        if want_i:
-            a /= n
-            c /= n
+    mean, rstd = np.empty(_BLOCK), np.empty(_BLOCK)
+    for i0 in range(0, x.shape[0], _BLOCK):
+        i1 = min(i0 + _BLOCK, x.shape[0])
+        _block_stats(x, i0, i1, eps, mean, rstd)
+        for i in range(i0, i1):
+            m, r = mean[i - i0], rstd[i - i0]
+            a = 0.0
+            c = 0.0
             for j in range(n):
-                xh = (np.float64(x[i, j]) - mean) * rstd
-                gx = np.float64(g[i, j]) * np.float64(w[j]) if hw else np.float64(g[i, j])
-                gi[i, j] = rstd * (gx - a - xh * c)
+                gj = np.float64(g[i, j])
+                xh = (np.float64(x[i, j]) - m) * r
+                gx = gj * np.float64(w[j]) if hw else gj
+                a += gx
+                c += gx * xh
+                gw[j] += gj * xh
+                gb[j] += gj
+            if want_i:
+                a /= n
+                c /= n
+                for j in range(n):
+                    xh = (np.float64(x[i, j]) - m) * r
+                    gx = np.float64(g[i, j]) * np.float64(w[j]) if hw else np.float64(g[i, j])
+                    gi[i, j] = r * (gx - a - xh * c)
 
 
 def _sig(name, dt):

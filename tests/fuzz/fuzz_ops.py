@@ -930,6 +930,15 @@ def _chain_tol(a, p, w):
     return 16 * float(fi.eps) + (2.0 ** -9 if w.dtype == np.float16 else 0), 16 * float(fi.eps)
 
 
+def _foreach_norm_np(args, p):
+    """The 2-norm of each operand, stacked: |x| * |x| rounded to the dtype, summed, then the root."""
+    if any(a.dtype.kind != "f" or a.dtype != args[0].dtype for a in args):
+        raise OracleError("_foreach_norm of a non-float, or two dtypes stacked")
+    with np.errstate(all="ignore"):
+        return np.stack([as_dtype_unchecked(np.sqrt(as_dtype_unchecked(
+            (np.abs(a) * np.abs(a)).astype(np.float64).sum(), a.dtype).astype(np.float64)), a.dtype) for a in args])
+
+
 ROWS += [
     Row("softmax", "reduce", (lambda a, p: f"dj.softmax({a[0]}, axis={p['axis']})",
                               lambda a, p: f"{a[0]}.softmax({p['axis']})"), "if", _softmax_np(False),
@@ -945,6 +954,8 @@ ROWS += [
     Row("layer_norm", "reduce", (lambda a, p: f"dj.nn.functional.layer_norm({a[0]}, {p['shape']!r})",), "f",
         _layer_norm_np, lambda t, p: __import__("torch").nn.functional.layer_norm(t[0], p["shape"]), _tol_layer_norm,
         _layer_norm_params, True, torch_skip=_tsk_nonfinite),
+    Row("_foreach_norm", "list", (lambda a, p: f"dj.stack(dj.ops.aten._foreach_norm([{', '.join(a)}]))",), "f",
+        _foreach_norm_np, None, lambda a, p, w: (16 * float(np.finfo(w.dtype).eps), 0.0)),
     Row("silu", "unary", (lambda a, p: f"dj.silu({a[0]})",), "f", _silu_np,
         lambda t, p: __import__("torch").nn.functional.silu(t[0]), _chain_tol, None, True,
         torch_skip=_tsk_nonfinite),
@@ -1640,6 +1651,13 @@ def _inplace_np(base):
     return run
 
 
+def _foreach_mul_np(args, p):
+    """``_foreach_mul_([t], other)``: ``t.mul_(other)`` for a 0-d tensor ``other`` (PyTorch refuses others)."""
+    if not isinstance(args[1], np.ndarray) or args[1].ndim != 0:
+        raise OracleError("_foreach_mul_ takes a 0-d tensor factor")
+    return _inplace_np("mul")(args, p)
+
+
 def _inplace(name, base, op=None):
     forms = [lambda a, p, n=name: f"{a[0]}.{n}({a[1]})"]
     if op:
@@ -1679,6 +1697,8 @@ ROWS += [
     _inplace("div_", "div", "truediv"),
     _inplace("maximum_", "maximum"),
     _inplace("bitwise_xor_", "bitwise_xor"),
+    Row("_foreach_mul_", "inplace", (lambda a, p: f"(dj.ops.aten._foreach_mul_([{a[0]}], {a[1]}), {a[0]})[1]",), "bif",
+        lambda args, p: _foreach_mul_np(args, p), None, EXACT, None, False, arity=2, statement=True),
     Row("setitem", "setitem", (lambda a, p: f"{a[0]}[{idx_src(p['idx'])}] = {a[1]}",), "bif", _setitem_np, None,
         EXACT, _setitem_params, False, arity=2, statement=True),
     Row("copy_", "setitem", (lambda a, p: f"{a[0]}.copy_({a[1]})",), "bif",
