@@ -250,6 +250,8 @@ def _view_call(node, site):
     if not bases or len(bases) != len(node.outs):
         return f"{node.name}: a view without one tensor operand per output"
     calls = []
+    # a ViewOp first expands leaves of different shapes to their common shape (ViewOp.__call__)
+    common = np.broadcast_shapes(*[site.array_of(b.id).shape for b in bases]) if len(bases) > 1 else None
     for base, vid in zip(bases, node.outs):
         root = site.views.get(base.id, base.id)
         r, a = site.array_of(root), site.array_of(vid)
@@ -263,8 +265,11 @@ def _view_call(node, site):
                 (getattr(node.op, "may_copy", False) or may_copy(node.op)):
             # a reshape that copied (the strides cannot express the new shape): the same copy, a
             # C-contiguous array made inside, at every call of these sizes and layouts
-            src = site.names[base.id] if base.id not in site.views and site.array_of(base.id).flags.c_contiguous \
-                else f"np.ascontiguousarray({site.names[base.id]})"
+            src = site.names[base.id]
+            if common is not None and site.array_of(base.id).shape != common:
+                src = f"np.ascontiguousarray(np.broadcast_to({src}, {common}))"
+            elif base.id in site.views or not site.array_of(base.id).flags.c_contiguous:
+                src = f"np.ascontiguousarray({src})"
             calls.append(f"{site.names[vid]} = {src}.reshape({a.shape})")
             continue
         if a.size == 0 or off % a.itemsize or lo < 0 or hi > r.nbytes:

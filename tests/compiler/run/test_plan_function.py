@@ -281,3 +281,28 @@ def test_an_input_strided_at_the_first_call_keeps_its_strides_and_the_function()
         assert fn.calls == 2 and fn.declined == 0, fn.declined_reason
         np.testing.assert_array_equal(_arrays(plan.run([dj.tensor(a), g]))[0], want[0])
     assert fn.declined == 1 and "strides" in fn.declined_reason
+
+
+def test_a_reshape_sunk_onto_broadcast_leaves_expands_them_first():
+    """kron(v, v) is reshape(v[:, None, :, None] * v[None, :, None, :]); its backward recomputes
+    the product through views sunk onto the two leaves, which broadcast against each other.  The
+    plan function's copy of that reshape must expand each leaf to the product's shape first, as
+    the interpreted ViewOp does (it reshaped the bare (2, 1, 2, 1) leaf to (4, 4) and raised
+    "total size of new array must be unchanged"; found by the gradient fuzzer, seed 1307)."""
+    a = np.array([[1.47, 1.09], [1.70, 0.77]])
+
+    def loss(x):
+        v = x.exp()
+        return (v * 0.5).sum() + (dj.i0(v.kron(v)) * 1.5).sum()
+
+    cf = dj.compile(loss)
+    want = None
+    for _ in range(4):          # the plans become one function each from their third run
+        x = dj.from_numpy(a.copy()).requires_grad_(True)
+        loss(x).backward()
+        want = x.grad.numpy()
+        y = dj.from_numpy(a.copy()).requires_grad_(True)
+        cf(y).backward()
+        np.testing.assert_array_equal(y.grad.numpy(), want)
+    f = fused_grad(cf)
+    assert f.backward.function is not None, cf.explain()
