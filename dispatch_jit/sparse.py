@@ -43,9 +43,9 @@ from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutEr
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
 from .sparse_coo import SparseCooTensor, make_coo, mm, sum, to_sparse_coo  # noqa: F401 (dj.sparse.mm, .sum)
-from .sparse_base import SparseTensor, coerce_values, host_array as _host, move_index as _move_index, \
-    on_cuda as _on_cuda
-from .tensor import TRACE_MARK, Tensor, wrap
+from .sparse_base import SparseTensor, coerce_values, contiguous_values, host_array as _host, \
+    move_index as _move_index, on_cuda as _on_cuda, resolve_device
+from .tensor import Tensor, wrap
 
 __all__ = ["SparseCsrTensor", "sparse_csr", "sparse_csr_tensor", "to_sparse_csr", "is_sparse_csr",
            "check_csr_invariants", "mm", "sum"]
@@ -252,26 +252,13 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     ...
     dispatch_jit.errors.InvalidArgumentError: sparse_csr_tensor: unsorted column indices in row 0: col_indices[0] = 1 then col_indices[1] = 0...
     """
-    from .tensor import device as _device
-    if device is None:
-        for x in (values, crow_indices, col_indices):
-            if isinstance(x, Tensor) and x.is_cuda:
-                device = x.device
-                break
-    dev = None if device is None else _device(device)
-    if dev is not None and dev.type not in ("cpu", "cuda"):
-        raise InvalidArgumentError(f"sparse_csr_tensor: device must be 'cpu' or 'cuda', got {dev}")
+    dev = resolve_device("sparse_csr_tensor", device, (values, crow_indices, col_indices))
     crow = _index_array(crow_indices, "crow_indices")
     col = _index_array(col_indices, "col_indices")
     vt = coerce_values(values, dtype, SparseCsrTensor)
     if vt._data.ndim != 1:
         raise ShapeError(f"sparse_csr_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}")
-    if not vt._data.flags.c_contiguous:
-        if vt.is_cuda:
-            from .cuda.copy import contiguous_copy
-            vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
-        else:
-            vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
+    vt = contiguous_values(vt)
     if size is None:
         size = (max(crow.shape[0] - 1, 0), int(col.max()) + 1 if col.size else 0)
     size = tuple(int(s) for s in size)
@@ -316,12 +303,8 @@ def to_sparse_csr(t: Tensor) -> SparseCsrTensor:
 
 
 def _dense_to_dense(self: Tensor) -> Tensor:
-    """A dense tensor is its own dense form (as in PyTorch).  A traced tensor may stand for a
-    sparse input of a compiled function (the trace sees its shape and dtype only): the op is
-    recorded, and runs on the real argument (an identity on a dense one)."""
-    if TRACE_MARK in self.__dict__:
-        from .registry import lookup
-        return lookup("aten::to_dense").entry(self)
+    """A dense tensor is its own dense form (as in PyTorch).  (A traced tensor is never a
+    sparse one: a sparse tensor reaching a compiled function makes the call run eagerly.)"""
     return self
 
 

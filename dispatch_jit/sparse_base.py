@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
-from .errors import SparseLayoutError
+from .errors import InvalidArgumentError, SparseLayoutError
 from .tensor import TRACE_MARK, Tensor, wrap
 
-__all__ = ["SparseTensor", "coerce_values", "on_cuda", "host_array", "move_index"]
+__all__ = ["SparseTensor", "coerce_values", "contiguous_values", "on_cuda", "host_array", "move_index",
+           "resolve_device"]
 
 
 def on_cuda(a) -> bool:
@@ -40,6 +41,30 @@ def move_index(a, d):
         require(d.index or 0)
         return from_host(host_array(a), d.index or 0)
     return host_array(a)
+
+
+def resolve_device(what: str, device, operands):
+    """The device a sparse constructor ``what`` builds on: ``device`` when given, else the
+    device of the first CUDA tensor among ``operands``, else None (the host)."""
+    from .tensor import device as as_device
+    if device is None:
+        device = next((x.device for x in operands if isinstance(x, Tensor) and x.is_cuda), None)
+    dev = None if device is None else as_device(device)
+    if dev is not None and dev.type not in ("cpu", "cuda"):
+        raise InvalidArgumentError(f"{what}: device must be 'cpu' or 'cuda', got {dev}")
+    return dev
+
+
+def contiguous_values(vt: Tensor) -> Tensor:
+    """``vt`` as a contiguous values tensor the layout's kernels can read: a device array also
+    from offset 0, since the CUDA kernels read values from the start of their buffer.  A copy
+    keeps ``vt``'s requires_grad (it is a new leaf, as the values the caller passed were)."""
+    if vt._data.flags.c_contiguous and not (vt.is_cuda and vt._data.offset):
+        return vt
+    if vt.is_cuda:
+        from .cuda.copy import contiguous_copy
+        return wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
+    return wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
 
 
 def coerce_values(values, dtype, layout_type) -> Tensor:

@@ -38,7 +38,8 @@ from .dtypes import as_dtype, from_numpy_dtype, get_default_dtype
 from .errors import DTypeError, InvalidArgumentError, ShapeError, SparseLayoutError
 from .keys import DispatchKey, key_bits
 from .signature import make_sig
-from .sparse_base import SparseTensor, coerce_values, host_array, move_index, on_cuda
+from .sparse_base import SparseTensor, coerce_values, contiguous_values, host_array, move_index, on_cuda, \
+    resolve_device
 from .tensor import Tensor, wrap
 
 __all__ = ["SparseCooTensor", "sparse_coo", "sparse_coo_tensor", "to_sparse_coo", "SPARSE_COO_BITS", "make_coo",
@@ -307,18 +308,10 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     ...
     dispatch_jit.errors.InvalidArgumentError: sparse_coo_tensor: size is inconsistent with indices: for dim 0, size is 3 but found index 5
     """
-    from .tensor import device as _device
     if pin_memory:
         raise InvalidArgumentError("sparse_coo_tensor: pin_memory=True is not supported (pinned host memory is "
                                    "not implemented); build the tensor, then move it with .cuda()")
-    if device is None:
-        for x in (values, indices):
-            if isinstance(x, Tensor) and x.is_cuda:
-                device = x.device
-                break
-    dev = None if device is None else _device(device)
-    if dev is not None and dev.type not in ("cpu", "cuda"):
-        raise InvalidArgumentError(f"sparse_coo_tensor: device must be 'cpu' or 'cuda', got {dev}")
+    dev = resolve_device("sparse_coo_tensor", device, (values, indices))
     idx = indices._host() if isinstance(indices, Tensor) else np.asarray(indices)
     if idx.size == 0 and idx.dtype.kind == "f":
         idx = idx.astype(np.int64)
@@ -327,13 +320,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     if idx.ndim != 2:
         raise ShapeError(f"sparse_coo_tensor: indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    vt = coerce_values(values, dtype, SparseCooTensor)
-    if not vt._data.flags.c_contiguous or vt.is_cuda and vt._data.offset:
-        if vt.is_cuda:      # (the kernels read device values from offset 0)
-            from .cuda.copy import contiguous_copy
-            vt = wrap(contiguous_copy(vt._data), requires_grad=vt.requires_grad)
-        else:
-            vt = wrap(np.ascontiguousarray(vt._data), requires_grad=vt.requires_grad)
+    vt = contiguous_values(coerce_values(values, dtype, SparseCooTensor))
     vshape = tuple(vt.shape)
     if len(vshape) != 1:
         raise ShapeError(f"sparse_coo_tensor: values must be 1-D (one per nonzero), got shape {vt.shape}; hybrid "

@@ -260,6 +260,7 @@ def _with_stand_ins(tracer, fn, captures, values):
         direct = plain and not cap.attrs and isinstance(v, Tensor) and (
             (cap.root == "global" and cap.obj is glb) or (cap.root == "cell" and cells.get(cap.name) is cap.obj))
         for t in flat_tensors(v, []):
+            tracer.dense_only(t)
             vid = tracer.graph.new_value(_type_of(t))
             tracer.graph.inputs.append(vid)
             if tracer.shaped:

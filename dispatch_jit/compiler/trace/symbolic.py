@@ -14,6 +14,7 @@ from dispatch_jit import return_types
 from dispatch_jit.dispatcher import ExcludeDispatchKeyGuard
 from dispatch_jit.keys import DispatchKey, key_bits
 from dispatch_jit.signature import keyset_sig_bits
+from dispatch_jit.sparse_base import SparseTensor
 from dispatch_jit.tensor import TRACE_MARK, Tensor, wrap
 
 from ..elementwise import result_of
@@ -96,7 +97,17 @@ class Tracer:
             t._sig |= _TRACER_SIG_BIT
         self.made = []
 
+    def dense_only(self, t: Tensor) -> None:
+        """Abort on a sparse tensor: the graph's values are strided arrays, and a sparse
+        tensor's array is its values, not its matrix (a stand-in would answer ``shape``,
+        ``numel`` and ``len`` with the values' count, and a fused loop would read the values
+        as the matrix).  Its ops run eagerly, where the sparse kernels are."""
+        if isinstance(t, SparseTensor):
+            self.abort(f"a {t.layout} tensor reached the function: compiled plans hold strided "
+                       f"tensors only, so its sparse kernels run eagerly")
+
     def add_input(self, t: Tensor) -> Tensor:
+        self.dense_only(t)
         ty = _type_of(t)
         if ty.device == "cuda" and not any(self.graph.types[v].device == "cuda" for v in self.graph.inputs):
             self.cuda_index = t._data.device_index
@@ -135,6 +146,7 @@ class Tracer:
             cap = self.captured.get(id(x))
             if cap is not None and cap[0] is x:      # read through an attribute chain or a container
                 return Var(cap[1])
+            self.dense_only(x)
             if x.requires_grad:
                 return self.lift(x)
             vid = self.graph.new_value(_type_of(x))

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import dispatch_jit as dj
+from dispatch_jit.errors import CompileWarning
 
 
 def t(values, dtype=np.float32):
@@ -771,3 +772,31 @@ def test_errors_come_in_eager_order():
     with pytest.raises(ZeroDivisionError):
         f(dj.tensor([0, 2], dtype=dj.int16))
     assert "DTypeError" in f.explain()     # the softmax op refuses int16 (trace aborted on its meta run)
+
+
+_SPARSE_FNS = {
+    "sizes": lambda a, d: d * a.shape[0] * len(a) * a.numel(),   # the matrix's sizes, not its values'
+    "chain": lambda a, d: (a * 2 * 3).to_dense() + d.sum(),      # a fused loop must not read the values
+    "mm": lambda a, d: dj.sparse.mm(a, d) * 2 + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SPARSE_FNS))
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_a_sparse_tensor_makes_the_call_run_eagerly(name, layout):
+    # the graph holds strided arrays only: a sparse tensor's array is its values, so a stand-in
+    # answered shape[0] with the number of non-zeros (3, not 2) and fused loops read the values
+    fn = _SPARSE_FNS[name]
+    a = dj.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [3.0, 4.0, 5.0], (2, 3))
+    a = a if layout == "coo" else a.to_sparse_csr()
+    d = dj.tensor(np.arange(6.0).reshape(3, 2))
+    want = fn(a, d)
+    f = dj.compile(fn)
+    with pytest.warns(CompileWarning, match=f"a sparse_{layout} tensor reached the function"):
+        got = f(a, d)
+    same(got, want)
+    same(f(a, d), want)
+    captured = dj.compile(lambda d: fn(a, d))                    # reached through a closure
+    with pytest.warns(CompileWarning, match="tensor reached the function"):
+        same(captured(d), want)
+    assert "2 eager calls" in f.explain().splitlines()[0]
