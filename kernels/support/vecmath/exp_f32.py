@@ -1,17 +1,18 @@
 """float32 exp in float32 arithmetic (Cephes' expf, branch-free, fused): within 0.75 ulp.
 
-Its constants are shared: sigmoid_f32.py and tanh_f32.py reduce their arguments with the
-same two-part ln 2 and evaluate the same degree-5 polynomial.
+Its reduction and polynomial are shared: ``_exp_parts`` (inlined) is tanh_f32.py's e**2a too,
+and sigmoid_f32.py reduces with the same two-part ln 2 and evaluates the same degree-5 polynomial.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba.extending import register_jitable
 
 from ..intrinsics import f32_from_bits
 from .fma import fma
 
-__all__ = ["_exp_f32"]
+__all__ = ["_exp_f32", "_exp_parts"]
 
 _EXP_HI = np.float32(88.72283)
 # below ln(2**-150) ~ -103.972 exp rounds to 0; from there up to -87.3 its results are subnormal,
@@ -34,6 +35,28 @@ _INF = np.float32(np.inf)
 _ZERO = np.float32(0.0)
 
 
+@register_jitable(inline="always")
+def _exp_parts(w):
+    """e**w = (hi + lo) 2**nf for w in [-104, 88.73]: nf an integer (float32), hi = 1 + r rounded
+    and lo the rest, the roundings of r and of 1 + r carried in lo (hi + lo rounds once).
+
+    Inlined in Numba's IR (``inline="always"``): a call returning a tuple per element would keep
+    the loop from vectorizing, and exp and tanh then compute the same bits as one written form.
+    """
+    # stay in float32/int32 throughout: int64 conversions do not vectorize well
+    nf = np.floor(fma(w, _LOG2E, _HALF))
+    # r = w - n ln 2 as rh + rl: rh exact (n * _LN2_HI is), c the rounding error of r = rh + rl
+    rh = fma(nf, -_LN2_HI, w)
+    rl = nf * -_LN2_LO
+    r = rh + rl
+    c = (rh - r) + rl
+    p = fma(fma(fma(fma(fma(_E5, r, _E4), r, _E3), r, _E2), r, _E1), r, _E0)
+    # e**r = 1 + r + r**2 p: 1 + r rounds, and its error (exact) joins the small terms, so
+    # that the sum rounds once
+    hi = _ONE + r
+    return nf, hi, fma(r * r, p, ((_ONE - hi) + r) + c)
+
+
 def _exp_f32(x):
     """float32 exp as range reduction + polynomial (Cephes expf): within 0.75 ulp (torch's: 0.56).
 
@@ -48,25 +71,12 @@ def _exp_f32(x):
     (x in [-103.97, -87.34]) are kept, as libm's expf and torch keep them:
     the last product rounds once into the subnormal range.
     """
-    xc = min(max(x, _EXP_LO), _EXP_HI)
-    # stay in float32/int32 throughout: int64 conversions do not vectorize well
-    nf = np.floor(fma(xc, _LOG2E, _HALF))
-    # r = x - n ln 2 as rh + rl: rh exact (n * _LN2_HI is), c the rounding error of r = rh + rl
-    rh = fma(nf, -_LN2_HI, xc)
-    rl = nf * -_LN2_LO
-    r = rh + rl
-    c = (rh - r) + rl
-    p = fma(fma(fma(fma(fma(_E5, r, _E4), r, _E3), r, _E2), r, _E1), r, _E0)
-    # e**r = 1 + r + r**2 p: 1 + r rounds, and its error e1 (exact) joins the small terms, so
-    # that the sum rounds once
-    hi = _ONE + r
-    e1 = (_ONE - hi) + r
+    nf, hi, lo = _exp_parts(min(max(x, _EXP_LO), _EXP_HI))
     # 2**n as two exact powers of two: n reaches 128 near the top of the range,
     # one past the largest float32 exponent
     n = np.int32(nf)
     h = n >> np.int32(1)
-    y = (hi + fma(r * r, p, e1 + c)) * f32_from_bits(np.int32((h + 127) << 23)) \
-        * f32_from_bits(np.int32((n - h + 127) << 23))
+    y = (hi + lo) * f32_from_bits(np.int32((h + 127) << 23)) * f32_from_bits(np.int32((n - h + 127) << 23))
     if x > _EXP_HI:
         y = _INF
     if x < _EXP_LO:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..intrinsics import bits_from_f32, f32_from_bits
-from .exp_f32 import _E0, _E1, _E2, _E3, _E4, _E5, _HALF, _LN2_HI, _LN2_LO, _LOG2E, _ONE
+from .exp_f32 import _ONE, _exp_parts
 from .fma import fma
 
 __all__ = ["_tanh_f32"]
@@ -54,16 +54,8 @@ def _tanh_f32(x):
     q = z * fma(z2, fma(_T6, z2, fma(_T5, z, _T4)), fma(_T3, z, _T2))
     # -1/3 as two float32s: its rounding alone was 3e-8 of the tail
     small = fma(a * z, (q + _TH_LO) + _TH_HI, a)
-    w = a + a
-    nf = np.floor(fma(w, _LOG2E, _HALF))
-    rh = fma(nf, -_LN2_HI, w)
-    rl = nf * -_LN2_LO
-    r = rh + rl
-    c = (rh - r) + rl
-    p = fma(fma(fma(fma(fma(_E5, r, _E4), r, _E3), r, _E2), r, _E1), r, _E0)
     # E = e**2a = (m + ml) 2**n: exp_f32.py's steps, with m's rounding error ml kept
-    hi = _ONE + r
-    sm = fma(r * r, p, ((_ONE - hi) + r) + c)
+    nf, hi, sm = _exp_parts(a + a)
     m = hi + sm
     ml = (hi - m) + sm
     s = f32_from_bits(np.int32((np.int32(nf) + _BIAS) << np.int32(23)))

@@ -210,6 +210,9 @@ def test_loops_over_the_float32_forms_vectorize(name):
     if name in _FLOAT32_ARITHMETIC:
         # twice the lanes of a float64 evaluation: no vector of doubles anywhere in the loop
         assert not re.search(r"x double>", ir), f"{name} computes in float64"
+        # and its integer (bit) arithmetic in int32 lanes: Numba widens int32 arithmetic to int64,
+        # and int64 lanes (sign extensions, int64 shifts and conversions) cost log 1.4x its time
+        assert not re.search(r"x i64>", ir), f"{name} computes its integer parts in int64"
         # the polynomials as fused multiply-adds: half the instructions of Numba's a * b + c
         assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), f"{name} does not use vector fma"
     if name in ("_sin_f32", "_cos_f32"):
