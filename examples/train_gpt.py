@@ -17,6 +17,7 @@ It prints the loss falling, the step times, whether each compiled mode's paramet
 eager's bit for bit, and a string sampled from the trained model.
 
     python examples/train_gpt.py --steps 200 --modes eager,step,lazy
+    python examples/train_gpt.py --size gpt-tiny     # a 2-block width-16 model: quick to compile
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 import numpy as np
 
 import dispatch_jit as dj
-from dispatch_jit.tools.gpt import build, corpus, decode, encode
+from dispatch_jit.tools.gpt import SIZES, build, corpus, decode, encode
 
 MODES = ("eager", "step", "lazy")
 
@@ -59,11 +60,14 @@ def train(g, cfg, data, mode: str, steps: int, batch_size: int, log_every: int):
     return model, losses, times
 
 
-def main(steps: int = 60, modes=MODES, batch_size: int = 16, sample: int = 120) -> dict:
+def main(steps: int = 60, modes=MODES, batch_size: int | None = None, sample: int = 120,
+         size: str = "gpt") -> dict:
     g = build(dj)
     text = corpus()
     ids, stoi, itos = encode(text)
-    cfg = g.GPTConfig(vocab_size=len(stoi))
+    overrides, default_batch = SIZES[size]
+    batch_size = batch_size or default_batch
+    cfg = g.GPTConfig(vocab_size=len(stoi), **overrides)
     data = dj.tensor(ids)
     print(f"text: the Zen of Python, {len(text)} characters, {len(stoi)} distinct")
     print(f"model: {cfg.n_layer} blocks, width {cfg.n_embd}, {cfg.n_head} heads, block {cfg.block_size}, "
@@ -94,7 +98,9 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=60, help="training steps per mode (default 60)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated, of eager, step, lazy")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--size", choices=sorted(SIZES), default="gpt",
+                   help="the model: gpt (block 32, width 64, 4 heads; the default) or gpt-tiny (block 8, width 16)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: 16 for gpt, 4 for gpt-tiny")
     p.add_argument("--sample", type=int, default=120, help="characters to sample after training")
     a = p.parse_args()
-    main(a.steps, tuple(a.modes.split(",")), a.batch_size, a.sample)
+    main(a.steps, tuple(a.modes.split(",")), a.batch_size, a.sample, a.size)

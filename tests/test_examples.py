@@ -112,7 +112,8 @@ def test_train_gpt_trains_in_every_mode_with_eagers_bits(monkeypatch, capsys):
     # memory here.  A fresh process running each example, against the installed wheel, is .ci/run's
     # wheel check.
     script = str(ROOT / "examples" / "train_gpt.py")
-    monkeypatch.setattr(sys, "argv", [script, "--steps", "12", "--sample", "40"])
+    # the tiny model: the suite's GPT tests train the same one, so its plans compile once per run
+    monkeypatch.setattr(sys, "argv", [script, "--steps", "12", "--sample", "40", "--size", "gpt-tiny"])
     runpy.run_path(script, run_name="__main__")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("text: the Zen of Python")
