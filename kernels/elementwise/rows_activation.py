@@ -28,7 +28,7 @@ def _internal(name, arity, expr, f32, fast=None):
                     function=False, fast={"float32": fast} if fast else {})
 
 
-# gelu's exact form where |x| < 5.65 (vecmath/gelu.py's NEAR), or NaN: the same bits without the far fit
+# gelu's derivative where |x| < 5.65 (vecmath/gelu.py's NEAR), or NaN: the same bits without the far fit
 _NEAR = "(abs({v}) < np.float32(5.65)) | ({v} != {v})"
 
 
@@ -55,10 +55,10 @@ ROWS = [
     _act("log_sigmoid", "_minimum(x, _zero) - math.log1p(math.exp(-abs(x)))"),
     # gelu's two forms and their derivatives (x the output's gradient, y the input), one pass each:
     # F.gelu's approximate is a str, no static of a row, so composite.py's gelu picks the row.
-    # float32: support/vecmath/gelu.py's forms (one float64 evaluation, rounded once); float64:
+    # float32: support/vecmath's forms (erf_f32.py's gelu in float32 arithmetic; gelu.py's others,
+    # one float64 evaluation rounded once); float64:
     # torch's formulas with libm
-    _internal("_gelu_erf", 1, "_gelu_erf_libm(x)", "_gelu_erf_f32(x)",
-              ("_gelu_erf_near_f32(x)", _NEAR.format(v="x"))),
+    _internal("_gelu_erf", 1, "_gelu_erf_libm(x)", "_gelu_erf_f32(x)"),
     _internal("_gelu_tanh", 1, "_gelu_tanh_libm(x)", "_gelu_tanh_f32(x)"),
     _internal("_gelu_erf_backward", 2, "_gelu_erf_backward_libm(x, y)", "_gelu_erf_backward_f32(x, y)",
               ("_gelu_erf_backward_near_f32(x, y)", _NEAR.format(v="y"))),

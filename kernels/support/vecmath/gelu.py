@@ -1,4 +1,5 @@
-"""float32 gelu (exact and tanh forms) and their derivatives, one vectorizable function each.
+"""float32 gelu's tanh form and the derivatives of both forms, one vectorizable function each
+(the exact form itself: erf_f32.py, in float32 arithmetic).
 
 Each is straight-line float64 code over one element, ending in one rounding to float32, as
 widened.py's functions: the eager kernel and compiled mode's fused loop run one pass over
@@ -92,16 +93,6 @@ _SIG = """
     s = 1.0 / (1.0 + ev)"""
 
 SOURCES = {
-    "_gelu_erf_f32": """
-def _gelu_erf_f32(x):
-    xd = np.float64(x)""" + _phi(False) + """
-    return np.float32(xd * phi)
-""",
-    "_gelu_erf_near_f32": """
-def _gelu_erf_near_f32(x):
-    xd = np.float64(x)""" + _phi(True) + """
-    return np.float32(xd * phi)
-""",
     # below w = 200 (x = -11.8) the result is 0 in float32; x * 0 keeps its sign (and -inf's NaN)
     "_gelu_tanh_f32": """
 def _gelu_tanh_f32(x):
@@ -174,4 +165,4 @@ def _gelu_tanh_backward_libm(g, x):
 
 CUDA_FORMS = {"_gelu_erf_f32": _gelu_erf_libm, "_gelu_tanh_f32": _gelu_tanh_libm,
               "_gelu_erf_backward_f32": _gelu_erf_backward_libm, "_gelu_tanh_backward_f32": _gelu_tanh_backward_libm,
-              "_gelu_erf_near_f32": _gelu_erf_libm, "_gelu_erf_backward_near_f32": _gelu_erf_backward_libm}
+              "_gelu_erf_backward_near_f32": _gelu_erf_backward_libm}
