@@ -22,14 +22,10 @@ def _act(name, expr, cats=FLT, statics=(), top=False, rule="promote", method=Fal
     return ScalarOp(name, 1, expr, rule=rule, cats=cats, statics=statics, function=top, method=method)
 
 
-def _internal(name, arity, expr, f32, fast=None):
+def _internal(name, arity, expr, f32):
     """A row no torch function names (a composite's one pass): no method, no in-place form."""
     return ScalarOp(name, arity, expr, cats=FLT, by_cat={"float32": f32}, inplace=False, method=False,
-                    function=False, fast={"float32": fast} if fast else {})
-
-
-# gelu's exact form where |x| < 5.65 (vecmath/gelu.py's NEAR), or NaN: the same bits without the far fit
-_NEAR = "(abs({v}) < np.float32(5.65)) | ({v} != {v})"
+                    function=False)
 
 
 ROWS = [
@@ -55,13 +51,12 @@ ROWS = [
     _act("log_sigmoid", "_minimum(x, _zero) - math.log1p(math.exp(-abs(x)))"),
     # gelu's two forms and their derivatives (x the output's gradient, y the input), one pass each:
     # F.gelu's approximate is a str, no static of a row, so composite.py's gelu picks the row.
-    # float32: support/vecmath/gelu.py's forms (one float64 evaluation, rounded once); float64:
+    # float32: support/vecmath's forms (erf_f32.py's exact form in float32 arithmetic; gelu.py's
+    # tanh form, one float64 evaluation rounded once); float64:
     # torch's formulas with libm
-    _internal("_gelu_erf", 1, "_gelu_erf_libm(x)", "_gelu_erf_f32(x)",
-              ("_gelu_erf_near_f32(x)", _NEAR.format(v="x"))),
+    _internal("_gelu_erf", 1, "_gelu_erf_libm(x)", "_gelu_erf_f32(x)"),
     _internal("_gelu_tanh", 1, "_gelu_tanh_libm(x)", "_gelu_tanh_f32(x)"),
-    _internal("_gelu_erf_backward", 2, "_gelu_erf_backward_libm(x, y)", "_gelu_erf_backward_f32(x, y)",
-              ("_gelu_erf_backward_near_f32(x, y)", _NEAR.format(v="y"))),
+    _internal("_gelu_erf_backward", 2, "_gelu_erf_backward_libm(x, y)", "_gelu_erf_backward_f32(x, y)"),
     _internal("_gelu_tanh_backward", 2, "_gelu_tanh_backward_libm(x, y)", "_gelu_tanh_backward_f32(x, y)"),
     # prelu's weight, broadcast by F.prelu to the channel dim: PyTorch's _prelu_kernel
     ScalarOp("_prelu_kernel", 2, "x if x > _zero else y * x", cats=FLT, inplace=False, method=False, function=False),

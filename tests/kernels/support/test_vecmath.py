@@ -221,7 +221,7 @@ def test_loops_over_the_float32_forms_vectorize(name):
 
 
 # the forms written in float32 arithmetic (the others widen to float64 and round once)
-_FLOAT32_ARITHMETIC = ("_exp_f32", "_log_f32", "_sigmoid_f32", "_tanh_f32")
+_FLOAT32_ARITHMETIC = ("_exp_f32", "_log_f32", "_sigmoid_f32", "_tanh_f32", "_gelu_erf_f32", "_gelu_erf_backward_f32")
 
 
 def test_compiled_fused_loops_equal_eager_bit_for_bit():
@@ -268,10 +268,11 @@ def _gelu_tanh_grad64(f):
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_within_half_an_ulp_over_the_whole_range(approximate):
-    # one pass, one rounding: where torch's float32 gelu rounds x/2 (1 + erf) to 0 (the negative tail
-    # below -5.3) this keeps the value; elsewhere both are within an ulp
-    x = _inputs()
+def test_gelu_within_its_bound_over_the_whole_range(approximate):
+    # one pass: where torch's float32 gelu rounds x/2 (1 + erf) to 0 (the negative tail below -5.3)
+    # this keeps the value.  The tanh form is one float64 evaluation rounded once (0.51 ulp); the
+    # exact form is float32 arithmetic (vecmath/erf_f32.py): 1.8 ulp, 5.3 in the negative tail
+    x = np.concatenate([_inputs(), np.random.default_rng(12).uniform(-16.0, 16.0, 400_000).astype(F32)])
     ours = dj.nn.functional.gelu(dj.asarray(x), approximate=approximate).numpy()
     ref = (_gelu64 if approximate == "none" else _gelu_tanh64)(x.astype(np.float64))
     ref[np.isneginf(x)] = np.nan                # -inf * 0, as torch's
@@ -281,17 +282,22 @@ def test_gelu_within_half_an_ulp_over_the_whole_range(approximate):
         torch_out = torch.nn.functional.gelu(torch.from_numpy(x), approximate=approximate).numpy()
     except ImportError:
         pass
-    _check("gelu", x, ours, ref, 0.51, torch_out)
+    _check("gelu", x, ours, ref, 0.51 if approximate == "tanh" else 5.3, torch_out)
+    if approximate == "none":
+        near = x > -0.6364
+        _check("gelu", x[near], ours[near], ref[near], 1.8)
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_backward_within_its_bound_over_the_whole_range(approximate):
-    x = _inputs()
+    # the exact form's derivative in float32 arithmetic (vecmath/erf_f32.py): 4.7 ulp, its zero at
+    # x = -0.7518 (gelu's minimum) included; the tanh form's one float64 evaluation: 0.6
+    x = np.concatenate([_inputs(), np.random.default_rng(13).uniform(-3.0, 3.0, 400_000).astype(F32)])
     g = np.random.default_rng(4).uniform(-2.0, 2.0, x.size).astype(F32)
     op = dj.ops.aten._gelu_erf_backward if approximate == "none" else dj.ops.aten._gelu_tanh_backward
     ours = op(dj.asarray(g), dj.asarray(x)).numpy()
     ref = g.astype(np.float64) * (_gelu_grad64 if approximate == "none" else _gelu_tanh_grad64)(x.astype(np.float64))
-    _check("gelu_backward", x, ours, ref, 0.6)
+    _check("gelu_backward", x, ours, ref, 0.6 if approximate == "tanh" else 5.0)
     # the gradient through F.gelu is that op's
     xt = dj.asarray(x[:1000]).requires_grad_()
     dj.nn.functional.gelu(xt, approximate=approximate).backward(dj.asarray(g[:1000]))
@@ -336,27 +342,3 @@ def test_gelu_compiled_and_lazy_equal_eager_bit_for_bit():
     for got in (run(dj.compile(step)), run(step, "compiled")):
         for a, b in zip(got, eager):
             np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-
-
-def test_gelu_near_fast_path_computes_the_full_forms_bits():
-    # eager loops take the near form on chunks where every |x| < 5.65 (ScalarOp.fast); compiled loops
-    # always run the full form: both must give the same bits there
-    import numba
-
-    from dispatch_jit.kernels.support.numba_types import JIT_HELPERS
-    full, full_b = JIT_HELPERS["_gelu_erf_f32"], JIT_HELPERS["_gelu_erf_backward_f32"]
-
-    @numba.njit
-    def reference(x, g, out, out_b):
-        for i in range(x.size):
-            out[i] = full(x[i])
-            out_b[i] = full_b(g[i], x[i])
-
-    rng = np.random.default_rng(9)
-    x = np.concatenate([rng.uniform(-5.64, 5.64, 20_000), np.linspace(-5.6499, 5.6499, 2001)]).astype(F32)
-    g = rng.uniform(-2.0, 2.0, x.size).astype(F32)
-    out, out_b = np.empty_like(x), np.empty_like(x)
-    reference(x, g, out, out_b)
-    np.testing.assert_array_equal(dj.nn.functional.gelu(dj.asarray(x)).numpy().view(np.uint32), out.view(np.uint32))
-    ours_b = dj.ops.aten._gelu_erf_backward(dj.asarray(g), dj.asarray(x)).numpy()
-    np.testing.assert_array_equal(ours_b.view(np.uint32), out_b.view(np.uint32))
