@@ -83,6 +83,24 @@ def test_cat_and_stack():
         dj.stack([a, b])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int16, np.complex128, np.bool_])
+def test_cat_of_large_pieces_copies_each_row_run(dtype):
+    """cat's compiled copy (kernels/shape/concat.py: each C-contiguous piece's rows as runs of
+    1, 2, 4 or 8-byte words; complex128 as two words an element) on every axis, beside a
+    non-contiguous piece (NumPy's assignment) and an empty one; the GPT's cats along the last
+    axis of (16, 32, 64) pieces are this case."""
+    from dispatch_jit.kernels.shape.concat import CAT_LOOP_MIN
+    rng = np.random.default_rng(1)
+    parts = [(rng.standard_normal((16, 32, 64)) * 50).astype(dtype) for _ in range(2)]
+    for axis in range(3):
+        strided = dj.tensor(parts[1]).permute(2, 1, 0).contiguous().permute(2, 1, 0)
+        pieces = [dj.tensor(parts[0]), strided, dj.tensor(parts[0]).narrow(axis, 0, 0), dj.tensor(parts[1])]
+        assert not pieces[1]._data.flags.c_contiguous
+        ours = dj.cat(pieces, axis)
+        assert ours.numel() >= CAT_LOOP_MIN
+        np.testing.assert_array_equal(ours.numpy(), np.concatenate([p.numpy() for p in pieces], axis))
+
+
 REDUCTIONS = [
     # NumPy's max/min are PyTorch's amax/amin (dj.max(x, dim) returns values and indices); NumPy's var/std
     # are the biased estimate (PyTorch's default is unbiased, correction=1)

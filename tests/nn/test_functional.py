@@ -203,6 +203,48 @@ def test_softmax_row_kernel_across_rows_gives_the_row_by_row_bits(shape):
             np.testing.assert_array_equal(ours.view(np.uint8), rowwise.view(np.uint8))
 
 
+def _sum8(a):
+    """rows32.sum8's order over the last axis: 8 lanes folded pairwise, then the tail."""
+    a = a.astype(np.float64)
+    c = a.shape[-1]
+    cl = c - c % 8
+    lanes = [np.zeros(a.shape[:-1]) for _ in range(8)]
+    for j in range(0, cl, 8):
+        for u in range(8):
+            lanes[u] = lanes[u] + a[..., j + u]
+    s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
+    for j in range(cl, c):
+        s = s + a[..., j]
+    return s
+
+
+@pytest.mark.parametrize("c", [32, 13])
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_softmax_rows_take_exp_in_float32_as_documented(c, seed):
+    """float32 softmax / log_softmax (kernels/nn/rows32.py): x - max rounded in float32, the
+    elementwise float32 exp (the same compiled helper as dj.exp), an 8-lane float64 sum, one
+    rounding at the end; a causal mask's -inf gives exactly 0, results in exp's subnormal range
+    are kept, and NaN, all -inf and +inf rows are NaN, as PyTorch's."""
+    x = (np.random.default_rng(seed).standard_normal((40, c)) * 5).astype(np.float32)
+    x[np.triu(np.ones((40, c), bool), 1)] = -np.inf
+    x[5, 0], x[5, 1] = 40.0, -55.0                # exp(-95): a subnormal float32
+    x[6, 2] = np.nan
+    x[7, :] = -np.inf
+    x[8, 3] = np.inf
+    m = x.max(axis=1, keepdims=True)                # NumPy's max: NaN wins, as the kernel's NaN row does
+    d = x - m
+    e = dj.exp(dj.tensor(d)).numpy()
+    s = _sum8(e)[:, None]
+    soft = (e.astype(np.float64) * (1.0 / s)).astype(np.float32)
+    logs = ((x.astype(np.float64) - m.astype(np.float64)) - np.log(s)).astype(np.float32)
+    ours = F.softmax(dj.tensor(x), dim=1).numpy()
+    np.testing.assert_array_equal(ours.view(np.uint32), soft.view(np.uint32))
+    np.testing.assert_array_equal(F.log_softmax(dj.tensor(x), dim=1).numpy().view(np.uint32), logs.view(np.uint32))
+    assert (ours[np.triu(np.ones((40, c), bool), 1)][:50] == 0).all()
+    assert 0 < ours[5, 1] < np.finfo(np.float32).tiny
+    assert np.isnan(ours[6:9]).all() and not np.isnan(ours[9:]).any()
+
+
 def test_softmax_edge_cases():
     assert F.softmax(dj.tensor(3.0), dim=0).item() == 1.0
     assert F.log_softmax(dj.tensor([[1.0, 2.0]]), dim=0).numpy().tolist() == [[0.0, 0.0]]
