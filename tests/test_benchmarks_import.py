@@ -27,7 +27,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 MODULES = ["bench_dispatch", "bench_kernels", "bench_compile", "bench_coldstart", "bench_autograd", "bench_sparse", "bench_compiled", "bench_compiled_views", "bench_quantized",
            "bench_cuda_linalg", "bench_cuda", "bench_cuda_compiled", "bench_shared_cores",
            "bench_training", "bench_compiled_training", "bench_gpt", "bench_arrayops", "bench_dask", "bench_threads",
-           "bench_vecmath", "bench_axes", "bench_user_mlp", "bench_attention_rows"]
+           "bench_vecmath", "bench_axes", "bench_user_mlp", "bench_attention_rows", "bench_gpt_ops"]
 PREFIXES = ("time_", "track_", "timeraw_")
 PACKAGE = "_dj_asv"
 # knob -> quick value, set on a benchmark's class or module where it has one
