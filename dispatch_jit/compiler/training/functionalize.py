@@ -51,7 +51,7 @@ from ..graph.views import GETITEM, is_view
 from ..trace.fallback import TRACED_SCALARS, flat_tensors, misplaced_scalars
 from ..trace.shaped import ShapedTracer
 from ..trace.symbolic import _state
-from ..trace.symbolic_tensor import _SIZE_READS, _install_guards, _prop_guard
+from ..trace.symbolic_tensor import _SIZE_READS, _prop_guard, guarded_by
 
 __all__ = ["StepTracer", "StepTrace", "StepTensor", "OPTIMIZERS", "OptionRead"]
 
@@ -452,13 +452,6 @@ def _made_by_view(graph, vid) -> bool:
 
 
 # -- the real tensors a step reads: their own class while the trace runs -----------------------
-class StepTensor(Tensor):
-    """A real tensor the step reads (a parameter, a gradient, an optimizer's state), for the length
-    of a step's trace: ``copy_`` is functionalized, data reads abort (sizes are keyed)."""
-
-    __slots__ = ()
-
-
 # what a step may read of a real tensor: its sizes and layout are in the variant key (training/whole_step.py)
 _LAYOUT_READS = _SIZE_READS | {"is_contiguous", "stride", "strides"}
 
@@ -469,25 +462,27 @@ def _step_check(self, name, reason, prop):
         tr.abort(reason.replace("a traced tensor", "a parameter or optimizer state"))
 
 
-def _step_copy(self, src):
-    tr = _state.tracer
-    if isinstance(tr, StepTracer) and not tr.in_meta:
-        tr.assign(self, src if not isinstance(src, Tensor) or src.dtype == self.dtype else src.to(self.dtype))
-        return self
-    return Tensor.copy_(self, src)
+@guarded_by(_step_check)
+class StepTensor(Tensor):
+    """A real tensor the step reads (a parameter, a gradient, an optimizer's state), for the length
+    of a step's trace: ``copy_`` is functionalized, data reads abort (sizes are keyed)."""
 
+    __slots__ = ()
 
-def _step_getitem(self, index):
-    tr = _state.tracer
-    if isinstance(tr, StepTracer) and not tr.in_meta:     # a view: recorded, so writes see it
-        return tr.record_getitem(self, index)
-    return Tensor.__getitem__(self, index)
+    def copy_(self, src):
+        tr = _state.tracer
+        if isinstance(tr, StepTracer) and not tr.in_meta:
+            tr.assign(self, src if not isinstance(src, Tensor) or src.dtype == self.dtype else src.to(self.dtype))
+            return self
+        return Tensor.copy_(self, src)
 
+    def __getitem__(self, index):
+        tr = _state.tracer
+        if isinstance(tr, StepTracer) and not tr.in_meta:     # a view: recorded, so writes see it
+            return tr.record_getitem(self, index)
+        return Tensor.__getitem__(self, index)
 
-_install_guards(StepTensor, _step_check)
-StepTensor.copy_ = _step_copy
-StepTensor.__getitem__ = _step_getitem
-# ``.data`` is a second tensor over the same memory, outside autograd: a write through it would change
-# the real tensor while tracing
-StepTensor.data = _prop_guard("data", ".data of a parameter or optimizer state (a second tensor over its memory)",
-                              _step_check)
+    # ``.data`` is a second tensor over the same memory, outside autograd: a write through it would
+    # change the real tensor while tracing
+    data = _prop_guard("data", ".data of a parameter or optimizer state (a second tensor over its memory)",
+                       _step_check)
