@@ -33,11 +33,11 @@ import numba
 import numpy as np
 
 from ..support.numba_types import JIT_HELPERS
+from ..support.vecmath.exp_f32 import _EXP_LO as _LO    # below it exp rounds to 0
 
 __all__ = ["softmax_rows32", "sum8"]
 
 _exp_f32 = JIT_HELPERS["_exp_f32"]      # the elementwise exp's own compiled helper
-_LO = np.float32(-104.0)                # below it exp rounds to 0 (exp_f32.py's _EXP_LO)
 _ZERO = np.float32(0.0)
 _BLOCK = 4096                           # float32 scratch elements per block of rows (16 KB)
 
