@@ -77,7 +77,32 @@ def _scatter_loop(accumulate: bool):
     return scatter
 
 
-_LOOPS = {"gather": _gather, "scatter": _scatter_loop(False), "scatter_add": _scatter_loop(True)}
+def _scatter_rows_loop(accumulate: bool):
+    # out (pre, n, post), idx (m,), src (pre, m, post), all C-contiguous: out[p, idx[i], q] (+)=
+    # src[p, i, q] in the order p, i, q, the index's C order, so each element of out takes its
+    # writes (or sums its terms) in the order the general loop does: the same bits
+    @numba.njit(cache=False)
+    def scatter_rows(out, idx, src, size):
+        pre, m, post = src.shape
+        if pre * post == 0:
+            return -1
+        for i in range(m):
+            if _checked(idx[i], size) < 0:
+                return i * post        # its first position in C order (p = 0, q = 0)
+        for p in range(pre):
+            for i in range(m):
+                j = idx[i]
+                for q in range(post):
+                    if accumulate:
+                        out[p, j, q] += src[p, i, q]
+                    else:
+                        out[p, j, q] = src[p, i, q]
+        return -1
+    return scatter_rows
+
+
+_LOOPS = {"gather": _gather, "scatter": _scatter_loop(False), "scatter_add": _scatter_loop(True),
+          "scatter_rows": _scatter_rows_loop(False), "scatter_add_rows": _scatter_rows_loop(True)}
 _I64 = numba.types.Array(numba.int64, 1, "C")
 
 
@@ -128,11 +153,36 @@ def scatter(out: np.ndarray, idx: np.ndarray, src: np.ndarray, dim: int, accumul
     # scatter_add gets no float16 (op.py accumulates it in float32); a plain scatter copies bits
     out, src = _as_bits(out), _as_bits(_positive_strides(src))
     name = "scatter_add" if accumulate else "scatter"
+    rows = _row_index(idx, src, out.shape, dim)
+    if rows is not None:
+        return _scatter_rows(out, rows, src, dim, name + "_rows")
     fi = np.ascontiguousarray(idx, np.int64).reshape(-1)
     sig = (_array(out.dtype), _I64, _I64, _I64, numba.int64, numba.int64, _array(src.dtype), _I64)
     fn = cache.njit_function(_KIND, (name, out.dtype, src.dtype), name, _LOOPS[name], sig)
     return int(fn(out.reshape(-1), _strides(out), fi, np.array(idx.shape, np.int64), dim, out.shape[dim],
                   _flat(src), _strides(src)))
+
+
+def _row_index(idx: np.ndarray, src: np.ndarray, shape: tuple, dim: int):
+    """The index as one vector along ``dim`` when it is that vector broadcast over the other
+    dimensions, whole rows of ``out`` and ``src`` (index_select's and embedding's backward:
+    ``expand`` of the rows' numbers), else None."""
+    if idx.ndim == 0 or idx.shape != src.shape or any(
+            k != dim and (idx.strides[k] != 0 or n != shape[k]) for k, n in enumerate(idx.shape)):
+        return None
+    return np.ascontiguousarray(idx[(0,) * dim + (slice(None),) + (0,) * (idx.ndim - dim - 1)], np.int64)
+
+
+def _scatter_rows(out: np.ndarray, rows: np.ndarray, src: np.ndarray, dim: int, name: str) -> int:
+    """scatter/scatter_add of whole rows: a contiguous inner loop where the general loop walks
+    every element's coordinates (and copies the broadcast index to one int64 per element)."""
+    pre = int(np.prod(out.shape[:dim], dtype=np.int64))
+    post = int(np.prod(out.shape[dim + 1:], dtype=np.int64))
+    src = np.ascontiguousarray(src).reshape(pre, rows.shape[0], post)
+    sig = (numba.types.Array(numba.from_dtype(out.dtype), 3, "C"), _I64,
+           numba.types.Array(numba.from_dtype(src.dtype), 3, "C"), numba.int64)
+    fn = cache.njit_function(_KIND, (name, out.dtype, src.dtype), name, _LOOPS[name], sig)
+    return int(fn(out.reshape(pre, out.shape[dim], post), rows, src, out.shape[dim]))
 
 
 def compiled_signatures() -> dict[str, list[str]]:

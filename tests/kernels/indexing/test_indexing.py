@@ -199,3 +199,34 @@ def test_topk_errors_and_zero_d():
         dj.topk(dj.tensor([1j]), 1)
     r = dj.topk(dj.tensor(5.0), 1)
     assert r.values.item() == 5.0 and r.indices.item() == 0 and r.values.ndim == 0
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("add", [True, False])
+def test_scatter_of_whole_rows_takes_the_row_loop_with_the_general_loops_bits(dim, add):
+    # an index that is one vector broadcast over the other dims (index_select's and embedding's
+    # backward) is scattered row by row; each element must take its writes (or sum its terms) in
+    # the order the general loop does, so float32 sums round alike
+    from dispatch_jit.kernels.indexing import cpu
+    rng = np.random.default_rng(dim)
+    shape = [3, 4, 5]
+    n = shape[dim]
+    rows = rng.integers(0, n, 7)                      # repeated rows: order matters
+    src_shape = list(shape)
+    src_shape[dim] = rows.size
+    src = (rng.standard_normal(src_shape) * 10.0 ** rng.integers(-4, 5, src_shape)).astype(np.float32)
+    along = [1, 1, 1]
+    along[dim] = -1
+    idx = dj.tensor(rows).reshape(along).expand(*src_shape)
+    assert 0 in idx.stride()
+    x = dj.zeros(*shape)
+    op = dj.scatter_add if add else dj.scatter
+    before = len(cpu.compiled_signatures().get("scatter_add_rows" if add else "scatter_rows", []))
+    got = op(x, dim, idx, dj.tensor(src))
+    assert len(cpu.compiled_signatures().get("scatter_add_rows" if add else "scatter_rows", [])) >= max(before, 1)
+    want = op(x, dim, idx.contiguous(), dj.tensor(src))    # the general loop
+    np.testing.assert_array_equal(got.numpy().view(np.int32), want.numpy().view(np.int32))
+    bad = rows.copy()
+    bad[4] = n
+    with pytest.raises(OutOfBoundsError, match=f"index {n} is out of bounds for dimension of size {n}"):
+        op(x, dim, dj.tensor(bad).reshape(along).expand(*src_shape), dj.tensor(src))
