@@ -199,6 +199,10 @@ _FORWARD = {
     "hessian": lambda fn, stack, x, w, m: fn.hessian(lambda a: (a.sin() * a).sum())(x),
     "hessian_argnums": lambda fn, stack, x, w, m: fn.hessian(
         lambda a, b: (a.exp() * b).sum() * b.tanh().sum(), argnums=1)(w, x),
+    # autograd's matmul formula of a vector operand squeezes (a rank that depends on the sizes:
+    # typed by the sized trace)
+    "jacfwd_of_matvec": lambda fn, stack, x, w, m: fn.jacfwd(lambda a: (m @ a).tanh())(x),
+    "hessian_of_matvec": lambda fn, stack, x, w, m: fn.hessian(lambda a: ((m @ a).tanh() ** 2).sum())(x),
     "vmap_of_jacfwd": lambda fn, stack, x, w, m: fn.vmap(fn.jacfwd(lambda a: a.sin() * a))(stack([x, w * x])),
 }
 
