@@ -21,8 +21,10 @@ import threading
 
 from ..autograd import enable_grad
 from ..autograd.engine import grad as _autograd_grad
+from ..dispatcher import tls as _dispatch_tls
 from ..errors import InvalidArgumentError, ShapeError
-from ..tensor import TRACE_MARK, Tensor
+from ..keys import DispatchKey, key_bits
+from ..tensor import Tensor, trace_of
 from .pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
@@ -50,18 +52,36 @@ def _outer_active() -> bool:
     return _depth.n > 1
 
 
+_TRACER_BIT = key_bits(DispatchKey.Tracer)
+
+
+def _leaf(t: Tensor) -> Tensor:
+    """``t`` (not requiring grad, owned by this level) as a leaf of this level's graph.
+
+    Inside dj.compile's trace a leaf must be a value of the graph: a real tensor that requires
+    grad would be lifted as an input of the plan, as a model's parameter is, and the compiled
+    call then treated as differentiable from outside (a ``detach()`` of this level aborts it).
+    A real ``t`` (a cotangent placeholder, a captured tensor, jacfwd's basis) becomes one by a
+    recorded copy, where the trace differentiates its values at a transform's level (a forward
+    trace, ``FORWARD``; lazy mode's recorder and a whole step's trace keep the real leaf, as
+    before).  A symbolic tensor's own ``requires_grad_`` aborts for the user's code; Tensor's is
+    right for a leaf that never leaves the level (``_lower``)."""
+    if trace_of(t) is None and _dispatch_tls.include & _TRACER_BIT:
+        copy = t.clone()
+        if getattr(trace_of(copy), "FORWARD", False):
+            t = copy
+    if trace_of(t) is not None:
+        return Tensor.requires_grad_(t, True)
+    return t.requires_grad_(True)
+
+
 def _lift(x):
     """A differentiable alias of input ``x`` for this level."""
     if not isinstance(x, Tensor):
         return x
     if x.requires_grad:
         return x.view(list(x.shape))      # keeps the outer level's graph flowing through
-    alias = x.detach()
-    if TRACE_MARK in alias.__dict__:
-        # inside dj.compile's trace: a symbolic tensor, whose requires_grad_ aborts for the user's
-        # code; Tensor's own is right for this alias, which never leaves the level (``_lower``)
-        return Tensor.requires_grad_(alias, True)
-    return alias.requires_grad_(True)
+    return _leaf(x.detach())
 
 
 def _lower(x, keep: bool):
@@ -241,7 +261,7 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
         res = vjp(func, *primals, has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
         flat_out, ospec = tree_flatten(out)
-        us = [_zeros_like(o).requires_grad_(True) for o in flat_out]
+        us = [_leaf(_zeros_like(o)) for o in flat_out]
         gs = vjp_fn(tree_unflatten(us, ospec), create_graph=True)
         flat_g, _ = tree_flatten(gs)
         live = [(g, t) for g, t in zip(flat_g, ft) if isinstance(g, Tensor) and g.requires_grad]
@@ -254,8 +274,9 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
         jv = [_zeros_like(o) if j is None else _lower(j, keep) for j, o in zip(jv, flat_out)]
     tangent_out = tree_unflatten(jv, ospec)
     out = tree_unflatten([_lower(o, keep) for o in flat_out], ospec)
-    if has_aux:
-        return out, tangent_out, res[2]
+    if has_aux:      # unwrapped at this level, as torch.func's (vjp kept its graph for this level)
+        flat_aux, aspec = tree_flatten(res[2])
+        return out, tangent_out, tree_unflatten([_lower(a, keep) for a in flat_aux], aspec)
     return out, tangent_out
 
 

@@ -1,6 +1,7 @@
 """dj.func's transforms under dj.compile: ``grad``/``vjp`` run the autograd engine on the trace's
 values (compiler/trace/autodiff.py), so the forward and its backward are one compiled plan, equal to
-eager mode bit for bit; per-sample gradients (``vmap(grad(loss))``) of an MLP included.  What the
+eager mode bit for bit; per-sample gradients (``vmap(grad(loss))``) of an MLP included, and forward
+mode (``jvp``, ``jacfwd``, ``hessian``), whose levels make their own leaves as trace values.  What the
 trace cannot stand for breaks the graph and runs eagerly, with eager's results."""
 
 import warnings
@@ -177,3 +178,82 @@ def test_a_detach_outside_transforms_is_traced_and_returns_new_tensors_as_eagers
         outs = _flat(got)
         assert all(o is not x for o in outs) and len({id(o) for o in outs}) == len(outs)
         _assert_bits(got, fn(x))
+
+
+def _f64(*shape, seed=0):
+    return dj.tensor(np.random.default_rng(seed).standard_normal(shape))
+
+
+# forward mode and hessian: each level's own leaves (jvp's cotangent placeholder, an alias of a
+# captured tensor) are values of the trace, not lifted like a parameter, so the level's detach()
+# does not break the graph.  Each case is a function of (the transforms' namespace: dj.func or
+# torch.func, stack, x, w, m), run by both libraries.
+_FORWARD = {
+    "jvp": lambda fn, stack, x, w, m: fn.jvp(lambda a: a.sin() * a, (x,), (w,)),
+    "jvp_aux": lambda fn, stack, x, w, m: fn.jvp(lambda a: (a.sin() * a, a.cos()), (x,), (w,), has_aux=True),
+    "jvp_of_captured": lambda fn, stack, x, w, m: fn.jvp(lambda b: (b @ x).tanh(), (m,), (m * 2.0,)),
+    "jacfwd": lambda fn, stack, x, w, m: fn.jacfwd(lambda a: a.sin() * a)(x),
+    "jacfwd_argnums": lambda fn, stack, x, w, m: fn.jacfwd(lambda a, b: a.exp() * b, argnums=(0, 1))(x, w),
+    "jacfwd_aux": lambda fn, stack, x, w, m: fn.jacfwd(lambda a: (a.exp() * a, a.sum()), has_aux=True)(x),
+    "jacfwd_of_captured": lambda fn, stack, x, w, m: fn.jacfwd(lambda b: (b @ x).tanh())(m),
+    "hessian": lambda fn, stack, x, w, m: fn.hessian(lambda a: (a.sin() * a).sum())(x),
+    "hessian_argnums": lambda fn, stack, x, w, m: fn.hessian(
+        lambda a, b: (a.exp() * b).sum() * b.tanh().sum(), argnums=1)(w, x),
+    # autograd's matmul formula of a vector operand squeezes (a rank that depends on the sizes:
+    # typed by the sized trace)
+    "jacfwd_of_matvec": lambda fn, stack, x, w, m: fn.jacfwd(lambda a: (m @ a).tanh())(x),
+    "hessian_of_matvec": lambda fn, stack, x, w, m: fn.hessian(lambda a: ((m @ a).tanh() ** 2).sum())(x),
+    "vmap_of_jacfwd": lambda fn, stack, x, w, m: fn.vmap(fn.jacfwd(lambda a: a.sin() * a))(stack([x, w * x])),
+}
+
+
+@pytest.mark.parametrize("name", list(_FORWARD))
+def test_forward_mode_and_hessian_are_one_compiled_plan(name):
+    """``dj.compile`` of jvp, jacfwd, hessian (with argnums, has_aux, of a captured tensor, under
+    vmap): no graph break, all of it traced, equal to eager bit for bit (the second call runs the
+    cached plan), and to torch.func's to 1e-12 in float64."""
+    x, w, m = _f64(4), _f64(4, seed=1), _f64(3, 4, seed=2)
+    case = _FORWARD[name]
+
+    def fn(a):
+        return case(dj.func, dj.stack, a, w, m)
+    cf = dj.compile(fn)
+    (got, again), broke = _calls(cf, x)
+    assert not broke, broke
+    want = fn(x)
+    _assert_bits(got, want)
+    _assert_bits(again, want)
+    assert not any(t.requires_grad for t in _flat(got))
+    _traced(cf)
+    torch = pytest.importorskip("torch")
+    ref = case(torch.func, torch.stack, *(torch.from_numpy(t.numpy()) for t in (x, w, m)))
+    ref_flat = torch.utils._pytree.tree_leaves(ref)
+    assert len(ref_flat) == len(_flat(got))
+    for a, b in zip(_flat(got), ref_flat):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_jvp_aux_is_unwrapped_at_its_level_as_torch_funcs():
+    """jvp's (and jacfwd's) aux left the level still carrying its graph (requires_grad=True) in
+    eager mode, where torch.func's is a plain value; in a compiled call that was a graph break."""
+    x, w = _x(3), _x(3, seed=1)
+    aux = dj.func.jvp(lambda a: (a.sin(), a.cos()), (x,), (w,), has_aux=True)[2]
+    assert not aux.requires_grad and aux.grad_fn is None
+    aux = dj.func.jacfwd(lambda a: (a.sin(), a.cos()), has_aux=True)(x)[1]
+    assert not aux.requires_grad
+    # under an outer level the aux keeps its graph: the outer level differentiates it
+    g = grad(lambda a: dj.func.jvp(lambda b: (b.sin(), b.cos()), (a,), (w,), has_aux=True)[2].sum())(x)
+    np.testing.assert_array_equal(g.numpy(), (-x.sin()).numpy())
+
+
+@pytest.mark.parametrize("transform", ["jacfwd", "hessian"])
+def test_a_transform_in_a_compiled_call_whose_inputs_require_grad_still_runs_eagerly(transform):
+    """The guard stays: where the compiled call itself is differentiated from outside (its input
+    requires grad), the level's detach() would be differentiated through by the compiled backward."""
+    fn = {"jacfwd": dj.func.jacfwd(lambda y: y.sin()),
+          "hessian": dj.func.hessian(lambda y: (y.sin() * y).sum())}[transform]
+    cf = dj.compile(fn)
+    x = _f64(3).requires_grad_(True)
+    (got, _), broke = _calls(cf, x)
+    assert any("detach() in a compiled call whose inputs require grad" in b for b in broke), broke
+    _assert_bits(got, fn(x))

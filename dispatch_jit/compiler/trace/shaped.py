@@ -89,6 +89,13 @@ class ShapedTracer(Tracer):
         # caught by the entry's check (owners.py) before it gets here
         self.abort("a constant of the traced graph requires grad")
 
+    def view_type(self, op, gargs: tuple, gkwargs: dict):
+        """A view whose rank depends on the sizes (``squeeze(dim)``, as autograd's matmul formula of
+        a vector operand calls it) is typed by its kernel on the placed arrays: this trace has the
+        sizes, which the call's key holds."""
+        ty = super().view_type(op, gargs, gkwargs)
+        return None if isinstance(ty, str) and gargs[0].id in self.shapes else ty
+
     def _record(self, op, args: tuple, kwargs: dict):
         self.last_meta = None
         out = super()._record(op, args, kwargs)

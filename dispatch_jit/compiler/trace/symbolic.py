@@ -198,7 +198,7 @@ class Tracer:
         node = Node(op, gargs, gkwargs, ())
         ty = result_of(node, self.graph.types)
         if ty is None:
-            ty = view_type(op, gargs, gkwargs, self.graph.types)
+            ty = self.view_type(op, gargs, gkwargs)
             if isinstance(ty, str):
                 self.abort(ty)
         if ty is not None:
@@ -213,6 +213,10 @@ class Tracer:
             return outs[0]
         named = return_types.of(entry.schema)    # topk(...).values, as eager's
         return tuple(outs) if named is None else named(*outs)
+
+    def view_type(self, op, gargs: tuple, gkwargs: dict):
+        """A view's output type from its shape rule (graph/views.py), a string if the sizes decide it."""
+        return view_type(op, gargs, gkwargs, self.graph.types)
 
     def record_getitem(self, t: Tensor, index):
         """``t[index]`` with a basic index: a ``getitem`` node (views.py); anything else aborts."""

@@ -126,3 +126,18 @@ def test_vmap_inside_a_compiled_function():
     (out,) = _no_breaks(cf, (x, w))
     np.testing.assert_array_equal(out.numpy(), body(x, w).numpy())
     assert "0 eager calls" in str(cf.explain()).splitlines()[0]
+
+
+def test_a_squeeze_whose_rank_depends_on_the_sizes_is_typed_by_a_sized_trace():
+    """``squeeze(dim)`` drops ``dim`` only where its size is 1: a size-free trace cannot type it
+    (it breaks), a sized one has the sizes its key holds, so a function that reads them traces."""
+    def body(x):
+        n = x.shape[0]
+        return (x.reshape(n, 1, -1).squeeze(1) * 2.0).squeeze(-1).exp()
+    f = dj.compile(body)
+    calls = [(_x(3, 1),), (_x(3, 1, seed=1),), (_x(2, 4),)]
+    for out, (x,) in zip(_no_breaks(f, *calls), calls):
+        want = body(x)
+        assert out.shape == want.shape
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+    assert "0 eager calls" in str(f.explain()).splitlines()[0]
