@@ -61,6 +61,7 @@ from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.jit import cache
 from dispatch_jit.kernels.linalg.gemm import gemm
 from dispatch_jit.kernels.linalg.product import ikj_rows as _ikj_rows, product_into, skinny
+from dispatch_jit.kernels.linalg.strided import eligible, strided_matmul
 
 try:
     from dispatch_jit.errors import CastingError, DTypeError, ShapeError
@@ -269,6 +270,11 @@ def _as_3d(x: np.ndarray, nb: int, r: int, c: int, trans_ok: bool):
     return np.ascontiguousarray(x).reshape(nb, r, c), False
 
 
+def _copied(x: np.ndarray) -> bool:
+    """Whether ``_as_3d(x, ..., trans_ok=True)`` copies ``x``."""
+    return not x.flags.c_contiguous and not (x.ndim >= 2 and x.swapaxes(-1, -2).flags.c_contiguous)
+
+
 def _batch_index(bx: tuple, batch: tuple, nbatch: int) -> np.ndarray:
     """For each flattened output batch entry, the flattened batch entry of an
     operand with batch shape bx (broadcasting without materializing)."""
@@ -366,6 +372,9 @@ def _matmul(dt: np.dtype, kind: str, a: np.ndarray, b: np.ndarray, out, name="ma
     res = np.empty(shape, dt) if out is None else out
     o3 = res.reshape(nbatch, m, n)
     if kernel == "blas":
+        if (_copied(a) or _copied(b)) and eligible(a) and eligible(b):
+            strided_matmul(a, b, o3, ia, ib)     # strided.py: the views as they are, no copies
+            return res
         a3, ta = _as_3d(a, na, m, k, True)
         b3, tb = _as_3d(b, nb, k, n, True)
         _entry(kernel, dt)(a3, b3, ia, ib, o3, ta, tb)

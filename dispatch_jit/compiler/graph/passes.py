@@ -5,6 +5,8 @@
 * ``cse``: one node for identical elementwise computations and views; with
   ``distinct_outputs`` (``dj.compile``), not for values whose memory the
   outputs hold, which eager mode keeps apart (``returned_memory``).
+* ``merge_padded_cats`` (padded_cats.py): the sum of zero-padded gradients of disjoint
+  slices (a ``split``'s backward) becomes one ``cat``, with eager's bits.
 * ``sink_views`` (views.py): a view of a single-use elementwise chain moves
   onto the chain's leaves, so the chain fuses with what reads the view;
   views of inputs go first, as zero-copy steps the fused loop reads.
@@ -31,6 +33,7 @@ import numpy as np
 
 from ..elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, rename_vars, vars_in
+from .padded_cats import merge_padded_cats
 from .views import ViewOp, is_view, sink_views
 
 __all__ = ["Region", "dce", "cse", "fuse", "lone_region", "optimize", "returned_memory", "same_graph"]
@@ -375,4 +378,5 @@ def fuse(g: Graph, split_chains: bool = False) -> tuple[Graph, list[tuple[str, s
 
 def optimize(g: Graph, distinct_outputs: bool = False, split_chains: bool = False) -> tuple[Graph, list]:
     """``distinct_outputs``: see ``cse``; ``split_chains``: see ``fuse``."""
+    g = merge_padded_cats(g)
     return fuse(dce(cse(sink_views(cse(g, distinct_outputs)), distinct_outputs)), split_chains)

@@ -35,7 +35,7 @@ import numba
 import numpy as np
 
 from dispatch_jit.kernels.indexing import cpu as _indexing
-from dispatch_jit.kernels.linalg import cpu as _linalg
+from dispatch_jit.kernels.linalg import cpu as _linalg, strided as _strided
 from dispatch_jit.kernels.linalg.gemm import gemm
 from dispatch_jit.kernels.linalg.product import ikj_rows
 from dispatch_jit.kernels.nn import cpu as _nn
@@ -122,7 +122,7 @@ def add_points(af, shape, idx, v):
 
 
 HELPERS = {"_round_into": round_into, "_take_points": take_points, "_add_points": add_points, "_ln_forward": _norm._forward, "_ln_backward": _norm._backward,
-           "_batched_gemm": batched_gemm, "_batched_ikj": batched_ikj, "_take_along": take_along,
+           "_batched_gemm": batched_gemm, "_batched_gemm_view": _strided.batched_gemm_view, "_batched_ikj": batched_ikj, "_take_along": take_along,
            "_softmax": _nn.softmax, "_softmax_backward": _nn.softmax_backward,
            "_log_softmax": _nn.log_softmax, "_log_softmax_backward": _nn.log_softmax_backward,
            "_scatter_add": _indexing._LOOPS["scatter_add"]}
@@ -171,6 +171,11 @@ def _as_3d(site, v, nb, r, c, trans_ok):
     return f"np.ascontiguousarray({site.name(v)}).reshape({(nb, r, c)})", False
 
 
+def _view_4d(site, v) -> str:
+    nd = site.array(v).ndim
+    return site.name(v) + (f"[{', '.join(['None'] * (4 - nd))}]" if nd < 4 else "")
+
+
 def _step(index, nbatch) -> int | None:
     """1 where a batch index map is the identity, 0 where it is all zeros, else None."""
     if np.array_equal(index, np.arange(nbatch)):
@@ -193,6 +198,11 @@ def _matmul(node, site):
     if kernel == "blas":
         a3, ta = _as_3d(site, a, na, m, k, True)
         b3, tb = _as_3d(site, b, nb, k, n, True)
+        copies = a3.startswith("np.ascontiguousarray") or b3.startswith("np.ascontiguousarray")
+        if copies and _strided.eligible(xa) and _strided.eligible(xb):
+            # eager's choice (cpu.py): the strided views go to gemm as they are (strided.py)
+            ia, ib = (f"np.arange({nbatch})" if s else f"np.zeros({nbatch}, np.intp)" for s in (sa, sb))
+            return [f"_batched_gemm_view({_view_4d(site, a)}, {_view_4d(site, b)}, {out}, {ia}, {ib})"]
         return [f"_batched_gemm({a3}, {ta}, {b3}, {tb}, {out}, {sa}, {sb})"]
     a3, _ = _as_3d(site, a, na, m, k, False)
     b3, _ = _as_3d(site, b, nb, k, n, False)
