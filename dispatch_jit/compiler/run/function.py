@@ -190,6 +190,11 @@ def _fused_call(region, gen, site, name, scalars, parallel):
         return _NO_BROADCAST
     if any(site.array_of(v).shape != shape for v in region.outputs):
         return "a fused loop with an output smaller than its loop"
+    # as FusedStep.__call__'s partial outputs: a reduced value that reads only some inputs may be
+    # smaller than the loop, and summed over the loop it would count each element again and again
+    if region.reduce is not None and \
+            np.broadcast_shapes(*[ins[i].shape for i in region.reduce_deps]) != shape:
+        return "a fused loop with a reduced value smaller than its loop"
     # as FusedStep.__call__: the flat loop where every input is contiguous and of the loop's shape (and
     # not a view made inside the function: Numba types those as any-layout arrays), else the nest
     # over the inputs broadcast to the loop's shape

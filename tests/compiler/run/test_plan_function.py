@@ -306,3 +306,20 @@ def test_a_reshape_sunk_onto_broadcast_leaves_expands_them_first():
         np.testing.assert_array_equal(y.grad.numpy(), want)
     f = fused_grad(cf)
     assert f.backward.function is not None, cf.explain()
+
+
+def test_a_reduced_value_smaller_than_its_loop_keeps_the_interpreted_plans_result():
+    # (v3 * 0.5).sum() fuses into v4 = v3 + x0's loop, whose shape (3, 3, 1, 2) is larger than v3's
+    # (3, 1, 1, 2): the plan function summed v3 over the broadcast loop, 3x the sum, from the call the
+    # lazy plan became one function on (found by the gradient fuzzer, hypothesis seed 1312)
+    x = dj.from_numpy(np.array([[[0.5]], [[1.5]], [[2.5]]]))
+
+    def f(x0):
+        v3 = dj.stack([x0, x0], axis=3)
+        v4 = v3 + x0
+        return (v3 * 0.5).sum(), (v4 * 1.5).sum()
+
+    want = [t.item() for t in f(x)]
+    for _ in range(5):
+        with dj.execution_mode("compiled"):
+            assert [t.item() for t in f(x)] == want
