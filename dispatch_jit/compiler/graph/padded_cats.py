@@ -45,7 +45,7 @@ def _cat_parts(n: Node):
     return pieces, axis
 
 
-def _segments(v: int, g: Graph, producer: dict, canonical: set):
+def _segments(v: int, g: Graph, producer: dict):
     """(axis, shape, [(start, length, piece id)]) of the non-zero pieces of a padded cat ``v``."""
     n = producer.get(v)
     parts = _cat_parts(n) if n is not None else None
@@ -103,8 +103,8 @@ def _merge(n: Node, g: Graph, producer: dict, uses: dict, canonical: set, zeros)
         return None
     if uses.get(x.id) != 1 or uses.get(y.id) != 1 or g.shapes.get(out) is None:
         return None
-    sx = _segments(x.id, g, producer, canonical)
-    sy = _segments(y.id, g, producer, canonical)
+    sx = _segments(x.id, g, producer)
+    sy = _segments(y.id, g, producer)
     if sx is None or sy is None or sx[:2] != sy[:2] or tuple(g.shapes[out]) != sx[1]:
         return None
     if g.types[x.id] != g.types[out]:
