@@ -87,7 +87,8 @@ def test_damaged_entry_is_a_quiet_miss_and_is_rewritten(cache, fault, caplog):
     FAULTS[fault](path, path.read_bytes(), cache)
     with caplog.at_level(logging.DEBUG, logger="dispatch_jit"):
         assert _compile(tag) == "compiled"          # the right values (checked in _compile), no warning
-    assert all(r.levelno <= logging.DEBUG for r in caplog.records)
+    # dispatch_jit's records only: another library's (a Dask cluster's event-loop notes) are not ours
+    assert all(r.levelno <= logging.DEBUG for r in caplog.records if r.name.startswith("dispatch_jit"))
     assert _compile(tag) == "disk"                  # rewritten whole
 
 
