@@ -39,7 +39,7 @@ from numba.core.extending import intrinsic, overload
 
 from dispatch_jit.jit.threads import BLAS_GRAIN, NUM_THREADS_SYMBOL
 
-__all__ = ["LIBRARY", "gemm", "dot_into"]
+__all__ = ["LIBRARY", "cblas_gemm", "gemm", "dot_into"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -139,8 +139,7 @@ def _gemm_2d(a, ta, b, tb, out):
 
 @overload(_gemm_2d)
 def _gemm_2d_impl(a, ta, b, tb, out):
-    fn = _CBLAS.get(np.dtype(numba.np.numpy_support.as_dtype(a.dtype)))
-    if fn is None:
+    if np.dtype(numba.np.numpy_support.as_dtype(a.dtype)) not in _CBLAS:
         # one np.dot call site per layout pair (the layout is part of Numba's type)
         def by_np_dot(a, ta, b, tb, out):
             m, n = out.shape
@@ -154,21 +153,37 @@ def _gemm_2d_impl(a, ta, b, tb, out):
             else:
                 np.dot(a, b, out)
         return by_np_dot
-    one, zero = numba.np.numpy_support.as_dtype(a.dtype).type(1), numba.np.numpy_support.as_dtype(a.dtype).type(0)
 
     def by_cblas(a, ta, b, tb, out):
+        # row-major: the leading dimension of each stored matrix is its row length
+        cblas_gemm(a, ta, max(a.shape[1], 1), b, tb, max(b.shape[1], 1), out, a.shape[0] if ta else a.shape[1])
+    return by_cblas
+
+
+def cblas_gemm(a, ta, lda, b, tb, ldb, out, k):
+    """out = op(a) @ op(b) by the bound cblas_?gemm, the stored matrices' leading dimensions given
+    (``lda``, ``ldb``: a row stride, or a column stride with the transpose flag, as strided.py
+    passes for views), ``k`` the inner size; an empty product writes nothing, k == 0 writes zeros."""
+    return _cblas_gemm_impl    # named for the disk cache's fingerprint, as ``_gemm_2d``
+
+
+@overload(cblas_gemm)
+def _cblas_gemm_impl(a, ta, lda, b, tb, ldb, out, k):
+    dt = np.dtype(numba.np.numpy_support.as_dtype(a.dtype))
+    fn = _CBLAS[dt]
+    one, zero = dt.type(1), dt.type(0)
+
+    def impl(a, ta, lda, b, tb, ldb, out, k):
         m, n = out.shape
-        k = a.shape[0] if ta else a.shape[1]
         if m == 0 or n == 0:
             return
         if k == 0:
             out[:] = 0
             return
         _numpy_threads(m, n, k)
-        # row-major: the leading dimension of each stored matrix is its row length
         fn(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k, one,
-           a.ctypes, max(a.shape[1], 1), b.ctypes, max(b.shape[1], 1), zero, out.ctypes, max(n, 1))
-    return by_cblas
+           a.ctypes, lda, b.ctypes, ldb, zero, out.ctypes, max(n, 1))
+    return impl
 
 
 @numba.njit(boundscheck=False)

@@ -24,7 +24,7 @@ from numba.core.extending import overload
 
 from dispatch_jit.jit import cache
 
-from .gemm import _CBLAS, _NO_TRANS, _ROW_MAJOR, _TRANS, _numpy_threads, gemm
+from .gemm import _CBLAS, cblas_gemm, gemm
 
 __all__ = ["AVAILABLE", "batched_gemm_view", "eligible", "strided_matmul"]
 
@@ -59,13 +59,10 @@ def _gemm_view(a, b, out):
 
 @overload(_gemm_view)
 def _gemm_view_impl(a, b, out):
-    dt = np.dtype(numba.np.numpy_support.as_dtype(a.dtype))
-    fn = _CBLAS.get(dt)
-    if fn is None:
+    if np.dtype(numba.np.numpy_support.as_dtype(a.dtype)) not in _CBLAS:
         def by_copies(a, b, out):    # no cblas bound for this dtype: the callers do not come here
             gemm(np.ascontiguousarray(a), False, np.ascontiguousarray(b), False, out)
         return by_copies
-    one, zero = dt.type(1), dt.type(0)
 
     def impl(a, b, out):
         m, n = out.shape
@@ -77,14 +74,7 @@ def _gemm_view_impl(a, b, out):
             # not reachable from the callers, which check ``eligible`` first; the copies' bits
             gemm(np.ascontiguousarray(a), False, np.ascontiguousarray(b), False, out)
             return
-        if m == 0 or n == 0:
-            return
-        if k == 0:
-            out[:] = 0
-            return
-        _numpy_threads(m, n, k)
-        fn(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k, one,
-           a.ctypes, lda, b.ctypes, ldb, zero, out.ctypes, max(n, 1))
+        cblas_gemm(a, ta, lda, b, tb, ldb, out, k)
     return impl
 
 
