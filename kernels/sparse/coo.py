@@ -14,9 +14,11 @@ SparseCPU outranks CPU, so any call with a COO argument lands here:
 - ``aten::t``.
 
 The product runs the CSR row loops of cpu.py (Numba, parallel over rows above
-``cpu.PARALLEL_WORK``) on row pointers built from the COO rows: a coalesced
-tensor's rows are already sorted, an uncoalesced one is sorted by a stable
-argsort once (duplicates then add up in the product, as they stand for a sum).
+``cpu.PARALLEL_WORK``) on row pointers built from the COO rows on each call (a
+bincount, ~2% of the kernel's time at 1e6 non-zeros, so not cached on the
+tensor, whose indices a caller may rewrite): a coalesced tensor's rows are
+already sorted, an uncoalesced one is sorted by a stable counting sort
+(duplicates then add up in the product, as they stand for a sum).
 ``aten::sparse_coo_mm(indices, values, dense, rows, cols)``, defined here, is
 the differentiable form the AutogradCPU/AutogradCUDA router
 (cpu.MatmulAutogradRouter) sends COO products to: its derivative
@@ -43,7 +45,7 @@ from dispatch_jit.sparse_coo import SPARSE_COO_BITS, coalesce_arrays, make_coo
 from dispatch_jit.tensor import Tensor, wrap
 
 from . import cpu
-from .op import check_float_or_int, record
+from .op import check_float_or_int, check_matmul_operand, record
 
 __all__ = ["SCHEMAS", "KERNELS", "sparse_coo_mm_grads_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
            "CooMul", "CooSum", "coo_mm", "scalar_of", "t_coo", "CooMatmulRoute", "row_plan", "linear_positions"]
@@ -79,17 +81,16 @@ def linear_positions(idx: np.ndarray, shape: tuple) -> np.ndarray:
 def row_plan(idx: np.ndarray, rows: int):
     """Row pointers, columns and the sorting permutation (None when the rows are already sorted)."""
     r = idx[0]
-    perm = np.argsort(r, kind="stable") if r.size > 1 and np.any(r[1:] < r[:-1]) else None
-    rr, cc = (r, idx[1]) if perm is None else (r[perm], idx[1][perm])
+    if r.size > 1 and np.any(r[1:] < r[:-1]):
+        crow, perm = cpu.bucket_sort(np.ascontiguousarray(r), rows)     # stable: duplicates keep their order
+        return crow, idx[1][perm], perm
     crow = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rr, minlength=rows), out=crow[1:])
-    return crow, np.ascontiguousarray(cc), perm
+    np.cumsum(np.bincount(r, minlength=rows), out=crow[1:])
+    return crow, np.ascontiguousarray(idx[1]), None
 
 
 def _check_operand(rows: int, cols: int, shape: tuple) -> None:
-    if len(shape) not in (1, 2) or shape[0] != cols:
-        raise ShapeError(f"matmul: a sparse COO matrix of shape ({rows}, {cols}) cannot multiply a tensor of "
-                         f"shape {tuple(shape)}; expected ({cols},) or ({cols}, n)")
+    check_matmul_operand(rows, cols, tuple(shape), "COO")
 
 
 def coo_matmul_arrays(idx: np.ndarray, val: np.ndarray, b: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -124,8 +125,7 @@ def sparse_coo_mm_grads_cpu(g, s, c):
     d = _as(dense._data, npdt)
     g2 = ga.reshape(-1, 1) if ga.ndim == 1 else np.ascontiguousarray(ga)
     d2 = d.reshape(-1, 1) if d.ndim == 1 else np.ascontiguousarray(d)
-    gdense = np.zeros(d2.shape, dtype=npdt)
-    cpu._mm_t(crow, col, v, g2, gdense)
+    gdense = cpu.csr_matmul_t(crow, col, v, g2, d2.shape[0])
     gsorted = np.zeros(col.shape[0], dtype=npdt)
     if col.shape[0] and g2.shape[1]:
         cpu._sddmm(crow, col, g2, d2, gsorted)
@@ -148,12 +148,12 @@ def coo_mm(x, y, mm):
             raise SchemaError("matmul: COO @ COO is not implemented; convert one operand with .to_dense()")
         if y.ndim != 2:
             raise ShapeError(f"matmul: expected a 2-D sparse COO matrix, got shape {y.shape}")
+        if x.ndim not in (1, 2) or x.shape[-1] != y.shape[0]:     # named as written, not as transposed
+            raise ShapeError(f"matmul: a tensor of shape {tuple(x.shape)} cannot multiply a sparse COO matrix of "
+                             f"shape {y.shape}; expected ({y.shape[0]},) or (n, {y.shape[0]})")
         at = y.t()
         if x.ndim == 1:
             return mm(wrap(at._idx), at._values_t, x, at._shape[0], at._shape[1])
-        if x.ndim != 2:
-            raise ShapeError(f"matmul: a tensor of shape {x.shape} cannot multiply a sparse COO matrix of shape "
-                             f"{y.shape}; expected ({y.shape[0]},) or (n, {y.shape[0]})")
         return mm(wrap(at._idx), at._values_t, x.t(), at._shape[0], at._shape[1]).t()
     if not isinstance(y, Tensor):
         raise SchemaError(f"matmul: cannot multiply a sparse COO matrix by {type(y).__name__}")
@@ -234,7 +234,7 @@ class CooMatmul(_CooOp):
             raise SchemaError(f"matmul with sparse COO tensors supports COO @ dense and dense @ COO (got "
                               f"{_what(a)} @ {_what(b)})")
         dt = result_type(a.dtype, b.dtype)
-        check_float_or_int(dt, "matmul")
+        check_float_or_int(dt, "matmul", "COO")
         if dt.name in _NO_MATMUL:
             raise DTypeError(f"matmul: dtype {dt.name} is not supported (as for dense tensors); cast the "
                              f"operands to a signed integer or floating dtype")

@@ -162,7 +162,7 @@ def _csr_parts(idx, rows: int, dev):
     permutation that sorts the entries by row (host; None when they are in row order already).
     Rows in order (a coalesced tensor's, or a transposed one's that happen to be) stay on the
     device: one flag comes back, the row pointers are binary searches; otherwise the indices
-    make the host round trip of ``row_plan`` (a stable argsort, as the CPU's)."""
+    make the host round trip of ``row_plan`` (a stable counting sort, as the CPU's)."""
     nnz = idx.shape[1]
     r = _plain(idx.view_as(lambda l: l[0]))
     if nnz > 1:
