@@ -24,7 +24,9 @@ the differentiable form the AutogradCPU/AutogradCUDA router
 (cpu.MatmulAutogradRouter) sends COO products to: its derivative
 (coo_cuda.SPARSE_COO_MM_DERIVATIVE, either device) gives the dense operand A^T @ g and
 each value the dot of g's row with the dense operand's row, as
-``torch.sparse.mm``'s.
+``torch.sparse.mm``'s; one row per input, so a backward through a fixed matrix
+(values not requiring grad) computes A^T @ g only.  A^T @ g runs in bands of
+output rows, one per thread (cpu._mm_t), with the serial scatter's bits.
 
 Each op class holds its argument handling (checked once per signature) over a
 backend of compute functions: ``CPU_COO`` here (NumPy and the Numba CSR loops)
@@ -47,7 +49,7 @@ from dispatch_jit.tensor import Tensor, wrap
 from . import cpu
 from .op import check_float_or_int, check_matmul_operand, record
 
-__all__ = ["SCHEMAS", "KERNELS", "sparse_coo_mm_grads_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
+__all__ = ["SCHEMAS", "KERNELS", "coo_values_grad_cpu", "coo_dense_grad_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
            "CooMul", "CooSum", "coo_mm", "scalar_of", "t_coo", "CooMatmulRoute", "row_plan", "linear_positions"]
 
 _NO_MATMUL = ("uint16", "uint32", "uint64")    # dense matmul has no kernel for them (nor has PyTorch)
@@ -112,32 +114,42 @@ def _sparse_coo_mm_cpu(indices, values, dense, rows, cols):
     return _mm_cpu(indices, values, dense, rows, cols, result_type(values.dtype, dense.dtype).np)
 
 
-def sparse_coo_mm_grads_cpu(g, s, c):
-    idx, vals, dense = s["indices"]._data, s["values"], s["dense"]
+def _grad_parts(g, idx):
+    """g as 2-D in the dtype the gradients are computed in (float16: float32 sums, rounded once,
+    as the forward), and the row plan of A."""
     ga = g._data
-    half = ga.dtype == np.float16      # float32 sums, rounded once (as the forward)
-    npdt = np.dtype(np.float32) if half else ga.dtype
+    npdt = np.dtype(np.float32) if ga.dtype == np.float16 else ga.dtype
     ga = _as(ga, npdt)
-    rows = ga.shape[0]
-    crow, col, perm = row_plan(idx, rows)
-    v = _as(vals._data, npdt)
-    v = np.ascontiguousarray(v if perm is None else v[perm])
-    d = _as(dense._data, npdt)
     g2 = ga.reshape(-1, 1) if ga.ndim == 1 else np.ascontiguousarray(ga)
+    return g2, npdt, row_plan(idx, g2.shape[0])
+
+
+def _rounded(a: np.ndarray, g) -> Tensor:
+    return wrap(a if a.dtype == g._data.dtype else a.astype(g._data.dtype))
+
+
+def coo_values_grad_cpu(g, s, c):
+    """The values' gradient of ``sparse_coo_mm``: each entry's dot of g's row with the dense row."""
+    g2, npdt, (crow, col, perm) = _grad_parts(g, s["indices"]._data)
+    d = _as(s["dense"]._data, npdt)
     d2 = d.reshape(-1, 1) if d.ndim == 1 else np.ascontiguousarray(d)
-    gdense = cpu.csr_matmul_t(crow, col, v, g2, d2.shape[0])
     gsorted = np.zeros(col.shape[0], dtype=npdt)
     if col.shape[0] and g2.shape[1]:
         cpu._sddmm(crow, col, g2, d2, gsorted)
     if perm is None:
-        gvals = gsorted
-    else:
-        gvals = np.empty_like(gsorted)
-        gvals[perm] = gsorted
-    if half:
-        gvals, gdense = gvals.astype(np.float16), gdense.astype(np.float16)
-    return None, wrap(gvals), wrap(gdense.reshape(d.shape))
+        return _rounded(gsorted, g)
+    gvals = np.empty_like(gsorted)
+    gvals[perm] = gsorted
+    return _rounded(gvals, g)
 
+
+def coo_dense_grad_cpu(g, s, c):
+    """The dense operand's gradient of ``sparse_coo_mm``: A^T @ g."""
+    g2, npdt, (crow, col, perm) = _grad_parts(g, s["indices"]._data)
+    v = _as(s["values"]._data, npdt)
+    v = np.ascontiguousarray(v if perm is None else v[perm])
+    gdense = cpu.csr_matmul_t(crow, col, v, g2, c["cols"])
+    return _rounded(gdense.reshape(s["dense"].shape), g)
 
 
 def coo_mm(x, y, mm):

@@ -130,3 +130,19 @@ def test_bad_inputs_name_what_was_wrong():
         a.to(dj.bool) @ dj.ones(3, 2, dtype=dj.bool)
     with pytest.raises(DTypeError, match="got complex64"):
         a @ dj.ones(3, 2, dtype=dj.complex64)
+
+
+def test_backward_computes_only_the_gradients_needed(monkeypatch):
+    a, b, g = _case(5)
+    calls = []
+    for name in ("_sddmm", "_mm_t"):
+        fn = getattr(cpu, name)
+        monkeypatch.setattr(cpu, name, lambda *args, _fn=fn, _name=name: calls.append(_name) or _fn(*args))
+    bt = dj.tensor(b, requires_grad=True)
+    dj.sparse.mm(a, bt).backward(dj.tensor(g))       # a fixed matrix: only A^T @ g
+    assert calls == ["_mm_t"]
+    np.testing.assert_allclose(bt.grad.numpy(), _dense(a).T @ g, rtol=1e-10, atol=1e-10)
+    calls.clear()
+    v = a.values().detach().requires_grad_()
+    dj.sparse.mm(dj.sparse_coo_tensor(a.indices(), v, a.shape), dj.tensor(b)).backward(dj.tensor(g))
+    assert calls == ["_sddmm"]
