@@ -14,15 +14,19 @@ SparseCPU outranks CPU, so any call with a COO argument lands here:
 - ``aten::t``.
 
 The product runs the CSR row loops of cpu.py (Numba, parallel over rows above
-``cpu.PARALLEL_WORK``) on row pointers built from the COO rows: a coalesced
-tensor's rows are already sorted, an uncoalesced one is sorted by a stable
-argsort once (duplicates then add up in the product, as they stand for a sum).
+``cpu.PARALLEL_WORK``) on row pointers built from the COO rows on each call (a
+bincount, ~2% of the kernel's time at 1e6 non-zeros, so not cached on the
+tensor, whose indices a caller may rewrite): a coalesced tensor's rows are
+already sorted, an uncoalesced one is sorted by a stable counting sort
+(duplicates then add up in the product, as they stand for a sum).
 ``aten::sparse_coo_mm(indices, values, dense, rows, cols)``, defined here, is
 the differentiable form the AutogradCPU/AutogradCUDA router
 (cpu.MatmulAutogradRouter) sends COO products to: its derivative
 (coo_cuda.SPARSE_COO_MM_DERIVATIVE, either device) gives the dense operand A^T @ g and
 each value the dot of g's row with the dense operand's row, as
-``torch.sparse.mm``'s.
+``torch.sparse.mm``'s; one row per input, so a backward through a fixed matrix
+(values not requiring grad) computes A^T @ g only.  A^T @ g runs in bands of
+output rows, one per thread (cpu._mm_t), with the serial scatter's bits.
 
 Each op class holds its argument handling (checked once per signature) over a
 backend of compute functions: ``CPU_COO`` here (NumPy and the Numba CSR loops)
@@ -43,9 +47,9 @@ from dispatch_jit.sparse_coo import SPARSE_COO_BITS, coalesce_arrays, make_coo
 from dispatch_jit.tensor import Tensor, wrap
 
 from . import cpu
-from .op import check_float_or_int, record
+from .op import check_float_or_int, check_matmul_operand, record
 
-__all__ = ["SCHEMAS", "KERNELS", "sparse_coo_mm_grads_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
+__all__ = ["SCHEMAS", "KERNELS", "coo_values_grad_cpu", "coo_dense_grad_cpu", "coo_matmul_arrays", "CPU_COO", "CooMatmul", "CooAdd",
            "CooMul", "CooSum", "coo_mm", "scalar_of", "t_coo", "CooMatmulRoute", "row_plan", "linear_positions"]
 
 _NO_MATMUL = ("uint16", "uint32", "uint64")    # dense matmul has no kernel for them (nor has PyTorch)
@@ -79,17 +83,16 @@ def linear_positions(idx: np.ndarray, shape: tuple) -> np.ndarray:
 def row_plan(idx: np.ndarray, rows: int):
     """Row pointers, columns and the sorting permutation (None when the rows are already sorted)."""
     r = idx[0]
-    perm = np.argsort(r, kind="stable") if r.size > 1 and np.any(r[1:] < r[:-1]) else None
-    rr, cc = (r, idx[1]) if perm is None else (r[perm], idx[1][perm])
+    if r.size > 1 and np.any(r[1:] < r[:-1]):
+        crow, perm = cpu.bucket_sort(np.ascontiguousarray(r), rows)     # stable: duplicates keep their order
+        return crow, idx[1][perm], perm
     crow = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rr, minlength=rows), out=crow[1:])
-    return crow, np.ascontiguousarray(cc), perm
+    np.cumsum(np.bincount(r, minlength=rows), out=crow[1:])
+    return crow, np.ascontiguousarray(idx[1]), None
 
 
 def _check_operand(rows: int, cols: int, shape: tuple) -> None:
-    if len(shape) not in (1, 2) or shape[0] != cols:
-        raise ShapeError(f"matmul: a sparse COO matrix of shape ({rows}, {cols}) cannot multiply a tensor of "
-                         f"shape {tuple(shape)}; expected ({cols},) or ({cols}, n)")
+    check_matmul_operand(rows, cols, tuple(shape), "COO")
 
 
 def coo_matmul_arrays(idx: np.ndarray, val: np.ndarray, b: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -111,33 +114,42 @@ def _sparse_coo_mm_cpu(indices, values, dense, rows, cols):
     return _mm_cpu(indices, values, dense, rows, cols, result_type(values.dtype, dense.dtype).np)
 
 
-def sparse_coo_mm_grads_cpu(g, s, c):
-    idx, vals, dense = s["indices"]._data, s["values"], s["dense"]
+def _grad_parts(g, idx):
+    """g as 2-D in the dtype the gradients are computed in (float16: float32 sums, rounded once,
+    as the forward), and the row plan of A."""
     ga = g._data
-    half = ga.dtype == np.float16      # float32 sums, rounded once (as the forward)
-    npdt = np.dtype(np.float32) if half else ga.dtype
+    npdt = np.dtype(np.float32) if ga.dtype == np.float16 else ga.dtype
     ga = _as(ga, npdt)
-    rows = ga.shape[0]
-    crow, col, perm = row_plan(idx, rows)
-    v = _as(vals._data, npdt)
-    v = np.ascontiguousarray(v if perm is None else v[perm])
-    d = _as(dense._data, npdt)
     g2 = ga.reshape(-1, 1) if ga.ndim == 1 else np.ascontiguousarray(ga)
+    return g2, npdt, row_plan(idx, g2.shape[0])
+
+
+def _rounded(a: np.ndarray, g) -> Tensor:
+    return wrap(a if a.dtype == g._data.dtype else a.astype(g._data.dtype))
+
+
+def coo_values_grad_cpu(g, s, c):
+    """The values' gradient of ``sparse_coo_mm``: each entry's dot of g's row with the dense row."""
+    g2, npdt, (crow, col, perm) = _grad_parts(g, s["indices"]._data)
+    d = _as(s["dense"]._data, npdt)
     d2 = d.reshape(-1, 1) if d.ndim == 1 else np.ascontiguousarray(d)
-    gdense = np.zeros(d2.shape, dtype=npdt)
-    cpu._mm_t(crow, col, v, g2, gdense)
     gsorted = np.zeros(col.shape[0], dtype=npdt)
     if col.shape[0] and g2.shape[1]:
         cpu._sddmm(crow, col, g2, d2, gsorted)
     if perm is None:
-        gvals = gsorted
-    else:
-        gvals = np.empty_like(gsorted)
-        gvals[perm] = gsorted
-    if half:
-        gvals, gdense = gvals.astype(np.float16), gdense.astype(np.float16)
-    return None, wrap(gvals), wrap(gdense.reshape(d.shape))
+        return _rounded(gsorted, g)
+    gvals = np.empty_like(gsorted)
+    gvals[perm] = gsorted
+    return _rounded(gvals, g)
 
+
+def coo_dense_grad_cpu(g, s, c):
+    """The dense operand's gradient of ``sparse_coo_mm``: A^T @ g."""
+    g2, npdt, (crow, col, perm) = _grad_parts(g, s["indices"]._data)
+    v = _as(s["values"]._data, npdt)
+    v = np.ascontiguousarray(v if perm is None else v[perm])
+    gdense = cpu.csr_matmul_t(crow, col, v, g2, c["cols"])
+    return _rounded(gdense.reshape(s["dense"].shape), g)
 
 
 def coo_mm(x, y, mm):
@@ -148,12 +160,12 @@ def coo_mm(x, y, mm):
             raise SchemaError("matmul: COO @ COO is not implemented; convert one operand with .to_dense()")
         if y.ndim != 2:
             raise ShapeError(f"matmul: expected a 2-D sparse COO matrix, got shape {y.shape}")
+        if x.ndim not in (1, 2) or x.shape[-1] != y.shape[0]:     # named as written, not as transposed
+            raise ShapeError(f"matmul: a tensor of shape {tuple(x.shape)} cannot multiply a sparse COO matrix of "
+                             f"shape {y.shape}; expected ({y.shape[0]},) or (n, {y.shape[0]})")
         at = y.t()
         if x.ndim == 1:
             return mm(wrap(at._idx), at._values_t, x, at._shape[0], at._shape[1])
-        if x.ndim != 2:
-            raise ShapeError(f"matmul: a tensor of shape {x.shape} cannot multiply a sparse COO matrix of shape "
-                             f"{y.shape}; expected ({y.shape[0]},) or (n, {y.shape[0]})")
         return mm(wrap(at._idx), at._values_t, x.t(), at._shape[0], at._shape[1]).t()
     if not isinstance(y, Tensor):
         raise SchemaError(f"matmul: cannot multiply a sparse COO matrix by {type(y).__name__}")
@@ -234,7 +246,7 @@ class CooMatmul(_CooOp):
             raise SchemaError(f"matmul with sparse COO tensors supports COO @ dense and dense @ COO (got "
                               f"{_what(a)} @ {_what(b)})")
         dt = result_type(a.dtype, b.dtype)
-        check_float_or_int(dt, "matmul")
+        check_float_or_int(dt, "matmul", "COO")
         if dt.name in _NO_MATMUL:
             raise DTypeError(f"matmul: dtype {dt.name} is not supported (as for dense tensors); cast the "
                              f"operands to a signed integer or floating dtype")

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dispatch_jit.autograd.kernel import Derivative
+from dispatch_jit.autograd.kernel import Derivative, Grad
 from dispatch_jit.cuda.array import empty, from_host
 from dispatch_jit.cuda.codegen import grid_stride
 from dispatch_jit.cuda.copy import contiguous_copy, copy_into, fill
@@ -47,7 +47,7 @@ from dispatch_jit.sparse_coo import make_coo
 from dispatch_jit.tensor import wrap
 
 from . import cuda
-from .coo import _check_operand, linear_positions, row_plan, scalar_of, sparse_coo_mm_grads_cpu
+from .coo import _check_operand, coo_dense_grad_cpu, coo_values_grad_cpu, linear_positions, row_plan, scalar_of
 from .cuda import _acc_type, _k, _plain, csr_matmul_cuda, sparse_mm_grads_cuda
 
 __all__ = ["CUDA_COO", "SPARSE_COO_MM_DERIVATIVE", "coalesce_cuda", "dense_to_coo_cuda", "to_dense_coo_cuda",
@@ -162,7 +162,7 @@ def _csr_parts(idx, rows: int, dev):
     permutation that sorts the entries by row (host; None when they are in row order already).
     Rows in order (a coalesced tensor's, or a transposed one's that happen to be) stay on the
     device: one flag comes back, the row pointers are binary searches; otherwise the indices
-    make the host round trip of ``row_plan`` (a stable argsort, as the CPU's)."""
+    make the host round trip of ``row_plan`` (a stable counting sort, as the CPU's)."""
     nnz = idx.shape[1]
     r = _plain(idx.view_as(lambda l: l[0]))
     if nnz > 1:
@@ -193,28 +193,38 @@ def sparse_coo_mm_cuda(indices, values, dense, rows, cols):
     return _mm_cuda(indices, values, dense, rows, cols, result_type(values.dtype, dense.dtype).np)
 
 
-def coo_mm_grads_cuda(idx, vals, dense, g):
-    """(None, grad of values, grad of dense) of ``sparse_coo_mm`` on CUDA, in g's dtype."""
+def coo_mm_grads_cuda(idx, vals, dense, g, want=(True, True)):
+    """(None, grad of values, grad of dense) of ``sparse_coo_mm`` on CUDA, in g's dtype; only those
+    ``want`` flags (values, dense), None for the others."""
     rows = g.shape[0]
     crow, col, perm = _csr_parts(idx, rows, g._data.device_index)
     v = _sorted_values(_plain(vals._data, g._data.dtype), perm)
-    gv, gd = sparse_mm_grads_cuda(crow, col, wrap(v), dense, g)
-    if perm is not None:
+    gv, gd = sparse_mm_grads_cuda(crow, col, wrap(v), dense, g, want)
+    if perm is not None and gv is not None:
         back = empty(gv.shape, gv._data.dtype, gv._data.device_index)
         scatter(back, (perm,), gv._data)
         gv = wrap(back)
     return None, gv, gd
 
 
-def _sparse_coo_mm_grads(g, s, c):
+def _values_grad(g, s, c):
     if g.is_cuda:
-        return coo_mm_grads_cuda(s["indices"]._data, s["values"], s["dense"], g)
-    return sparse_coo_mm_grads_cpu(g, s, c)
+        return coo_mm_grads_cuda(s["indices"]._data, s["values"], s["dense"], g, (True, False))[1]
+    return coo_values_grad_cpu(g, s, c)
 
 
-# the derivative of aten::sparse_coo_mm on either device (here, as this module imports coo.py)
-SPARSE_COO_MM_DERIVATIVE = Derivative("SparseCooMmBackward", _sparse_coo_mm_grads, ("indices", "values", "dense"),
-                                      unbroadcast=False)
+def _dense_grad(g, s, c):
+    if g.is_cuda:
+        return coo_mm_grads_cuda(s["indices"]._data, s["values"], s["dense"], g, (False, True))[2]
+    return coo_dense_grad_cpu(g, s, c)
+
+
+# the derivative of aten::sparse_coo_mm on either device (here, as this module imports coo.py): one row per
+# input, so that a call whose values do not require grad (a fixed adjacency matrix) computes only A^T @ g
+SPARSE_COO_MM_DERIVATIVE = Derivative("SparseCooMmBackward", (
+    Grad(lambda g, s, c: None),
+    Grad(_values_grad, ("indices", "values", "dense")),
+    Grad(_dense_grad, ("indices", "values", "dense"))), unbroadcast=False)
 
 
 # -- add, mul, sum ------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from dispatch_jit.tensor import Tensor, wrap
 from . import merge
 from .op import check_matmul_operand
 
-__all__ = ["PARALLEL_WORK", "sparse_csr_mm"]
+__all__ = ["PARALLEL_WORK", "sparse_csr_mm", "bucket_sort", "csr_matmul_t", "csr_matmul_arrays"]
 
 PARALLEL_WORK = 1 << 15   # nnz * columns of the dense operand above which row loops use prange
 
@@ -82,15 +82,59 @@ _mv_ser = _on_disk(numba.njit(fastmath=True)(_mv_body))
 
 
 @_on_disk
-@numba.njit(fastmath=True)
-def _mm_t(crow, col, val, g, out):
-    """out = A^T @ g (out zeroed by the caller): a scatter, so serial."""
-    for i in range(crow.shape[0] - 1):
-        for k in range(crow[i], crow[i + 1]):
-            v = val[k]
-            j = col[k]
-            for c in range(g.shape[1]):
-                out[j, c] += v * g[i, c]
+@numba.njit
+def _bucket(keys, ptr, perm):
+    """A stable counting sort of ``keys`` (each in [0, len(ptr) - 1)): ``ptr`` (zeroed by the caller)
+    gets each key's start, ``perm`` the entries in key order, equal keys in their original order.
+    O(nnz), where an argsort is O(nnz log nnz): ~10x less at 1e6 entries."""
+    for k in range(keys.shape[0]):
+        ptr[keys[k] + 1] += 1
+    for j in range(ptr.shape[0] - 1):
+        ptr[j + 1] += ptr[j]
+    cursor = ptr[:-1].copy()
+    for k in range(keys.shape[0]):
+        j = keys[k]
+        perm[cursor[j]] = k
+        cursor[j] += 1
+
+
+def bucket_sort(keys: np.ndarray, nkeys: int):
+    """(pointers, permutation) of a stable counting sort of int64 ``keys`` in [0, nkeys)."""
+    ptr = np.zeros(nkeys + 1, dtype=np.int64)
+    perm = np.empty(keys.shape[0], dtype=np.int64)
+    _bucket(keys, ptr, perm)
+    return ptr, perm
+
+
+@_on_disk
+@numba.njit(parallel=True, fastmath=True)
+def _mm_t(crow, col, val, g, out, nparts):
+    """out = A^T @ g (out zeroed by the caller): a scatter, split by output rows into ``nparts``
+    bands, each thread scanning all of A and adding only into its band.  Every output row is
+    added to by one thread in A's order, as the serial scatter does: the bits do not depend on
+    nparts (so neither on the thread count); the scan of A repeats per band, the arithmetic not."""
+    m = out.shape[0]
+    n = g.shape[1]
+    for p in prange(nparts):
+        lo = p * m // nparts
+        hi = (p + 1) * m // nparts
+        for i in range(crow.shape[0] - 1):
+            for k in range(crow[i], crow[i + 1]):
+                j = col[k]
+                if lo <= j < hi:
+                    v = val[k]
+                    for c in range(n):
+                        out[j, c] += v * g[i, c]
+
+
+def csr_matmul_t(crow, col, val, g: np.ndarray, ncols: int) -> np.ndarray:
+    """A^T @ g for A = CSR(crow, col, val) of ncols columns, g 2-D (same dtype as val).  Above
+    PARALLEL_WORK the output rows split into one band per Numba thread (_mm_t: same bits)."""
+    out = np.zeros((ncols, g.shape[1]), dtype=val.dtype)
+    if col.shape[0] and g.shape[1]:
+        par = col.shape[0] * g.shape[1] >= PARALLEL_WORK
+        _mm_t(crow, col, val, g, out, numba.get_num_threads() if par else 1)
+    return out
 
 
 @_on_disk
@@ -186,8 +230,7 @@ def _sparse_mm_grads(g, s, c):
     v = _as(vals._data, npdt)
     g2 = ga.reshape(-1, 1) if ga.ndim == 1 else np.ascontiguousarray(ga)
     d2 = d.reshape(-1, 1) if d.ndim == 1 else np.ascontiguousarray(d)
-    gdense = np.zeros(d2.shape, dtype=npdt)
-    _mm_t(crow, col, v, g2, gdense)
+    gdense = csr_matmul_t(crow, col, v, g2, d2.shape[0])
     gvals = np.empty(col.shape[0], dtype=npdt)
     if col.shape[0]:
         if g2.shape[1]:

@@ -194,8 +194,9 @@ for k in range(crow[i], crow[i + 1]):
 """)
 
 
-def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor):
-    """(grad of values, grad of dense) for ``CSR @ dense`` on CUDA, in g's dtype."""
+def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor, want=(True, True)):
+    """(grad of values, grad of dense) for ``CSR @ dense`` on CUDA, in g's dtype; only those the
+    ``want`` flags ask for, None for the others."""
     ga = g._data
     npdt = ga.dtype
     if npdt.kind != "f":
@@ -209,18 +210,23 @@ def sparse_mm_grads_cuda(crow, col, vals: Tensor, dense: Tensor, g: Tensor):
     rows = crow.shape[0] - 1
     n = g2.shape[1]
     acc = np.float32 if npdt == np.float16 else npdt.type
-    gd = empty(d2.shape, acc, dev)
-    fill(gd, 0)
-    _launch(_k(_MM_T, "csr_mm_t", _acc=acc), rows * n, dev, crow.storage.buf, col.storage.buf, v.storage.buf,
-            g2.storage.buf, gd.storage.buf, rows, n)
-    if gd.dtype != npdt:
-        gd = contiguous_copy(gd, npdt)
+    gv = gd = None
+    if want[1]:
+        gd = empty(d2.shape, acc, dev)
+        fill(gd, 0)
+        _launch(_k(_MM_T, "csr_mm_t", _acc=acc), rows * n, dev, crow.storage.buf, col.storage.buf, v.storage.buf,
+                g2.storage.buf, gd.storage.buf, rows, n)
+        if gd.dtype != npdt:
+            gd = contiguous_copy(gd, npdt)
+        gd = wrap(gd.view_as(lambda l: l.reshape(d.shape)))
     nnz = col.shape[0]
-    gv = empty((nnz,), npdt, dev)
-    if nnz:
-        _launch(_k(_SDDMM, "csr_sddmm", _acc=_acc_type(npdt), _dt=npdt.type), rows, dev, crow.storage.buf,
-                col.storage.buf, g2.storage.buf, d2.storage.buf, gv.storage.buf, rows, n)
-    return wrap(gv), wrap(gd.view_as(lambda l: l.reshape(d.shape)))
+    if want[0]:
+        gv = empty((nnz,), npdt, dev)
+        if nnz:
+            _launch(_k(_SDDMM, "csr_sddmm", _acc=_acc_type(npdt), _dt=npdt.type), rows, dev, crow.storage.buf,
+                    col.storage.buf, g2.storage.buf, d2.storage.buf, gv.storage.buf, rows, n)
+        gv = wrap(gv)
+    return gv, gd
 
 
 # --- add, mul, sum, to_dense -------------------------------------------------------------------------

@@ -28,15 +28,16 @@ def record(call, name: str, dt) -> None:
     call.op.note_compiled(name, CompiledSignature((dt.name,)))
 
 
-def check_float_or_int(dt, opname):
+def check_float_or_int(dt, opname, layout: str = "CSR"):
     if dt.category < 1 or dt.category > 2:
-        raise DTypeError(f"{opname}: sparse CSR kernels support integer and floating dtypes, got {dt.name}")
+        raise DTypeError(f"{opname}: sparse {layout} kernels support integer and floating dtypes, got {dt.name}; "
+                         f"cast the operands (e.g. .to(dj.float32))")
 
 
-def check_matmul_operand(rows: int, ncols: int, shape: tuple) -> None:
-    """CSR (rows, ncols) @ b: both backends' rule for the dense operand's ``shape``."""
+def check_matmul_operand(rows: int, ncols: int, shape: tuple, layout: str = "CSR") -> None:
+    """CSR or COO (rows, ncols) @ b: every backend's rule for the dense operand's ``shape``."""
     if len(shape) not in (1, 2) or shape[0] != ncols:
-        raise ShapeError(f"matmul: a sparse CSR matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
+        raise ShapeError(f"matmul: a sparse {layout} matrix of shape ({rows}, {ncols}) cannot multiply a tensor of "
                          f"shape {shape}; expected ({ncols},) or ({ncols}, n)")
 
 
