@@ -16,6 +16,15 @@ NumPy and 14.8x torch at 3e4, tanh 3.5x / 4.1x, sin 3.7x / 5.0x, exp 1.8x / 3.3x
 At 1e6 elements (over the parallel threshold, 2**18) with torch imported, torch's OpenMP
 workers and Numba's contend for the cores: medians there swing by an order of magnitude
 while minima stay steady; read the minima (issue 26 part 1 owns the thread policy).
+
+Session 15 (load 11-12 on 2 cores; min of 9 interleaved rounds, torch imported, 3e4 elements),
+dj / NumPy: exp 1.54, log 1.38, log2 2.49 (was 3.6 with widened.py's float64 form), log1p
+1.55 (was 6.1), tanh 3.8, sigmoid 0.54, sin 1.47, cos 1.4.  The njit loop alone (no dispatch):
+log 1.26, exp 1.51, log2 2.74, log1p 1.58, tanh 3.5, sin 1.27.  LLVM vectorizes these loops
+with 8-lane ymm registers on this AVX-512 CPU (rocketlake; its tuning prefers 256 bits) where
+NumPy's loops use 16 lanes: with ``-prefer-256-bit`` added to NUMBA_CPU_FEATURES the same loops
+measured log 1.00, exp 1.03, log2 2.24, log1p 1.33, tanh 2.6 (sin's float64 loop already uses
+zmm: 1.27 either way).  At 1e6 elements the parallel kernels' minima swing with the load.
 """
 
 from __future__ import annotations

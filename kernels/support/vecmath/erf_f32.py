@@ -38,6 +38,7 @@ NaN -> NaN, and -0 below x = -14.85; the derivative is NaN at +-inf (torch's too
 from __future__ import annotations
 
 import numpy as np
+from numba.extending import register_jitable
 
 from ..intrinsics import f32_from_bits
 from .exp_f32 import _E0, _E1, _E2, _E3, _E4, _E5, _HALF, _INF, _LN2_HI, _LN2_LO, _LOG2E, _ONE, _ZERO
@@ -76,10 +77,17 @@ _SQRT1_2 = np.float32(0.70710678118654752)
 _SQRT1_2_LO = np.float32(0.70710678118654752 - float(_SQRT1_2))
 
 
-def _gelu_erf_f32(x):
+@register_jitable(inline="always")
+def _phi_parts(x):
+    """The pieces of Phi(x) both passes use: k (Phi = 1/2 + x k near 0), sh = x*x/2 rounded,
+    m 2**n = e**(-x*x/2) with 2**n as the two factors s1 s2, and R (erfc(a) = e**(-a*a) R).
+
+    Inlined in Numba's IR (``inline="always"``): a call returning a tuple per element would keep
+    the loop from vectorizing, and the two passes then compute the same bits as one written form.
+    m is not cut to 0 past _S_MAX here: each caller selects where that suits its own NaNs.
+    """
     s = x * x
     k = fma(s, fma(s, fma(s, fma(s, fma(s, fma(s, _K6, _K5), _K4), _K3), _K2), _K1), _K0)
-    small = x * fma(x, k, _HALF)
     # x*x/2 = sh + sl exactly; a = |x|/sqrt 2 only feeds R
     sh = _HALF * s
     sl = _HALF * fma(x, x, -s)
@@ -110,6 +118,12 @@ def _gelu_erf_f32(x):
                                                fma(fma(_P3, tt, _P2), u, fma(_P1, tt, _P0))))
     rr = tt * pp
     rr = fma(rr * rho, fma(fma(_S2, tt, _S1), tt, _S0), rr)
+    return k, sh, m, s1, s2, rr
+
+
+def _gelu_erf_f32(x):
+    k, sh, m, s1, s2, rr = _phi_parts(x)
+    small = x * fma(x, k, _HALF)
     # erfc(a) / 2 = m R / 2 * 2**n; in the negative tail x times it, scaled last (one rounding)
     hc = m * (_HALF * rr)
     hc = hc if sh < _S_MAX else _ZERO
@@ -117,7 +131,6 @@ def _gelu_erf_f32(x):
     pos = x * (_ONE - hc * s1 * s2)
     y = neg if x < _ZERO else pos
     return small if (x > _G_LO) & (x < _G_HI) else y
-
 
 
 # over LLVM's inlining threshold: Numba inlines it (support/numba_types.py), so loops vectorize
@@ -144,38 +157,9 @@ _INV_SQRT_2PI = np.float32(0.3989422804014327)
 
 
 def _gelu_erf_backward_f32(g, x):
-    s = x * x
-    k = fma(s, fma(s, fma(s, fma(s, fma(s, fma(s, _K6, _K5), _K4), _K3), _K2), _K1), _K0)
+    k, sh, m, s1, s2, rr = _phi_parts(x)
     phi_small = fma(x, k, _HALF)
-    sh = _HALF * s
-    sl = _HALF * fma(x, x, -s)
-    shc = min(sh, _S_MAX)
-    ax = abs(x)
-    a = ax * _SQRT1_2
-    al = fma(ax, _SQRT1_2, -a) + ax * _SQRT1_2_LO
-    nf = np.floor(fma(-shc, _LOG2E, _HALF))
-    rh = fma(nf, -_LN2_HI, -shc)
-    rl = fma(nf, -_LN2_LO, -sl)
-    r = rh + rl
-    c = (rh - r) + rl
-    p = fma(fma(fma(fma(fma(_E5, r, _E4), r, _E3), r, _E2), r, _E1), r, _E0)
-    hi = _ONE + r
-    m = hi + fma(r * r, p, ((_ONE - hi) + r) + c)
     m = m if sh < _S_MAX else _ZERO
-    n = np.int32(nf)
-    h = n >> np.int32(1)
-    s1 = f32_from_bits(np.int32((h + np.int32(127)) << np.int32(23)))
-    s2 = f32_from_bits(np.int32((n - h + np.int32(127)) << np.int32(23)))
-    d = fma(_TP, a, _ONE)
-    dl = fma(_TP, a, _ONE - d) + _TP * al
-    tt = _ONE / d
-    rho = fma(-tt, dl, fma(-tt, d, _ONE))
-    u = tt * tt
-    u2 = u * u
-    pp = fma(u2 * u2, fma(_P9, tt, _P8), fma(u2, fma(fma(_P7, tt, _P6), u, fma(_P5, tt, _P4)),
-                                               fma(fma(_P3, tt, _P2), u, fma(_P1, tt, _P0))))
-    rr = tt * pp
-    rr = fma(rr * rho, fma(fma(_S2, tt, _S1), tt, _S0), rr)
     hr = _HALF * rr
     # below -1.3: e**(-x*x/2) (R/2 + x / sqrt(2 pi)), the factor 2**n applied last
     neg = (g * (m * fma(x, _INV_SQRT_2PI, hr))) * s1 * s2

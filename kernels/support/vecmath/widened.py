@@ -1,4 +1,4 @@
-"""float32 expm1, log2, log1p, pow and erf that LLVM vectorizes.
+"""float32 expm1, pow and erf that LLVM vectorizes (log2 and log1p: log_f32.py).
 
 Each is straight-line float64 code over one element (core.py's blocks), ending in one
 rounding to float32; special values are chosen with selects, never branches, so a Numba
@@ -20,7 +20,7 @@ import numpy as np
 
 from dispatch_jit.jit.source import define
 
-from .core import CONSTS, EXP2, LOG, estrin, exp2, log
+from .core import CONSTS, EXP2, LOG, estrin, exp2
 
 __all__ = ["SOURCES", "functions"]
 
@@ -28,8 +28,8 @@ _F32 = {"_INF": np.float32(np.inf), "_NINF": np.float32(-np.inf), "_NAN": np.flo
         "_ONE": np.float32(1.0), "_TWO24": np.float32(2.0 ** 24)}
 
 
-def _log(p: str, u: str, terms: int = 7) -> str:
-    return (LOG if terms == 7 else log(terms)).format(p=p, u=u)
+def _log(p: str, u: str) -> str:
+    return LOG.format(p=p, u=u)
 
 
 def _exp2(p: str, w: str, terms: int = 12) -> str:
@@ -62,26 +62,6 @@ def _expm1_f32(x):
     w = min(max(h * _LOG2E, -200.0), 200.0)""" + _exp2("", "w", 10) + """
     r = np.float32(small if abs(h) < 0.25 else v - 1.0)
     return r if x == x else x
-""",
-    # log2: exact at powers of two (m = 1 gives lm = 0)
-    "_log2_f32": """
-def _log2_f32(x):
-    xd = np.float64(x)""" + _log("", "xd", 5) + """
-    r = np.float32(ef + lm * _LOG2E)
-    r = r if x < _INF else x
-    return r if x > 0 else (_NINF if x == 0 else _NAN)
-""",
-    # log1p: u = 1 + x rounded in float64, and log1p(x) = log(u) + (x - (u - 1)) / u, the second
-    # term the first-order correction for that rounding; -1 -> -inf, below -1 NaN, -0 -> -0
-    "_log1p_f32": """
-def _log1p_f32(x):
-    xd = np.float64(x)
-    u = 1.0 + xd
-    c = (xd - (u - 1.0)) / u""" + _log("", "u", 5) + """
-    r = np.float32(ef * _LN2 + lm + c)
-    r = r if x < _INF else x
-    r = r if x > -_ONE else (_NINF if x == -_ONE else _NAN)
-    return x if x == 0 else r
 """,
     # pow, C99's special values: pow(x, 0) = pow(1, y) = 1 (NaN too), pow(-1, +-inf) = 1,
     # a negative finite x to a non-integer finite y is NaN, an odd integer y keeps x's sign
