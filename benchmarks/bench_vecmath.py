@@ -17,8 +17,8 @@ At 1e6 elements (over the parallel threshold, 2**18) with torch imported, torch'
 workers and Numba's contend for the cores: medians there swing by an order of magnitude
 while minima stay steady; read the minima (issue 26 part 1 owns the thread policy).
 
-Session 15 (load 11-12 on 2 cores; min of 9 interleaved rounds, torch imported, 3e4 elements),
-dj / NumPy: exp 1.54, log 1.38, log2 2.49 (was 3.6 with widened.py's float64 form), log1p
+Measured 2026-11-29 on the 2-core x86-64 development machine (AVX-512, rocketlake) under a load of
+11-12 (min of 9 interleaved rounds, torch imported, 3e4 elements), dj / NumPy: exp 1.54, log 1.38, log2 2.49 (was 3.6 with widened.py's float64 form), log1p
 1.55 (was 6.1), tanh 3.8, sigmoid 0.54, sin 1.47, cos 1.4.  The njit loop alone (no dispatch):
 log 1.26, exp 1.51, log2 2.74, log1p 1.58, tanh 3.5, sin 1.27.  LLVM vectorizes these loops
 with 8-lane ymm registers on this AVX-512 CPU (rocketlake; its tuning prefers 256 bits) where
