@@ -55,7 +55,7 @@ def _code_names(code: types.CodeType, out: set) -> set:
 # the opcodes that read a name from the globals (or the builtins), as Numba resolves them; a name
 # that the code only reads as an attribute (``np.empty``) is no global, even where the module
 # binds that name to something else (``from dispatch_jit.creation import empty``)
-_GLOBAL_OPS = frozenset(["LOAD_GLOBAL", "LOAD_NAME"])
+_GLOBAL_OPS = frozenset(["LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"])     # the last: Python 3.12+
 
 
 def _global_names(code: types.CodeType, out: set) -> set:
