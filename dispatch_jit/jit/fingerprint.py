@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import dis
 import hashlib
 import re
 import types
@@ -51,6 +52,21 @@ def _code_names(code: types.CodeType, out: set) -> set:
     return out
 
 
+# the opcodes that read a name from the globals (or the builtins), as Numba resolves them; a name
+# that the code only reads as an attribute (``np.empty``) is no global, even where the module
+# binds that name to something else (``from dispatch_jit.creation import empty``)
+_GLOBAL_OPS = frozenset(["LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"])     # the last: Python 3.12+
+
+
+def _global_names(code: types.CodeType, out: set) -> set:
+    out.update(i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS)
+    out.update(code.co_freevars)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _global_names(c, out)
+    return out
+
+
 def _code_bytes(code: types.CodeType, h) -> None:
     h.update(code.co_code)
     h.update(repr(code.co_names).encode())
@@ -74,7 +90,7 @@ def _function(fn: types.FunctionType, seen: set) -> str:
     h.update(repr(fn.__defaults__).encode())
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     names = sorted(_code_names(code, set()))
-    for name in names:
+    for name in sorted(_global_names(code, set())):
         if name in cells:
             try:
                 v = cells[name].cell_contents
@@ -83,7 +99,7 @@ def _function(fn: types.FunctionType, seen: set) -> str:
         elif name in fn.__globals__:
             v = fn.__globals__[name]
         else:
-            continue                        # a builtin, or an attribute name
+            continue                        # a builtin
         h.update(f"\0{name}=".encode() + _value(v, seen).encode())
         if isinstance(v, types.ModuleType) and not _LIBRARY.match(v.__name__):
             # ``helpers.f(x)``: what the kernel reads through a module of ours (the code's names

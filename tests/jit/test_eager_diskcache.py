@@ -223,3 +223,14 @@ def test_a_callee_reached_through_a_module_is_in_the_key(monkeypatch):
     assert base is not None
     monkeypatch.setattr(mod, "helper", numba.njit(lambda v: v + 2.0))
     assert fingerprint.of_dispatcher(numba.njit(glb["k"])) != base
+
+
+def test_a_name_read_only_as_an_attribute_is_no_global():
+    # kernels/nn/norm.py's layer-norm kernel calls np.empty in a module that imports dispatch_jit's
+    # own ``empty`` (no fingerprint): that name is no global of the kernel, and the plan functions
+    # calling the kernel were compiled again in every process (a 60 s first lazy GPT step)
+    glb = {"np": np, "empty": _OPAQUE}
+    exec("def k(n):\n    return np.empty(n)\n", glb)
+    assert fingerprint.of_dispatcher(numba.njit(glb["k"])) is not None
+    exec("def k(n):\n    return empty.factor * n\n", glb)       # read as a global: still unseen
+    assert fingerprint.of_dispatcher(numba.njit(glb["k"])) is None
