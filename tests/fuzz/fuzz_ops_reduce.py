@@ -156,7 +156,9 @@ def _index_add_np(args, p):
 
 def _index_fill_np(args, p):
     a = args[0].copy()
-    a[np.array(p["index"], np.int64)] = p["value"]
+    # the value cast as a C cast, as dispatch_jit's (and PyTorch's) fill: -1 into uint32 wraps to
+    # 2**32 - 1, which NumPy 2 refuses to assign from a Python int
+    a[np.array(p["index"], np.int64)] = np.array(p["value"]).astype(a.dtype)
     return a
 
 

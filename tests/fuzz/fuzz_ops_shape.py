@@ -133,7 +133,8 @@ def _rows():
             True),
         Row("rot90", "reduce", (lambda a, p: f"dj.rot90({a[0]}, {p['k']}, {p['dims']})",
                                 lambda a, p: f"{a[0]}.rot90({p['k']}, {list(p['dims'])})"), "bif",
-            lambda args, p: np.ascontiguousarray(np.rot90(args[0], p["k"], p["dims"])),
+            # a copy, as PyTorch's (np.rot90 of k=0 is a view, which ascontiguousarray kept)
+            lambda args, p: np.rot90(args[0], p["k"], p["dims"]).copy(),
             lambda t, p: t[0].rot90(p["k"], list(p["dims"])), EXACT, _rot90_params, True),
         Row("flipud", "reduce", (lambda a, p: f"dj.flipud({a[0]})", lambda a, p: f"{a[0]}.flipud()"), "bif",
             lambda args, p: np.flipud(args[0]) if args[0].ndim else (_ for _ in ()).throw(OracleError("0-d")),

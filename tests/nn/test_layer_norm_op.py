@@ -108,6 +108,29 @@ def test_compiled_and_lazy_equal_eager_bit_for_bit():
             np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+def test_a_transposed_input_compiled_again_equals_eager_bit_for_bit():
+    """The gradient fuzzer's seed 1316 (mode "again"): layer_norm of a transposed (3, 4) input, the
+    second call of the same sizes running the plans as compiled functions.  The plan function's rule
+    (compiler/run/tensor_rules.py) hands the backward loop the C-order copy that eager's ``_rows``
+    makes, so each row's sums walk the same elements in the same order: the same bits."""
+    a = np.random.default_rng(11).uniform(0.1, 2.0, (4, 3))
+    for norm in ((4,), (3, 4)):
+        def loss(x):
+            return (F.layer_norm(x, norm) * 0.5).sum()
+
+        def grad(fn):
+            x = dj.asarray(a.copy().T).requires_grad_()     # strided: C order is (4, 3)
+            fn(x).backward()
+            return x.grad.numpy()
+
+        eager, cf = grad(loss), dj.compile(loss)
+        grad(cf)
+        got = grad(cf)
+        fused = next(iter(cf._last.fused.values()))
+        assert fused.backward.function is not None and fused.backward.function.calls >= 1, cf.explain()
+        np.testing.assert_array_equal(got.view(np.uint64), eager.view(np.uint64))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rows_in_blocks_equal_each_row_alone(dtype):
     """The CPU loops take rows 16 at a time (statistics of a block, then its outputs): 37 rows
