@@ -12,7 +12,12 @@ step's forward and backward run on each so that every parameter has a gradient. 
 * ``cross_entropy``: ``F.cross_entropy`` on the model's (512, 45) logits, forward + backward;
 * ``clip_grad_norm``: ``clip_grad_norm_(model.parameters(), 1.0)`` over the GPT's parameters
   with their gradients (after the first call the norm sits at 1.0, so every call still scales);
-* ``adamw_step``: one ``AdamW.step()`` over the GPT's parameters (its state made in setup).
+* ``adamw_step``: one ``AdamW.step()`` over the GPT's parameters (its state made in setup);
+* ``softmax_bwd``: ``_softmax_backward_data`` of the attention's (16, 4, 32, 32) probabilities
+  (softmax of the embeddings' scaled self-products under the causal mask's -inf) and a fixed gradient of
+  the same shape (``arange % 7 - 3``);
+* ``gelu_fwd``, ``gelu_fwd_bwd``: ``F.gelu`` (exact form) on the MLP's (16, 32, 256) hidden
+  activations (the first block's ``c_fc`` of the embeddings), forward and forward + backward.
 
 Backwards run through ``autograd.grad`` (no ``.grad`` accumulation between calls, as after
 ``zero_grad(set_to_none=True)`` in the step).
@@ -33,7 +38,7 @@ import time
 from ._common import torch_or_skip
 
 OPS = ["layer_norm_fwd", "layer_norm_fwd_bwd", "embedding_fwd_bwd", "cross_entropy_fwd_bwd",
-       "clip_grad_norm", "adamw_step"]
+       "clip_grad_norm", "adamw_step", "softmax_bwd", "gelu_fwd", "gelu_fwd_bwd"]
 
 
 def _ops(lib, s):
@@ -58,6 +63,16 @@ def _ops(lib, s):
     z = logits.detach().view(B * T, logits.size(-1)).clone().requires_grad_(True)
     y = targets.view(B * T)
 
+    with lib.no_grad():
+        h = model.h[0].mlp.c_fc(emb)
+        q = lib.matmul(emb, emb.transpose(1, 2)).view(B, 1, T, T).expand(B, 4, T, T)
+        mask = lib.ones(T, T).tril().view(1, 1, T, T) == 0
+        att = lib.softmax(q.masked_fill(mask, float("-inf")) * 0.125, -1).contiguous()
+    h = h.detach().clone().requires_grad_(True)
+    g_h, g_att = lib.ones_like(h), (lib.arange(0, att.numel(), dtype=lib.float32).view(att.shape) % 7 - 3.0)
+    # torch's op names the input's dtype; dj's schema takes the gradient's
+    softmax_bwd_args = (g_att, att, 3) + ((lib.float32,) if lib.__name__ == "torch" else ())
+
     def embedding_fwd_bwd():
         out = wte(idx) + wpe(lib.arange(0, T, dtype=lib.long))
         return grad(out, (wte.weight, wpe.weight), g_x)
@@ -69,6 +84,9 @@ def _ops(lib, s):
         "cross_entropy_fwd_bwd": lambda: grad(F.cross_entropy(z, y), (z,)),
         "clip_grad_norm": lambda: lib.nn.utils.clip_grad_norm_(params, 1.0),
         "adamw_step": opt.step,
+        "softmax_bwd": lambda: lib.ops.aten._softmax_backward_data(*softmax_bwd_args),
+        "gelu_fwd": lambda: F.gelu(h),
+        "gelu_fwd_bwd": lambda: grad(F.gelu(h), (h,), g_h),
     }
     for f in runs.values():        # warm-up: kernels compiled, AdamW's state made
         f()
@@ -160,3 +178,15 @@ class GPTOpsVsTorch:
     def track_ratio_adamw_step_dj_over_torch(self):
         """One AdamW.step() over the GPT's parameters.  Target <= 1.0."""
         return self._ratio("adamw_step")
+
+    def track_ratio_softmax_bwd_dj_over_torch(self):
+        """The attention's softmax backward, (16, 4, 32, 32) float32.  Target <= 1.0."""
+        return self._ratio("softmax_bwd")
+
+    def track_ratio_gelu_fwd_dj_over_torch(self):
+        """gelu forward on the MLP's (16, 32, 256) activations.  Target <= 1.0."""
+        return self._ratio("gelu_fwd")
+
+    def track_ratio_gelu_fwd_bwd_dj_over_torch(self):
+        """gelu forward + backward on the MLP's activations.  Target <= 1.0."""
+        return self._ratio("gelu_fwd_bwd")

@@ -23,11 +23,13 @@ tensor([1.5000, 2.0000])
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from dispatch_jit.autograd.grad_mode import is_grad_enabled
 from dispatch_jit.creation import empty
 from dispatch_jit.errors import AutogradError, ShapeError
+from dispatch_jit.jit import cache
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import bump_version, wrap
 from dispatch_jit.writes import before_write
@@ -45,6 +47,7 @@ SCHEMAS = [
 ]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _SUMS: dict = {}
+_SQUARES: dict = {}          # dtype -> _abs_squares's compiled entry point
 
 
 def _sum_of(dt):
@@ -84,16 +87,42 @@ def foreach_norm_cpu(tensors, ord=2, dtype=None):
     if dtype is not None or float(ord) != 2.0:
         return _norms_by_op(tensors, ord, dtype)
     out = []
-    for t in tensors:
-        a = t._data
-        if not _plain(a) or a.size == 0 or not a.flags.c_contiguous:    # (a strided sum's order is its plan's)
-            out.append(t.norm(2))
-            continue
-        sq = np.abs(a.reshape(-1))
-        with np.errstate(all="ignore"):
-            np.multiply(sq, sq, out=sq)
-        out.append(wrap(np.sqrt(_sum_of(a.dtype)(sq))))
+    scratch = {}                # dtype -> one buffer of squares, reused across the tensors
+    with np.errstate(all="ignore"):
+        for t in tensors:
+            a = t._data
+            if not _plain(a) or a.size == 0 or not a.flags.c_contiguous:    # (a strided sum's order is its plan's)
+                out.append(t.norm(2))
+                continue
+            sq = _squares(a.reshape(-1), scratch)
+            out.append(wrap(np.sqrt(_sum_of(a.dtype)(sq))))
     return out
+
+
+@numba.njit(boundscheck=False)
+def _abs_squares(a, out):
+    """out[i] = |a[i]| * |a[i]|: NumPy's abs then multiply, the same two roundings, in one pass."""
+    for i in range(a.shape[0]):
+        v = abs(a[i])
+        out[i] = v * v
+
+
+def _squares(flat, scratch: dict):
+    """|x| * |x| of 1-D ``flat`` in the front of ``scratch``'s buffer of its dtype.  (One pass into
+    one buffer per call: np.abs's fresh array per gradient and its in-place multiply, under an
+    errstate per tensor, cost 217 us over the GPT's 29 gradients, this 128 us, load 10.)"""
+    n = flat.shape[0]
+    buf = scratch.get(flat.dtype)
+    if buf is None or buf.shape[0] < n:
+        buf = scratch[flat.dtype] = np.empty(max(n, 1 << 16), flat.dtype)
+    sq = buf[:n]
+    ep = _SQUARES.get(flat.dtype)
+    if ep is None:
+        sig = (numba.types.Array(numba.from_dtype(flat.dtype), 1, "C"),) * 2
+        ep = _SQUARES[flat.dtype] = cache.njit_function("foreach", ("abs_squares", flat.dtype), "abs_squares",
+                                                        _abs_squares, sig)
+    ep(flat, sq)
+    return sq
 
 
 def _no_grad_needed(tensors, other) -> None:

@@ -1,5 +1,6 @@
 """float32 softmax and log_softmax rows (cpu.py's ``softmax``/``log_softmax`` on float32 arrays,
 and so on float16 and bfloat16, computed in float32): exp in float32 arithmetic, as PyTorch's.
+cpu.py's float32 cross-entropy and its backward take their exponentials from ``shifted_exps32``.
 
 cpu.py's float64 evaluation spent most of its time in a degree-13 float64 polynomial exp: on
 attention's rows (2048 rows of 32 float32, half of them -inf under a causal mask) softmax took
@@ -35,7 +36,7 @@ import numpy as np
 from ..support.numba_types import JIT_HELPERS
 from ..support.vecmath.exp_f32 import _EXP_LO as _LO    # below it exp rounds to 0
 
-__all__ = ["softmax_rows32", "sum8"]
+__all__ = ["softmax_rows32", "sum8", "shifted_exps32", "scratch32"]
 
 _exp_f32 = JIT_HELPERS["_exp_f32"]      # the elementwise exp's own compiled helper
 _ZERO = np.float32(0.0)
@@ -72,26 +73,41 @@ def _row_max32(x, i):
     return m
 
 
+@numba.njit(boundscheck=False)
+def scratch32(c):
+    """(rows per block of rows of ``c`` elements: at least one; a block's row maxima; its
+    exponentials), float32."""
+    per = max(1, _BLOCK // max(c, 1))
+    return per, np.empty(per, np.float32), np.empty(per * c, np.float32)
+
+
+@numba.njit(boundscheck=False)
+def shifted_exps32(x, i0, per, m, e):
+    """For the block of rows i0..i0+r-1 of float32 ``x`` (r = ``per``, fewer at the end): m[k] = the
+    row's max, e[k * C + j] = exp(x - max) in float32 (the max and ``x - max`` as described
+    above; 0 below -104).  Returns r."""
+    c = x.shape[1]
+    r = min(per, x.shape[0] - i0)
+    for k in range(r):
+        mk = _row_max32(x, i0 + k)
+        m[k] = mk
+        for j in range(c):
+            e[k * c + j] = x[i0 + k, j] - mk
+    for q in range(r * c):
+        d = e[q]
+        low = d < _LO
+        v = _exp_f32(_ZERO if low else d)
+        e[q] = _ZERO if low else v
+    return r
+
+
 @numba.njit(boundscheck=False, error_model="numpy")
 def softmax_rows32(x, out, log):
     """softmax (``log`` False) or log_softmax (True) of each row of float32 ``x`` into ``out``."""
     n, c = x.shape
-    per = max(1, _BLOCK // max(c, 1))
-    m = np.empty(per, np.float32)
-    e = np.empty(per * c, np.float32)
+    per, m, e = scratch32(c)
     for i0 in range(0, n, per):
-        r = min(i0 + per, n) - i0
-        for k in range(r):
-            mk = _row_max32(x, i0 + k)
-            m[k] = mk
-            for j in range(c):
-                e[k * c + j] = x[i0 + k, j] - mk
-        for q in range(r * c):
-            d = e[q]
-            low = d < _LO
-            v = _exp_f32(_ZERO if low else d)
-            e[q] = _ZERO if low else v
-        for k in range(r):
+        for k in range(shifted_exps32(x, i0, per, m, e)):
             s = sum8(e, k * c, c)
             if log:
                 ls = math.log(s)
