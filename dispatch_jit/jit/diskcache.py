@@ -64,7 +64,6 @@ import pickle
 import sys
 import secrets
 import types
-import warnings
 from pathlib import Path
 
 import llvmlite

@@ -9,7 +9,6 @@ kernels compute it in float32); ``NB_PY`` types a Python scalar argument;
 from __future__ import annotations
 
 import numba
-import numpy as np
 from numba import types as nbt
 
 from dispatch_jit.dtypes import ALL_DTYPES, bfloat16, float16
