@@ -102,9 +102,11 @@ ROWS = [
     Row("mode", "reduce", (lambda a, p: f"dj.mode({a[0]}, {p['axis']}).values",
                            lambda a, p: f"{a[0]}.mode({p['axis']})[0]"), "if", lambda args, p: _mode_np(args, p, 0),
         lambda t, p: t[0].mode(p["axis"]).values, EXACT, _median_params, True),
+    # no PyTorch oracle for the indices: where the most frequent value occurs more than once, torch.mode's
+    # index is not a fixed one of its positions (a (1024, 512) row gave the first where the others gave the
+    # last); dj documents the last, which the NumPy mirror checks
     Row("mode_indices", "reduce", (lambda a, p: f"dj.mode({a[0]}, {p['axis']}).indices",), "if",
-        lambda args, p: _mode_np(args, p, 1), lambda t, p: t[0].mode(p["axis"]).indices, EXACT, _median_params,
-        False),
+        lambda args, p: _mode_np(args, p, 1), None, EXACT, _median_params, False),
     Row("cross", "reduce", (lambda a, p: f"dj.cross({a[0]}, {a[0]}.flip({p['axis']}) + 1, dim={p['axis']})",), "if",
         lambda args, p: _cross_np(args[0], p["axis"]), None, EXACT, _cross_params, True),
     Row("addmm", "matmul", (lambda a, p: f"dj.addmm({a[0]}[:1, :1], {a[0]}, {a[1]}, beta=2, alpha=3)",), "if",
