@@ -7,8 +7,9 @@ transposed (non-contiguous) view, and (16, 32, 128) beside (16, 32, 64).
 Target: each ``track_dj_over_torch`` <= 1.0 (dj eager GPT step <= 1.0 x torch eager).  The
 ratio is the median of interleaved calls over the same (tools: _common.interleaved_ratio).
 Measured on a loaded 2-core machine (medians of interleaved calls): softmax 3.1 -> 1.7,
-log_softmax 3.4 -> 2.4, softmax backward 3.6 (unchanged), cat of three 2.5 -> 2.2, cat
-128 + 64 1.85 -> 1.75, the cat with a strided piece 0.9.
+log_softmax 3.4 -> 2.4, softmax backward 3.6 -> 2.8 (minima; kernels/nn/rows_bwd.py: eight rows'
+dots interleaved, bare kernel 71 -> 52 us), cat of three 2.5 -> 2.2, cat 128 + 64 1.85 -> 1.75,
+the cat with a strided piece 0.9.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from dispatch_jit.jit import cache
 # a flat loop of it vectorizes, libm's exp is one opaque call per element (no SVML in PyPI's llvmlite)
 from ..reduction.codegen import _exp
 from .rows32 import scratch32, shifted_exps32, softmax_rows32, sum8
+from .rows_bwd import softmax_backward_rows
 
 __all__ = ["get", "compiled_signatures", "DTYPES", "check_targets"]
 
@@ -188,13 +189,8 @@ def log_softmax(x, out):
 
 @numba.njit(boundscheck=False)
 def softmax_backward(g, y, out):
-    """PyTorch's _softmax_backward_data: y * (g - sum(g * y))."""
-    for i in range(g.shape[0]):
-        s = 0.0
-        for j in range(g.shape[1]):
-            s += np.float64(g[i, j]) * np.float64(y[i, j])
-        for j in range(g.shape[1]):
-            out[i, j] = np.float64(y[i, j]) * (np.float64(g[i, j]) - s)
+    """PyTorch's _softmax_backward_data: y * (g - sum(g * y)), eight rows at a time (rows_bwd.py)."""
+    softmax_backward_rows(g, y, out)
 
 
 @numba.njit(boundscheck=False)
