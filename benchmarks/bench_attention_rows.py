@@ -7,9 +7,10 @@ transposed (non-contiguous) view, and (16, 32, 128) beside (16, 32, 64).
 Target: each ``track_dj_over_torch`` <= 1.0 (dj eager GPT step <= 1.0 x torch eager).  The
 ratio is the median of interleaved calls over the same (tools: _common.interleaved_ratio).
 Measured on a loaded 2-core machine (medians of interleaved calls): softmax 3.1 -> 1.7,
-log_softmax 3.4 -> 2.4, softmax backward 3.6 -> 2.8 (minima; kernels/nn/rows_bwd.py: eight rows'
-dots interleaved, bare kernel 71 -> 52 us), cat of three 2.5 -> 2.2, cat 128 + 64 1.85 -> 1.75,
-the cat with a strided piece 0.9.
+log_softmax 3.4 -> 2.4, softmax backward 3.6, cat of three 2.5 -> 2.2, cat 128 + 64 1.85 -> 1.75,
+the cat with a strided piece 0.9.  Later (2026-11-29, minima of 30 x 20 interleaved calls, load 3.5-4):
+softmax backward 5.4-5.9 -> 4.6 with kernels/nn/rows_bwd.py (eight rows' dots interleaved; the bare
+kernel 71 -> 52 us, torch's 24).
 """
 
 from __future__ import annotations
