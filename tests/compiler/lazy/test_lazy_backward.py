@@ -140,6 +140,25 @@ def test_runtime_scalars_are_keyed_by_value_and_sign(scales):
         assert gw0.tobytes() == gw1.tobytes() and gb0.tobytes() == gb1.tobytes()    # -0.0 too
 
 
+def test_a_replayed_backward_reads_its_scalars_at_every_call():
+    # std's backward scales by 2 / (n - correction) and the loss by w: runtime scalars of one shared backward
+    # plan, which becomes one compiled function after its first replays; each call must use its own values
+    # (a wrong binding gives e.g. exactly 1.5x eager's gradient: 2 / (3 - 1) against 2 / (3 - 0) / ...)
+    arr = np.random.default_rng(0).uniform(0.5, 2.0, (2, 3, 4, 1))
+
+    def loss(x, corr, w):
+        v = dj.std(F.layer_norm(x, (4, 1)), dim=1, keepdim=True, correction=corr)
+        return (dj.tril(v, -1) * w).sum()
+
+    for corr, w in [(1, 0.5)] * 5 + [(0, 0.5), (1, 0.5), (0, 1.5), (1, 1.5), (0, 0.5)]:
+        x = dj.tensor(arr.copy(), requires_grad=True)
+        loss(x, corr, w).backward()
+        y = dj.tensor(arr.copy(), requires_grad=True)
+        with mode("compiled"):
+            loss(y, corr, w).backward()
+        assert y.grad.numpy().tobytes() == x.grad.numpy().tobytes(), (corr, w)
+
+
 def test_hooks_fall_back_to_the_engine_walk():
     seen = []
     w, b = _leaves()
