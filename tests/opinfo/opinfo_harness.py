@@ -343,10 +343,40 @@ def _eigenvector_judge(got, want, path):
 _EIGENVECTORS = {"linalg.eig": "result[1]", "linalg.eigh": "result[1]"}
 
 
-def _judges(case, sample):
+def _as_accurate_judge(op, sample):
+    """A float result whose rounding depends on the order of a long sum (addbmm: PyTorch adds one addmm per
+    batch, dj sums the batch in one GEMM; which of the two lands nearer, and whether within assert_close's
+    tolerance of the other, depends on the CPU's BLAS kernel): passes where each element is within the
+    default tolerance of torch's, or at least as near as torch's to the float64 result of the same call."""
+    import torch
+
+    def judge(got, want, path):
+        try:
+            torch.testing.assert_close(got, want, equal_nan=True, check_device=False, check_stride=False)
+            return
+        except AssertionError:
+            pass
+        def f64(v):
+            return v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        exact = op(f64(sample.input), *[f64(a) for a in sample.args],
+                   **{k: f64(v) for k, v in sample.kwargs.items()})
+        ours, theirs = (got.double() - exact).abs(), (want.double() - exact).abs()
+        if not bool((ours <= theirs).all()):
+            worst = float((ours - theirs).max())
+            raise AssertionError(f"{path}: values: dj is further than torch from the float64 result "
+                                 f"(by up to {worst:.3g}) and outside assert_close's tolerance of torch's")
+    return judge
+
+
+_ORDER_DEPENDENT_SUMS = {"addbmm"}
+
+
+def _judges(case, sample, op=None):
     """The result paths of this case's sample that are judged by what they mean, not bit for bit."""
     if case in _EIGENVECTORS:
         return {_EIGENVECTORS[case]: _eigenvector_judge}
+    if case in _ORDER_DEPENDENT_SUMS and op is not None:
+        return {"result": _as_accurate_judge(op, sample)}
     entry = _INDEX_RESULTS.get(case)
     if entry is None or sample.kwargs.get("stable"):  # a stable sort's order is defined
         return None
@@ -408,7 +438,7 @@ def run_case(op, dtype_name, max_samples=MAX_SAMPLES):
             continue
         try:
             # an attention sample with dropout draws random masks: its values cannot agree
-            compare(actual, expected, exact and not s.kwargs.get("dropout_p"), judges=_judges(case_name(op), s))
+            compare(actual, expected, exact and not s.kwargs.get("dropout_p"), judges=_judges(case_name(op), s, op))
         except AssertionError as e:
             out.append((sid, "fail", str(e)[:300]))
         except Exception as e:
