@@ -130,3 +130,16 @@ def test_an_error_input_torch_accepts_is_judged_against_torch():
     ei = next(iter(op.error_inputs("cpu")))
     op(ei.sample_input.input, *ei.sample_input.args)  # torch does not raise
     assert ("e0", "pass", "") in h.run_case(op, "int64")
+
+
+def test_an_order_dependent_sum_is_judged_by_its_accuracy():
+    # addbmm's judge: outside assert_close's tolerance of torch's value passes only where dj is at least as
+    # near as torch to the float64 result of the same call
+    from types import SimpleNamespace
+    exact = 1.0
+    sample = SimpleNamespace(input=torch.tensor([exact], dtype=torch.float32), args=(), kwargs={})
+    judge = h._as_accurate_judge(lambda x: x, sample)
+    judge(torch.tensor([exact + 1e-6]), torch.tensor([exact + 5e-5]), "result")      # nearer than torch
+    judge(torch.tensor([exact + 2e-6]), torch.tensor([exact + 1e-6]), "result")      # within tolerance
+    with pytest.raises(AssertionError, match="further than torch"):
+        judge(torch.tensor([exact + 9e-5]), torch.tensor([exact + 2e-5]), "result")
