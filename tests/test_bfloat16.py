@@ -45,6 +45,23 @@ def test_rounding_to_nearest_even_known_patterns():
     assert np.isnan(nan.float().numpy()).all() and words(nan).tolist() == [0x7FC0, 0x7FC0]
 
 
+def test_array_rounding_equals_the_loops_store_on_random_bits():
+    # three writers of one rule: bf16.from_float32 (one njit pass over the bits), the generated
+    # loops' _bf16_store (a float32 product stored into a bfloat16 out=) and the rule written
+    # out in NumPy; every float32 bit pattern (NaN payloads, subnormals, ties) rounds alike,
+    # from a strided view too
+    u = np.random.default_rng(7).integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    u[:len(_ROUNDING)] = [p for p, _ in _ROUNDING]
+    f = u.view(np.float32)
+    rule = ((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype(np.uint16)
+    rule[np.isnan(f)] = 0x7FC0
+    by_array = bf16.bits(bf16.from_float32(f))
+    by_loop = words(dj.mul(dj.tensor(f), 1.0, out=dj.zeros(f.size, dtype=dj.bfloat16)))
+    assert np.array_equal(by_array, rule) and np.array_equal(by_loop, rule)
+    assert np.array_equal(bf16.bits(bf16.from_float32(f.reshape(256, 256)[:, ::3])), rule.reshape(256, 256)[:, ::3])
+    assert bf16.from_float32(f[:0]).shape == (0,)
+
+
 def test_every_word_reads_back_exactly():
     w = np.arange(1 << 16, dtype=np.uint16)
     t = bf16.words_to_storage(w)
