@@ -30,7 +30,7 @@ import threading
 
 import numba
 
-from . import diskcache, source
+from . import diskcache, source, vectors
 
 __all__ = ["lookup", "njit_source", "njit_function", "on_disk", "signatures", "entries", "counts", "totals", "size", "keys",
            "last_outcome"]
@@ -99,7 +99,8 @@ def njit_source(kind: str, src: str, name: str, argtypes: tuple, glb: dict, *, p
         g = dict(glb() if callable(glb) else glb)
         if disk:
             return diskcache.compile_cached(src, name, argtypes, opts, g)
-        fn = source.define(src, name, g, filename or f"<dispatch_jit {kind} {name}>")
+        wide, g = vectors.widen(src, name, g)
+        fn = source.define(wide, name, g, filename or f"<dispatch_jit {kind} {name}>")
         return numba.njit(**opts)(fn).compile(argtypes), "compiled"
 
     return lookup(kind, full_key, build)

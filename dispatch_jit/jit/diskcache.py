@@ -70,7 +70,7 @@ import llvmlite
 import numba
 from numba.core.caching import NullCache
 
-from . import fingerprint, source, trust
+from . import fingerprint, source, trust, vectors
 
 __all__ = ["cache_dir", "compile_cached", "source_key", "attach", "entry_path", "target_tag", "DiskSlot"]
 
@@ -346,9 +346,10 @@ def _source_fingerprint(src: str, options: dict, glb: dict) -> str | None:
     return None if fp is None else f"{fp}\0{fingerprint.of_options(options)}"
 
 
-def source_key(src: str, argtypes: tuple, options: dict, glb: dict) -> str | None:
+def source_key(src: str, name: str, argtypes: tuple, options: dict, glb: dict) -> str | None:
     """The full disk key of generated source (``compile_cached``'s arguments), or None when
     what it reads has no fingerprint (then it is never stored)."""
+    src, glb = vectors.widen(src, name, glb)
     fp = _source_fingerprint(src, options, glb)
     return None if fp is None else _key(fp, argtypes)
 
@@ -359,8 +360,9 @@ def compile_cached(src: str, name: str, argtypes: tuple, options: dict, glb: dic
 
     Returns ``(entry point, how)``: how is ``"disk"`` (loaded from the disk
     cache), ``"compiled"`` (compiled, and saved when the cache is on and
-    writable).
+    writable).  Where the CPU has AVX-512 its loops are compiled for 512-bit vectors (vectors.py).
     """
+    src, glb = vectors.widen(src, name, glb)
     fp = _source_fingerprint(src, options, glb)
     stem = f"{name}_{_key(fp or src, argtypes)[:24]}"
     disp = _define(src, name, glb, options, stem)

@@ -48,7 +48,7 @@ def _entry(root: Path, tag: int) -> Path:
 
 
 def _key(tag: int) -> str:
-    return diskcache.source_key(_src(tag), (ARR, ARR), _OPTS, _GLB)
+    return diskcache.source_key(_src(tag), "fused_fault", (ARR, ARR), _OPTS, _GLB)
 
 
 def _flip(blob: bytes, at: int) -> bytes:

@@ -133,11 +133,11 @@ def test_the_key_follows_the_source_of_the_kernel_its_callees_globals_and_option
     # generated source: the text, and the values of the globals it names
     src = "def k(a, o):\n    o[0] = a[0] * C\n"
     opts = {"parallel": False}
-    keys = {diskcache.source_key(src, (ARR, ARR), opts, {"C": 2.0}),
-            diskcache.source_key(src, (ARR, ARR), opts, {"C": 3.0}),
-            diskcache.source_key(src.replace("*", "+"), (ARR, ARR), opts, {"C": 2.0}),
-            diskcache.source_key(src, (ARR, ARR), {"parallel": True}, {"C": 2.0}),
-            diskcache.source_key(src, (nbt.Array(nbt.float32, 1, "C"),) * 2, opts, {"C": 2.0})}
+    keys = {diskcache.source_key(src, "k", (ARR, ARR), opts, {"C": 2.0}),
+            diskcache.source_key(src, "k", (ARR, ARR), opts, {"C": 3.0}),
+            diskcache.source_key(src.replace("*", "+"), "k", (ARR, ARR), opts, {"C": 2.0}),
+            diskcache.source_key(src, "k", (ARR, ARR), {"parallel": True}, {"C": 2.0}),
+            diskcache.source_key(src, "k", (nbt.Array(nbt.float32, 1, "C"),) * 2, opts, {"C": 2.0})}
     assert len(keys) == 5
     # the options' set, whose repr depends on the process's string hashing, is canonical
     assert fingerprint.of_options({"fastmath": {"reassoc", "contract"}}) == "[('fastmath', \"['contract', 'reassoc']\")]"
