@@ -6,13 +6,17 @@ The model: batch 16, block 32, width 64, 4 heads, vocab 45, float32, built by ``
 step's forward and backward run on each so that every parameter has a gradient.  The rows:
 
 * ``layer_norm``: the first block's ``ln_1`` on the embeddings, (16, 32, 64), forward (the
-  autograd graph recorded, as in the step) and forward + backward;
+  autograd graph recorded, as in the step) and forward + backward; ``layer_norm_bwd``: the
+  backward op alone (dj's ``_layer_norm_backward``, which recomputes each row's mean and 1/std,
+  against torch's ``native_layer_norm_backward``, which is handed the forward's);
 * ``embedding``: ``wte(idx) + wpe(pos)`` as the model's forward writes it, (16, 32) token ids
   and ``arange(32)``, forward + backward (the gradients of both tables: a scatter-add);
 * ``cross_entropy``: ``F.cross_entropy`` on the model's (512, 45) logits, forward + backward;
 * ``clip_grad_norm``: ``clip_grad_norm_(model.parameters(), 1.0)`` over the GPT's parameters
   with their gradients (after the first call the norm sits at 1.0, so every call still scales);
 * ``adamw_step``: one ``AdamW.step()`` over the GPT's parameters (its state made in setup);
+* ``softmax_fwd``: the attention's softmax over the last dim of its masked, scaled (16, 4, 32, 32)
+  scores (requiring grad: the node recorded, as in the step);
 * ``softmax_bwd``: ``_softmax_backward_data`` of the attention's (16, 4, 32, 32) probabilities
   (softmax of the embeddings' scaled self-products under the causal mask's -inf) and a fixed gradient of
   the same shape (``arange % 7 - 3``);
@@ -37,8 +41,8 @@ import time
 
 from ._common import torch_or_skip
 
-OPS = ["layer_norm_fwd", "layer_norm_fwd_bwd", "embedding_fwd_bwd", "cross_entropy_fwd_bwd",
-       "clip_grad_norm", "adamw_step", "softmax_bwd", "gelu_fwd", "gelu_fwd_bwd"]
+OPS = ["layer_norm_fwd", "layer_norm_fwd_bwd", "layer_norm_bwd", "embedding_fwd_bwd", "cross_entropy_fwd_bwd",
+       "clip_grad_norm", "adamw_step", "softmax_fwd", "softmax_bwd", "gelu_fwd", "gelu_fwd_bwd"]
 
 
 def _ops(lib, s):
@@ -69,9 +73,23 @@ def _ops(lib, s):
         mask = lib.ones(T, T).tril().view(1, 1, T, T) == 0
         att = lib.softmax(q.masked_fill(mask, float("-inf")) * 0.125, -1).contiguous()
     h = h.detach().clone().requires_grad_(True)
+    scores = (q.masked_fill(mask, float("-inf")) * 0.125).contiguous().requires_grad_(True)
+    # torch's backward op takes the forward's mean and 1/std; dj's recomputes them from the input
+    if lib.__name__ == "torch":
+        stats = lib.ops.aten.native_layer_norm(x.detach(), (x.shape[-1],), ln.weight, ln.bias, 1e-5)[1:]
+        mean, rstd = (a.detach() for a in stats)
+        ln_bwd_args = (g_x, x.detach(), (x.shape[-1],), mean, rstd, ln.weight, ln.bias, [True, True, True])
+        ln_bwd = lib.ops.aten.native_layer_norm_backward
+    else:
+        ln_bwd_args = (g_x, x.detach(), 1, ln.weight, 1e-5, [True, True, True])
+        ln_bwd = lib.ops.aten._layer_norm_backward
     g_h, g_att = lib.ones_like(h), (lib.arange(0, att.numel(), dtype=lib.float32).view(att.shape) % 7 - 3.0)
     # torch's op names the input's dtype; dj's schema takes the gradient's
     softmax_bwd_args = (g_att, att, 3) + ((lib.float32,) if lib.__name__ == "torch" else ())
+
+    def layer_norm_bwd():
+        with lib.no_grad():      # as the backward pass runs it (no create_graph)
+            return ln_bwd(*ln_bwd_args)
 
     def embedding_fwd_bwd():
         out = wte(idx) + wpe(lib.arange(0, T, dtype=lib.long))
@@ -80,10 +98,12 @@ def _ops(lib, s):
     runs = {
         "layer_norm_fwd": lambda: ln(x),
         "layer_norm_fwd_bwd": lambda: grad(ln(x), (x, ln.weight, ln.bias), g_x),
+        "layer_norm_bwd": layer_norm_bwd,
         "embedding_fwd_bwd": embedding_fwd_bwd,
         "cross_entropy_fwd_bwd": lambda: grad(F.cross_entropy(z, y), (z,)),
         "clip_grad_norm": lambda: lib.nn.utils.clip_grad_norm_(params, 1.0),
         "adamw_step": opt.step,
+        "softmax_fwd": lambda: lib.softmax(scores, -1),
         "softmax_bwd": lambda: lib.ops.aten._softmax_backward_data(*softmax_bwd_args),
         "gelu_fwd": lambda: F.gelu(h),
         "gelu_fwd_bwd": lambda: grad(F.gelu(h), (h,), g_h),
@@ -163,6 +183,10 @@ class GPTOpsVsTorch:
         """layer_norm forward + backward (input, weight, bias).  Target <= 1.0."""
         return self._ratio("layer_norm_fwd_bwd")
 
+    def track_ratio_layer_norm_bwd_dj_over_torch(self):
+        """The layer_norm backward op alone, (16, 32, 64), all three gradients.  Target <= 1.0."""
+        return self._ratio("layer_norm_bwd")
+
     def track_ratio_embedding_fwd_bwd_dj_over_torch(self):
         """wte(idx) + wpe(pos) forward + backward to both tables.  Target <= 1.0."""
         return self._ratio("embedding_fwd_bwd")
@@ -178,6 +202,10 @@ class GPTOpsVsTorch:
     def track_ratio_adamw_step_dj_over_torch(self):
         """One AdamW.step() over the GPT's parameters.  Target <= 1.0."""
         return self._ratio("adamw_step")
+
+    def track_ratio_softmax_fwd_dj_over_torch(self):
+        """The attention's softmax forward, (16, 4, 32, 32) float32, grad recorded.  Target <= 1.0."""
+        return self._ratio("softmax_fwd")
 
     def track_ratio_softmax_bwd_dj_over_torch(self):
         """The attention's softmax backward, (16, 4, 32, 32) float32.  Target <= 1.0."""

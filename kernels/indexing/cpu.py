@@ -11,6 +11,8 @@ caller raises), never read past the end.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -106,8 +108,19 @@ _LOOPS = {"gather": _gather, "scatter": _scatter_loop(False), "scatter_add": _sc
 _I64 = numba.types.Array(numba.int64, 1, "C")
 
 
-def _array(dt: np.dtype):
-    return numba.types.Array(numba.from_dtype(dt), 1, "A")
+def _array(dt: np.dtype, ndim: int = 1, layout: str = "A"):
+    return numba.types.Array(numba.from_dtype(dt), ndim, layout)
+
+
+_ENTRIES = cache.entries(_KIND)
+
+
+def _loop(name: str, dtypes: tuple, sig):
+    """The loop ``name`` compiled for ``dtypes``; ``sig()`` (its Numba signature) is built only on
+    a miss: making Numba array types costs ~15 us a call, more than the GPT's embedding scatter."""
+    key = (name, *dtypes)
+    ep = _ENTRIES.get(key)
+    return ep if ep is not None else cache.njit_function(_KIND, key, name, _LOOPS[name], sig())
 
 
 def _strides(a: np.ndarray) -> np.ndarray:
@@ -139,8 +152,8 @@ def gather(a: np.ndarray, idx: np.ndarray, dim: int) -> tuple[np.ndarray, int]:
     a = _as_bits(_positive_strides(a))
     out = np.empty(idx.shape, a.dtype)
     fi = np.ascontiguousarray(idx, np.int64).reshape(-1)
-    sig = (_array(a.dtype), _I64, _I64, _I64, numba.int64, numba.int64, _array(a.dtype))
-    fn = cache.njit_function(_KIND, ("gather", a.dtype), "gather", _LOOPS["gather"], sig)
+    fn = _loop("gather", (a.dtype,), lambda: (_array(a.dtype), _I64, _I64, _I64, numba.int64, numba.int64,
+                                               _array(a.dtype)))
     bad = fn(_flat(a), _strides(a), fi, np.array(idx.shape, np.int64), dim, a.shape[dim], out.reshape(-1))
     return out.view(dtype), int(bad)
 
@@ -157,8 +170,8 @@ def scatter(out: np.ndarray, idx: np.ndarray, src: np.ndarray, dim: int, accumul
     if rows is not None:
         return _scatter_rows(out, rows, src, dim, name + "_rows")
     fi = np.ascontiguousarray(idx, np.int64).reshape(-1)
-    sig = (_array(out.dtype), _I64, _I64, _I64, numba.int64, numba.int64, _array(src.dtype), _I64)
-    fn = cache.njit_function(_KIND, (name, out.dtype, src.dtype), name, _LOOPS[name], sig)
+    fn = _loop(name, (out.dtype, src.dtype), lambda: (_array(out.dtype), _I64, _I64, _I64, numba.int64, numba.int64,
+                                                      _array(src.dtype), _I64))
     return int(fn(out.reshape(-1), _strides(out), fi, np.array(idx.shape, np.int64), dim, out.shape[dim],
                   _flat(src), _strides(src)))
 
@@ -176,12 +189,10 @@ def _row_index(idx: np.ndarray, src: np.ndarray, shape: tuple, dim: int):
 def _scatter_rows(out: np.ndarray, rows: np.ndarray, src: np.ndarray, dim: int, name: str) -> int:
     """scatter/scatter_add of whole rows: a contiguous inner loop where the general loop walks
     every element's coordinates (and copies the broadcast index to one int64 per element)."""
-    pre = int(np.prod(out.shape[:dim], dtype=np.int64))
-    post = int(np.prod(out.shape[dim + 1:], dtype=np.int64))
+    pre, post = math.prod(out.shape[:dim]), math.prod(out.shape[dim + 1:])
     src = np.ascontiguousarray(src).reshape(pre, rows.shape[0], post)
-    sig = (numba.types.Array(numba.from_dtype(out.dtype), 3, "C"), _I64,
-           numba.types.Array(numba.from_dtype(src.dtype), 3, "C"), numba.int64)
-    fn = cache.njit_function(_KIND, (name, out.dtype, src.dtype), name, _LOOPS[name], sig)
+    fn = _loop(name, (out.dtype, src.dtype), lambda: (_array(out.dtype, 3, "C"), _I64, _array(src.dtype, 3, "C"),
+                                                      numba.int64))
     return int(fn(out.reshape(pre, out.shape[dim], post), rows, src, out.shape[dim]))
 
 

@@ -18,6 +18,7 @@ from dispatch_jit.jit import cache
 __all__ = ["topk_rows", "compiled_signatures"]
 
 _KIND = __name__
+_ENTRIES = cache.entries(_KIND)
 
 
 @numba.njit(cache=False)
@@ -53,9 +54,11 @@ def topk_rows(rows: np.ndarray, k: int, largest: bool) -> tuple[np.ndarray, np.n
     vals = np.empty((rows.shape[0], k), rows.dtype)
     idx = np.empty((rows.shape[0], k), np.int64)
     if k and rows.size:
-        arr = numba.types.Array(numba.from_dtype(rows.dtype), 2, "C")
-        sig = (arr, numba.int64, numba.boolean, arr, numba.types.Array(numba.int64, 2, "C"))
-        fn = cache.njit_function(_KIND, ("topk", rows.dtype), "topk", _topk, sig)
+        fn = _ENTRIES.get(("topk", rows.dtype))
+        if fn is None:      # Numba's array types cost ~15 us to make: only on a miss
+            arr = numba.types.Array(numba.from_dtype(rows.dtype), 2, "C")
+            sig = (arr, numba.int64, numba.boolean, arr, numba.types.Array(numba.int64, 2, "C"))
+            fn = cache.njit_function(_KIND, ("topk", rows.dtype), "topk", _topk, sig)
         fn(rows, k, largest, vals, idx)
     return vals, idx
 
