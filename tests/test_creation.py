@@ -188,3 +188,22 @@ def test_linspace_matches_torch_over_a_grid(dtype):
             _agree(got, want, dtype, (a, b))
         compared += 1
     assert compared > 300
+
+
+@pytest.mark.parametrize("args", [(0,), (1,), (64,), (True,), (-3,), (5, 9), (np.int64(4),), (4.0,)])
+def test_arange_of_one_int_is_the_checked_paths(args):
+    """arange(n)'s shortcut (creation.arange) gives what the checked path gives: int64 0 .. n-1,
+    a new writeable array; a bool, a negative n, a NumPy int or a float take the checked path."""
+    from dispatch_jit.creation import _arange_values
+    try:
+        want = _arange_values(*((0,) + args if len(args) == 1 else args), 1,
+                              dj.float32 if isinstance(args[0], float) else dj.int64)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)[:20]):
+            dj.arange(*args)
+        return
+    got = dj.arange(*args)
+    assert got.numpy().dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got.numpy().flags.writeable and not got.requires_grad
+    assert dj.arange(3, requires_grad=False).tolist() == [0, 1, 2]

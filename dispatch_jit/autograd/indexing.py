@@ -206,11 +206,27 @@ def basic_view(t, basic: tuple):
 def _tuple(t, index):
     for i in index:
         if i.__class__ not in _BASIC_CLASSES:
-            return _general(t, index)
+            return _int_tensors(t, index) if i.__class__ is Tensor else _general(t, index)
     return basic_view(t, index)
 
 
+def _int_tensors(t, index):
+    """``t[i0, i1, ...]`` with integer index tensors on the host, no more than ``t`` has dims (the
+    loss's ``logp[arange(N), y]``): split_index's result is these tensors over the trivial view,
+    so ``aten::index`` gets them as given, without split_index's conversions (a third of the
+    call).  Anything else (a mask, a uint8 index, a device, a number): the general path."""
+    if t._data.__class__ is not np.ndarray or len(index) > t._data.ndim:
+        return _general(t, index)
+    for i in index:
+        if i.__class__ is not Tensor or i._data.__class__ is not np.ndarray or i._data.dtype not in _POSITIONS:
+            return _general(t, index)
+    return _ops.index(t, list(index))
+
+
 _BASIC_CLASSES = frozenset(_BASIC)      # (by class: a bool is no int here, as in is_basic)
+# the integer dtypes an index tensor is taken as positions in (uint8 is a mask, as bool: PyTorch's rule)
+_POSITIONS = frozenset(np.dtype(d) for d in (np.int8, np.int16, np.int32, np.int64, np.uint16, np.uint32,
+                                                  np.uint64))
 _PATHS = {int: _one_int, slice: _one_slice, Tensor: _one_tensor, tuple: _tuple}
 
 

@@ -90,3 +90,29 @@ def test_cuda_indexing_and_assignment():
     np.testing.assert_array_equal(x.cpu().numpy(), want)
     with pytest.raises(ShapeError, match="read-only"):
         dj.zeros(3, device="cuda").expand((2, 3))[0] = 1.0
+
+
+def test_a_tuple_of_integer_tensors_is_the_general_paths():
+    """``x[i0, i1]`` with integer index tensors (the loss's ``logp[arange(N), y]``) goes straight to
+    aten::index (autograd/indexing._int_tensors): the same values and gradients as split_index's
+    path; masks, uint8, a tensor beside a slice or too many indices take the general path."""
+    from dispatch_jit.autograd import indexing
+    rows, cols = dj.tensor([0, 1, 1, 0]), dj.tensor(np.array([2, 0, 2, 1], np.int32))
+    cases = [(rows, cols), (rows,), (dj.tensor(1), cols), (dj.tensor([[0], [1]]), cols, dj.tensor([1, 3, 0, 3]))]
+    for index in cases:
+        x, xg = dj.tensor(X, requires_grad=True), dj.tensor(X, requires_grad=True)
+        y, yg = x[index], indexing._general(xg, index)
+        np.testing.assert_array_equal(y.detach().numpy(), yg.detach().numpy())
+        assert type(y.grad_fn).__name__ == type(yg.grad_fn).__name__ == "IndexBackward"
+        y.sum().backward()
+        yg.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xg.grad.numpy())
+    x = dj.tensor(X)
+    mask = dj.tensor([True, False])
+    np.testing.assert_array_equal(x[mask, rows[:1]].numpy(), X[np.array([True, False]), np.array([0])])
+    np.testing.assert_array_equal(x[dj.tensor(np.array([1, 0], np.uint8)), rows[:1]].numpy(),
+                                  X[np.array([True, False]), np.array([0])])   # uint8 is a mask, as torch's
+    with pytest.raises(OutOfBoundsError, match="too many indices for tensor of dimension 3"):
+        x[rows, rows, rows, rows]
+    with pytest.raises(OutOfBoundsError, match="tensors used as indices must be long"):
+        x[rows, dj.tensor([0.0, 1.0, 1.0, 0.0])]
