@@ -26,10 +26,11 @@ from dispatch_jit.jit import cache
 
 __all__ = ["SEGMENT_LINES", "compile_plan", "split"]
 
-# lines of body per segment (cut at a step's end).  The tutorial GPT's whole step (gpt-tiny: the same
-# 325-line body), its plan function compiled cold in one process on a loaded 2-core machine: one
-# function 848 s (load 11.6), 80-line segments 584 s (load 11.0), 40-line segments 328 s (load 8.3)
-SEGMENT_LINES = 40
+# lines of body per segment (cut at a step's end).  The tutorial GPT's whole step at gpt-tiny sizes
+# (325 lines of body, 114 loops), its plan function compiled cold in one process, loaded 2 cores: one
+# function 848 s (load 11.6), 80-line segments 584 s (load 11.0), 40-line 328 s (load 8.3), 20-line
+# 138 s (load 9.0); one sequential run each, in one process, with the loads shown
+SEGMENT_LINES = 20
 
 _NAME = "plan_fn"
 _TOKEN = re.compile(r"[A-Za-z_]\w*")
