@@ -13,12 +13,15 @@ changes the three models alike between steps (a layer appended, a gradient hook 
 forward or forward pre-hook on a layer, one of those hooks removed): every step must still equal
 eager's (compiler/structure.py: a change retraces, never a stale plan)."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import dispatch_jit as dj
 from dispatch_jit import nn
+from dispatch_jit.compiler.run import segments
 from dispatch_jit.compiler.training.whole_step import StepEntry
 from dispatch_jit.errors import AutogradError, ShapeError
 from dispatch_jit.tensor import version_of
@@ -109,8 +112,14 @@ def _compare(m, o, em, eo, check, what):
 @given(n=st.integers(1, 12), d=st.integers(1, 6), h=st.integers(1, 9), c=st.integers(2, 4),
        act=st.sampled_from(sorted(ACTIVATIONS)), loss=st.sampled_from(sorted(LOSSES)),
        update=st.sampled_from(sorted(UPDATES)), zero=st.sampled_from(ZERO), schedule=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
+       seed=st.integers(0, 2**16), segment_lines=st.sampled_from([None, 3]))
+def test_fuzz_whole_step(n, d, h, c, act, loss, update, zero, schedule, seed, segment_lines):
+    # segment_lines 3: the plan functions compiled as segments of ~3 lines (compiler/run/segments.py)
+    with mock.patch.object(segments, "SEGMENT_LINES", segment_lines or segments.SEGMENT_LINES):
+        _whole_step(n, d, h, c, act, loss, update, zero, schedule, seed)
+
+
+def _whole_step(n, d, h, c, act, loss, update, zero, schedule, seed):
     rng = np.random.default_rng(seed)
     x = dj.from_numpy(rng.standard_normal((n, d)).astype(np.float32))
     y = dj.from_numpy(rng.integers(0, c, n))

@@ -56,6 +56,7 @@ from ..graph.ir import Var, is_runtime_scalar, vars_in
 from ..graph.passes import lone_reduction, lone_region
 from ..graph.views import is_view, may_copy
 from .call_rules import HELPERS, RULES, RUNTIME_READERS, Site
+from .segments import compile_plan
 
 __all__ = ["PlanFunction", "build", "compiled_functions"]
 
@@ -405,7 +406,8 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
                      + [t._data for _, t in defined] + [np.empty(s, d) for s, d, _ in work] + loop_scalars
                      + [t(x) for t, x in zip(runtime, scalars)])
     glb = {**loop_globals(True), "numba": numba, "_as_strided": as_strided, **HELPERS}
-    ep, how = cache.njit_source(_KIND, src, _NAME, argtypes, glb, options=_OPTIONS, disk=True)
+    # a large body compiles as segments (segments.py), a small one as the one function
+    ep, how = compile_plan(_KIND, src, (defs, body, segments, params, argtypes, glb), _OPTIONS)
     plan.stats.compiles += how == "compiled"
     plan.stats.disk_hits += how == "disk"
     allocs = [(t._data.shape, t._data.dtype, t._data.size) for _, t in defined] + \
