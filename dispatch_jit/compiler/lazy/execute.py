@@ -35,7 +35,8 @@ def run(recorder) -> None:
     records = recorder.records
     if not records:
         return
-    live, twins = _twins(live_values(recorder.lazies, DEAD_RC))
+    lazies = recorder.lazies
+    live, twins = _twins(live_values(lazies, DEAD_RC))
     inputs, tensors, types, next_id = recorder.inputs, recorder.tensors, recorder.types, recorder.next
     multi = recorder.multi
     derived, roots = _derived_views(records, live) if recorder.views else ([], [])
@@ -79,7 +80,7 @@ def run(recorder) -> None:
     try:
         if plan is None:
             g = Graph(inputs=[v for v, _ in ins], types=types, next_id=next_id,
-                      outputs=tuple(Var(v) for v in outs_v))
+                      outputs=tuple(Var(v) for v in outs_v), shapes=_shapes(recorder, ins, lazies))
             g.nodes = [r[SPEC].node(r, scalars) for r in keep]
             optimized, _ = optimize(g.check())
             plan = Plan(optimized, state.stats, True)
@@ -140,6 +141,22 @@ def run(recorder) -> None:
         set_slot(t, get_slot(of, Tensor))
         t._sig = (of._sig & ~_AG) | (t._sig & _AG)
         t.__class__ = Tensor
+
+
+def _shapes(recorder, ins: list, lazies: list) -> dict:
+    """vid -> shape of the inputs and of every value a LazyTensor was made for (the recorder's
+    own: a value whose tensor was rebound by an in-place record stays unknown).  A plan is for
+    the sizes of one run (its key holds the inputs' shapes), so fusion may read them: a value
+    smaller than its loop (attention's mask, saved for masked_fill's backward) becomes a loop of
+    its own (passes._smaller) instead of making the region run op by op at every call, and
+    chains of different sizes are separate loops (passes._shape_groups)."""
+    shapes = {v: get_slot(t, Tensor).shape for v, t in ins}
+    for t in lazies:
+        if t.__class__ is LazyTensor:
+            z = t._lazy
+            if z.recorder is recorder:
+                shapes[z.vid] = z.shape
+    return shapes
 
 
 def _twins(live: list) -> tuple[list, list]:

@@ -6,7 +6,7 @@ kernel is a call through the dispatcher or a step object (microseconds each, whi
 small training step is as much as the arithmetic).  Where every step is one the plan
 function can call (a fused loop, with its reduction epilogue if any; a lone elementwise op
 as a one-node loop; a view op, as ``as_strided`` of the contiguous value it views; or an op
-of planops.RULES) and the plan reads no runtime scalar, the plan's
+of planops.RULES; a runtime scalar only as a loop's parameter), the plan's
 first interpreted run fixes the shape, dtype and layout of every value, and ``build``
 generates::
 
@@ -302,6 +302,13 @@ def _eager_call(node, graph, site, name, scalars, parallel):
     return _fused_call(region, Codegen(region, graph.types), site, name, scalars, parallel)
 
 
+def _lone_loop_reads_runtime(node, graph) -> bool:
+    """Whether ``_eager_call`` makes ``node`` a one-node loop, which reads its runtime scalars as
+    parameters of the plan function (``r<index>``), as a fused loop does: a lone elementwise op
+    (lazy mode's ``mask == 0``, ``x * float(i)``) that has no rule and is no view."""
+    return node.name not in RULES and not is_view(node) and lone_region(node, graph) is not None
+
+
 class _Site(Site):
     views: dict = None     # value id -> the id of the contiguous value it is a view of (made inside)
     elementwise = False    # the step is a flat loop without reduction (``_inplace``)
@@ -371,8 +378,9 @@ def build(plan, env: dict, tensors, scalars, parallel: bool) -> PlanFunction | s
                     got = (got[0] + one[0], got[1] + one[1])
         elif kind == "eager":
             if s.node.name not in RUNTIME_READERS and any(
-                    is_runtime_scalar(a) for a in list(s.node.args) + list(s.node.kwargs.values())):
-                return f"{s.node.name} takes a runtime scalar (only fused loops read them per call)"
+                    is_runtime_scalar(a) for a in list(s.node.args) + list(s.node.kwargs.values())) and \
+                    not _lone_loop_reads_runtime(s.node, plan.graph):
+                return f"{s.node.name} takes a runtime scalar (only loops read them per call)"
             got = _eager_call(s.node, plan.graph, site, f"loop_{pos}", loop_scalars, parallel)
             refused_by[pos] = s.node.name
         else:
