@@ -19,7 +19,7 @@ from dispatch_jit.errors import AutogradError, DTypeError, InvalidArgumentError
 from dispatch_jit.ops import entries
 from dispatch_jit.tensor import wrap
 
-from .op import _as_1d, _check, _raise_bad
+from .op import _as_1d, _check, _index_meta, _raise_bad
 
 __all__ = ["SCHEMAS", "KERNELS", "METHODS"]
 
@@ -150,9 +150,24 @@ def _src_grad(g, s, c):
     return _src_shaped(_weights(g, s, c)[1], tuple(s["src"].shape))
 
 
+_scatter_meta = _index_meta("scatter_reduce", lambda x, i: x)
+
+
+def scatter_reduce_meta(x, dim, index, src, reduce, include_self=True):
+    """What a trace learns without data (the Meta key): x's shape and dtype, after the checks that
+    need no data; the bounds checks wait for the run.  Without it a trace ran the kernel on
+    placeholders, whose index held whatever memory it was given, and broke at every call."""
+    if reduce not in _REDUCES:
+        raise InvalidArgumentError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if x.dtype.is_complex:
+        raise DTypeError(f"scatter_reduce(): complex inputs are not supported (got {x.dtype.name})")
+    return _scatter_meta(x, dim, index, src)
+
+
 _SAVE = ("self", "index", "src", "result")
 KERNELS = {
     "CPU": {"scatter_reduce.two": scatter_reduce},
+    "Meta": {"scatter_reduce.two": scatter_reduce_meta},
     "Autograd": {"scatter_reduce.two": AutogradKernel(Derivative(
         "ScatterReduceBackward", (Grad(_self_grad, _SAVE), Grad(lambda g, s, c: None), Grad(_src_grad, _SAVE)),
         unbroadcast=False))},

@@ -212,3 +212,22 @@ def test_errors():
     with pytest.raises(RuntimeError, match="zero"):
         out.sum().backward()
     assert math.isnan(dj.nanmedian(dj.tensor([math.nan, math.nan])).item())
+
+
+def test_scatter_reduce_traces_without_a_break_and_equals_eager():
+    # its Meta kernel: a trace learns the result's shape and dtype without running the kernel on
+    # placeholders (whose index held arbitrary memory: every call broke the graph)
+    import warnings
+    x = dj.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    idx, src = dj.tensor([[0, 1, 0], [1, 0, 1]]), dj.tensor(np.full((2, 3), 2.0), requires_grad=True)
+
+    def f(x, i, s):
+        return (x.scatter_reduce(0, i, s, "amax", include_self=False) * 3).sum()
+    compiled = dj.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # a graph break warns
+        for _ in range(2):
+            got, want = compiled(x, idx, src), f(x, idx, src)
+            assert got.item() == want.item()
+    with pytest.raises(InvalidArgumentError, match="reduce argument"):
+        dj.compile(lambda x, i, s: x.scatter_reduce(0, i, s, "median"))(x, idx, src)
