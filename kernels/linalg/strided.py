@@ -89,6 +89,7 @@ def batched_gemm_view(a4, b4, o3, ia, ib):
 
 _INDEX = nbt.Array(nbt.intp, 1, "C")
 _KIND = __name__
+_ENTRIES = cache.entries(_KIND)
 
 
 def _as_4d(x: np.ndarray) -> np.ndarray:
@@ -99,7 +100,11 @@ def strided_matmul(a: np.ndarray, b: np.ndarray, o3: np.ndarray, ia: np.ndarray,
     """Eager mode's product of two ``eligible`` operands (cpu.py): ``o3`` (nbatch, m, n), the
     batch index maps of cpu.py's plan."""
     dt = a.dtype
-    arr = nbt.Array(numba.from_dtype(dt), 4, "A")
-    fn = cache.njit_function(_KIND, ("batched_gemm_view", dt), "batched_gemm_view", batched_gemm_view,
-                             (arr, arr, nbt.Array(numba.from_dtype(dt), 3, "C"), _INDEX, _INDEX))
+    fn = _ENTRIES.get(("batched_gemm_view", dt))
+    if fn is None:
+        # the Numba signature only on a miss: making array types costs microseconds, which an
+        # attention's small products (two a call of each head's matrices) would pay every call
+        arr = nbt.Array(numba.from_dtype(dt), 4, "A")
+        fn = cache.njit_function(_KIND, ("batched_gemm_view", dt), "batched_gemm_view", batched_gemm_view,
+                                 (arr, arr, nbt.Array(numba.from_dtype(dt), 3, "C"), _INDEX, _INDEX))
     fn(_as_4d(a), _as_4d(b), o3, ia, ib)
