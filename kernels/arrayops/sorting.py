@@ -108,27 +108,32 @@ def _mode(a, idx, out):
         out[r] = idx[r, best_at]
 
 
-_LOOPS = {"mode": _mode, "sort": _sort, "argsort": _argsort, "cumsum": _cumsum, "cumprod": _cumprod}
+_LOOPS = {"mode": _mode, "sort": _sort, "argsort": _argsort, "cumsum": _cumsum, "cumprod": _cumprod,
+          "searchsorted": _searchsorted, "nonzero": _nonzero}
+_ENTRIES = cache.entries(_KIND)
+_I64 = np.dtype(np.int64)
 
 
 def _array_type(dt: np.dtype, ndim: int):
     return numba.types.Array(numba.from_dtype(dt), ndim, "C")
 
 
-def _entry(name: str, dt: np.dtype, sig: tuple):
-    """The loop ``name`` compiled for ``sig`` (once per dtype, through the one compile cache)."""
-    return cache.njit_function(_KIND, (name, dt), name, _LOOPS[name], sig)
+def _entry(name: str, dt: np.dtype, sig):
+    """The loop ``name`` for ``dt``, compiled (once per dtype, through the one compile cache) for the
+    signature ``sig()`` makes: only on a miss, as making Numba array types costs microseconds a call."""
+    ep = _ENTRIES.get((name, dt))
+    return ep if ep is not None else cache.njit_function(_KIND, (name, dt), name, _LOOPS[name], sig())
 
 
 def sort_rows(a: np.ndarray) -> np.ndarray:
     out = np.empty_like(a)
-    _entry("sort", a.dtype, (_array_type(a.dtype, 2),) * 2)(a, out)
+    _entry("sort", a.dtype, lambda: (_array_type(a.dtype, 2),) * 2)(a, out)
     return out
 
 
 def argsort_rows(a: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape, np.int64)
-    _entry("argsort", a.dtype, (_array_type(a.dtype, 2), _array_type(np.dtype(np.int64), 2)))(a, out)
+    _entry("argsort", a.dtype, lambda: (_array_type(a.dtype, 2), _array_type(_I64, 2)))(a, out)
     return out
 
 
@@ -136,8 +141,7 @@ def mode_rows(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """The index of each row's mode: ``a`` the rows sorted stably, ``idx`` their argsort (both
     C-contiguous ``(rows, n)``, n > 0)."""
     out = np.empty(a.shape[0], np.int64)
-    i64 = _array_type(np.dtype(np.int64), 2)
-    _entry("mode", a.dtype, (_array_type(a.dtype, 2), i64, _array_type(np.dtype(np.int64), 1)))(a, idx, out)
+    _entry("mode", a.dtype, lambda: (_array_type(a.dtype, 2), _array_type(_I64, 2), _array_type(_I64, 1)))(a, idx, out)
     return out
 
 
@@ -145,26 +149,21 @@ def cumulate_rows(name: str, a: np.ndarray) -> np.ndarray:
     """Running sum or product along each row of ``a``, in ``a``'s dtype."""
     out = np.empty_like(a)
     if a.size:
-        _entry(name, a.dtype, (_array_type(a.dtype, 2),) * 2)(a, out)
+        _entry(name, a.dtype, lambda: (_array_type(a.dtype, 2),) * 2)(a, out)
     return out
 
 
 def searchsorted(s: np.ndarray, v: np.ndarray, right: bool) -> np.ndarray:
     out = np.empty(v.shape, np.int64)
-    t = _array_type(s.dtype, 1)
-    key = ("searchsorted", s.dtype)
-    fn = cache.njit_function(_KIND, key, "searchsorted", _searchsorted,
-                             (t, t, numba.types.boolean, _array_type(np.dtype(np.int64), 1)))
-    fn(s, v, right, out)
+    _entry("searchsorted", s.dtype,
+           lambda: (_array_type(s.dtype, 1),) * 2 + (numba.types.boolean, _array_type(_I64, 1)))(s, v, right, out)
     return out
 
 
 def nonzero_flat(a: np.ndarray) -> np.ndarray:
     """The flat positions of ``a``'s nonzero elements (``a`` 1-d, contiguous), ascending."""
     out = np.empty(int(np.count_nonzero(a)), np.int64)
-    t = _array_type(a.dtype, 1)
-    cache.njit_function(_KIND, ("nonzero", a.dtype), "nonzero", _nonzero,
-                        (t, _array_type(np.dtype(np.int64), 1)))(a, out)
+    _entry("nonzero", a.dtype, lambda: (_array_type(a.dtype, 1), _array_type(_I64, 1)))(a, out)
     return out
 
 
