@@ -35,14 +35,17 @@ reassociating anything.
 ta = t0
 while ta < t1:
     m = min(t1 - ta, nl - lp)
+    tu = np.uint64(ta)
+    lu = np.uint64(lp)
+    mu = np.uint64(m)
     if fr:
-        for u in range(m):
-            t = ta + u
-            ln[lp + u] = _sadd(0.0, x[t])
+        for u in range(mu):
+            t = tu + u
+            ln[lu + u] = _sadd(0.0, x[t])
     else:
-        for u in range(m):
-            t = ta + u
-            ln[lp + u] = _sadd(ln[lp + u], x[t])
+        for u in range(mu):
+            t = tu + u
+            ln[lu + u] = _sadd(ln[lu + u], x[t])
     ta += m
     lp += m
     if lp == nl:
@@ -93,11 +96,15 @@ def lane_run(start: str, stop: str, var: str, value: Callable[[str], tuple[list,
     stmts, expr = value(var)
 
     def slice_(acc):
-        return (["    for u in range(m):", f"        {var} = ta + u"] + [f"        {s}" for s in stmts]
-                + [f"        ln[lp + u] = {step}({acc}, {expr})"])
+        return (["    for u in range(mu):", f"        {var} = tu + u"] + [f"        {s}" for s in stmts]
+                + [f"        ln[lu + u] = {step}({acc}, {expr})"])
 
-    return ([f"ta = {start}", f"while ta < {stop}:", f"    m = min({stop} - ta, nl - lp)", "    if fr:"]
-            + ["    " + s for s in slice_(init)] + ["    else:"] + ["    " + s for s in slice_("ln[lp + u]")]
+    # unsigned indices (the eager kernels' are already; the fused loops' are int64): with signed
+    # ones Numba checks each load and lane store for a negative index, and the slice does not
+    # vectorize (measured: fused (x * y + 1).exp().sum() of 1e6 float32 5.98 ms -> 0.95 ms)
+    return ([f"ta = {start}", f"while ta < {stop}:", f"    m = min({stop} - ta, nl - lp)",
+             "    tu = np.uint64(ta)", "    lu = np.uint64(lp)", "    mu = np.uint64(m)", "    if fr:"]
+            + ["    " + s for s in slice_(init)] + ["    else:"] + ["    " + s for s in slice_("ln[lu + u]")]
             + ["    ta += m", "    lp += m", "    if lp == nl:", "        lp -= nl", "        fr = False"])
 
 
