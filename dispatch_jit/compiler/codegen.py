@@ -219,16 +219,17 @@ class Codegen:
                     parallel=not (mode == "cols" and 0 in red.axes))
         lines += nest.setup
         folded = lambda acc: (lambda at: self._element(at) + fold.step(acc, value))
-        element = lambda at: (self._element(at), fold.value(value))
+        stage = fold.stage(self.types[red.src].dtype)      # float32 values staged per run (lanes.lane_run)
+        element = lambda at: (self._element(at), value if stage else fold.value(value))
         ridx = ", ".join("0" if d in red.axes else f"i{d}" for d in range(nd) if d not in red.axes or red.keepdim)
         if fold.ordered and mode == "full":
-            lines += full_walk(nest, element, "init_r", type_fn(red.acc.name), fold.lane_step)
+            lines += full_walk(nest, element, "init_r", type_fn(red.acc.name), fold.lane_step, stage)
             lines += ["    tot = init_r", "    for ch in range(nc):"]
             lines += [f"        {s}" for s in fold.step("tot", "p0[ch]", merge=True)]
             lines.append("    " + put("r0[" + (ridx or "()") + "]", fold.final("tot", "cnt")))
         elif fold.ordered and mode == "rows":
             lines += rows_walk(nest, red.axes, element, "init_r", type_fn(red.acc.name), fold.lane_step,
-                               lambda acc: [put(f"r0[{ridx}]", fold.final(acc, 'cnt'))])
+                               lambda acc: [put(f"r0[{ridx}]", fold.final(acc, 'cnt'))], stage)
         elif mode == "full":
             cnt = "n0" if flat else " * ".join(f"n{d}" for d in range(nd))
             lines += [f"    cnt = {cnt}", "    nc = p0.shape[0]"]

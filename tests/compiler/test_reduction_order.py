@@ -122,3 +122,19 @@ def test_fused_sum_around_the_parallel_thresholds_equals_eager(n, threads, resto
         for p in parts:
             total += p
         assert (a * b).sum().item() == np.float32(total)
+
+
+@pytest.mark.parametrize("n", [(1 << 18) + 5, (1 << 20) + 77])
+def test_fused_fold_after_exp_equals_eager(n, monkeypatch):
+    # the flat fold of a contiguous chain (its lane slices vectorize on unsigned indices): from the
+    # parallel compile's threshold on in one chunk (run serially), and in chunks on threads
+    monkeypatch.setattr(loops_parallel, "PARALLEL", True)
+    rng = np.random.default_rng(n)
+    fns = {"float32": (lambda x, y: (x * y + 1).exp().sum(), lambda x, y: (x * y + 1).exp().mean()),
+           "float64": (lambda x, y: (x * y + 1).exp().sum(),)}
+    for dtype, chain in fns.items():
+        x, y = (dj.from_numpy((rng.standard_normal(n) * 0.5).astype(dtype)) for _ in range(2))
+        for fn in chain:
+            want = fn(x, y).numpy()
+            assert np.isfinite(want) and want != 0
+            np.testing.assert_array_equal(dj.compile(fn)(x, y).numpy(), want)

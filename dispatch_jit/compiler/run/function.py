@@ -218,6 +218,7 @@ def _fused_call(region, gen, site, name, scalars, parallel):
         extra.append(site.names[red.out])
         if mode == "full":
             extra.append(site.scratch((1,), red.acc.np, chunks_of=(n, None if flat or gen.fold.ordered else shape[0])))
+            threads = full_chunks(n) > 1     # as FusedStep.__call__: one chunk runs serially (the same bits)
         elif mode == "cols":
             extra.append(site.scratch(reduced_shape(shape, red.axes, True), red.acc.np))
             threads = 0 not in red.axes      # as FusedStep.threads: no race-free prange over dimension 0

@@ -27,6 +27,10 @@ __all__ = ["Fold", "radd", "rmul", "FOLD_IMPORTS"]
 radd = numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a + b)
 rmul = numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")(lambda a, b: a * b)
 
+# (value dtype, accumulator dtype) of the ordered folds whose runs are staged (lanes.lane_run's
+# cast): float32 values into float64 lanes, computed at float32's vector width, not float64's
+STAGED = {("float32", "float64")}
+
 # the first lines of a CPU source that folds (its module-level names for radd and rmul)
 FOLD_IMPORTS = ["from dispatch_jit.kernels.support.loops.fold import radd as _radd, rmul as _rmul",
                 "from dispatch_jit.kernels.support.loops.lanes import LANES, TAIL, sadd as _sadd, smul as _smul", ""]
@@ -49,6 +53,11 @@ class Fold:
     def lane_step(self) -> str:
         """The strict step of an ordered fold, by name: ``"_sadd"`` or ``"_smul"``."""
         return "_smul" if self.kind == "prod" else "_sadd"
+
+    def stage(self, value: DType) -> str | None:
+        """The constructor of the buffer that stages a run of this fold's ``value``-dtype elements
+        before they fold (``lanes.lane_run``), or None: they fold as computed."""
+        return type_fn(value.name) if self.ordered and (value.name, self.acc.name) in STAGED else None
 
     def value(self, value: str) -> str:
         """``value`` converted to the accumulator's dtype."""

@@ -35,14 +35,17 @@ reassociating anything.
 ta = t0
 while ta < t1:
     m = min(t1 - ta, nl - lp)
+    tu = np.uint64(ta)
+    lu = np.uint64(lp)
+    mu = np.uint64(m)
     if fr:
-        for u in range(m):
-            t = ta + u
-            ln[lp + u] = _sadd(0.0, x[t])
+        for u in range(mu):
+            t = tu + u
+            ln[lu + u] = _sadd(0.0, x[t])
     else:
-        for u in range(m):
-            t = ta + u
-            ln[lp + u] = _sadd(ln[lp + u], x[t])
+        for u in range(mu):
+            t = tu + u
+            ln[lu + u] = _sadd(ln[lu + u], x[t])
     ta += m
     lp += m
     if lp == nl:
@@ -56,7 +59,7 @@ from typing import Callable
 
 import numba
 
-__all__ = ["LANES", "TAIL", "ROW_BLOCK", "sadd", "smul", "lane_run", "lane_open", "lane_close", "full_walk",
+__all__ = ["LANES", "TAIL", "ROW_BLOCK", "sadd", "smul", "lane_run", "lane_open", "lane_close", "stage_open", "full_walk",
            "rows_walk"]
 
 # 128 float64 lanes: 16 AVX-512 registers' worth, long enough runs for the vectorized slice
@@ -83,21 +86,41 @@ def lane_open(count: str, dtype: str, alloc: bool = True) -> list[str]:
                     "lp = nl - nl", "fr = True"]
 
 
+def stage_open(stage: str | None) -> list[str]:
+    """The staging buffer ``vb`` of ``lane_run``'s ``cast`` form, of the constructor ``stage`` (none without)."""
+    return [f"vb = np.empty(LANES, {stage})"] if stage else []
+
+
 def lane_run(start: str, stop: str, var: str, value: Callable[[str], tuple[list, str]], init: str,
-             step: str) -> list[str]:
+             step: str, cast: str | None = None) -> list[str]:
     """Statements folding the elements ``var`` in ``[start, stop)`` of one run into the ``nl``
     lanes from lane ``lp`` on; ``value(var)`` gives (statements, expression) of one element, already
     in the accumulator's dtype, ``init`` is the fold's initial value and ``step`` ``"_sadd"``
     or ``"_smul"``.  A slice of lanes never wraps, so it is started (``init`` folded with its
-    first element, no separate pass) or continued as a whole."""
+    first element, no separate pass) or continued as a whole.
+
+    With ``cast`` (the accumulator's constructor), the expression is the element's own value:
+    one loop computes the run's values into the staging buffer ``vb`` (``stage_open``), a second
+    folds them, converted by ``cast``.  A loop that computes float32 values and folds them into
+    float64 lanes vectorizes at float64's width, half float32's; staged, the computing loop runs
+    at its own (measured: fused (x * y + 1).exp().sum() of 1e6 float32, serial, 0.91 -> 0.60 ms,
+    the unfused loop plus eager sum 0.61 ms).  The values, their order and the bits are the same."""
     stmts, expr = value(var)
+    compute = ["    for u in range(mu):", f"        {var} = tu + u"] + [f"        {s}" for s in stmts]
 
     def slice_(acc):
-        return (["    for u in range(m):", f"        {var} = ta + u"] + [f"        {s}" for s in stmts]
-                + [f"        ln[lp + u] = {step}({acc}, {expr})"])
+        if cast is not None:
+            return ["    for u in range(mu):", f"        ln[lu + u] = {step}({acc}, {cast}(vb[u]))"]
+        return compute + [f"        ln[lu + u] = {step}({acc}, {expr})"]
 
-    return ([f"ta = {start}", f"while ta < {stop}:", f"    m = min({stop} - ta, nl - lp)", "    if fr:"]
-            + ["    " + s for s in slice_(init)] + ["    else:"] + ["    " + s for s in slice_("ln[lp + u]")]
+    staged = compute + [f"        vb[u] = {expr}"] if cast is not None else []
+
+    # unsigned indices (the eager kernels' are already; the fused loops' are int64): with signed
+    # ones Numba checks each load and lane store for a negative index, and the slice does not
+    # vectorize (measured: fused (x * y + 1).exp().sum() of 1e6 float32 5.98 ms -> 0.95 ms)
+    return ([f"ta = {start}", f"while ta < {stop}:", f"    m = min({stop} - ta, nl - lp)",
+             "    tu = np.uint64(ta)", "    lu = np.uint64(lp)", "    mu = np.uint64(m)"] + staged + ["    if fr:"]
+            + ["    " + s for s in slice_(init)] + ["    else:"] + ["    " + s for s in slice_("ln[lu + u]")]
             + ["    ta += m", "    lp += m", "    if lp == nl:", "        lp -= nl", "        fr = False"])
 
 
@@ -123,14 +146,15 @@ def lane_close(acc: str, init: str, step: str) -> list[str]:
 Element = Callable[[Callable[[str], str]], tuple[list, str]]
 
 
-def full_walk(nest, element: Element, init: str, dtype: str, step: str) -> list[str]:
+def full_walk(nest, element: Element, init: str, dtype: str, step: str, stage: str | None = None) -> list[str]:
     """A full reduction over ``nest`` (a ``Nest``, flat or strided) in the lane order, its flat
     index range split into ``nc`` chunks of ``blk`` (the eager kernel's chunks: ``nc`` is a
     variable of the kernel, from ``parallel.full_chunks``), ``prange`` over the chunks; chunk
     ``ch``'s fold is stored in ``p0[ch]``.  Each chunk unravels its first index once, then
     walks runs of the innermost dimension, carrying into the outer ones.  ``element(at)``
     gives the statements and the accumulator-dtype value of the element at the index ``at``
-    maps an array parameter to."""
+    maps an array parameter to; with ``stage`` (a constructor: ``Fold.stage``), the value in that
+    dtype, staged per run (``lane_run``'s ``cast``)."""
     nd = 1 if nest.kind == "flat" else nest.ndim
     idx = [f"i{d}" for d in range(nd - 1)] + ["il"]
     at = lambda name: f"{nest.views[name]}[{', '.join(idx)}]"
@@ -144,30 +168,33 @@ def full_walk(nest, element: Element, init: str, dtype: str, step: str) -> list[
         carry = [f"i{nd - 2} += 1"] + [s for d in range(nd - 2, 0, -1)
                                        for s in (f"if i{d} == n{d}:", f"    i{d} = 0", f"    i{d - 1} += 1")]
     walk = (unravel + ["g = lo", "while g < hi:", f"    e = min({last} - j, hi - g)"]
-            + [f"    {s}" for s in lane_run("j", "j + e", "il", lambda v: element(at), init, step)]
+            + [f"    {s}" for s in lane_run("j", "j + e", "il", lambda v: element(at), init, step,
+                                           dtype if stage else None)]
             + ["    g += e", "    j = 0"] + [f"    {s}" for s in carry])
     lines = ["cnt = " + " * ".join(f"n{d}" for d in range(nd)), "nc = p0.shape[0]", "blk = (cnt + nc - 1) // nc",
              f"for ch in {nest.par}(nc):", "    lo = ch * blk", "    hi = min(lo + blk, cnt)"]
-    lines += [f"    {s}" for s in lane_open("max(hi - lo, 0)", dtype)]
+    lines += [f"    {s}" for s in stage_open(stage) + lane_open("max(hi - lo, 0)", dtype)]
     lines += ["    if lo < hi:"] + [f"        {s}" for s in walk]
     lines += [f"    {s}" for s in lane_close("acc", init, step)] + ["    p0[ch] = acc"]
     return [f"    {s}" for s in lines]
 
 
-def rows_walk(nest, axes: tuple, element: Element, init: str, dtype: str, step: str, store: Callable[[str], list]):
+def rows_walk(nest, axes: tuple, element: Element, init: str, dtype: str, step: str, store: Callable[[str], list],
+              stage: str | None = None):
     """A reduction over ``axes`` (the last dimension among them, a kept one before them) of a
     strided ``nest`` in the lane order: one fold per output element, its reduced elements in C
     order; ``store(acc)`` gives the statements storing a fold at the kept indices.  The lanes
     are allocated once per block of ``ROW_BLOCK`` indices of the first kept dimension, the
-    ``prange``."""
+    ``prange``; ``stage`` as ``full_walk``'s."""
     nd = nest.ndim
     kept = [d for d in range(nd) if d not in axes]
     k0, red = kept[0], [d for d in axes if d != nd - 1]
     idx = [f"i{d}" if d != nd - 1 else "il" for d in range(nd)]
     at = lambda name: f"{nest.views[name]}[{', '.join(idx)}]"
     lines = ["cnt = " + " * ".join(f"n{d}" for d in axes),
-             f"for kb in {nest.par}((n{k0} + {ROW_BLOCK - 1}) // {ROW_BLOCK}):", f"    ln = np.empty(LANES, {dtype})",
-             f"    for i{k0} in range(kb * {ROW_BLOCK}, min(kb * {ROW_BLOCK} + {ROW_BLOCK}, n{k0})):"]
+             f"for kb in {nest.par}((n{k0} + {ROW_BLOCK - 1}) // {ROW_BLOCK}):", f"    ln = np.empty(LANES, {dtype})"]
+    lines += [f"    {s}" for s in stage_open(stage)]
+    lines.append(f"    for i{k0} in range(kb * {ROW_BLOCK}, min(kb * {ROW_BLOCK} + {ROW_BLOCK}, n{k0})):")
     pad = "        "
     for d in kept[1:]:
         lines.append(f"{pad}for i{d} in range(n{d}):")
@@ -177,7 +204,8 @@ def rows_walk(nest, axes: tuple, element: Element, init: str, dtype: str, step: 
     for d in red:
         lines.append(f"{inner}for i{d} in range(n{d}):")
         inner += "    "
-    lines += [inner + s for s in lane_run("0", f"n{nd - 1}", "il", lambda v: element(at), init, step)]
+    lines += [inner + s for s in lane_run("0", f"n{nd - 1}", "il", lambda v: element(at), init, step,
+                                          dtype if stage else None)]
     lines += [pad + s for s in lane_close("acc", init, step) + store("acc")]
     return [f"    {s}" for s in lines]
 

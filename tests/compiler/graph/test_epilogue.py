@@ -102,7 +102,7 @@ def test_chain_then_sum_is_one_kernel_and_stores_nothing_else():
     assert "epilogue" in ONE.graph()
     code = ONE.code()
     # the sum folds in the written lane order (support/loops/lanes.py), every step strict
-    assert "prange" in code and "_sadd(ln[lp + u]" in code and "_radd" not in code.split("\n", 2)[2]
+    assert "prange" in code and "_sadd(ln[lu + u]" in code and "_radd" not in code.split("\n", 2)[2]
 
 
 def test_new_sizes_do_not_recompile():
