@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...broadcast import broadcast_shapes
 from ..elementwise import Elementwise, Reduction, elementwise_info, reduction_info, scalar_op_of
 from .ir import Graph, Node, Var, rename_vars, vars_in
 from .padded_cats import merge_padded_cats
@@ -262,12 +263,12 @@ def _shape_groups(grp, nodes, shapes) -> list:
                 if None in ins:
                     return [grp]
                 try:
-                    s = np.broadcast_shapes(*ins)
+                    s = broadcast_shapes(*ins)
                 except ValueError:
                     return [grp]
             known[v] = tuple(s)
     try:
-        np.broadcast_shapes(*known.values())
+        broadcast_shapes(*known.values())
         return [grp]
     except ValueError:
         pass

@@ -43,6 +43,7 @@ import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from dispatch_jit.broadcast import broadcast_shapes
 from dispatch_jit.bufferpool import pool as _pool
 from dispatch_jit.dtypes import BF16_STORAGE
 from dispatch_jit.jit import cache
@@ -186,7 +187,7 @@ def _fused_call(region, gen, site, name, scalars, parallel):
         return "a fused loop without an input"
     ins = [site.array_of(v) for v in region.inputs]
     try:
-        shape = np.broadcast_shapes(*[a.shape for a in ins])
+        shape = broadcast_shapes(*[a.shape for a in ins])
     except ValueError:         # FusedStep.__call__ runs such a region's ops one by one
         return _NO_BROADCAST
     if any(site.array_of(v).shape != shape for v in region.outputs):
@@ -194,7 +195,7 @@ def _fused_call(region, gen, site, name, scalars, parallel):
     # as FusedStep.__call__'s partial outputs: a reduced value that reads only some inputs may be
     # smaller than the loop, and summed over the loop it would count each element again and again
     if region.reduce is not None and \
-            np.broadcast_shapes(*[ins[i].shape for i in region.reduce_deps]) != shape:
+            broadcast_shapes(*[ins[i].shape for i in region.reduce_deps]) != shape:
         return "a fused loop with a reduced value smaller than its loop"
     # as FusedStep.__call__: the flat loop where every input is contiguous and of the loop's shape (and
     # not a view made inside the function: Numba types those as any-layout arrays), else the nest
@@ -258,7 +259,7 @@ def _view_call(node, site):
         return f"{node.name}: a view without one tensor operand per output"
     calls = []
     # a ViewOp first expands leaves of different shapes to their common shape (ViewOp.__call__)
-    common = np.broadcast_shapes(*[site.array_of(b.id).shape for b in bases]) if len(bases) > 1 else None
+    common = broadcast_shapes(*[site.array_of(b.id).shape for b in bases]) if len(bases) > 1 else None
     for base, vid in zip(bases, node.outs):
         root = site.views.get(base.id, base.id)
         r, a = site.array_of(root), site.array_of(vid)
